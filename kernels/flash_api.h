@@ -1,0 +1,212 @@
+/* flash_api.h: the one contract every flashcheck backend and the oracle share.
+ *
+ * Prefix fa_. C linkage. No function here depends on where the data lives:
+ * a backend declares its memory space (host or CUDA device) and the harness
+ * hands it pointers of that space.
+ *
+ * ---------------------------------------------------------------------------
+ * Shapes (all counts are int64_t, all strides in ELEMENTS, any order, >= 0):
+ *   Q   [B, Sq, Hq,  Dqk]   dtype fp16 or bf16
+ *   K   [B, Sk, Hkv, Dqk]
+ *   V   [B, Sk, Hkv, Dv ]
+ *   O   [B, Sq, Hq,  Dv ]   same dtype as Q
+ *   LSE [B, Hq, Sq]         fp32, natural log: lse = log(sum_j exp(scale*q.k_j + mask_ij))
+ *   additive mask [B, Hq, Sq, Sk] fp32, stride 0 broadcasts, entries may be -inf.
+ *   dO, dQ, dK, dV: same shapes as O, Q, K, V, each with its own strides.
+ *
+ * Visibility of key j to query i (0 <= i < Sq, 0 <= j < Sk):
+ *   diag(i) = i                  for FA_CAUSAL_TOP_LEFT      (and window_align TOP_LEFT)
+ *   diag(i) = i + Sk - Sq        for FA_CAUSAL_BOTTOM_RIGHT  (and window_align BOTTOM_RIGHT)
+ *   causal:        j <= diag(i)
+ *   window_left  >= 0:  j >= diag(i) - window_left
+ *   window_right >= 0:  j <= diag(i) + window_right
+ *   (a negative window side is unbounded). With a causal mode the window uses
+ *   the causal diagonal; with FA_CAUSAL_NONE it uses window_align.
+ *   An additive mask entry of -inf also hides the key; finite entries add to
+ *   the score AFTER the softmax scale: s_ij = scale * q_i.k_j + mask_ij.
+ *
+ * A row with no visible key (this includes Sk = 0): O row = 0, LSE = -inf,
+ * and in backward dQ row = 0, no contribution to dK, dV. Sq = 0 writes nothing.
+ *
+ * GQA/MQA: Hq = g * Hkv; query head h reads kv head h / g; dK and dV sum over
+ * the g query heads of a group.
+ *
+ * Backward computes, with P the softmax probabilities and D_i = dO_i . O_i:
+ *   dV_j = sum_i P_ij dO_i,  dP_ij = dO_i . V_j,  dS_ij = P_ij (dP_ij - D_i),
+ *   dQ_i = scale * sum_j dS_ij K_j,  dK_j = scale * sum_i dS_ij Q_i.
+ * The mask is a constant (no gradient).
+ *
+ * Validation (fa_validate_fwd / fa_validate_bwd, which every backend calls
+ * first): null pointers, negative or impossible sizes, Hq % Hkv != 0, head dims
+ * outside the backend's limits, a pointer not aligned to its element size,
+ * a negative stride, strides whose extent overflows 64 bits, an output whose
+ * layout maps two elements to one address, an output whose address range
+ * intersects an input's or another output's, a non-finite softmax scale,
+ * mask strides. Inputs may overlap each other (fused QKV is fine); outputs
+ * may not overlap anything. A rejected call returns a status, fills fa_error
+ * with the argument's name and a message, and writes no output.
+ * ------------------------------------------------------------------------- */
+#ifndef FLASHCHECK_FLASH_API_H
+#define FLASHCHECK_FLASH_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FA_ABI_VERSION 1
+
+typedef enum {
+    FA_OK = 0,
+    FA_ERR_INVALID = 1,     /* an argument is wrong: fa_error.arg names it */
+    FA_ERR_UNSUPPORTED = 2, /* valid, but this backend cannot run it */
+    FA_ERR_NOMEM = 3,
+    FA_ERR_DEVICE = 4,      /* a CUDA (or other device) error; message has it */
+    FA_ERR_INTERNAL = 5
+} fa_status;
+
+typedef enum { FA_F16 = 0, FA_BF16 = 1 } fa_dtype;
+
+typedef enum {
+    FA_CAUSAL_NONE = 0,
+    FA_CAUSAL_TOP_LEFT = 1,     /* j <= i            (PyTorch is_causal) */
+    FA_CAUSAL_BOTTOM_RIGHT = 2  /* j <= i + Sk - Sq  (FlashAttention-2 >= 2.1) */
+} fa_causal;
+
+typedef enum { FA_ALIGN_TOP_LEFT = 0, FA_ALIGN_BOTTOM_RIGHT = 1 } fa_align;
+
+/* A 4-d tensor view: dims [batch, seq, head, dim] in that logical order. */
+typedef struct {
+    void *ptr;
+    int64_t stride[4]; /* elements; element (b,s,h,d) at ptr + b*st[0]+s*st[1]+h*st[2]+d*st[3] */
+} fa_tensor;
+
+/* LSE view [batch, head_q, seq_q], fp32. */
+typedef struct {
+    float *ptr;
+    int64_t stride[3];
+} fa_lse;
+
+/* Additive mask view [batch, head_q, seq_q, seq_k], fp32. ptr == NULL: no mask. */
+typedef struct {
+    const float *ptr;
+    int64_t stride[4];
+} fa_mask;
+
+typedef struct {
+    int64_t batch, seqlen_q, seqlen_k, heads_q, heads_kv, head_dim_qk, head_dim_v;
+    fa_dtype dtype;
+    float softmax_scale;     /* 0 selects the default 1/sqrt(head_dim_qk) */
+    fa_causal causal;
+    int64_t window_left;     /* < 0: unbounded */
+    int64_t window_right;    /* < 0: unbounded */
+    fa_align window_align;   /* diagonal of the window when causal == FA_CAUSAL_NONE */
+} fa_problem;
+
+typedef struct {
+    fa_problem p;
+    fa_tensor q, k, v;       /* inputs */
+    fa_mask mask;            /* optional input */
+    fa_tensor o;             /* output */
+    fa_lse lse;              /* output (required) */
+    void *stream;            /* cudaStream_t for device backends, NULL = default; ignored on host */
+} fa_fwd_args;
+
+typedef struct {
+    fa_problem p;
+    fa_tensor q, k, v, o, dout; /* inputs */
+    fa_lse lse;                 /* input: the forward's LSE */
+    fa_mask mask;               /* optional input */
+    fa_tensor dq, dk, dv;       /* outputs */
+    int deterministic;          /* 1: bitwise reproducible dQ, dK, dV */
+    void *stream;
+} fa_bwd_args;
+
+typedef struct {
+    fa_status status;
+    char arg[32];   /* the offending argument ("q.stride[2]", "heads_kv", ...) or "" */
+    char msg[256];  /* a sentence saying what is wrong and what to do */
+} fa_error;
+
+/* ---------------------------------------------------------------------------
+ * Precision profile: what a backend promises about its arithmetic, so the
+ * oracle can bound its error element by element (oracle/BOUNDS.md).
+ * ------------------------------------------------------------------------- */
+typedef struct {
+    double u_acc;        /* unit roundoff of dot-product / P.V accumulation (2^-24 fp32 RN;
+                            2^-23 for tensor cores, which truncate) */
+    double exp_rel_err;  /* max relative error of exp(x) for the argument actually passed
+                            (excludes error already in the score) */
+    int scores_fp32;     /* 1: S = scale*QK^T (+mask) is computed and held in fp32 */
+    int p_rounded;       /* 1: P is rounded to the input dtype before P.V (and before dV, dP use) */
+    int ds_rounded;      /* 1: dS is rounded to the input dtype before dS.K and dS^T.Q */
+    int out_rounded;     /* 1: O, dQ, dK, dV are rounded (RN) to the input dtype when stored */
+    int max_rescales;    /* upper bound on online-softmax rescales per row per 1000 keys, or -1 unknown */
+} fa_precision;
+
+/* Limits a backend supports; used by fa_validate_*. */
+typedef struct {
+    int64_t max_head_dim;     /* largest Dqk/Dv */
+    int64_t head_dim_multiple;/* Dqk and Dv must be multiples of this (1 = any) */
+    int dqk_must_equal_dv;    /* 1: Dqk == Dv required */
+    int64_t ptr_align_bytes;  /* required alignment of q,k,v,o,dout,dq,dk,dv pointers (>= element size) */
+    int unit_last_stride;     /* 1: stride[3] must be 1 for all 4-d tensors */
+} fa_limits;
+
+typedef enum { FA_MEM_HOST = 0, FA_MEM_CUDA = 1 } fa_memspace;
+
+/* The table every backend fills. A third-party backend is a shared library
+ * exporting `const fa_backend *fa_backend_export(void)`. Calls are synchronous:
+ * when forward/backward return, the outputs are written (device backends
+ * synchronize their stream before returning). */
+typedef struct fa_backend {
+    int abi_version;          /* FA_ABI_VERSION */
+    const char *name;
+    fa_memspace memspace;
+    fa_precision precision;
+    fa_limits limits;
+    fa_status (*forward)(const fa_fwd_args *args, fa_error *err);
+    fa_status (*backward)(const fa_bwd_args *args, fa_error *err); /* NULL: forward only */
+} fa_backend;
+
+#define FA_BACKEND_EXPORT_SYMBOL "fa_backend_export"
+typedef const fa_backend *(*fa_backend_export_fn)(void);
+
+/* ---------------------------------------------------------------------------
+ * Shared helpers (kernels/api/)
+ * ------------------------------------------------------------------------- */
+const char *fa_status_name(fa_status s);
+const char *fa_dtype_name(fa_dtype d);
+size_t fa_dtype_size(fa_dtype d);
+
+/* The effective softmax scale: p->softmax_scale, or 1/sqrt(head_dim_qk) when it is 0. */
+float fa_effective_scale(const fa_problem *p);
+
+/* Validate a call against the API contract and the backend's limits.
+ * FA_OK, or FA_ERR_INVALID / FA_ERR_UNSUPPORTED with err filled. Writes nothing else. */
+fa_status fa_validate_fwd(const fa_fwd_args *a, const fa_limits *lim, fa_error *err);
+fa_status fa_validate_bwd(const fa_bwd_args *a, const fa_limits *lim, fa_error *err);
+
+/* Fill err (may be NULL) and return status. printf-style message. */
+fa_status fa_fail(fa_error *err, fa_status status, const char *arg, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+
+/* Backends */
+const fa_backend *fa_backend_cpu(void);
+const fa_backend *fa_backend_cuda(void);  /* NULL when flashcheck was built without CUDA */
+/* dlopen a third-party backend; checks the ABI version. */
+fa_status fa_backend_load(const char *path, const fa_backend **out, fa_error *err);
+/* "cpu", "cuda", or a path to a .so */
+fa_status fa_backend_by_name(const char *name, const fa_backend **out, fa_error *err);
+/* The CUDA backend when built in and a GPU is present, else the CPU backend. */
+const fa_backend *fa_backend_default(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHCHECK_FLASH_API_H */
