@@ -16,6 +16,7 @@ def _local_cuda_impl(rctx):
     has = nvcc.exists
     if has:
         rctx.symlink(cuda + "/lib64/libcudart_static.a", "libcudart_static.a")
+        rctx.symlink(cuda + "/include", "include")
         rctx.file("BUILD", """
 package(default_visibility = ["//visibility:public"])
 cc_library(
@@ -23,11 +24,19 @@ cc_library(
     srcs = ["libcudart_static.a"],
     linkopts = ["-ldl", "-lpthread", "-lrt"],
 )
+# The runtime API headers, for host C code that allocates and copies device memory.
+cc_library(
+    name = "cuda_runtime",
+    hdrs = glob(["include/*.h", "include/crt/*.h", "include/crt/*.hpp"]),
+    includes = ["include"],
+    deps = [":cudart_static"],
+)
 """)
     else:
         rctx.file("BUILD", """
 package(default_visibility = ["//visibility:public"])
 cc_library(name = "cudart_static")
+cc_library(name = "cuda_runtime")
 """)
     rctx.file("defs.bzl", "HAS_CUDA = %s\nNVCC = %r\nCUDA_PATH = %r\n" % (has, str(nvcc) if has else "", cuda))
 
