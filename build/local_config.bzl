@@ -72,6 +72,12 @@ platform(
     parents = ["@local_config_platform//:host"],
     constraint_values = %s,
 )
+# For building GPU binaries on a machine without a GPU (the GPU bundle): always carries the constraint.
+platform(
+    name = "with_gpu",
+    parents = ["@local_config_platform//:host"],
+    constraint_values = [":present"],
+)
 """ % (why, has, '[":present"]' if has else "[]"))
     rctx.file("defs.bzl", "HAS_GPU = %s\n" % has)
 

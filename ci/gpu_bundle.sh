@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# gpu_bundle.sh DIR: build every GPU test (target_compatible_with @local_gpu//:present) and every tool
+# listed in ci/bundle_tools.txt for a GPU (platform @local_gpu//:with_gpu, so this works on a machine
+# without one), statically linked (--dynamic_mode=off), and copy them with their runfiles into DIR
+# together with DIR/run_all.sh, which runs each test and prints "N passed, N failed".
+# Run as `bazel run //ci:gpu_bundle -- DIR` or directly from the workspace root.
+set -euo pipefail
+ws="${BUILD_WORKSPACE_DIRECTORY:-$(pwd)}"
+cd "$ws"
+[ $# -eq 1 ] || { echo "usage: bazel run //ci:gpu_bundle -- DIR   (DIR is created; it must not exist or be empty)" >&2; exit 2; }
+out="$1"; case "$out" in /*) ;; *) out="$ws/$out";; esac
+if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
+  echo "gpu_bundle: $out exists and is not empty; give a new or empty directory (nothing was overwritten)" >&2; exit 2
+fi
+
+flags=(--platforms=@local_gpu//:with_gpu --dynamic_mode=off --compilation_mode=opt)
+tests=$(bazel query 'attr(target_compatible_with, "local_gpu//:present", tests(//...))' 2>/dev/null | sort)
+tools=$(grep -v '^#' ci/bundle_tools.txt | sed '/^\s*$/d' | while read -r t; do
+  bazel query "$t" >/dev/null 2>&1 && echo "$t"; done)
+[ -n "$tests$tools" ] || { echo "gpu_bundle: no GPU tests or tools found" >&2; exit 1; }
+echo "gpu_bundle: building $(echo $tests | wc -w) GPU tests and $(echo $tools | wc -w) tools" >&2
+bazel build "${flags[@]}" $tests $tools
+bin=$(bazel info "${flags[@]}" bazel-bin 2>/dev/null)
+
+mkdir -p "$out/tests" "$out/tools"
+copy_target() { # label kind
+  local label=$1 kind=$2 pkg name dst
+  pkg=${label#//}; pkg=${pkg%%:*}; name=${label##*:}
+  dst="$out/$kind/${pkg//\//_}__$name"
+  mkdir -p "$dst"
+  cp -L "$bin/$pkg/$name" "$dst/$name"
+  if [ -d "$bin/$pkg/$name.runfiles" ]; then cp -rL "$bin/$pkg/$name.runfiles" "$dst/$name.runfiles"; fi
+  echo "$label $kind/${pkg//\//_}__$name/$name" >> "$out/MANIFEST"
+}
+: > "$out/MANIFEST"
+for t in $tests; do copy_target "$t" tests; done
+for t in $tools; do copy_target "$t" tools; done
+cp ci/run_all.sh "$out/run_all.sh"; chmod +x "$out/run_all.sh"
+echo "gpu_bundle: wrote $out ($(du -sh "$out" | cut -f1)); on the GPU host run: $out/run_all.sh" >&2
