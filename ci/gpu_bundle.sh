@@ -16,7 +16,7 @@ fi
 flags=(--platforms=@local_gpu//:with_gpu --dynamic_mode=off --compilation_mode=opt)
 tests=$(bazel query 'attr(target_compatible_with, "local_gpu//:present", tests(//...))' 2>/dev/null | sort)
 tools=$(grep -v '^#' ci/bundle_tools.txt | sed '/^\s*$/d' | while read -r t; do
-  bazel query "$t" >/dev/null 2>&1 && echo "$t"; done)
+  if bazel query "$t" >/dev/null 2>&1 </dev/null; then echo "$t"; fi; done)
 [ -n "$tests$tools" ] || { echo "gpu_bundle: no GPU tests or tools found" >&2; exit 1; }
 echo "gpu_bundle: building $(echo $tests | wc -w) GPU tests and $(echo $tools | wc -w) tools" >&2
 bazel build "${flags[@]}" $tests $tools
