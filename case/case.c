@@ -1,0 +1,473 @@
+/* case.c: case defaults, checks, layouts, value generation, host buffers.
+ * See case.h for the meaning of every field. */
+#include "case/case.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------
+ * Names
+ * ------------------------------------------------------------------------- */
+static const char *const tensor_names[FC_T_COUNT] = {"q", "k", "v", "do", "mask",
+                                                     "o", "lse", "dq", "dk", "dv"};
+static const char *const dist_names[FC_DIST_COUNT] = {
+    "gaussian", "large", "tiny", "sparse_int", "heavy_tail", "spikes", "const_rows", "ties"};
+static const char *const mask_names[FC_MASK_COUNT] = {
+    "none", "random_neginf", "stripes", "full_rows", "full_cols", "random_finite"};
+
+static int name_lookup(const char *const *names, int n, const char *name) {
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0) return i;
+    return -1;
+}
+
+const char *fc_tensor_name(int t) { return (t >= 0 && t < FC_T_COUNT) ? tensor_names[t] : "?"; }
+int fc_tensor_by_name(const char *name) { return name_lookup(tensor_names, FC_T_COUNT, name); }
+const char *fc_dist_name(fc_dist_kind k) {
+    return ((int)k >= 0 && k < FC_DIST_COUNT) ? dist_names[k] : "?";
+}
+int fc_dist_by_name(const char *name) { return name_lookup(dist_names, FC_DIST_COUNT, name); }
+const char *fc_mask_name(fc_mask_kind k) {
+    return ((int)k >= 0 && k < FC_MASK_COUNT) ? mask_names[k] : "?";
+}
+int fc_mask_by_name(const char *name) { return name_lookup(mask_names, FC_MASK_COUNT, name); }
+
+/* ---------------------------------------------------------------------------
+ * Defaults and sanity
+ * ------------------------------------------------------------------------- */
+void fc_case_default(fc_case *c) {
+    memset(c, 0, sizeof *c);
+    c->p.batch = 1;
+    c->p.seqlen_q = 16;
+    c->p.seqlen_k = 16;
+    c->p.heads_q = 1;
+    c->p.heads_kv = 1;
+    c->p.head_dim_qk = 32;
+    c->p.head_dim_v = 32;
+    c->p.dtype = FA_F16;
+    c->p.softmax_scale = 0.0f;
+    c->p.causal = FA_CAUSAL_NONE;
+    c->p.window_left = -1;
+    c->p.window_right = -1;
+    c->p.window_align = FA_ALIGN_TOP_LEFT;
+    c->mask.kind = FC_MASK_NONE;
+    c->mask.shift = 1;
+    for (int t = 0; t < FC_T_COUNT; t++)
+        for (int d = 0; d < 4; d++) c->layout[t].order[d] = d;
+    c->layout[FC_T_LSE].order[3] = 3; /* unused 4th slot of a 3-d tensor */
+    for (int i = 0; i < FC_N_DIST_INPUTS; i++) c->dist[i].kind = FC_DIST_GAUSSIAN;
+    c->seed = 1;
+    c->backward = 1;
+    c->deterministic = 1;
+}
+
+#define FAIL(...)                                              \
+    do {                                                       \
+        if (msg && msglen) snprintf(msg, msglen, __VA_ARGS__); \
+        return -1;                                             \
+    } while (0)
+
+int fc_case_check(const fc_case *c, char *msg, size_t msglen) {
+    const fa_problem *p = &c->p;
+    const int64_t sizes[7] = {p->batch, p->seqlen_q, p->seqlen_k, p->heads_q,
+                              p->heads_kv, p->head_dim_qk, p->head_dim_v};
+    static const char *const size_names[7] = {"batch", "seqlen_q", "seqlen_k", "heads_q",
+                                              "heads_kv", "head_dim_qk", "head_dim_v"};
+    for (int i = 0; i < 7; i++) {
+        if (sizes[i] < 0) FAIL("%s = %lld is negative", size_names[i], (long long)sizes[i]);
+        if (sizes[i] > (1 << 24)) FAIL("%s = %lld is larger than 2^24", size_names[i], (long long)sizes[i]);
+    }
+    if (p->heads_kv == 0 && p->heads_q != 0) FAIL("heads_kv is 0 but heads_q = %lld", (long long)p->heads_q);
+    if (p->heads_kv > 0 && p->heads_q % p->heads_kv != 0)
+        FAIL("heads_q = %lld is not a multiple of heads_kv = %lld", (long long)p->heads_q,
+             (long long)p->heads_kv);
+    if (p->dtype != FA_F16 && p->dtype != FA_BF16) FAIL("dtype %d is neither fp16 nor bf16", (int)p->dtype);
+    if (!isfinite(p->softmax_scale)) FAIL("scale is not finite");
+    if ((int)p->causal < 0 || p->causal > FA_CAUSAL_BOTTOM_RIGHT) FAIL("causal %d is unknown", (int)p->causal);
+    if ((int)p->window_align < 0 || p->window_align > FA_ALIGN_BOTTOM_RIGHT)
+        FAIL("window_align %d is unknown", (int)p->window_align);
+    if ((int)c->mask.kind < 0 || c->mask.kind >= FC_MASK_COUNT) FAIL("mask kind %d is unknown", (int)c->mask.kind);
+    if (!(c->mask.density >= 0.0 && c->mask.density <= 1.0)) FAIL("mask density must be in [0, 1]");
+    if (!(c->mask.amp >= 0.0 && c->mask.amp <= 1e30)) FAIL("mask amp must be in [0, 1e30]");
+    if (c->mask.width < 0) FAIL("mask width must be >= 0");
+    if (c->mask.shift < 0) FAIL("mask shift must be >= 0");
+    for (int i = 0; i < FC_N_DIST_INPUTS; i++) {
+        const fc_dist *d = &c->dist[i];
+        if ((int)d->kind < 0 || d->kind >= FC_DIST_COUNT) FAIL("dist.%s kind %d is unknown", tensor_names[i], (int)d->kind);
+        if (!(d->amp >= 0.0 && d->amp <= 1e30)) FAIL("dist.%s amp must be in [0, 1e30]", tensor_names[i]);
+        if (!(d->prob >= 0.0 && d->prob <= 1.0)) FAIL("dist.%s prob must be in [0, 1]", tensor_names[i]);
+    }
+    for (int t = 0; t < FC_T_COUNT; t++) {
+        const fc_layout *l = &c->layout[t];
+        int n = t == FC_T_LSE ? 3 : 4, seen = 0;
+        for (int k = 0; k < n; k++) {
+            if (l->order[k] < 0 || l->order[k] >= n || (seen >> l->order[k]) & 1)
+                FAIL("layout.%s order is not a permutation of 0..%d", tensor_names[t], n - 1);
+            seen |= 1 << l->order[k];
+        }
+        for (int k = 0; k < n; k++)
+            if (l->pad[k] < 0 || l->pad[k] > 4096) FAIL("layout.%s pad[%d] must be in [0, 4096]", tensor_names[t], k);
+        if (l->offset < 0 || l->offset > 1 << 20) FAIL("layout.%s offset must be in [0, 2^20]", tensor_names[t]);
+        if (fc_case_numel(c, t) > ((int64_t)1 << 31)) FAIL("tensor %s has more than 2^31 elements", tensor_names[t]);
+        if (fc_case_span(c, t) > ((int64_t)1 << 32)) FAIL("tensor %s spans more than 2^32 elements", tensor_names[t]);
+    }
+    return 0;
+}
+#undef FAIL
+
+/* ---------------------------------------------------------------------------
+ * Shapes and layouts
+ * ------------------------------------------------------------------------- */
+int fc_case_dims(const fc_case *c, int t, int64_t dim[4]) {
+    const fa_problem *p = &c->p;
+    int64_t B = p->batch, Sq = p->seqlen_q, Sk = p->seqlen_k, Hq = p->heads_q, Hkv = p->heads_kv;
+    int64_t Dqk = p->head_dim_qk, Dv = p->head_dim_v;
+    int64_t d4[4] = {0, 0, 0, 0};
+    int n = 4;
+    switch (t) {
+    case FC_T_Q: case FC_T_DQ: d4[0] = B; d4[1] = Sq; d4[2] = Hq; d4[3] = Dqk; break;
+    case FC_T_K: case FC_T_DK: d4[0] = B; d4[1] = Sk; d4[2] = Hkv; d4[3] = Dqk; break;
+    case FC_T_V: case FC_T_DV: d4[0] = B; d4[1] = Sk; d4[2] = Hkv; d4[3] = Dv; break;
+    case FC_T_O: case FC_T_DO: d4[0] = B; d4[1] = Sq; d4[2] = Hq; d4[3] = Dv; break;
+    case FC_T_MASK: d4[0] = B; d4[1] = Hq; d4[2] = Sq; d4[3] = Sk; break;
+    case FC_T_LSE: d4[0] = B; d4[1] = Hq; d4[2] = Sq; d4[3] = 1; n = 3; break;
+    default: n = 0;
+    }
+    memcpy(dim, d4, sizeof d4);
+    return n;
+}
+
+int64_t fc_case_numel(const fc_case *c, int t) {
+    int64_t dim[4];
+    int n = fc_case_dims(c, t, dim);
+    int64_t e = 1;
+    for (int k = 0; k < n; k++) e *= dim[k];
+    return e;
+}
+
+int fc_case_is_fp32(int t) { return t == FC_T_MASK || t == FC_T_LSE; }
+
+size_t fc_case_elem_size(const fc_case *c, int t) {
+    (void)c;
+    return fc_case_is_fp32(t) ? 4 : 2;
+}
+
+void fc_case_strides(const fc_case *c, int t, int64_t stride[4]) {
+    int64_t dim[4];
+    int n = fc_case_dims(c, t, dim);
+    const fc_layout *l = &c->layout[t];
+    for (int k = 0; k < 4; k++) stride[k] = 0;
+    int64_t step = 1 + l->pad[l->order[n - 1]];
+    stride[l->order[n - 1]] = step;
+    for (int k = n - 2; k >= 0; k--) {
+        int inner = l->order[k + 1], here = l->order[k];
+        stride[here] = stride[inner] * dim[inner] + l->pad[here];
+    }
+    if (t == FC_T_MASK) {
+        if (c->mask.broadcast_batch) stride[0] = 0;
+        if (c->mask.broadcast_heads) stride[1] = 0;
+    }
+}
+
+int64_t fc_case_span(const fc_case *c, int t) {
+    int64_t dim[4], stride[4];
+    int n = fc_case_dims(c, t, dim);
+    fc_case_strides(c, t, stride);
+    int64_t last = 0;
+    for (int k = 0; k < n; k++) {
+        if (dim[k] == 0) return 0;
+        last += (dim[k] - 1) * stride[k];
+    }
+    return last + 1;
+}
+
+/* ---------------------------------------------------------------------------
+ * Scalars: fp16 / bf16 rounding (round to nearest, ties to even)
+ * ------------------------------------------------------------------------- */
+/* Round x to a float format with p significand bits (including the implicit
+ * one), minimum normal exponent emin (x = m * 2^e, 1 <= m < 2) and largest finite
+ * value maxv. Exact: uses frexp/ldexp and nearbyint in the default mode. */
+static double round_format(double x, int p, int emin, double maxv) {
+    if (isnan(x) || isinf(x) || x == 0.0) return x;
+    int e;
+    frexp(x, &e); /* x = f * 2^e, 0.5 <= |f| < 1: unit exponent e-1 */
+    int ue = e - 1;
+    if (ue < emin) ue = emin; /* subnormal: fixed quantum */
+    double q = ldexp(1.0, ue - (p - 1));
+    double r = nearbyint(x / q) * q; /* x / q exact (power of two scaling) */
+    if (fabs(r) > maxv) return copysign(INFINITY, x);
+    return r;
+}
+
+double fc_round_to(fa_dtype d, double x) {
+    if (d == FA_BF16) return round_format(x, 8, -126, 0x1.FEp127);
+    return round_format(x, 11, -14, 65504.0);
+}
+
+uint16_t fc_f16_from_double(double x) {
+    if (isnan(x)) return 0x7E00;
+    double r = round_format(x, 11, -14, 65504.0);
+    uint16_t sign = signbit(r) ? 0x8000 : 0;
+    double a = fabs(r);
+    if (isinf(a)) return sign | 0x7C00;
+    if (a == 0.0) return sign;
+    int e;
+    frexp(a, &e);
+    int ue = e - 1;
+    if (ue < -14) return sign | (uint16_t)(a * 16777216.0); /* subnormal: a / 2^-24 */
+    uint16_t mant = (uint16_t)((ldexp(a, -ue) - 1.0) * 1024.0);
+    return sign | (uint16_t)((ue + 15) << 10) | mant;
+}
+
+double fc_f16_to_double(uint16_t h) {
+    int sign = h >> 15, ex = (h >> 10) & 0x1F, m = h & 0x3FF;
+    double v;
+    if (ex == 0x1F) v = m ? NAN : INFINITY;
+    else if (ex == 0) v = ldexp((double)m, -24);
+    else v = ldexp(1.0 + m / 1024.0, ex - 15);
+    return sign ? -v : v;
+}
+
+uint16_t fc_bf16_from_double(double x) {
+    if (isnan(x)) return 0x7FC0;
+    float f = (float)round_format(x, 8, -126, 0x1.FEp127); /* exactly representable */
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return (uint16_t)(u >> 16);
+}
+
+double fc_bf16_to_double(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return (double)f;
+}
+
+/* ---------------------------------------------------------------------------
+ * Counter-based RNG
+ * ------------------------------------------------------------------------- */
+static uint64_t splitmix64(uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint64_t fc_rng_hash(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
+    uint64_t h = splitmix64(seed);
+    h = splitmix64(h ^ a);
+    h = splitmix64(h ^ b);
+    return splitmix64(h ^ c);
+}
+
+double fc_rng_u01(uint64_t h) { return (double)(h >> 11) * 0x1.0p-53; }
+
+/* ---------------------------------------------------------------------------
+ * Value generation
+ * ------------------------------------------------------------------------- */
+static double gaussian(uint64_t seed, uint64_t t, uint64_t lin) {
+    double u1 = fc_rng_u01(fc_rng_hash(seed, t, lin, 1));
+    double u2 = fc_rng_u01(fc_rng_hash(seed, t, lin, 2));
+    return sqrt(-2.0 * log1p(-u1)) * cos(6.283185307179586 * u2);
+}
+
+static double dist_value(const fc_case *c, int t, const int64_t idx[4]) {
+    const fc_dist *d = &c->dist[t];
+    int64_t dim[4];
+    fc_case_dims(c, t, dim);
+    int64_t b = idx[0], s = idx[1], h = idx[2], e = idx[3];
+    if (d->kind == FC_DIST_CONST_ROWS) s = 0;
+    if (d->kind == FC_DIST_TIES) s &= ~(int64_t)1;
+    uint64_t lin = (uint64_t)(((b * dim[1] + s) * dim[2] + h) * dim[3] + e);
+    uint64_t seed = c->seed, tt = (uint64_t)t + 1;
+    int bf = c->p.dtype == FA_BF16;
+    double x;
+    switch (d->kind) {
+    case FC_DIST_LARGE: {
+        double amp = d->amp > 0 ? d->amp : (bf ? 0x1p44 : 16000.0);
+        double g = gaussian(seed, tt, lin);
+        x = amp * fmax(-2.0, fmin(2.0, g));
+        break;
+    }
+    case FC_DIST_TINY: {
+        int lo = bf ? -133 : -24, hi = bf ? -122 : -10;
+        double u = fc_rng_u01(fc_rng_hash(seed, tt, lin, 1));
+        double m = fc_rng_u01(fc_rng_hash(seed, tt, lin, 2));
+        int ex = lo + (int)(u * (hi - lo + 1));
+        double sign = (fc_rng_hash(seed, tt, lin, 3) & 1) ? -1.0 : 1.0;
+        x = sign * ldexp(1.0 + m, ex);
+        break;
+    }
+    case FC_DIST_SPARSE_INT: {
+        double pz = d->prob > 0 ? d->prob : 0.8;
+        double u = fc_rng_u01(fc_rng_hash(seed, tt, lin, 1));
+        double v = fc_rng_u01(fc_rng_hash(seed, tt, lin, 2));
+        x = u < pz ? 0.0 : floor(v * 5.0) - 2.0;
+        break;
+    }
+    case FC_DIST_HEAVY_TAIL: {
+        double amp = d->amp > 0 ? d->amp : 1000.0;
+        double u = fc_rng_u01(fc_rng_hash(seed, tt, lin, 1));
+        x = tan(3.141592653589793 * (u - 0.5));
+        x = fmax(-amp, fmin(amp, x));
+        break;
+    }
+    case FC_DIST_SPIKES: {
+        double amp = d->amp > 0 ? d->amp : 100.0, pr = d->prob > 0 ? d->prob : 0.01;
+        double u = fc_rng_u01(fc_rng_hash(seed, tt, lin, 3));
+        x = gaussian(seed, tt, lin) * (u < pr ? amp : 1.0);
+        break;
+    }
+    case FC_DIST_GAUSSIAN:
+    case FC_DIST_CONST_ROWS:
+    case FC_DIST_TIES:
+    default: {
+        double amp = (d->kind == FC_DIST_GAUSSIAN && d->amp > 0) ? d->amp : 1.0;
+        x = amp * gaussian(seed, tt, lin);
+        break;
+    }
+    }
+    return fc_round_to(c->p.dtype, x);
+}
+
+static double mask_value(const fc_case *c, const int64_t idx[4]) {
+    const fc_mask_spec *m = &c->mask;
+    const fa_problem *p = &c->p;
+    int64_t b = m->broadcast_batch ? 0 : idx[0], h = m->broadcast_heads ? 0 : idx[1];
+    int64_t i = idx[2], j = idx[3];
+    uint64_t seed = c->seed, tt = FC_T_MASK + 1;
+    double density = m->density > 0 ? m->density : 0.3;
+    switch (m->kind) {
+    case FC_MASK_RANDOM_NEGINF: {
+        uint64_t lin = (uint64_t)(((b * p->heads_q + h) * p->seqlen_q + i) * p->seqlen_k + j);
+        return fc_rng_u01(fc_rng_hash(seed, tt, lin, 1)) < density ? -INFINITY : 0.0;
+    }
+    case FC_MASK_STRIPES: {
+        int64_t w = m->width > 0 ? m->width : 4;
+        return ((j + i * m->shift) / w) % 2 == 1 ? -INFINITY : 0.0;
+    }
+    case FC_MASK_FULL_ROWS: {
+        uint64_t lin = (uint64_t)((b * p->heads_q + h) * p->seqlen_q + i);
+        int masked = i == 0 || fc_rng_u01(fc_rng_hash(seed, tt, lin, 2)) < density;
+        return masked ? -INFINITY : 0.0;
+    }
+    case FC_MASK_FULL_COLS: {
+        uint64_t lin = (uint64_t)((b * p->heads_q + h) * p->seqlen_k + j);
+        int masked = j == 0 || fc_rng_u01(fc_rng_hash(seed, tt, lin, 3)) < density;
+        return masked ? -INFINITY : 0.0;
+    }
+    case FC_MASK_RANDOM_FINITE: {
+        double amp = m->amp > 0 ? m->amp : 4.0;
+        uint64_t lin = (uint64_t)(((b * p->heads_q + h) * p->seqlen_q + i) * p->seqlen_k + j);
+        double u = fc_rng_u01(fc_rng_hash(seed, tt, lin, 4));
+        return (double)(float)((2.0 * u - 1.0) * amp);
+    }
+    case FC_MASK_NONE:
+    default:
+        return 0.0;
+    }
+}
+
+double fc_case_value(const fc_case *c, int t, const int64_t idx[4]) {
+    if (t == FC_T_MASK) return mask_value(c, idx);
+    if (t >= 0 && t < FC_N_DIST_INPUTS) return dist_value(c, t, idx);
+    return NAN;
+}
+
+/* ---------------------------------------------------------------------------
+ * Host buffers
+ * ------------------------------------------------------------------------- */
+int64_t fc_buf_index(const fc_buf *b, const int64_t idx[4]) {
+    int64_t e = b->guard + b->offset;
+    for (int k = 0; k < b->ndim; k++) e += idx[k] * b->stride[k];
+    return e;
+}
+
+void *fc_buf_view(const fc_buf *b) {
+    return (char *)b->alloc + (size_t)(b->guard + b->offset) * b->elem_size;
+}
+
+uint16_t fc_poison16(int poison) { return poison == FC_POISON_B ? FC_POISON_B_16 : FC_POISON_A_16; }
+uint32_t fc_poison32(int poison) { return poison == FC_POISON_B ? FC_POISON_B_32 : FC_POISON_A_32; }
+
+int fc_buf_alloc(const fc_case *c, int t, int64_t guard, int poison, fc_buf *b,
+                 char *msg, size_t msglen) {
+    memset(b, 0, sizeof *b);
+    if (t < 0 || t >= FC_T_COUNT || guard < 0) {
+        if (msg && msglen) snprintf(msg, msglen, "fc_buf_alloc: bad tensor %d or guard %lld", t, (long long)guard);
+        return -1;
+    }
+    b->tensor = t;
+    b->ndim = fc_case_dims(c, t, b->dim);
+    fc_case_strides(c, t, b->stride);
+    b->elem_size = fc_case_elem_size(c, t);
+    b->dtype_bf16 = c->p.dtype == FA_BF16;
+    b->guard = guard;
+    b->offset = c->layout[t].offset;
+    b->span = fc_case_span(c, t);
+    b->alloc_elems = 2 * guard + b->offset + b->span;
+    int64_t n = b->alloc_elems > 0 ? b->alloc_elems : 1;
+    size_t bytes = (size_t)n * b->elem_size;
+    if (n > ((int64_t)1 << 32)) {
+        if (msg && msglen) snprintf(msg, msglen, "tensor %s needs %lld elements (> 2^32)", fc_tensor_name(t), (long long)n);
+        return -1;
+    }
+    bytes = (bytes + 63) & ~(size_t)63;
+    b->alloc = aligned_alloc(64, bytes);
+    if (!b->alloc) {
+        if (msg && msglen) snprintf(msg, msglen, "out of memory allocating %zu bytes for %s", bytes, fc_tensor_name(t));
+        return -1;
+    }
+    if (b->elem_size == 2) {
+        uint16_t *p = b->alloc, v = fc_poison16(poison);
+        for (int64_t i = 0; i < n; i++) p[i] = v;
+    } else {
+        uint32_t *p = b->alloc, v = fc_poison32(poison);
+        for (int64_t i = 0; i < n; i++) p[i] = v;
+    }
+    return 0;
+}
+
+void fc_buf_free(fc_buf *b) {
+    free(b->alloc);
+    b->alloc = NULL;
+}
+
+double fc_buf_get(const fc_buf *b, const int64_t idx[4]) {
+    int64_t e = fc_buf_index(b, idx);
+    if (b->elem_size == 4) {
+        float f;
+        memcpy(&f, (const char *)b->alloc + (size_t)e * 4, 4);
+        return (double)f;
+    }
+    uint16_t h;
+    memcpy(&h, (const char *)b->alloc + (size_t)e * 2, 2);
+    return b->dtype_bf16 ? fc_bf16_to_double(h) : fc_f16_to_double(h);
+}
+
+void fc_buf_set(fc_buf *b, const int64_t idx[4], double x) {
+    int64_t e = fc_buf_index(b, idx);
+    if (b->elem_size == 4) {
+        float f = (float)x;
+        memcpy((char *)b->alloc + (size_t)e * 4, &f, 4);
+        return;
+    }
+    uint16_t h = b->dtype_bf16 ? fc_bf16_from_double(x) : fc_f16_from_double(x);
+    memcpy((char *)b->alloc + (size_t)e * 2, &h, 2);
+}
+
+void fc_case_fill(const fc_case *c, fc_buf *b) {
+    int64_t idx[4] = {0, 0, 0, 0}, total = 1;
+    for (int k = 0; k < b->ndim; k++) total *= b->dim[k];
+    for (int64_t n = 0; n < total; n++) {
+        int64_t r = n;
+        for (int k = b->ndim - 1; k >= 0; k--) {
+            idx[k] = r % b->dim[k];
+            r /= b->dim[k];
+        }
+        fc_buf_set(b, idx, fc_case_value(c, b->tensor, idx));
+    }
+}

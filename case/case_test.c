@@ -1,0 +1,316 @@
+/* case_test.c: the case module: scalar rounding, layouts, value generation,
+ * buffers, and the text format (round trip and line-numbered errors). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "case/case.h"
+
+static int failures = 0;
+#define CHECK(cond, ...)                                         \
+    do {                                                         \
+        if (!(cond)) {                                           \
+            failures++;                                          \
+            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            printf(__VA_ARGS__);                                 \
+            printf("\n");                                        \
+        }                                                        \
+    } while (0)
+
+/* ---------------------------------------------------------------------------
+ * Scalars
+ * ------------------------------------------------------------------------- */
+static void test_scalars(void) {
+    /* fp16: exact bit patterns of known values */
+    CHECK(fc_f16_from_double(1.0) == 0x3C00, "1.0");
+    CHECK(fc_f16_from_double(-2.0) == 0xC000, "-2.0");
+    CHECK(fc_f16_from_double(65504.0) == 0x7BFF, "max");
+    CHECK(fc_f16_from_double(65519.0) == 0x7BFF, "below halfway to 65536 rounds to max");
+    CHECK(fc_f16_from_double(65520.0) == 0x7C00, "halfway rounds to even = inf");
+    CHECK(fc_f16_from_double(ldexp(1, -24)) == 0x0001, "min subnormal");
+    CHECK(fc_f16_from_double(ldexp(1, -25)) == 0x0000, "half of min subnormal ties to even 0");
+    CHECK(fc_f16_from_double(ldexp(3, -26)) == 0x0001, "0.75 ulp rounds up");
+    CHECK(fc_f16_from_double(ldexp(1, -14)) == 0x0400, "min normal");
+    CHECK(fc_f16_from_double(1.0 + ldexp(1, -11)) == 0x3C00, "1 + half ulp ties to even");
+    CHECK(fc_f16_from_double(1.0 + ldexp(3, -11)) == 0x3C02, "1 + 1.5 ulp ties to even (up)");
+    CHECK(isnan(fc_f16_to_double(FC_POISON_A_16)) && isnan(fc_f16_to_double(FC_POISON_B_16)), "poison is NaN");
+    CHECK(isnan(fc_bf16_to_double(FC_POISON_A_16)) && isnan(fc_bf16_to_double(FC_POISON_B_16)), "poison is NaN");
+    /* every fp16 / bf16 pattern round-trips */
+    int bad16 = 0, badbf = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        double x = fc_f16_to_double((uint16_t)h);
+        if (!isnan(x) && fc_f16_from_double(x) != h) bad16++;
+        double y = fc_bf16_to_double((uint16_t)h);
+        if (!isnan(y) && fc_bf16_from_double(y) != h) badbf++;
+    }
+    CHECK(bad16 == 0, "%d fp16 patterns do not round-trip", bad16);
+    CHECK(badbf == 0, "%d bf16 patterns do not round-trip", badbf);
+    CHECK(fc_bf16_from_double(1.0) == 0x3F80, "bf16 1.0");
+    CHECK(fc_bf16_from_double(1.0 + ldexp(1, -8)) == 0x3F80, "bf16 tie to even");
+    CHECK(fc_bf16_from_double(1e39) == 0x7F80, "bf16 overflow to inf");
+    CHECK(fc_round_to(FA_F16, 3.14159) == fc_f16_to_double(fc_f16_from_double(3.14159)), "round_to");
+}
+
+/* ---------------------------------------------------------------------------
+ * Layouts and values
+ * ------------------------------------------------------------------------- */
+static void test_layouts_and_values(void) {
+    fc_case c;
+    fc_case_default(&c);
+    c.p.batch = 2; c.p.seqlen_q = 5; c.p.seqlen_k = 7; c.p.heads_q = 4; c.p.heads_kv = 2;
+    c.p.head_dim_qk = 8; c.p.head_dim_v = 6;
+    int64_t st[4];
+    fc_case_strides(&c, FC_T_Q, st);
+    CHECK(st[0] == 5 * 4 * 8 && st[1] == 32 && st[2] == 8 && st[3] == 1, "dense q strides %lld %lld %lld %lld",
+          (long long)st[0], (long long)st[1], (long long)st[2], (long long)st[3]);
+    /* [B, H, S, D] storage with a gap of 3 after each head and 1 between elements */
+    fc_layout *l = &c.layout[FC_T_K];
+    l->order[0] = 0; l->order[1] = 2; l->order[2] = 1; l->order[3] = 3;
+    l->pad[3] = 1; l->pad[1] = 3; l->offset = 5;
+    fc_case_strides(&c, FC_T_K, st);
+    CHECK(st[3] == 2 && st[1] == 2 * 8 + 3 && st[2] == 19 * 7 && st[0] == 133 * 2, "permuted k strides %lld %lld %lld %lld",
+          (long long)st[0], (long long)st[1], (long long)st[2], (long long)st[3]);
+    CHECK(fc_case_span(&c, FC_T_K) == 1 + 266 + 6 * 19 + 133 + 7 * 2, "span");
+    c.mask.kind = FC_MASK_RANDOM_NEGINF;
+    c.mask.broadcast_heads = 1;
+    fc_case_strides(&c, FC_T_MASK, st);
+    CHECK(st[1] == 0 && st[0] != 0, "mask head broadcast stride 0");
+
+    /* the same logical values whatever the layout; buffers hold poison elsewhere */
+    fc_case d = c;
+    fc_case_default(&d);
+    d.p = c.p;
+    d.mask = c.mask;
+    char msg[256];
+    CHECK(fc_case_check(&c, msg, sizeof msg) == 0, "%s", msg);
+    for (int t = 0; t < FC_N_DIST_INPUTS + 1; t++) {
+        fc_buf a, b;
+        CHECK(fc_buf_alloc(&c, t, 16, FC_POISON_A, &a, msg, sizeof msg) == 0, "%s", msg);
+        CHECK(fc_buf_alloc(&d, t, 0, FC_POISON_B, &b, msg, sizeof msg) == 0, "%s", msg);
+        fc_case_fill(&c, &a);
+        fc_case_fill(&d, &b);
+        int64_t idx[4] = {0, 0, 0, 0}, n = fc_case_numel(&c, t), nonfinite = 0, mism = 0;
+        for (int64_t e = 0; e < n; e++) {
+            int64_t r = e;
+            for (int k = a.ndim - 1; k >= 0; k--) { idx[k] = r % a.dim[k]; r /= a.dim[k]; }
+            double x = fc_buf_get(&a, idx), y = fc_buf_get(&b, idx), z = fc_case_value(&c, t, idx);
+            if (!(x == y && x == z) && !(isinf(x) && x == y && y == z)) mism++;
+            if (t != FC_T_MASK && !isfinite(x)) nonfinite++;
+        }
+        CHECK(mism == 0, "tensor %s: %lld elements differ between layouts or from fc_case_value", fc_tensor_name(t), (long long)mism);
+        CHECK(nonfinite == 0, "tensor %s: %lld non-finite inputs", fc_tensor_name(t), (long long)nonfinite);
+        /* count untouched (poison) elements in a: alloc - numel for a layout with gaps */
+        int64_t poison = 0;
+        for (int64_t e = 0; e < a.alloc_elems; e++) {
+            double v = a.elem_size == 2 ? fc_f16_to_double(((uint16_t *)a.alloc)[e]) : ((float *)a.alloc)[e];
+            if (isnan(v)) poison++;
+        }
+        int64_t written = t == FC_T_MASK ? n / c.p.heads_q : n;
+        CHECK(poison == a.alloc_elems - written, "tensor %s: %lld poison of %lld, expected %lld", fc_tensor_name(t),
+              (long long)poison, (long long)a.alloc_elems, (long long)(a.alloc_elems - written));
+        fc_buf_free(&a);
+        fc_buf_free(&b);
+    }
+}
+
+/* Every distribution: finite values, the promised properties, a different seed differs. */
+static void test_distributions(void) {
+    for (int dt = 0; dt < 2; dt++)
+        for (int k = 0; k < FC_DIST_COUNT; k++) {
+            fc_case c;
+            fc_case_default(&c);
+            c.p.dtype = dt ? FA_BF16 : FA_F16;
+            c.p.seqlen_k = 64; c.p.head_dim_qk = 16;
+            c.dist[FC_T_K].kind = (fc_dist_kind)k;
+            int64_t idx[4] = {0, 0, 0, 0};
+            int nonfinite = 0, zeros = 0, subnormal = 0, nonint = 0, ties_broken = 0, rows_differ = 0, big = 0;
+            double maxabs = 0;
+            for (idx[1] = 0; idx[1] < 64; idx[1]++)
+                for (idx[3] = 0; idx[3] < 16; idx[3]++) {
+                    double x = fc_case_value(&c, FC_T_K, idx);
+                    if (!isfinite(x)) nonfinite++;
+                    if (x == 0) zeros++;
+                    double minnorm = dt ? ldexp(1, -126) : ldexp(1, -14);
+                    if (x != 0 && fabs(x) < minnorm) subnormal++;
+                    if (x != floor(x)) nonint++;
+                    if (fabs(x) > maxabs) maxabs = fabs(x);
+                    if (fabs(x) > 50) big++;
+                    int64_t pair[4] = {0, idx[1] ^ 1, 0, idx[3]}, first[4] = {0, 0, 0, idx[3]};
+                    if (fc_case_value(&c, FC_T_K, pair) != x) ties_broken++;
+                    if (fc_case_value(&c, FC_T_K, first) != x) rows_differ++;
+                }
+            const char *nm = fc_dist_name((fc_dist_kind)k);
+            CHECK(nonfinite == 0, "%s: %d non-finite", nm, nonfinite);
+            switch (k) {
+            case FC_DIST_TINY: CHECK(subnormal > 50 && maxabs < 1e-2, "%s: %d subnormals max %g", nm, subnormal, maxabs); break;
+            case FC_DIST_SPARSE_INT: CHECK(nonint == 0 && zeros > 600 && zeros < 1000 && maxabs == 2, "%s: nonint %d zeros %d", nm, nonint, zeros); break;
+            case FC_DIST_TIES: CHECK(ties_broken == 0, "%s: %d pairs differ", nm, ties_broken); break;
+            case FC_DIST_CONST_ROWS: CHECK(rows_differ == 0, "%s: %d rows differ", nm, rows_differ); break;
+            case FC_DIST_LARGE: CHECK(maxabs > (dt ? 1e13 : 16000), "%s: max %g", nm, maxabs); break;
+            case FC_DIST_HEAVY_TAIL: CHECK(maxabs > 50 && big >= 3, "%s: max %g, %d above 50", nm, maxabs, big); break;
+            case FC_DIST_SPIKES: CHECK(big >= 1 && big < 60, "%s: %d spikes", nm, big); break;
+            default: CHECK(maxabs > 1 && maxabs < 8 && ties_broken > 900, "%s: max %g", nm, maxabs);
+            }
+            int64_t e0[4] = {0, 3, 0, 5};
+            double a = fc_case_value(&c, FC_T_K, e0);
+            c.seed = 2;
+            int same = 0;
+            for (int s = 0; s < 8; s++) { e0[1] = s; if (fc_case_value(&c, FC_T_K, e0) == a) same++; }
+            CHECK(same < 8 || k == FC_DIST_SPARSE_INT, "%s: seed has no effect", nm);
+        }
+}
+
+static void test_masks(void) {
+    fc_case c;
+    fc_case_default(&c);
+    c.p.batch = 2; c.p.heads_q = c.p.heads_kv = 2; c.p.seqlen_q = 12; c.p.seqlen_k = 20;
+    for (int k = 1; k < FC_MASK_COUNT; k++) {
+        c.mask.kind = (fc_mask_kind)k;
+        int ninf = 0, nfin = 0, nzero = 0, rowfull = 0, colfull = 0, bcast_bad = 0;
+        int64_t idx[4];
+        for (idx[0] = 0; idx[0] < 2; idx[0]++)
+            for (idx[1] = 0; idx[1] < 2; idx[1]++) {
+                for (idx[2] = 0; idx[2] < 12; idx[2]++) {
+                    int r = 0;
+                    for (idx[3] = 0; idx[3] < 20; idx[3]++) {
+                        double m = fc_case_value(&c, FC_T_MASK, idx);
+                        if (m == -INFINITY) { ninf++; r++; } else if (m == 0) nzero++; else if (isfinite(m)) nfin++;
+                    }
+                    if (r == 20) rowfull++;
+                }
+                for (idx[3] = 0; idx[3] < 20; idx[3]++) {
+                    int r = 0;
+                    for (idx[2] = 0; idx[2] < 12; idx[2]++) r += fc_case_value(&c, FC_T_MASK, idx) == -INFINITY;
+                    if (r == 12) colfull++;
+                }
+            }
+        const char *nm = fc_mask_name((fc_mask_kind)k);
+        switch (k) {
+        case FC_MASK_RANDOM_NEGINF: CHECK(ninf > 100 && nzero > 500 && rowfull == 0, "%s", nm); break;
+        case FC_MASK_STRIPES: CHECK(ninf > 300 && nzero > 300, "%s", nm); break;
+        case FC_MASK_FULL_ROWS: CHECK(rowfull >= 4 && ninf == rowfull * 20, "%s rows %d", nm, rowfull); break;
+        case FC_MASK_FULL_COLS: CHECK(colfull >= 4 && ninf == colfull * 12, "%s cols %d", nm, colfull); break;
+        case FC_MASK_RANDOM_FINITE: CHECK(nfin > 900 && ninf == 0, "%s", nm); break;
+        }
+        c.mask.broadcast_batch = 1;
+        int64_t a[4] = {0, 1, 3, 4}, b[4] = {1, 1, 3, 4};
+        for (a[3] = 0; a[3] < 20; a[3]++) { b[3] = a[3]; if (fc_case_value(&c, FC_T_MASK, a) != fc_case_value(&c, FC_T_MASK, b)) bcast_bad++; }
+        CHECK(bcast_bad == 0, "%s: batch broadcast differs", nm);
+        c.mask.broadcast_batch = 0;
+    }
+}
+
+/* ---------------------------------------------------------------------------
+ * Text format
+ * ------------------------------------------------------------------------- */
+static void roundtrip(const fc_case *c, const char *what) {
+    char text[8192], msg[512];
+    size_t n = fc_case_write(c, text, sizeof text);
+    CHECK(n < sizeof text, "%s: text too long", what);
+    fc_case r;
+    int rc = fc_case_parse(text, &r, msg, sizeof msg);
+    CHECK(rc == 0, "%s: parse failed: %s\n%s", what, msg, text);
+    CHECK(rc != 0 || fc_case_equal(c, &r), "%s: round trip differs\n%s", what, text);
+    char text2[8192];
+    fc_case_write(&r, text2, sizeof text2);
+    CHECK(strcmp(text, text2) == 0, "%s: second write differs", what);
+}
+
+static void test_text(void) {
+    fc_case c;
+    fc_case_default(&c);
+    roundtrip(&c, "default");
+    /* a crowded case */
+    c.p.batch = 3; c.p.seqlen_q = 0; c.p.seqlen_k = 97; c.p.heads_q = 6; c.p.heads_kv = 2;
+    c.p.head_dim_qk = 72; c.p.head_dim_v = 40; c.p.dtype = FA_BF16; c.p.softmax_scale = 0.1f;
+    c.p.causal = FA_CAUSAL_BOTTOM_RIGHT; c.p.window_left = 5; c.p.window_right = 0;
+    c.p.window_align = FA_ALIGN_BOTTOM_RIGHT;
+    c.mask.kind = FC_MASK_STRIPES; c.mask.width = 3; c.mask.shift = 0; c.mask.density = 0.125; c.mask.amp = 1.0 / 3;
+    c.mask.broadcast_heads = 1;
+    c.layout[FC_T_LSE].order[0] = 2; c.layout[FC_T_LSE].order[2] = 0; c.layout[FC_T_LSE].pad[1] = 7;
+    c.layout[FC_T_DV].offset = 11; c.layout[FC_T_DV].order[0] = 3; c.layout[FC_T_DV].order[3] = 0;
+    c.dist[FC_T_V].kind = FC_DIST_SPIKES; c.dist[FC_T_V].amp = 0.1; c.dist[FC_T_V].prob = 1e-300;
+    c.seed = 0xFFFFFFFFFFFFFFFFull;
+    c.backward = 0;
+    roundtrip(&c, "crowded");
+    /* pseudo-random cases */
+    for (int i = 0; i < 300; i++) {
+        uint64_t h = fc_rng_hash(99, (uint64_t)i, 0, 0);
+        fc_case_default(&c);
+        c.p.seqlen_q = (int64_t)(h % 50); c.p.seqlen_k = (int64_t)((h >> 8) % 50);
+        c.p.dtype = (h >> 16) & 1 ? FA_BF16 : FA_F16;
+        c.p.causal = (fa_causal)((h >> 17) % 3);
+        c.p.softmax_scale = (float)fc_rng_u01(fc_rng_hash(h, 1, 0, 0));
+        c.mask.kind = (fc_mask_kind)((h >> 20) % FC_MASK_COUNT);
+        c.mask.density = fc_rng_u01(fc_rng_hash(h, 2, 0, 0));
+        c.mask.broadcast_batch = (h >> 24) & 1;
+        for (int t = 0; t < FC_N_DIST_INPUTS; t++) {
+            c.dist[t].kind = (fc_dist_kind)((h >> (26 + 3 * t)) % FC_DIST_COUNT);
+            c.dist[t].amp = fc_rng_u01(fc_rng_hash(h, 3, (uint64_t)t, 0)) * 1e6;
+        }
+        for (int t = 0; t < FC_T_COUNT; t++) {
+            c.layout[t].pad[(h >> (40 + t)) & 3 % (t == FC_T_LSE ? 3 : 4)] = (int64_t)((h >> 50) % 5);
+            c.layout[t].offset = (int64_t)((h >> 55) % 9);
+        }
+        c.seed = h;
+        char what[32];
+        snprintf(what, sizeof what, "random %d", i);
+        roundtrip(&c, what);
+    }
+}
+
+static void expect_error(const char *text, const char *want) {
+    fc_case c;
+    char msg[512] = "";
+    int rc = fc_case_parse(text, &c, msg, sizeof msg);
+    CHECK(rc == -1, "accepted bad text: %s", text);
+    CHECK(strstr(msg, want) != NULL, "message '%s' lacks '%s'", msg, want);
+}
+
+static void test_errors(void) {
+    expect_error("shape = 1 2 3\n", "line 1: shape expects 7 integers");
+    expect_error("# c\n\ndtype = fp32\n", "line 3: dtype: 'fp32' is not fp16 or bf16");
+    expect_error("seed = 1\nseed = 2\n", "line 2: seed given twice (first on line 1)");
+    expect_error("colour = red\n", "line 1: unknown key 'colour'");
+    expect_error("dist.k = ties\ndist = gaussian\n", "line 2: dist must come before dist.k");
+    expect_error("dist.o = gaussian\n", "line 1: dist.o: no distribution for 'o'");
+    expect_error("layout.q = order 0 1 1 3\n", "line 1: layout.q: order is not a permutation");
+    expect_error("layout.lse = order 0 1 2 3\n", "line 1: layout.lse: expected 'order', 'pad' or 'offset', got '3'");
+    expect_error("layout.q = pad 0 0 0 -1\n", "line 1: layout.q: pad entry -1 is negative");
+    expect_error("mask = random_neginf density=abc\n", "line 1: density: 'abc' is not a finite number");
+    expect_error("mask = holes\n", "line 1: mask: unknown kind 'holes'");
+    expect_error("window = 1\n", "line 1: window expects two integers");
+    expect_error("shape = 1 16 16 3 2 32 32\n", "case: heads_q = 3 is not a multiple of heads_kv = 2");
+    expect_error("mask = random_neginf density=2\n", "case: mask density must be in [0, 1]");
+    expect_error("backward = yes\n", "line 1: backward expects 0 or 1");
+    expect_error("seed = -4\n", "line 1: seed: '-4' is not an unsigned 64-bit integer");
+    expect_error("just words\n", "line 1: expected 'key = value'");
+    expect_error("scale = 1e60\n", "line 1: scale 1e60 overflows fp32");
+    /* nothing is written into the output case on error */
+    fc_case c, before;
+    fc_case_default(&c);
+    c.seed = 77;
+    before = c;
+    char msg[256];
+    fc_case_parse("seed = 5\nbogus = 1\n", &c, msg, sizeof msg);
+    CHECK(fc_case_equal(&c, &before), "failed parse modified the output case");
+    /* comments, CR-LF, missing keys keep defaults */
+    CHECK(fc_case_parse("  seed = 0x10   # hex\r\ndtype=bf16\r\n", &c, msg, sizeof msg) == 0, "%s", msg);
+    CHECK(c.seed == 16 && c.p.dtype == FA_BF16 && c.p.seqlen_q == 16, "defaults/comments");
+}
+
+int main(void) {
+    test_scalars();
+    test_layouts_and_values();
+    test_distributions();
+    test_masks();
+    test_text();
+    test_errors();
+    if (failures) {
+        printf("case_test: %d failures\n", failures);
+        return 1;
+    }
+    printf("case_test: all passed\n");
+    return 0;
+}
