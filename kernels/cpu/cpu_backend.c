@@ -1,0 +1,38 @@
+/* cpu_backend.c: the CPU backend's fa_backend table (host memory).
+ * The arithmetic is in cpu_fwd.c / cpu_bwd.c; the profile below describes it. */
+#include "kernels/cpu/cpu_internal.h"
+
+const fa_limits cpu_limits = {
+    .max_head_dim = 512,
+    .head_dim_multiple = 1,
+    .dqk_must_equal_dv = 0,
+    .ptr_align_bytes = 2, /* the element size */
+    .unit_last_stride = 0,
+};
+
+static const fa_backend cpu_backend_table = {
+    .abi_version = FA_ABI_VERSION,
+    .name = "cpu",
+    .memspace = FA_MEM_HOST,
+    .precision = {
+        .u_acc = 0x1p-24,       /* every sum is fp32, round to nearest, no FMA contraction */
+        .exp_rel_err = 0x1p-23, /* glibc expf: < 1 ulp for all fp32 arguments */
+        .scores_fp32 = 1,       /* S = fp32(fp32(q.k) * scale) + mask, held in fp32 */
+        .p_rounded = 1,         /* rnd(P) feeds P.V (forward) and dV (backward); the row sum l
+                                   and dS use the unrounded fp32 P */
+        .ds_rounded = 0,        /* dS stays fp32 for dQ and dK */
+        .out_rounded = 1,       /* O, dQ, dK, dV: fp32 value rounded (RNE) to the dtype */
+        .max_rescales = 17,     /* one per 64-key tile: 1000 keys touch at most 17 tiles */
+    },
+    .limits = {
+        .max_head_dim = 512,
+        .head_dim_multiple = 1,
+        .dqk_must_equal_dv = 0,
+        .ptr_align_bytes = 2,
+        .unit_last_stride = 0,
+    },
+    .forward = cpu_forward,
+    .backward = cpu_backward,
+};
+
+const fa_backend *fa_backend_cpu(void) { return &cpu_backend_table; }

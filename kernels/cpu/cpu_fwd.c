@@ -1,0 +1,235 @@
+/* cpu_fwd.c: the CPU forward pass, written as the flash algorithm.
+ *
+ * Work unit: (batch b, query head h, query tile of CPU_TILE_Q rows). Units are
+ * independent (each writes its own O rows and LSE entries), run in parallel
+ * with OpenMP, and each runs in a fixed order, so results are bitwise
+ * reproducible whatever the thread count.
+ *
+ * Per unit, for each key tile of CPU_TILE_K keys (tiles no row can see are
+ * skipped), for each row i of the query tile (all fp32):
+ *   s_c    = scale * q_i . k_c (+ mask)         visible keys only (cpu_row_scores)
+ *   m_new  = max(m, max_c s_c)                  running max (guard: -inf stays skipped)
+ *   alpha  = expf(m - m_new)                    rescale of earlier tiles
+ *   p_c    = expf(s_c - m_new)                  fp32 (glibc expf, < 1 ulp)
+ *   l      = alpha * l + sum_c p_c              row sum of the UNROUNDED p (as FA2)
+ *   acc    = alpha * acc + sum_c rnd(p_c) v_c   rnd = round to fp16/bf16 (RNE), fp32 FMA-free sums
+ * then O_i = rnd(acc / l) (fp32 division, then RNE to the dtype), LSE_i =
+ * m + logf(l) (natural log, fp32). A row with no visible key keeps l = 0:
+ * O_i = 0, LSE_i = -inf; (-inf) - (-inf) is never evaluated. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "kernels/cpu/cpu_internal.h"
+
+// ----------------------------------------------------------------------------
+// per-thread scratch
+
+typedef struct {
+    float *q;     /* [CPU_TILE_Q][Dqk]  query tile, row-major */
+    float *kt;    /* [Dqk][CPU_TILE_K]  key tile, transposed */
+    float *v;     /* [CPU_TILE_K][Dv]   value tile, row-major */
+    float *acc;   /* [CPU_TILE_Q][Dv]   unnormalized output */
+    float *s;     /* [CPU_TILE_K]       scores of one row */
+    float *p;     /* [CPU_TILE_K]       rounded probabilities of one row */
+    unsigned char *vis; /* [CPU_TILE_K] */
+} cpu_fwd_scratch;
+
+static size_t cpu_fwd_scratch_floats(int64_t dqk, int64_t dv) {
+    return (size_t)(CPU_TILE_Q * dqk + dqk * CPU_TILE_K + CPU_TILE_K * dv + CPU_TILE_Q * dv +
+                    2 * CPU_TILE_K + CPU_TILE_K /* vis, generously as floats */);
+}
+
+static cpu_fwd_scratch cpu_fwd_scratch_at(float *base, int64_t dqk, int64_t dv) {
+    cpu_fwd_scratch s;
+    s.q = base; base += CPU_TILE_Q * dqk;
+    s.kt = base; base += dqk * CPU_TILE_K;
+    s.v = base; base += CPU_TILE_K * dv;
+    s.acc = base; base += CPU_TILE_Q * dv;
+    s.s = base; base += CPU_TILE_K;
+    s.p = base; base += CPU_TILE_K;
+    s.vis = (unsigned char *)base;
+    return s;
+}
+
+// ----------------------------------------------------------------------------
+// one work unit
+
+typedef struct {
+    const fa_fwd_args *a;
+    const fa_problem *p;
+    int bf16;
+    float scale;
+    int64_t q_st[4], k_st[4], v_st[4], mask_st[4];
+} cpu_fwd_plan;
+
+static void cpu_fwd_unit(const cpu_fwd_plan *pl, int64_t b, int64_t h, int64_t i0,
+                         cpu_fwd_scratch *w) {
+    const fa_problem *p = pl->p;
+    const fa_fwd_args *a = pl->a;
+    const int64_t Dqk = p->head_dim_qk, Dv = p->head_dim_v, Sk = p->seqlen_k;
+    const int64_t nq = p->seqlen_q - i0 < CPU_TILE_Q ? p->seqlen_q - i0 : CPU_TILE_Q;
+    const int64_t hk = cpu_kv_head(p, h);
+    const int mut_tail = cpu_mut(CPU_MUT_RAGGED_TAIL);
+    const int mut_nan = cpu_mut(CPU_MUT_MASKED_ROW_NAN);
+    const int mut_mul = cpu_mut(CPU_MUT_MASK_BY_MULTIPLY);
+    const int mut_noshift = cpu_mut(CPU_MUT_P_NOT_SHIFTED);
+    const int mut_norescale = cpu_mut(CPU_MUT_RESCALE_MISSING);
+
+    float m[CPU_TILE_Q], l[CPU_TILE_Q];
+    cpu_row_range range[CPU_TILE_Q];
+    int64_t key_lo = INT64_MAX, key_hi = -1; /* union of the rows' visible ranges */
+    for (int64_t r = 0; r < nq; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+        range[r] = cpu_visible_range(p, i0 + r);
+        int64_t hi = mut_tail ? range[r].hi_unclamped : range[r].hi;
+        if (range[r].lo <= hi) {
+            if (range[r].lo < key_lo) key_lo = range[r].lo;
+            if (hi > key_hi) key_hi = hi;
+        }
+    }
+    memset(w->acc, 0, sizeof(float) * (size_t)(nq * Dv));
+    cpu_load_rows((const uint16_t *)a->q.ptr, pl->q_st, b, h, i0, nq, Dqk, pl->bf16, w->q, Dqk, 0);
+
+    const int64_t n_kt = (Sk + CPU_TILE_K - 1) / CPU_TILE_K;
+    for (int64_t kt = 0; kt < n_kt; kt++) {
+        const int64_t j0 = kt * CPU_TILE_K;
+        const int64_t nk_real = Sk - j0 < CPU_TILE_K ? Sk - j0 : CPU_TILE_K;
+        /* mutant ragged_tail_unmasked: the tail tile runs full width */
+        const int64_t nk = mut_tail ? CPU_TILE_K : nk_real;
+        if (j0 > key_hi || j0 + nk - 1 < key_lo) continue; /* no row sees this tile */
+
+        cpu_load_rows((const uint16_t *)a->k.ptr, pl->k_st, b, hk, j0, nk_real, Dqk, pl->bf16, w->kt,
+                      CPU_TILE_K, 1);
+        cpu_load_rows((const uint16_t *)a->v.ptr, pl->v_st, b, hk, j0, nk_real, Dv, pl->bf16, w->v,
+                      Dv, 0);
+        for (int64_t c = nk_real; c < nk; c++) { /* phantom keys: score 0, value of key Sk-1 */
+            for (int64_t d = 0; d < Dqk; d++) w->kt[d * CPU_TILE_K + c] = 0.0f;
+            memcpy(w->v + c * Dv, w->v + (nk_real - 1) * Dv, sizeof(float) * (size_t)Dv);
+        }
+
+        for (int64_t r = 0; r < nq; r++) {
+            const int64_t i = i0 + r;
+            cpu_row_range rr = range[r];
+            if (mut_tail) rr.hi = rr.hi_unclamped;
+            const float *mask_row = NULL;
+            if (a->mask.ptr)
+                mask_row = a->mask.ptr + b * pl->mask_st[0] + h * pl->mask_st[1] + i * pl->mask_st[2];
+            cpu_row_scores(w->q + r * Dqk, w->kt, Dqk, nk, pl->scale, w->s);
+            /* the mask exists only for real keys (phantom keys of the mutant get none) */
+            int any = cpu_row_visibility(rr, j0, nk_real, mask_row, pl->mask_st[3], w->s, w->vis);
+            for (int64_t c = nk_real; c < nk; c++) {
+                w->vis[c] = (unsigned char)(j0 + c >= rr.lo && j0 + c <= rr.hi);
+                any |= w->vis[c];
+            }
+            if (!any && !mut_nan) continue;
+
+            float tile_max = -INFINITY;
+            for (int64_t c = 0; c < nk; c++)
+                if (w->vis[c] && w->s[c] > tile_max) tile_max = w->s[c];
+            const float m_new = tile_max > m[r] ? tile_max : m[r];
+            /* all visible scores -inf (or none visible): nothing to add. The
+             * masked_row_inf_minus_inf mutant drops this guard. */
+            if (m_new == -INFINITY && !mut_nan) continue;
+
+            const float alpha = mut_noshift ? 1.0f : expf(m[r] - m_new);
+            const float shift = mut_noshift ? 0.0f : m_new;
+            float row_sum = 0.0f;
+            for (int64_t c = 0; c < nk; c++) {
+                if (w->vis[c]) {
+                    const float pc = expf(w->s[c] - shift);
+                    row_sum += pc;
+                    w->p[c] = fa_cpu_round_to(pc, pl->bf16);
+                } else if (mut_mul) { /* mutant: hidden key weighted by 0 instead of skipped */
+                    const float pc = expf(w->s[c] - shift) * 0.0f;
+                    row_sum += pc;
+                    w->p[c] = fa_cpu_round_to(pc, pl->bf16);
+                }
+            }
+            l[r] = alpha * l[r] + row_sum;
+            float *acc = w->acc + r * Dv;
+            if (!mut_norescale)
+                for (int64_t d = 0; d < Dv; d++) acc[d] *= alpha;
+            for (int64_t c = 0; c < nk; c++) {
+                if (!w->vis[c] && !mut_mul) continue;
+                const float pc = w->p[c];
+                const float *vc = w->v + c * Dv;
+                for (int64_t d = 0; d < Dv; d++) acc[d] += pc * vc[d];
+            }
+            m[r] = m_new;
+        }
+    }
+
+    /* epilogue: normalize, round, store O and LSE */
+    uint16_t *o = (uint16_t *)a->o.ptr;
+    const int64_t *ost = a->o.stride;
+    for (int64_t r = 0; r < nq; r++) {
+        const int64_t i = i0 + r;
+        uint16_t *orow = o + b * ost[0] + i * ost[1] + h * ost[2];
+        const float *acc = w->acc + r * Dv;
+        float lse;
+        if (l[r] == 0.0f) { /* no visible key */
+            for (int64_t d = 0; d < Dv; d++) orow[d * ost[3]] = 0;
+            lse = -INFINITY;
+        } else {
+            for (int64_t d = 0; d < Dv; d++) orow[d * ost[3]] = fa_cpu_from_f32(acc[d] / l[r], pl->bf16);
+            const float shift = mut_noshift ? 0.0f : m[r];
+            lse = shift + (cpu_mut(CPU_MUT_LSE_LOG2) ? log2f(l[r]) : logf(l[r]));
+        }
+        a->lse.ptr[b * a->lse.stride[0] + h * a->lse.stride[1] + i * a->lse.stride[2]] = lse;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// entry point
+
+fa_status cpu_forward(const fa_fwd_args *a, fa_error *err) {
+    cpu_mutant_init();
+    fa_status st = fa_validate_fwd(a, &cpu_limits, err);
+    if (st != FA_OK) return st;
+    const fa_problem *p = &a->p;
+    if (p->batch == 0 || p->seqlen_q == 0) return FA_OK;
+
+    cpu_fwd_plan pl;
+    pl.a = a;
+    pl.p = p;
+    pl.bf16 = p->dtype == FA_BF16;
+    pl.scale = fa_effective_scale(p);
+    const int64_t qdim[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk};
+    const int64_t kdim[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk};
+    const int64_t vdim[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v};
+    cpu_input_strides(&a->q, qdim, pl.q_st);
+    cpu_input_strides(&a->k, kdim, pl.k_st);
+    cpu_input_strides(&a->v, vdim, pl.v_st);
+    cpu_mask_strides(&a->mask, pl.mask_st);
+
+    int nthreads = 1;
+#ifdef _OPENMP
+    nthreads = omp_get_max_threads();
+#endif
+    const size_t per_thread = cpu_fwd_scratch_floats(p->head_dim_qk, p->head_dim_v);
+    float *scratch = malloc(sizeof(float) * per_thread * (size_t)nthreads);
+    if (scratch == NULL)
+        return fa_fail(err, FA_ERR_NOMEM, "", "cpu forward: cannot allocate %zu bytes of scratch.",
+                       sizeof(float) * per_thread * (size_t)nthreads);
+
+    const int64_t n_qt = (p->seqlen_q + CPU_TILE_Q - 1) / CPU_TILE_Q;
+    const int64_t units = p->batch * p->heads_q * n_qt;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
+    for (int64_t u = 0; u < units; u++) {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        cpu_fwd_scratch w = cpu_fwd_scratch_at(scratch + per_thread * (size_t)tid, p->head_dim_qk,
+                                               p->head_dim_v);
+        const int64_t qt = u % n_qt, bh = u / n_qt;
+        cpu_fwd_unit(&pl, bh / p->heads_q, bh % p->heads_q, qt * CPU_TILE_Q, &w);
+    }
+    free(scratch);
+    return FA_OK;
+}

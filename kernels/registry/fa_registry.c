@@ -1,0 +1,115 @@
+/* fa_registry.c: finding a backend: by name, by path (dlopen), or the default.
+ *
+ * Built twice (kernels/BUILD):
+ *   //kernels:backends           with CUDA: fa_backend_cuda comes from
+ *                                //kernels/cuda:cuda_backend;
+ *   //kernels:backends_cpu_only  with -DFA_REGISTRY_CPU_ONLY: this file
+ *                                defines fa_backend_cuda() == NULL and reports
+ *                                no CUDA device. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/flash_api.h"
+#ifndef FA_REGISTRY_CPU_ONLY
+#include "kernels/cuda/cuda_backend.h"
+#endif
+
+// ----------------------------------------------------------------------------
+// CUDA presence
+
+#ifdef FA_REGISTRY_CPU_ONLY
+const fa_backend *fa_backend_cuda(void) { return NULL; }
+static int reg_cuda_device_count(void) { return 0; }
+#else
+static int reg_cuda_device_count(void) { return fa_cuda_device_count(); }
+#endif
+
+// ----------------------------------------------------------------------------
+// loading a third-party backend
+
+fa_status fa_backend_load(const char *path, const fa_backend **out, fa_error *err) {
+    if (out == NULL) return fa_fail(err, FA_ERR_INVALID, "out", "out is NULL; pass a place for the backend.");
+    *out = NULL;
+    if (path == NULL || *path == '\0')
+        return fa_fail(err, FA_ERR_INVALID, "path", "the backend path is empty; pass the path of a "
+                                                    "shared library exporting %s.", FA_BACKEND_EXPORT_SYMBOL);
+    dlerror();
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        const char *why = dlerror();
+        return fa_fail(err, FA_ERR_INVALID, "path", "cannot load backend '%s': %s. Check the path "
+                       "(use ./name.so for a file in the current directory).", path, why ? why : "?");
+    }
+    dlerror();
+    void *sym = dlsym(lib, FA_BACKEND_EXPORT_SYMBOL);
+    if (sym == NULL) {
+        const char *why = dlerror();
+        fa_status st = fa_fail(err, FA_ERR_INVALID, "path", "'%s' does not export %s (%s); a backend "
+                               "library must define const fa_backend *%s(void) with C linkage.", path,
+                               FA_BACKEND_EXPORT_SYMBOL, why ? why : "not found",
+                               FA_BACKEND_EXPORT_SYMBOL);
+        dlclose(lib);
+        return st;
+    }
+    fa_backend_export_fn export_fn;
+    memcpy(&export_fn, &sym, sizeof(export_fn)); /* object pointer -> function pointer */
+    const fa_backend *b = export_fn();
+    const char *problem = NULL;
+    char detail[96] = "";
+    if (b == NULL) problem = "returned NULL";
+    else if (b->abi_version != FA_ABI_VERSION) {
+        snprintf(detail, sizeof(detail), "has abi_version %d but this flashcheck needs %d",
+                 b->abi_version, FA_ABI_VERSION);
+        problem = detail;
+    } else if (b->name == NULL || b->name[0] == '\0') problem = "has no name";
+    else if (b->forward == NULL) problem = "has a NULL forward";
+    else if (b->memspace != FA_MEM_HOST && b->memspace != FA_MEM_CUDA) problem = "has an unknown memspace";
+    if (problem) {
+        fa_status st = fa_fail(err, FA_ERR_INVALID, "path", "the backend table of '%s' %s; rebuild the "
+                               "backend against this kernels/flash_api.h.", path, problem);
+        dlclose(lib);
+        return st;
+    }
+    *out = b; /* the library stays loaded for the life of the process */
+    return FA_OK;
+}
+
+// ----------------------------------------------------------------------------
+// by name, default
+
+static int reg_ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+fa_status fa_backend_by_name(const char *name, const fa_backend **out, fa_error *err) {
+    if (out == NULL) return fa_fail(err, FA_ERR_INVALID, "out", "out is NULL; pass a place for the backend.");
+    *out = NULL;
+    if (name == NULL) name = "";
+    if (strcmp(name, "cpu") == 0) {
+        *out = fa_backend_cpu();
+        return FA_OK;
+    }
+    if (strcmp(name, "cuda") == 0) {
+        const fa_backend *b = fa_backend_cuda();
+        if (b == NULL)
+            return fa_fail(err, FA_ERR_UNSUPPORTED, "backend", "backend 'cuda' is not available: this "
+                           "flashcheck was built without CUDA; use 'cpu' or a .so path.");
+        if (reg_cuda_device_count() <= 0)
+            return fa_fail(err, FA_ERR_UNSUPPORTED, "backend", "backend 'cuda' needs a CUDA device and "
+                           "none is visible (check the driver and CUDA_VISIBLE_DEVICES); use 'cpu'.");
+        *out = b;
+        return FA_OK;
+    }
+    if (strchr(name, '/') != NULL || reg_ends_with(name, ".so")) return fa_backend_load(name, out, err);
+    return fa_fail(err, FA_ERR_INVALID, "backend", "unknown backend '%s'; choose 'cpu', 'cuda', or a path "
+                   "to a shared library (containing '/' or ending in .so) exporting %s.", name,
+                   FA_BACKEND_EXPORT_SYMBOL);
+}
+
+const fa_backend *fa_backend_default(void) {
+    const fa_backend *cuda = fa_backend_cuda();
+    if (cuda != NULL && reg_cuda_device_count() > 0) return cuda;
+    return fa_backend_cpu();
+}
