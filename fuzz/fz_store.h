@@ -32,7 +32,7 @@ extern "C" {
 typedef struct {
     char backend[32];   /* "cpu", "cuda", or the .so's backend name */
     char pass[8];       /* "fwd", "bwd", "api" */
-    char tensor[8];     /* "o", "lse", "dq", "dk", "dv", or "-" */
+    char tensor[24];    /* "o", "lse", "dq", "dk", "dv", "-", or (misuse) the corruption */
     char failure[32];   /* failure class: "bound", "nan", "unwritten", "oob_write", "crash", "hang", ... */
     char shape[48];     /* fz_shape_bucket() */
     char mask[40];      /* fz_mask_bucket() */

@@ -1,0 +1,76 @@
+/* fz_run.c: see fz_run.h. */
+#include "fuzz/fz_run.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const int fz_run_outputs[5] = { FC_T_O, FC_T_LSE, FC_T_DQ, FC_T_DK, FC_T_DV };
+
+/* which output tensor a failure belongs to: the first with a problem in its stats */
+static int failing_tensor(const fc_verdict *v)
+{
+    for (int i = 0; i < 5; i++) {
+        const fc_tensor_stats *s = &v->t[fz_run_outputs[i]];
+        if (s->checked && (s->violations || s->nonfinite_mismatch || s->unwritten)) return fz_run_outputs[i];
+    }
+    /* else: a tensor named at the start of the first reason ("dq: ...", "o[...]") */
+    if (v->n_reasons > 0) {
+        const char *text = v->reason[0].text;
+        for (int i = 4; i >= 0; i--) {     /* "lse" before "o"? no overlap issue: try long names first */
+            const char *n = fc_tensor_name(fz_run_outputs[i]);
+            size_t l = strlen(n);
+            if (strncmp(text, n, l) == 0 && (text[l] == ':' || text[l] == '[' || text[l] == ' ' || text[l] == '.'))
+                return fz_run_outputs[i];
+        }
+    }
+    return -1;
+}
+
+void fz_run_case(const fa_backend *be, const fc_case *c, int determinism, fz_run_result *r, fz_feat *f)
+{
+    memset(r, 0, sizeof *r);
+    fc_check_opts o;
+    fc_check_opts_default(&o);
+    o.determinism = determinism;
+    fc_check_case(be, c, &o, &r->v);
+
+    for (int i = 0; i < 5; i++) {
+        const fc_tensor_stats *s = &r->v.t[fz_run_outputs[i]];
+        if (!s->checked) continue;
+        r->elements += s->elements;
+        if (s->max_ratio > r->worst_ratio || s->max_ratio != s->max_ratio) r->worst_ratio = s->max_ratio;
+        if (f) fz_feat_ratio(f, i, s->max_ratio);
+    }
+
+    r->klass = r->v.outcome == FC_PASS ? FZ_OUT_PASS : r->v.outcome == FC_SKIP ? FZ_OUT_SKIP : FZ_OUT_FAIL;
+    if (r->v.outcome == FC_FAIL) {
+        const char *check = fc_verdict_first_check(&r->v);
+        snprintf(r->failure, sizeof r->failure, "%s", check && *check ? check : "fail");
+        int t = failing_tensor(&r->v);
+        snprintf(r->tensor, sizeof r->tensor, "%s", t >= 0 ? fc_tensor_name(t) : "-");
+        int bwd = t == FC_T_DQ || t == FC_T_DK || t == FC_T_DV ||
+                  (t < 0 && c->backward && strstr(r->v.reason[0].text, "backward") != NULL);
+        snprintf(r->pass, sizeof r->pass, "%s", bwd ? "bwd" : "fwd");
+        for (int i = 0; i < r->v.n_reasons; i++)
+            if (strstr(r->v.reason[i].text, "FA_ERR_DEVICE") || strstr(r->v.reason[i].text, "DEVICE")) {
+                r->klass = FZ_OUT_DEVICE;
+                snprintf(r->failure, sizeof r->failure, "device");
+            }
+        size_t n = 0;
+        for (int i = 0; i < r->v.n_reasons && n + 16 < sizeof r->detail; i++)
+            n += (size_t)snprintf(r->detail + n, sizeof r->detail - n, "%s: %s\n", r->v.reason[i].check,
+                                  r->v.reason[i].text);
+        if (r->v.n_dropped && n + 40 < sizeof r->detail)
+            snprintf(r->detail + n, sizeof r->detail - n, "(%d more reasons)\n", r->v.n_dropped);
+    }
+    if (f) {
+        fz_feat_geometry(f, c);
+        fz_feat_outcome(f, r->klass);
+        if (r->klass == FZ_OUT_FAIL) fz_feat_outcome(f, 4 + (int)(strlen(r->failure) % 8));
+    }
+}
+
+int fz_run_is_device_fault(const fz_run_result *r)
+{
+    return r->klass == FZ_OUT_DEVICE;
+}

@@ -1,0 +1,44 @@
+/* fz_run.h: one fuzz execution (prefix fz_run_): check a case on a backend
+ * with the property library (properties/check/check.h), turn the verdict into
+ * features (fz_feat.h) and, on failure, into a crash state (fz_store.h).
+ * Used by the libFuzzer targets, the standalone driver and `flashcheck fuzz`.
+ * ------------------------------------------------------------------------- */
+#ifndef FLASHCHECK_FZ_RUN_H
+#define FLASHCHECK_FZ_RUN_H
+
+#include "case/case.h"
+#include "fuzz/fz_feat.h"
+#include "kernels/flash_api.h"
+#include "properties/check/check.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Outcome classes for fz_feat_outcome (and the campaign's counters). */
+enum { FZ_OUT_PASS = 0, FZ_OUT_SKIP = 1, FZ_OUT_FAIL = 2, FZ_OUT_DEVICE = 3 };
+
+typedef struct {
+    fc_verdict v;
+    int klass;               /* FZ_OUT_* */
+    double worst_ratio;      /* max over checked output tensors of max_ratio (0 if none) */
+    int64_t elements;        /* output elements compared with the oracle */
+    char pass[8];            /* on failure: "fwd" or "bwd" */
+    char tensor[8];          /* on failure: "o", "lse", "dq", "dk", "dv", or "-" */
+    char failure[32];        /* on failure: the first failing check ("bound", "nan", "guard", ...) */
+    char detail[1024];       /* on failure: the reasons, one a line */
+} fz_run_result;
+
+/* Check c on be (determinism re-run when `determinism`), fill r and, when f is
+ * non-NULL, add the geometry, ratio and outcome features to f. */
+void fz_run_case(const fa_backend *be, const fc_case *c, int determinism, fz_run_result *r, fz_feat *f);
+
+/* A device fault: the backend reported FA_ERR_DEVICE (illegal address, launch
+ * failure...). A CUDA context is unusable after one, so the caller should
+ * record the finding and restart the process. */
+int fz_run_is_device_fault(const fz_run_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHCHECK_FZ_RUN_H */
