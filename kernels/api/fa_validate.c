@@ -182,18 +182,28 @@ static fa_status val_tensor(val_view *v, fa_error *err) {
         v->lo = v->hi = v->addr;
         return FA_OK;
     }
-    /* largest element offset: sum (n_i - 1) * stride_i, then the byte size */
-    int64_t last = 0;
-    for (int i = 0; i < v->rank; i++) {
-        int64_t term;
-        if (__builtin_mul_overflow(v->dim[i] - 1, v->stride[i], &term) ||
-            __builtin_add_overflow(last, term, &last)) {
-            snprintf(arg, sizeof(arg), "%s.stride[%d]", v->name, i);
-            return fa_fail(err, FA_ERR_INVALID, arg,
-                           "%s (%lld) times %s - 1 (%lld) makes the extent of %s overflow 64 bits; "
-                           "check the strides.", arg, (long long)v->stride[i], v->dim_name[i],
-                           (long long)(v->dim[i] - 1), v->name);
+    /* largest element offset: sum (n_i - 1) * stride_i. On overflow, blame the
+     * stride whose product overflows, else the one with the largest term. */
+    int64_t last = 0, term[4];
+    int culprit = -1;
+    for (int i = 0; i < v->rank && culprit < 0; i++)
+        if (__builtin_mul_overflow(v->dim[i] - 1, v->stride[i], &term[i])) culprit = i;
+    if (culprit < 0) {
+        for (int i = 0; i < v->rank; i++) {
+            if (__builtin_add_overflow(last, term[i], &last)) {
+                culprit = 0;
+                for (int k = 1; k < v->rank; k++)
+                    if (term[k] > term[culprit]) culprit = k;
+                break;
+            }
         }
+    }
+    if (culprit >= 0) {
+        snprintf(arg, sizeof(arg), "%s.stride[%d]", v->name, culprit);
+        return fa_fail(err, FA_ERR_INVALID, arg,
+                       "%s (%lld) times %s - 1 (%lld) makes the extent of %s overflow 64 bits; "
+                       "check the strides.", arg, (long long)v->stride[culprit],
+                       v->dim_name[culprit], (long long)(v->dim[culprit] - 1), v->name);
     }
     int64_t bytes;
     uintptr_t hi;
