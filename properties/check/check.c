@@ -1,0 +1,362 @@
+/* check.c: judge a backend's outputs against the oracle, and the whole check
+ * of one case (fc_check_case). The list of checks is in check.h. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "properties/check/check.h"
+
+/* ---------------------------------------------------------------------------
+ * Oracle glue
+ * ------------------------------------------------------------------------- */
+static fa_tensor host_tensor(const fc_buf *b) {
+    fa_tensor t;
+    t.ptr = b->alloc ? fc_buf_view(b) : NULL;
+    for (int k = 0; k < 4; k++) t.stride[k] = b->stride[k];
+    return t;
+}
+
+static fa_lse host_lse(const fc_buf *b) {
+    fa_lse l;
+    l.ptr = b->alloc ? (float *)fc_buf_view(b) : NULL;
+    for (int k = 0; k < 3; k++) l.stride[k] = b->stride[k];
+    return l;
+}
+
+static fa_mask host_mask(const fc_buf *b) {
+    fa_mask m;
+    memset(&m, 0, sizeof m);
+    if (!b->alloc) return m;
+    m.ptr = (const float *)fc_buf_view(b);
+    for (int k = 0; k < 4; k++) m.stride[k] = b->stride[k];
+    return m;
+}
+
+static void oracle_options(orc_options *opt) {
+    orc_options_init(opt);
+    opt->baseline = 0;
+}
+
+int fc_oracle_fwd(const fc_run *r, const fa_precision *prec, orc_fwd_result *res, char *msg, size_t msglen) {
+    fa_fwd_args a;
+    memset(&a, 0, sizeof a);
+    a.p = r->c.p;
+    a.q = host_tensor(&r->buf[FC_T_Q]);
+    a.k = host_tensor(&r->buf[FC_T_K]);
+    a.v = host_tensor(&r->buf[FC_T_V]);
+    a.mask = host_mask(&r->buf[FC_T_MASK]);
+    a.o = host_tensor(&r->buf[FC_T_O]);
+    a.lse = host_lse(&r->buf[FC_T_LSE]);
+    orc_options opt;
+    oracle_options(&opt);
+    fa_error err;
+    memset(&err, 0, sizeof err);
+    fa_status st = orc_fwd(&a, prec, &opt, res, &err);
+    if (st != FA_OK) {
+        snprintf(msg, msglen, "oracle forward failed: %s (%s): %s", fa_status_name(st), err.arg, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int fc_oracle_bwd(const fc_run *r, const fa_precision *prec, orc_bwd_result *res, char *msg, size_t msglen) {
+    fa_bwd_args a;
+    memset(&a, 0, sizeof a);
+    a.p = r->c.p;
+    a.q = host_tensor(&r->buf[FC_T_Q]);
+    a.k = host_tensor(&r->buf[FC_T_K]);
+    a.v = host_tensor(&r->buf[FC_T_V]);
+    a.o = host_tensor(&r->buf[FC_T_O]);
+    a.dout = host_tensor(&r->buf[FC_T_DO]);
+    a.lse = host_lse(&r->buf[FC_T_LSE]);
+    a.mask = host_mask(&r->buf[FC_T_MASK]);
+    a.dq = host_tensor(&r->buf[FC_T_DQ]);
+    a.dk = host_tensor(&r->buf[FC_T_DK]);
+    a.dv = host_tensor(&r->buf[FC_T_DV]);
+    a.deterministic = r->c.deterministic;
+    orc_options opt;
+    oracle_options(&opt);
+    fa_error err;
+    memset(&err, 0, sizeof err);
+    fa_status st = orc_bwd(&a, prec, &opt, res, &err);
+    if (st != FA_OK) {
+        snprintf(msg, msglen, "oracle backward failed: %s (%s): %s", fa_status_name(st), err.arg, err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+int64_t fc_oracle_find(const orc_block *blk, int64_t b, int64_t h, int64_t s) {
+    int64_t lo = 0, hi = blk->n - 1;
+    while (lo <= hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        const orc_index *x = &blk->index[mid];
+        int cmp = x->b != b ? (x->b < b ? -1 : 1) : x->h != h ? (x->h < h ? -1 : 1) : x->s != s ? (x->s < s ? -1 : 1) : 0;
+        if (cmp == 0) return mid;
+        if (cmp < 0) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------
+ * Element-level judgement of one output tensor against one oracle block
+ *
+ * The element test itself (bound, with MPFR escalation of undecided
+ * elements) is orc_compare_*; its stats arrive in `st`. Here: the reason
+ * texts, the exact masked-row rule, and the magnitude test.
+ * ------------------------------------------------------------------------- */
+static void block_logical(int t, const orc_index *ix, int64_t k, int64_t idx[4]) {
+    /* O, dQ: rows (b, hq, i) -> [b, i, hq, k]; dK, dV: columns (b, hkv, j) -> [b, j, hkv, k];
+       LSE: (b, hq, i) -> [b, hq, i] */
+    if (t == FC_T_LSE) {
+        idx[0] = ix->b; idx[1] = ix->h; idx[2] = ix->s; idx[3] = 0;
+    } else {
+        idx[0] = ix->b; idx[1] = ix->s; idx[2] = ix->h; idx[3] = k;
+    }
+}
+
+static int64_t judge(const fc_run *r, const orc_block *blk, const orc_stats *st, int t, fc_verdict *v) {
+    const fc_buf *b = &r->buf[t];
+    fc_tensor_stats *ts = &v->t[t];
+    const char *name = fc_tensor_name(t);
+    int64_t problems = 0;
+    ts->checked = 1;
+    ts->elements = st->checked;
+    ts->violations = st->failed - st->nan_unexpected - st->nan_missing;
+    if (ts->violations < 0) ts->violations = 0;
+    ts->nonfinite_mismatch = st->nan_unexpected + st->nan_missing;
+    ts->max_ratio = st->worst_ratio;
+    ts->max_abs_err = st->max_err;
+    memcpy(ts->worst, st->worst_at, sizeof ts->worst);
+    ts->worst_got = st->worst_kernel;
+    ts->worst_ref = st->worst_ref;
+    ts->worst_bound = st->worst_bound;
+    if (ts->violations > 0) {
+        fc_verdict_fail(v, "bound", "%s: %lld of %lld elements outside their bound; worst |got-ref|/bound = %.3g at "
+                                    "[%lld,%lld,%lld,%lld]: got %.9g, ref %.9g, bound %.3g",
+                        name, (long long)ts->violations, (long long)st->checked, st->worst_ratio,
+                        (long long)st->worst_at[0], (long long)st->worst_at[1], (long long)st->worst_at[2],
+                        (long long)st->worst_at[3], st->worst_kernel, st->worst_ref, st->worst_bound);
+        problems += ts->violations;
+    }
+    if (ts->nonfinite_mismatch > 0) {
+        fc_verdict_fail(v, "nan", "%s: %lld elements NaN/Inf where the oracle is finite, %lld finite (or another "
+                                  "non-finite) where the oracle is NaN/Inf; first at [%lld,%lld,%lld,%lld]",
+                        name, (long long)st->nan_unexpected, (long long)st->nan_missing,
+                        (long long)st->first_fail_at[0], (long long)st->first_fail_at[1],
+                        (long long)st->first_fail_at[2], (long long)st->first_fail_at[3]);
+        problems += ts->nonfinite_mismatch;
+    }
+    if (st->failed > 0 && ts->violations == 0 && ts->nonfinite_mismatch == 0) {
+        fc_verdict_fail(v, "bound", "%s: oracle compare reports %lld failed elements", name, (long long)st->failed);
+        problems += st->failed;
+    }
+
+    /* masked rows (exact), magnitude */
+    double ref2 = 0, got2 = 0, bnd2 = 0;
+    int64_t masked_bad = 0, first_masked[4] = {0, 0, 0, 0};
+    double first_masked_got = 0;
+    for (int64_t vi = 0; vi < blk->n; vi++) {
+        for (int64_t k = 0; k < blk->dim; k++) {
+            int64_t e = vi * blk->dim + k, idx[4];
+            block_logical(t, &blk->index[vi], k, idx);
+            double got = fc_buf_get(b, idx);
+            uint8_t f = blk->flags[e];
+            if (f & ORC_F_MASKED_ROW) {
+                int ok = t == FC_T_LSE ? (got == -INFINITY) : (got == 0.0);
+                if (!ok) {
+                    if (!masked_bad) {
+                        memcpy(first_masked, idx, sizeof idx);
+                        first_masked_got = got;
+                    }
+                    masked_bad++;
+                }
+                continue;
+            }
+            if (f & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE)) continue;
+            double ref = blk->ref[e];
+            if (!isfinite(got)) continue; /* counted by "nan" */
+            double bd = blk->bound[e] + blk->orc_err[e];
+            ref2 += ref * ref;
+            got2 += got * got;
+            bnd2 += bd * bd;
+        }
+    }
+    if (masked_bad) {
+        fc_verdict_fail(v, "masked_row", "%s: %lld elements of rows/columns with no visible key (or query) are not "
+                                         "exactly %s; first at [%lld,%lld,%lld,%lld] = %.9g",
+                        name, (long long)masked_bad, t == FC_T_LSE ? "-inf" : "0", (long long)first_masked[0],
+                        (long long)first_masked[1], (long long)first_masked[2], (long long)first_masked[3],
+                        first_masked_got);
+        problems += masked_bad;
+    }
+    ts->ref_norm2 = sqrt(ref2);
+    ts->got_norm2 = sqrt(got2);
+    ts->bound_norm2 = sqrt(bnd2);
+    /* | ||got|| - ||ref|| | <= ||got - ref|| <= ||bound + orc_err||; 1e-12 relative slack
+       covers the rounding of the three double sums of squares (n < 2^31 terms, u = 2^-53). */
+    double slack = 1e-12 * (ts->ref_norm2 + ts->got_norm2);
+    if (fabs(ts->got_norm2 - ts->ref_norm2) > ts->bound_norm2 + slack) {
+        fc_verdict_fail(v, "magnitude", "%s: ||got||_2 = %.6g but ||ref||_2 = %.6g (allowed difference %.3g)", name,
+                        ts->got_norm2, ts->ref_norm2, ts->bound_norm2);
+        problems++;
+    }
+    ts->weak = ts->ref_norm2 > 0 && ts->bound_norm2 >= ts->ref_norm2;
+    return problems;
+}
+
+int64_t fc_check_fwd_outputs(const fc_run *r, const orc_fwd_result *res, fc_verdict *v) {
+    fa_tensor o = host_tensor(&r->buf[FC_T_O]);
+    fa_lse lse = host_lse(&r->buf[FC_T_LSE]);
+    orc_stats so, sl;
+    fa_error err;
+    memset(&err, 0, sizeof err);
+    fa_status st = orc_compare_fwd(res, &o, &lse, &so, &sl, &err);
+    if (st != FA_OK) {
+        fc_verdict_fail(v, "harness", "oracle compare (forward) failed: %s: %s", fa_status_name(st), err.msg);
+        return 1;
+    }
+    int64_t n = judge(r, &res->o, &so, FC_T_O, v);
+    n += judge(r, &res->lse, &sl, FC_T_LSE, v);
+    return n;
+}
+
+int64_t fc_check_bwd_outputs(const fc_run *r, const orc_bwd_result *res, fc_verdict *v) {
+    fa_tensor dq = host_tensor(&r->buf[FC_T_DQ]), dk = host_tensor(&r->buf[FC_T_DK]), dv = host_tensor(&r->buf[FC_T_DV]);
+    orc_stats sq, sk, sv;
+    fa_error err;
+    memset(&err, 0, sizeof err);
+    fa_status st = orc_compare_bwd(res, &dq, &dk, &dv, &sq, &sk, &sv, &err);
+    if (st != FA_OK) {
+        fc_verdict_fail(v, "harness", "oracle compare (backward) failed: %s: %s", fa_status_name(st), err.msg);
+        return 1;
+    }
+    int64_t n = judge(r, &res->dq, &sq, FC_T_DQ, v);
+    n += judge(r, &res->dk, &sk, FC_T_DK, v);
+    n += judge(r, &res->dv, &sv, FC_T_DV, v);
+    return n;
+}
+
+/* ---------------------------------------------------------------------------
+ * The whole check of one case
+ * ------------------------------------------------------------------------- */
+void fc_check_opts_default(fc_check_opts *o) {
+    o->determinism = 1;
+    o->backward = -1;
+    o->verbose = 0;
+}
+
+/* Status of a call on a valid case: OK continues; UNSUPPORTED skips; anything
+ * else fails. A rejected call must not have written its outputs. Returns 1
+ * when the caller may go on checking outputs. */
+static int judge_status(const fc_run *r, const char *pass, const int *outs, int nouts, fc_verdict *v) {
+    if (r->status == FA_OK) return 1;
+    if (r->status == FA_ERR_UNSUPPORTED) {
+        fc_verdict_skip(v, "%s: backend says unsupported (%s): %s", pass, r->err.arg, r->err.msg);
+    } else {
+        fc_verdict_fail(v, "status", "%s: backend rejected a valid case with %s (arg '%s'): %s", pass,
+                        fa_status_name(r->status), r->err.arg, r->err.msg);
+    }
+    if (r->status != FA_ERR_DEVICE) {
+        /* nothing may be written by a rejected call */
+        for (int i = 0; i < nouts; i++) {
+            fc_verdict tmp;
+            fc_verdict_init(&tmp);
+            fc_run rr = *r; /* shallow: only reads */
+            if (fc_check_written(&rr, outs[i], &tmp) < fc_case_numel(&r->c, outs[i]))
+                fc_verdict_fail(v, "rejected_wrote", "%s: the call was rejected but output %s was written", pass,
+                                fc_tensor_name(outs[i]));
+        }
+    }
+    return 0;
+}
+
+fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check_opts *o, fc_verdict *v) {
+    fc_check_opts def;
+    if (!o) {
+        fc_check_opts_default(&def);
+        o = &def;
+    }
+    fc_verdict_init(v);
+    fc_case c = *c0;
+    if (o->backward >= 0) c.backward = o->backward;
+    if (!be->backward) {
+        if (c.backward) fc_verdict_skip(v, "backend %s has no backward; backward not checked", be->name);
+        c.backward = 0;
+    }
+    char msg[512];
+    fc_run r1, r2;
+    memset(&r2, 0, sizeof r2);
+    if (fc_run_init(&r1, &c, FC_POISON_A, msg, sizeof msg)) {
+        fc_verdict_fail(v, "harness", "%s", msg);
+        return v->outcome;
+    }
+    const int fwd_outs[2] = {FC_T_O, FC_T_LSE}, bwd_outs[3] = {FC_T_DQ, FC_T_DK, FC_T_DV};
+
+    /* forward */
+    fc_run_forward(&r1, be);
+    fc_check_inputs_unchanged(&r1, v);
+    fc_check_guards(&r1, v);
+    if (!judge_status(&r1, "forward", fwd_outs, 2, v)) goto done;
+    fc_check_written(&r1, FC_T_O, v);
+    fc_check_written(&r1, FC_T_LSE, v);
+    orc_fwd_result fres;
+    if (fc_oracle_fwd(&r1, &be->precision, &fres, msg, sizeof msg)) {
+        fc_verdict_fail(v, "harness", "%s", msg);
+        goto done;
+    }
+    fc_check_fwd_outputs(&r1, &fres, v);
+    orc_fwd_free(&fres);
+
+    /* second run: fresh buffers, other poison */
+    int second = 0;
+    if (o->determinism) {
+        if (fc_run_init(&r2, &c, FC_POISON_B, msg, sizeof msg)) {
+            fc_verdict_fail(v, "harness", "%s", msg);
+            goto done;
+        }
+        second = 1;
+        fc_run_forward(&r2, be);
+        if (r2.status != r1.status) {
+            fc_verdict_fail(v, "determinism", "forward: second run returned %s, first %s", fa_status_name(r2.status),
+                            fa_status_name(r1.status));
+        } else {
+            fc_check_guards(&r2, v);
+            fc_check_same_bits(&r1, &r2, FC_T_O, "determinism", v);
+            fc_check_same_bits(&r1, &r2, FC_T_LSE, "determinism", v);
+        }
+    }
+
+    /* backward (on the backend's own forward outputs) */
+    if (c.backward) {
+        fc_run_backward(&r1, be);
+        fc_check_inputs_unchanged(&r1, v);
+        fc_check_guards(&r1, v);
+        if (!judge_status(&r1, "backward", bwd_outs, 3, v)) goto done;
+        for (int i = 0; i < 3; i++) fc_check_written(&r1, bwd_outs[i], v);
+        orc_bwd_result bres;
+        if (fc_oracle_bwd(&r1, &be->precision, &bres, msg, sizeof msg)) {
+            fc_verdict_fail(v, "harness", "%s", msg);
+            goto done;
+        }
+        fc_check_bwd_outputs(&r1, &bres, v);
+        orc_bwd_free(&bres);
+        if (second && c.deterministic && r2.status == FA_OK) {
+            fc_run_backward(&r2, be);
+            if (r2.status != r1.status) {
+                fc_verdict_fail(v, "determinism", "backward: second run returned %s, first %s",
+                                fa_status_name(r2.status), fa_status_name(r1.status));
+            } else {
+                fc_check_guards(&r2, v);
+                for (int i = 0; i < 3; i++) fc_check_same_bits(&r1, &r2, bwd_outs[i], "determinism", v);
+            }
+        }
+    }
+done:
+    fc_run_free(&r1);
+    if (second) fc_run_free(&r2);
+    if (o->verbose && v->outcome == FC_FAIL) fc_verdict_print(v, stderr);
+    return v->outcome;
+}

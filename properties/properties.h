@@ -1,0 +1,68 @@
+/* properties.h: metamorphic property tests of attention, each usable on any
+ * backend (host or CUDA memory). Prefix fc_prop_. C linkage.
+ *
+ * Each property runs the backend on the case and on transformed inputs and
+ * checks a relation that exact attention satisfies, within a bound derived
+ * in properties/PROPERTIES.md (bit-exact where the relation is exact in
+ * floating point). Failures are recorded in v with check "property:<name>".
+ * Outcome SKIP: the property does not apply to this case (e.g. key
+ * permutation with causal masking) or the backend said UNSUPPORTED; the
+ * reason says which.
+ * ------------------------------------------------------------------------- */
+#ifndef FLASHCHECK_PROPERTIES_H
+#define FLASHCHECK_PROPERTIES_H
+
+#include "case/case.h"
+#include "kernels/flash_api.h"
+#include "properties/check/check.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef fc_outcome (*fc_prop_fn)(const fa_backend *be, const fc_case *c, fc_verdict *v);
+
+/* V[..., 0] = 1: O[..., 0] = 1 (0 in rows with no visible key) within the oracle's bound. */
+fc_outcome fc_prop_row_sums(const fa_backend *be, const fc_case *c, fc_verdict *v);
+/* Keys invisible to a row set to NaN/+Inf/-Inf in K and V: O, LSE (and dQ) of every
+ * row that sees none of them are bitwise unchanged. */
+fc_outcome fc_prop_leak(const fa_backend *be, const fc_case *c, fc_verdict *v);
+/* V * 2: O * 2 bitwise, LSE unchanged; dO * 2: dV * 2 bitwise (and dQ, dK when the
+ * backend does not round dS). */
+fc_outcome fc_prop_pow2_scale(const fa_backend *be, const fc_case *c, fc_verdict *v);
+/* Joint permutation of keys, values (and mask columns): O, LSE, dQ within
+ * bound_a + bound_b; dK, dV permuted likewise. No causal/window only. */
+fc_outcome fc_prop_key_permutation(const fa_backend *be, const fc_case *c, fc_verdict *v);
+/* k_j + c (exactly representable): O and dQ, dV within bound_a + bound_b;
+ * sum_j dK_j = 0 and sum_j dV_j = sum_i dO_i within derived bounds. */
+fc_outcome fc_prop_key_translation(const fa_backend *be, const fc_case *c, fc_verdict *v);
+/* O(V1 + V2) = O(V1) + O(V2); grads(dO1 + dO2) = grads(dO1) + grads(dO2), within the
+ * sum of the three bounds. */
+fc_outcome fc_prop_linearity(const fa_backend *be, const fc_case *c, fc_verdict *v);
+/* Changing the inputs of the last batch / the last kv-head group leaves every
+ * other batch / group bitwise unchanged (forward and backward). */
+fc_outcome fc_prop_slices(const fa_backend *be, const fc_case *c, fc_verdict *v);
+/* Keys split in two halves; merging the halves' (O, LSE) reproduces the whole within
+ * a derived bound. No causal/window only. */
+fc_outcome fc_prop_split_merge(const fa_backend *be, const fc_case *c, fc_verdict *v);
+/* <kernel gradient, direction> matches a central finite difference of the oracle's
+ * forward (loss = sum dO * O) on exactly representable perturbed inputs. */
+fc_outcome fc_prop_gradient_fd(const fa_backend *be, const fc_case *c, fc_verdict *v);
+/* Five repeated runs (forward; backward when deterministic) are bitwise equal. */
+fc_outcome fc_prop_determinism(const fa_backend *be, const fc_case *c, fc_verdict *v);
+
+typedef struct {
+    const char *name;
+    fc_prop_fn fn;
+    int needs_oracle; /* 1: costs oracle calls */
+} fc_prop_entry;
+
+/* All properties, in a fixed order; count via fc_prop_count(). */
+extern const fc_prop_entry fc_prop_table[];
+int fc_prop_count(void);
+const fc_prop_entry *fc_prop_by_name(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHCHECK_PROPERTIES_H */

@@ -1,0 +1,125 @@
+/* mutation_test.c: the harness tests itself. Every deliberately broken CPU
+ * backend variant (kernels/cpu/cpu_mutants.h) must be caught within one fixed
+ * budget: the same list of cases, each through fc_check_case and every
+ * property, for every mutant. The correct backend (mutant 0) must pass the
+ * same budget with zero failures. Prints the mutation score and which check
+ * caught each mutant; exits 1 if a mutant survives or a false alarm occurs.
+ *
+ *   mutation_test [-v]      (-v: print every failing verdict)
+ *
+ * The budget is not adapted per mutant: a mutant counts as caught when any
+ * check or property of the budget fails on it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "case/case.h"
+#include "kernels/cpu/cpu_mutants.h"
+#include "kernels/flash_api.h"
+#include "properties/check/check.h"
+#include "properties/properties.h"
+
+/* ---------------------------------------------------------------------------
+ * The budget: five cases, every check, every property (fixed, the same for all)
+ * ------------------------------------------------------------------------- */
+static const char *const budget[] = {
+    /* GQA, bottom-right causal with Sq != Sk, ragged key tail (97 = 64 + 33), strided inputs */
+    "shape = 2 33 97 4 2 32 32\ncausal = bottom_right\nseed = 21\n"
+    "layout.q = order 0 2 1 3 pad 0 3 0 1 offset 5\nlayout.k = order 2 0 1 3 pad 1 0 2 0 offset 3\n"
+    "layout.v = order 0 1 3 2 pad 0 0 0 0 offset 1\nlayout.do = order 0 2 1 3 pad 0 0 0 2 offset 2\n",
+    /* fully masked rows, a mask that differs across batch and heads, bf16 */
+    "shape = 2 24 80 2 2 32 32\ndtype = bf16\nmask = full_rows density=0.3\nseed = 22\n",
+    /* sliding window, top-left aligned, keys over two tiles */
+    "shape = 1 40 100 2 1 32 32\nwindow = 8 8\nseed = 23\n",
+    /* large magnitudes: scores far above exp's range without the max shift */
+    "shape = 1 16 70 1 1 32 32\ndist = large\nseed = 24\n",
+    /* random -inf mask: hidden keys inside partially visible tiles (leak with NaN/Inf K, V) */
+    "shape = 2 20 70 2 2 16 16\nmask = random_neginf density=0.4\nseed = 25\n",
+};
+#define N_BUDGET ((int)(sizeof budget / sizeof budget[0]))
+
+typedef struct {
+    int failures;          /* failing (case, check-or-property) items */
+    char first_check[40];  /* check of the first failure */
+    char first_where[80];  /* case / property of the first failure */
+    char first_text[256];
+} mutant_result;
+
+static void record(mutant_result *m, const fc_verdict *v, const char *where, int verbose) {
+    if (v->outcome != FC_FAIL) return;
+    if (!m->failures) {
+        snprintf(m->first_check, sizeof m->first_check, "%s", fc_verdict_first_check(v));
+        snprintf(m->first_where, sizeof m->first_where, "%s", where);
+        for (int i = 0; i < v->n_reasons; i++)
+            if (!strcmp(v->reason[i].check, m->first_check)) {
+                snprintf(m->first_text, sizeof m->first_text, "%s", v->reason[i].text);
+                break;
+            }
+    }
+    m->failures++;
+    if (verbose) {
+        printf("    %s:\n", where);
+        fc_verdict_print(v, stdout);
+    }
+}
+
+/* Run the whole budget on the CPU backend with the current mutant. */
+static void run_budget(const fa_backend *be, mutant_result *m, int verbose) {
+    memset(m, 0, sizeof *m);
+    for (int k = 0; k < N_BUDGET; k++) {
+        fc_case c;
+        char msg[512], where[80];
+        if (fc_case_parse(budget[k], &c, msg, sizeof msg)) {
+            printf("budget case %d does not parse: %s\n", k, msg);
+            exit(2);
+        }
+        fc_verdict v;
+        fc_check_case(be, &c, NULL, &v);
+        snprintf(where, sizeof where, "case %d checks", k);
+        record(m, &v, where, verbose);
+        for (int p = 0; p < fc_prop_count(); p++) {
+            fc_prop_table[p].fn(be, &c, &v);
+            snprintf(where, sizeof where, "case %d property %s", k, fc_prop_table[p].name);
+            record(m, &v, where, verbose);
+        }
+    }
+}
+
+int main(int argc, char **argv) {
+    int verbose = argc > 1 && !strcmp(argv[1], "-v");
+    const fa_backend *be = fa_backend_cpu();
+    int n = fa_cpu_mutant_count(), caught = 0, survivors = 0;
+    if (n < 15) {
+        printf("FAIL: only %d mutants (need >= 14 plus the correct backend)\n", n - 1);
+        return 1;
+    }
+    clock_t t0 = clock();
+    /* the correct backend first: zero failures over the same budget */
+    fa_cpu_set_mutant(0);
+    mutant_result ok;
+    run_budget(be, &ok, 1);
+    printf("correct backend: %d failing items over the budget (%d cases x (checks + %d properties))\n", ok.failures,
+           N_BUDGET, fc_prop_count());
+    if (ok.failures) printf("  FALSE ALARM: first [%s] at %s: %s\n", ok.first_check, ok.first_where, ok.first_text);
+    for (int id = 1; id < n; id++) {
+        if (fa_cpu_set_mutant(id) != 0) {
+            printf("FAIL: cannot select mutant %d\n", id);
+            return 1;
+        }
+        mutant_result m;
+        run_budget(be, &m, verbose);
+        if (m.failures) {
+            caught++;
+            printf("caught   %-34s by [%s] at %s (%d failing items)\n           %s\n", fa_cpu_mutant_name(id),
+                   m.first_check, m.first_where, m.failures, m.first_text);
+        } else {
+            survivors++;
+            printf("SURVIVED %-34s %s\n", fa_cpu_mutant_name(id), fa_cpu_mutant_description(id));
+        }
+    }
+    fa_cpu_set_mutant(0);
+    printf("mutation score: %d/%d caught; correct backend false alarms: %d (%.1f s CPU)\n", caught, n - 1, ok.failures,
+           (double)(clock() - t0) / CLOCKS_PER_SEC);
+    return (survivors || ok.failures) ? 1 : 0;
+}
