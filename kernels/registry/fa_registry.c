@@ -57,16 +57,16 @@ fa_status fa_backend_load(const char *path, const fa_backend **out, fa_error *er
     const fa_backend *b = export_fn();
     const char *problem = NULL;
     char detail[96] = "";
-    if (b == NULL) problem = "returned NULL";
+    if (b == NULL) problem = FA_BACKEND_EXPORT_SYMBOL "() returned NULL";
     else if (b->abi_version != FA_ABI_VERSION) {
-        snprintf(detail, sizeof(detail), "has abi_version %d but this flashcheck needs %d",
+        snprintf(detail, sizeof(detail), "its table has abi_version %d but this flashcheck needs %d",
                  b->abi_version, FA_ABI_VERSION);
         problem = detail;
-    } else if (b->name == NULL || b->name[0] == '\0') problem = "has no name";
-    else if (b->forward == NULL) problem = "has a NULL forward";
-    else if (b->memspace != FA_MEM_HOST && b->memspace != FA_MEM_CUDA) problem = "has an unknown memspace";
+    } else if (b->name == NULL || b->name[0] == '\0') problem = "its table has no name";
+    else if (b->forward == NULL) problem = "its table has a NULL forward";
+    else if (b->memspace != FA_MEM_HOST && b->memspace != FA_MEM_CUDA) problem = "its table has an unknown memspace";
     if (problem) {
-        fa_status st = fa_fail(err, FA_ERR_INVALID, "path", "the backend table of '%s' %s; rebuild the "
+        fa_status st = fa_fail(err, FA_ERR_INVALID, "path", "backend '%s' is unusable: %s; rebuild the "
                                "backend against this kernels/flash_api.h.", path, problem);
         dlclose(lib);
         return st;
