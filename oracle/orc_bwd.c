@@ -1,0 +1,647 @@
+/* orc_bwd.c: certified double-precision backward reference (dQ, dK, dV) with
+ * per-element kernel bounds and oracle error bounds. BOUNDS.md section 5.
+ *
+ * The reference is the exact gradient at the given inputs: P and D_i = dO_i.O_i
+ * use the exact forward (recomputed here), not the O and LSE handed in. A
+ * kernel uses the given O and LSE, so their measured deviation from the exact
+ * forward enters the bound; o_input_ratio / lse_input_ratio report it.
+ *
+ * Layout per kv-head group (b, hk): for every query head of the group, rows are
+ * processed in chunks. Phase A (parallel over row tiles) recomputes the forward
+ * row, P, dP, dS and the per-(i,j) error weights, and finishes dQ rows. Phase B
+ * (parallel over key columns) accumulates dK and dV of the chunk. */
+#include <string.h>
+
+#include "oracle/orc_internal.h"
+
+#define RT 8
+#define JB 256
+#define NMAT 10   /* per-(i,j) matrices of a chunk */
+
+// ----------------------------------------------------------------------------
+// one kv head in double, in the layouts the loops need
+
+typedef struct {
+    double *kt, *akt;   /* D x Sk  (scores) */
+    double *vt, *avt;   /* Dv x Sk (dP = dO.V) */
+    double *k, *ak;     /* Sk x D  (dQ = dS K) */
+    double *v, *av;     /* Sk x Dv (O = P V) */
+} bkv;
+
+static int bkv_load(const orc_ctx *c, int64_t b, int64_t hk, bkv *kv, int nth) {
+    size_t nk = (size_t)(c->D * c->Sk) + 1, nv = (size_t)(c->Dv * c->Sk) + 1;
+    double **pk[4] = {&kv->kt, &kv->akt, &kv->k, &kv->ak}, **pv[4] = {&kv->vt, &kv->avt, &kv->v, &kv->av};
+    int ok = 1;
+    for (int i = 0; i < 4; i++) {
+        *pk[i] = malloc(nk * sizeof(double));
+        *pv[i] = malloc(nv * sizeof(double));
+        ok = ok && *pk[i] && *pv[i];
+    }
+    if (!ok) return 0;
+#pragma omp parallel for schedule(static) num_threads(nth)
+    for (int64_t j = 0; j < c->Sk; j++) {
+        for (int64_t d = 0; d < c->D; d++) {
+            double x = orc_ld(c->k, c->ks, b, j, hk, d, c->dt);
+            kv->kt[d * c->Sk + j] = x; kv->akt[d * c->Sk + j] = fabs(x);
+            kv->k[j * c->D + d] = x; kv->ak[j * c->D + d] = fabs(x);
+        }
+        for (int64_t d = 0; d < c->Dv; d++) {
+            double x = orc_ld(c->v, c->vs, b, j, hk, d, c->dt);
+            kv->vt[d * c->Sk + j] = x; kv->avt[d * c->Sk + j] = fabs(x);
+            kv->v[j * c->Dv + d] = x; kv->av[j * c->Dv + d] = fabs(x);
+        }
+    }
+    return 1;
+}
+
+static void bkv_free(bkv *kv) {
+    free(kv->kt); free(kv->akt); free(kv->vt); free(kv->avt);
+    free(kv->k); free(kv->ak); free(kv->v); free(kv->av);
+    memset(kv, 0, sizeof *kv);
+}
+
+// ----------------------------------------------------------------------------
+// shared state of one group
+
+typedef struct {
+    const orc_ctx *c;
+    const orc_model *mk, *mo;
+    const orc_options *opt;
+    orc_bwd_result *res;
+    const bkv *kv;
+    int64_t b, hk, h;          /* current query head */
+    int base;
+    /* chunk */
+    const int64_t *rows;       /* query indices of the chunk */
+    const int64_t *dq_slot;    /* per chunk row: dq block vector or -1 */
+    int64_t nrows, Sk;
+    uint8_t *vis;              /* [nrows * Sk] */
+    double *mat[NMAT];         /* [nrows * Sk] each, see M_* */
+    uint8_t *row_bad;          /* [nrows]: row cannot be bounded (input inconsistent) */
+    double accV_max;
+    /* results of phase A */
+    double o_ratio, lse_ratio;
+    int64_t esc;
+} bgroup;
+
+enum { M_P, M_DS, M_DSE, M_DSM, M_DSEO, M_PPI, M_P1, M_PPIO, M_P16, M_DS16 };
+
+// ----------------------------------------------------------------------------
+// phase A: one tile of <= RT rows of the chunk
+
+static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
+    const orc_ctx *c = g->c;
+    const bkv *kv = g->kv;
+    const orc_model *mk = g->mk, *mo = g->mo;
+    int64_t b = g->b, h = g->h, D = c->D, Dv = c->Dv, Sk = c->Sk;
+    int base = g->base;
+    int64_t jlo = INT64_MAX, jhi = -1;
+    for (int r = 0; r < nr; r++) {
+        int64_t lo, hi;
+        orc_row_range(&c->p, g->rows[r0 + r], &lo, &hi);
+        if (hi < lo) continue;
+        if (lo < jlo) jlo = lo;
+        if (hi > jhi) jhi = hi;
+    }
+    int64_t span = jhi >= jlo ? jhi - jlo + 1 : 0;
+    if (span == 0) jlo = 0;
+    size_t ns = (size_t)(RT * (span ? span : 1));
+    enum { T_S, T_A, T_S16, T_DP, T_B, T_W, T_C, T_CO, T_E, T_P16, T_N };
+    double *T[T_N];
+    int ok = 1;
+    for (int k = 0; k < T_N; k++) { T[k] = calloc(ns, sizeof(double)); ok = ok && T[k]; }
+    uint8_t *vis = calloc(ns, 1);
+    double *q = malloc((size_t)(RT * D) * sizeof(double)), *dO = malloc((size_t)(RT * Dv) * sizeof(double));
+    size_t na = (size_t)RT * (size_t)(D > Dv ? D : Dv);
+    double *acc = calloc(na * 8, sizeof(double));
+    if (!ok || !vis || !q || !dO || !acc) {
+        for (int k = 0; k < T_N; k++) free(T[k]);
+        free(vis); free(q); free(dO); free(acc);
+        return 0;
+    }
+    for (int r = 0; r < nr; r++) {
+        int64_t i = g->rows[r0 + r];
+        for (int64_t d = 0; d < D; d++) q[r * D + d] = orc_ld(c->q, c->qs, b, i, h, d, c->dt);
+        for (int64_t d = 0; d < Dv; d++) dO[r * Dv + d] = orc_ld(c->dout, c->dos, b, i, h, d, c->dt);
+    }
+    /* S = q.k, A = |q|.|k|, S16 = rd(q scale).k, dP = dO.v, B = |dO|.|v| */
+    for (int64_t j0 = 0; j0 < span; j0 += JB) {
+        int64_t jn = span - j0 < JB ? span - j0 : JB;
+        for (int64_t d = 0; d < D; d++) {
+            const double *kt = kv->kt + d * Sk + jlo + j0, *akt = kv->akt + d * Sk + jlo + j0;
+            for (int r = 0; r < nr; r++) {
+                double qd = q[r * D + d], aq = fabs(qd), qs = orc_rd(qd * c->scale, c->dt);
+                double *s = T[T_S] + r * span + j0, *a = T[T_A] + r * span + j0, *s16 = T[T_S16] + r * span + j0;
+                for (int64_t t = 0; t < jn; t++) { s[t] += qd * kt[t]; a[t] += aq * akt[t]; }
+                if (base) for (int64_t t = 0; t < jn; t++) s16[t] += qs * kt[t];
+            }
+        }
+        for (int64_t d = 0; d < Dv; d++) {
+            const double *vt = kv->vt + d * Sk + jlo + j0, *avt = kv->avt + d * Sk + jlo + j0;
+            for (int r = 0; r < nr; r++) {
+                double x = dO[r * Dv + d], ax = fabs(x);
+                double *p = T[T_DP] + r * span + j0, *bb = T[T_B] + r * span + j0;
+                for (int64_t t = 0; t < jn; t++) { p[t] += x * vt[t]; bb[t] += ax * avt[t]; }
+            }
+        }
+    }
+    /* forward rows: weights, then O by P.V */
+    orc_row_info ri[RT];
+    double *num_hi = acc, *num_lo = acc + na, *num = acc + 2 * na, *bnd = acc + 3 * na;
+    double *orc = acc + 4 * na, *o16 = acc + 5 * na, *Oo = acc + 6 * na, *eO = acc + 7 * na;
+    for (int r = 0; r < nr; r++) {
+        int64_t i = g->rows[r0 + r];
+        orc_row_weights(c, mk, mo, b, h, i, jlo, span, T[T_S] + r * span, T[T_A] + r * span,
+                        vis + r * span, T[T_W] + r * span, T[T_C] + r * span, T[T_CO] + r * span,
+                        T[T_E] + r * span, &ri[r]);
+        if (base) orc_row_baseline(c, b, h, i, jlo, span, T[T_S16] + r * span, vis + r * span,
+                                   T[T_P16] + r * span);
+    }
+    for (int64_t t0 = 0; t0 < span; t0 += ORC_BLK) {
+        int64_t tn = span - t0 < ORC_BLK ? span - t0 : ORC_BLK;
+        for (int r = 0; r < nr; r++) {
+            if (ri[r].kind != ROW_NORMAL) continue;
+            double *nm = num + r * Dv, *bd = bnd + r * Dv, *oc = orc + r * Dv, *ob = o16 + r * Dv;
+            for (int64_t d = 0; d < Dv; d++) nm[d] = 0;
+            for (int64_t t = t0; t < t0 + tn; t++) {
+                if (!vis[r * span + t]) continue;
+                const double *v = kv->v + (jlo + t) * Dv, *av = kv->av + (jlo + t) * Dv;
+                double w = T[T_W][r * span + t], cw = T[T_C][r * span + t], co = T[T_CO][r * span + t];
+                double p16 = T[T_P16][r * span + t];
+                for (int64_t d = 0; d < Dv; d++) { nm[d] += w * v[d]; bd[d] += cw * av[d]; oc[d] += co * av[d]; }
+                if (base) for (int64_t d = 0; d < Dv; d++) ob[d] += p16 * v[d];
+            }
+            for (int64_t d = 0; d < Dv; d++) {
+                double e;
+                two_sum(num_hi[r * Dv + d], nm[d], &num_hi[r * Dv + d], &e);
+                num_lo[r * Dv + d] += e;
+            }
+        }
+    }
+    /* per row: O, D_i, input consistency, then P, dS and weights per key */
+    double ce_o, cm_o, ce_k, cm_k;
+    orc_score_coefs(c, mo, &ce_o, &cm_o);
+    orc_score_coefs(c, mk, &ce_k, &cm_k);
+    double gdv_o = orc_gamma((double)Dv + 1, ORC_U_D), gdv_k = orc_gamma((double)Dv, mk->u_dot);
+    double o_ratio = 0, lse_ratio = 0;
+    for (int r = 0; r < nr; r++) {
+        int64_t i = g->rows[r0 + r], cr = r0 + r;
+        orc_row_info *R = &ri[r];
+        uint8_t *mv = g->vis + cr * Sk;
+        double *m[NMAT];
+        for (int k = 0; k < NMAT; k++) m[k] = g->mat[k] + cr * Sk;
+        memset(mv, 0, (size_t)Sk);
+        int64_t slot = g->dq_slot[cr];
+        if (R->kind != ROW_NORMAL && slot >= 0) {
+            orc_block *bq = &g->res->dq;
+            for (int64_t d = 0; d < D; d++) {
+                int64_t e = slot * D + d;
+                bq->ref[e] = R->kind == ROW_MASKED ? 0.0 : NAN;
+                bq->bound[e] = bq->orc_err[e] = R->kind == ROW_MASKED ? 0.0 : NAN;
+                bq->flags[e] = R->kind == ROW_MASKED ? ORC_F_MASKED_ROW
+                               : R->kind == ROW_NAN  ? ORC_F_NAN : ORC_F_UNCHECKABLE;
+                if (bq->baseline) bq->baseline[e] = bq->ref[e];
+            }
+        }
+        if (R->kind == ROW_MASKED) continue;
+        if (R->kind != ROW_NORMAL) {
+            /* NaN row: propagate NaN to every visible (i, j); uncheckable: mark the row */
+            for (int64_t t = 0; t < span; t++) {
+                if (!vis[r * span + t]) continue;
+                mv[jlo + t] = 1;
+                for (int k = 0; k < NMAT; k++) m[k][jlo + t] = NAN;
+            }
+            g->row_bad[cr] = R->kind == ROW_UNCHECKABLE;
+            continue;
+        }
+        double Dorc = 0, dOaO = 0, dOdO = 0, dOaOg = 0;
+        for (int64_t d = 0; d < Dv; d++) {
+            double O, e, bd;
+            orc_fwd_elem(mk, mo, R, num_hi[r * Dv + d] + num_lo[r * Dv + d], bnd[r * Dv + d],
+                         orc[r * Dv + d], &O, &e, &bd);
+            Oo[r * Dv + d] = O;
+            eO[r * Dv + d] = e;
+            double og = orc_ld(c->o, c->os, b, i, h, d, c->dt), x = dO[r * Dv + d];
+            double dev = fabs(og - O);
+            { double rt = dev / bd; if (!(rt <= o_ratio)) o_ratio = rt; }
+            Dorc += x * O;
+            dOaO += fabs(x) * fabs(O);
+            dOdO += fabs(x) * (dev + e);
+            dOaOg += fabs(x) * fabs(og);
+            if (base) o16[r * Dv + d] = orc_rd(o16[r * Dv + d], c->dt);
+        }
+        double lse_g = c->lse[b * c->ls[0] + h * c->ls[1] + i * c->ls[2]];
+        double dlse = fabs(lse_g - R->lse) + R->lse_orc;
+        { double rt = fabs(lse_g - R->lse) / R->lse_bound; if (!(rt <= lse_ratio)) lse_ratio = rt; }
+        double dD_o = 0, dD_k = dOdO + gdv_k * dOaOg; /* |D' - D| for the kernel */
+        for (int64_t d = 0; d < Dv; d++) dD_o += fabs(dO[r * Dv + d]) * eO[r * Dv + d];
+        dD_o = dD_o + gdv_o * dOaO;
+        if (!isfinite(dlse) || !isfinite(dD_k)) g->row_bad[cr] = 1;
+        /* baseline D16 = rd(sum_j P16 rd(dP)) */
+        double D16 = 0;
+        if (base) {
+            for (int64_t t = 0; t < span; t++)
+                if (vis[r * span + t]) D16 += T[T_P16][r * span + t] * orc_rd(T[T_DP][r * span + t], c->dt);
+            D16 = orc_rd(D16, c->dt);
+        }
+        double Eo_max = 0;
+        for (int64_t t = 0; t < span; t++) {
+            if (!vis[r * span + t]) continue;
+            double am = fabs(orc_mask_at(c, b, h, i, jlo + t));
+            double eo = ce_o * T[T_A][r * span + t] + cm_o * am;
+            if (eo > Eo_max) Eo_max = eo;
+        }
+        double lue_o = log1p(mo->u_e), lue_k = log1p(mk->u_e);
+        for (int64_t t = 0; t < span; t++) {
+            if (!vis[r * span + t]) continue;
+            int64_t j = jlo + t;
+            double s = T[T_S][r * span + t];
+            double am = fabs(orc_mask_at(c, b, h, i, j));
+            double Eo = ce_o * T[T_A][r * span + t] + cm_o * am, Ek = ce_k * T[T_A][r * span + t] + cm_k * am;
+            double gap = R->lse - s + 2 * Eo_max + R->lse_orc;
+            double P = exp(s - R->lse);
+            double pio = expm1(Eo + R->lse_orc + 3 * mo->u_s * (gap + Eo) + lue_o);
+            double Pup = P / (1 - pio);
+            double pik = expm1(Ek + dlse + 3 * mk->u_s * (gap + Ek + dlse) + lue_k);
+            double piP = (1 + pik) * (1 + mk->u_p) - 1, fP = 0;
+            if (mk->u_p > 0 && P * (1 - pio) * (1 - pik) < mk->nmin_p) fP = mk->f_p;
+            double dP = T[T_DP][r * span + t], bij = T[T_B][r * span + t];
+            double dSv = P * (dP - Dorc);
+            double gup = fabs(dP - Dorc) + gdv_o * bij + dD_o;
+            /* oracle dS error */
+            double ho = gdv_o * bij + dD_o + ORC_U_D * gup;
+            double dSe_o = Pup * pio * gup + Pup * (1 + pio) * ho + ORC_U_D * fabs(dSv);
+            dSe_o *= ORC_SAFETY;
+            /* kernel dS error */
+            double hk = gdv_k * bij + dD_k;
+            hk += mk->u_s * (gup + hk);
+            double Pk = Pup * (1 + piP) + fP;
+            double dSe_k = Pup * piP * gup + Pk * hk + fP * gup;
+            dSe_k += mk->u_s * Pk * (gup + hk) * (1 + mk->u_s);
+            if (mk->u_ds > 0) dSe_k += mk->u_ds * (Pup * gup + dSe_k) + mk->f_ds;
+            mv[j] = 1;
+            m[M_P][j] = P;
+            m[M_DS][j] = dSv;
+            m[M_DSE][j] = dSe_k * ORC_SAFETY;
+            m[M_DSM][j] = fabs(dSv) + dSe_o + dSe_k;
+            m[M_DSEO][j] = dSe_o;
+            m[M_PPI][j] = (Pup * pik + fP * (1 + g->accV_max)) * ORC_SAFETY;
+            m[M_P1][j] = Pup * (1 + pik) * ORC_SAFETY;
+            m[M_PPIO][j] = Pup * pio * ORC_SAFETY;
+            if (base) {
+                double p16 = T[T_P16][r * span + t];
+                m[M_P16][j] = p16;
+                m[M_DS16][j] = orc_rd(p16 * (orc_rd(dP, c->dt) - D16), c->dt);
+            }
+        }
+        /* dQ row (if sampled): scale * sum_j dS K_j */
+        if (slot < 0) continue;
+        double *qh = calloc((size_t)D * 5, sizeof(double));
+        if (!qh) { ok = 0; break; }
+        double *ql = qh + D, *qp = qh + 2 * D, *qe = qh + 3 * D, *q16 = qh + 4 * D;
+        double n = (double)R->n;
+        double kQ = (1 + orc_acc_coef(mk, n, n)) * (1 + mk->u_s) * (1 + mk->sigma) - 1;
+        double kQo = (1 + orc_acc_coef(mo, n, (double)span)) * (1 + ORC_U_D) * (1 + mo->sigma) - 1;
+        double *blkv = calloc((size_t)D, sizeof(double));
+        if (!blkv) { free(qh); ok = 0; break; }
+        int cnt = 0;
+        for (int64_t j = jlo; j < jlo + span; j++) {
+            if (!mv[j]) continue;
+            const double *kr = kv->k + j * D, *akr = kv->ak + j * D;
+            double ds = m[M_DS][j], wk = m[M_DSE][j] + kQ * m[M_DSM][j], wo = m[M_DSEO][j] + kQo * m[M_DSM][j];
+            for (int64_t d = 0; d < D; d++) { blkv[d] += ds * kr[d]; qp[d] += wk * akr[d]; qe[d] += wo * akr[d]; }
+            if (base) { double d16 = m[M_DS16][j]; for (int64_t d = 0; d < D; d++) q16[d] += d16 * kr[d]; }
+            if (++cnt == ORC_BLK) {
+                for (int64_t d = 0; d < D; d++) { double e; two_sum(qh[d], blkv[d], &qh[d], &e); ql[d] += e; blkv[d] = 0; }
+                cnt = 0;
+            }
+        }
+        for (int64_t d = 0; d < D; d++) { double e; two_sum(qh[d], blkv[d], &qh[d], &e); ql[d] += e; }
+        double sumsafe = ORC_SAFETY * (1 + orc_gamma(n + 16, ORC_U_D));
+        orc_block *bq = &g->res->dq;
+        for (int64_t d = 0; d < D; d++) {
+            int64_t e = slot * D + d;
+            double val = c->scale * (qh[d] + ql[d]);
+            double eo = c->scale * qe[d] * sumsafe * ORC_SAFETY;
+            double pre = c->scale * qp[d] * sumsafe;
+            double bound = (pre + mk->u_out * (fabs(val) + eo + pre) + mk->f_out) * ORC_SAFETY;
+            bq->ref[e] = val;
+            bq->orc_err[e] = eo;
+            bq->bound[e] = bound;
+            bq->flags[e] = orc_value_flags(val);
+            if (g->row_bad[cr] || !isfinite(bound)) bq->flags[e] |= ORC_F_UNCHECKABLE;
+            if (bq->baseline) bq->baseline[e] = orc_rd(orc_rd(q16[d], c->dt) * c->scale, c->dt);
+        }
+        free(qh);
+        free(blkv);
+    }
+#pragma omp critical(orc_bwd_ratio)
+    {
+        if (o_ratio > g->o_ratio) g->o_ratio = o_ratio;
+        if (lse_ratio > g->lse_ratio) g->lse_ratio = lse_ratio;
+    }
+    for (int k = 0; k < T_N; k++) free(T[k]);
+    free(vis); free(q); free(dO); free(acc);
+    return ok;
+}
+
+// ----------------------------------------------------------------------------
+// phase B: dK, dV of one sampled column over the chunk rows
+
+typedef struct {
+    double *hi, *lo, *blk, *bnd, *orc, *b16;   /* dK: [D] each */
+    double *vhi, *vlo, *vblk, *vbnd, *vorc, *v16; /* dV: [Dv] each */
+    int cnt;
+    uint8_t bad;
+} col_acc;
+
+static void col_fold(col_acc *a, int64_t D, int64_t Dv) {
+    for (int64_t d = 0; d < D; d++) { double e; two_sum(a->hi[d], a->blk[d], &a->hi[d], &e); a->lo[d] += e; a->blk[d] = 0; }
+    for (int64_t d = 0; d < Dv; d++) { double e; two_sum(a->vhi[d], a->vblk[d], &a->vhi[d], &e); a->vlo[d] += e; a->vblk[d] = 0; }
+    a->cnt = 0;
+}
+
+static void phase_b_col(bgroup *g, int64_t j, col_acc *a, const double *Qc, const double *dOc,
+                        double kK, double kKo, double accV, double accVo) {
+    const orc_ctx *c = g->c;
+    int64_t D = c->D, Dv = c->Dv, Sk = c->Sk;
+    const orc_model *mk = g->mk;
+    double cp = mk->u_p + accV * (1 + mk->u_p);
+    for (int64_t r = 0; r < g->nrows; r++) {
+        if (!g->vis[r * Sk + j]) continue;
+        if (g->row_bad[r]) a->bad = 1;
+        int64_t e = r * Sk + j;
+        double ds = g->mat[M_DS][e], P = g->mat[M_P][e];
+        double wk = g->mat[M_DSE][e] + kK * g->mat[M_DSM][e], wo = g->mat[M_DSEO][e] + kKo * g->mat[M_DSM][e];
+        double vk = g->mat[M_PPI][e] + g->mat[M_P1][e] * cp, vo = g->mat[M_PPIO][e] + g->mat[M_P1][e] * accVo;
+        const double *q = Qc + r * D, *x = dOc + r * Dv;
+        for (int64_t d = 0; d < D; d++) {
+            double aq = fabs(q[d]);
+            a->blk[d] += ds * q[d]; a->bnd[d] += wk * aq; a->orc[d] += wo * aq;
+        }
+        for (int64_t d = 0; d < Dv; d++) {
+            double ax = fabs(x[d]);
+            a->vblk[d] += P * x[d]; a->vbnd[d] += vk * ax; a->vorc[d] += vo * ax;
+        }
+        if (g->base) {
+            double d16 = g->mat[M_DS16][e], p16 = g->mat[M_P16][e];
+            for (int64_t d = 0; d < D; d++) a->b16[d] += d16 * orc_rd(q[d] * c->scale, c->dt);
+            for (int64_t d = 0; d < Dv; d++) a->v16[d] += p16 * x[d];
+        }
+        if (++a->cnt == ORC_BLK) col_fold(a, D, Dv);
+    }
+    col_fold(a, D, Dv);
+}
+
+// ----------------------------------------------------------------------------
+// public entry
+
+static int64_t find_slot(const orc_index *ix, int64_t n, int64_t b, int64_t h, int64_t s) {
+    int64_t lo = 0, hi = n - 1;
+    while (lo <= hi) {
+        int64_t mid = (lo + hi) / 2;
+        const orc_index *x = &ix[mid];
+        int cmp = x->b != b ? (x->b < b ? -1 : 1) : x->h != h ? (x->h < h ? -1 : 1)
+                                                               : x->s != s ? (x->s < s ? -1 : 1) : 0;
+        if (cmp == 0) return mid;
+        if (cmp < 0) lo = mid + 1; else hi = mid - 1;
+    }
+    return -1;
+}
+
+fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_options *opt_in,
+                  orc_bwd_result *res, fa_error *err) {
+    orc_ctx c;
+    orc_options opt;
+    fa_status st;
+    if (!res) return orc_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_bwd_result.");
+    memset(res, 0, sizeof *res);
+    if ((st = orc_ctx_bwd(args, &c, err))) return st;
+    if ((st = orc_check_profile(prof, err))) return st;
+    if (opt_in) opt = *opt_in; else orc_options_init(&opt);
+    if ((st = orc_check_options(&opt, err))) return st;
+    res->args = *args;
+    res->prof = *prof;
+    res->opt = opt;
+    res->scale = c.scale;
+    int64_t nq, nc;
+    orc_index *iq = orc_sample(c.B, c.Hq, c.Sq, opt.max_rows, opt.seed, &nq);
+    orc_index *ic = orc_sample(c.B, c.Hkv, c.Sk, opt.max_cols, opt.seed ^ 0x5bd1e995u, &nc);
+    int ok = iq && ic && orc_block_alloc(&res->dq, nq, c.D, opt.baseline) &&
+             orc_block_alloc(&res->dk, nc, c.D, opt.baseline) && orc_block_alloc(&res->dv, nc, c.Dv, opt.baseline);
+    res->dq.index = iq;
+    res->dk.index = ic;
+    res->dv.index = ic ? malloc((size_t)(nc ? nc : 1) * sizeof *ic) : NULL;
+    if (!ok || !res->dv.index) {
+        orc_bwd_free(res);
+        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory for %lld rows / %lld columns.",
+                        (long long)nq, (long long)nc);
+    }
+    memcpy(res->dv.index, ic, (size_t)nc * sizeof *ic);
+
+    orc_model mk, mo;
+    orc_model_kernel(&c, prof, &mk);
+    orc_model_oracle(&c, &mo);
+    int nth = orc_nthreads(&opt);
+    int64_t D = c.D, Dv = c.Dv, Sk = c.Sk;
+    int base = opt.baseline != 0;
+    int64_t RC = (800000 / (Sk > 0 ? Sk : 1)) / RT * RT;
+    if (RC < RT) RC = RT;
+    if (RC > c.Sq) RC = c.Sq > 0 ? c.Sq : 1;
+    double accV_max = orc_acc_coef(&mk, (double)(c.G * c.Sq + c.G), (double)(c.G * c.Sq + c.G));
+
+    bgroup g;
+    memset(&g, 0, sizeof g);
+    g.c = &c; g.mk = &mk; g.mo = &mo; g.opt = &opt; g.res = res; g.base = base; g.Sk = Sk;
+    g.accV_max = accV_max;
+    size_t nm = (size_t)RC * (size_t)(Sk > 0 ? Sk : 1);
+    g.vis = malloc(nm);
+    for (int k = 0; k < NMAT; k++) { g.mat[k] = malloc(nm * sizeof(double)); ok = ok && g.mat[k]; }
+    g.row_bad = malloc((size_t)RC);
+    int64_t *rows = malloc((size_t)(c.Sq > 0 ? c.Sq : 1) * sizeof(int64_t));
+    int64_t *slots = malloc((size_t)(c.Sq > 0 ? c.Sq : 1) * sizeof(int64_t));
+    int64_t *ncol = malloc((size_t)(Sk > 0 ? Sk : 1) * sizeof(int64_t));
+    int64_t *colj = malloc((size_t)(Sk > 0 ? Sk : 1) * sizeof(int64_t));
+    double *Qc = malloc((size_t)(RC * D) * sizeof(double)), *dOc = malloc((size_t)(RC * Dv) * sizeof(double));
+    col_acc *ca = calloc((size_t)(Sk > 0 ? Sk : 1), sizeof(col_acc));
+    double *cabuf = calloc((size_t)(Sk > 0 ? Sk : 1) * (size_t)(6 * D + 6 * Dv), sizeof(double));
+    ok = ok && g.vis && g.row_bad && rows && slots && ncol && colj && Qc && dOc && ca && cabuf;
+
+    for (int64_t gi = 0; ok && gi < c.B * c.Hkv; gi++) {
+        int64_t b = gi / c.Hkv, hk = gi % c.Hkv;
+        /* sampled columns of this group */
+        int64_t ncs = 0, c0 = -1;
+        for (int64_t x = 0; x < nc; x++)
+            if (ic[x].b == b && ic[x].h == hk) { if (c0 < 0) c0 = x; colj[ncs++] = ic[x].s; }
+        /* sampled dq rows of this group? */
+        int any_dq = 0;
+        for (int64_t h = hk * c.G; h < (hk + 1) * c.G && !any_dq; h++)
+            for (int64_t x = 0; x < nq; x++) if (iq[x].b == b && iq[x].h == h) { any_dq = 1; break; }
+        if (ncs == 0 && !any_dq) continue;
+        bkv kv;
+        if (!bkv_load(&c, b, hk, &kv, nth)) { bkv_free(&kv); ok = 0; break; }
+        g.kv = &kv; g.b = b; g.hk = hk;
+        /* visible rows per column over the group (for the gamma of dK, dV) */
+        memset(ncol, 0, (size_t)Sk * sizeof(int64_t));
+        for (int64_t h = hk * c.G; h < (hk + 1) * c.G; h++)
+            for (int64_t i = 0; i < c.Sq; i++) {
+                int64_t lo, hi;
+                orc_row_range(&c.p, i, &lo, &hi);
+                for (int64_t j = lo; j <= hi; j++)
+                    if (orc_mask_at(&c, b, h, i, j) != -INFINITY) ncol[j]++;
+            }
+        for (int64_t x = 0; x < ncs; x++) {
+            col_acc *a = &ca[x];
+            double *p = cabuf + (size_t)x * (size_t)(6 * D + 6 * Dv);
+            memset(p, 0, (size_t)(6 * D + 6 * Dv) * sizeof(double));
+            a->hi = p; a->lo = p + D; a->blk = p + 2 * D; a->bnd = p + 3 * D; a->orc = p + 4 * D; a->b16 = p + 5 * D;
+            p += 6 * D;
+            a->vhi = p; a->vlo = p + Dv; a->vblk = p + 2 * Dv; a->vbnd = p + 3 * Dv; a->vorc = p + 4 * Dv; a->v16 = p + 5 * Dv;
+            a->cnt = 0; a->bad = 0;
+        }
+        for (int64_t h = hk * c.G; ok && h < (hk + 1) * c.G; h++) {
+            g.h = h;
+            int64_t nr = 0;
+            for (int64_t i = 0; i < c.Sq; i++) {
+                int64_t s = find_slot(iq, nq, b, h, i);
+                if (ncs == 0 && s < 0) continue;
+                rows[nr] = i; slots[nr] = s; nr++;
+            }
+            for (int64_t r0 = 0; ok && r0 < nr; r0 += RC) {
+                int64_t n = nr - r0 < RC ? nr - r0 : RC;
+                g.rows = rows + r0; g.dq_slot = slots + r0; g.nrows = n;
+                memset(g.row_bad, 0, (size_t)n);
+                int64_t ntile = (n + RT - 1) / RT;
+                int tok = 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nth)
+                for (int64_t t = 0; t < ntile; t++) {
+                    int cnt = (int)(n - t * RT < RT ? n - t * RT : RT);
+                    if (!phase_a_tile(&g, t * RT, cnt)) {
+#pragma omp atomic write
+                        tok = 0;
+                    }
+                }
+                ok = tok;
+                if (!ok || ncs == 0) continue;
+                for (int64_t r = 0; r < n; r++) {
+                    for (int64_t d = 0; d < D; d++) Qc[r * D + d] = orc_ld(c.q, c.qs, b, g.rows[r], h, d, c.dt);
+                    for (int64_t d = 0; d < Dv; d++) dOc[r * Dv + d] = orc_ld(c.dout, c.dos, b, g.rows[r], h, d, c.dt);
+                }
+#pragma omp parallel for schedule(dynamic, 4) num_threads(nth)
+                for (int64_t x = 0; x < ncs; x++) {
+                    int64_t j = colj[x];
+                    double nn = (double)(ncol[j] + c.G), sp = (double)(c.G * c.Sq);
+                    double kK = (1 + orc_acc_coef(&mk, nn, nn)) * (1 + mk.u_s) * (1 + mk.sigma) - 1;
+                    double kKo = (1 + orc_acc_coef(&mo, nn, sp)) * (1 + ORC_U_D) * (1 + mo.sigma) - 1;
+                    phase_b_col(&g, j, &ca[x], Qc, dOc, kK, kKo, orc_acc_coef(&mk, nn, nn), orc_acc_coef(&mo, nn, sp));
+                }
+            }
+        }
+        /* finalize the group's columns */
+        for (int64_t x = 0; ok && x < ncs; x++) {
+            int64_t j = colj[x], slot = c0 + x;
+            col_acc *a = &ca[x];
+            double nn = (double)(ncol[j] + c.G);
+            double sumsafe = ORC_SAFETY * (1 + orc_gamma(nn + 16, ORC_U_D));
+            for (int64_t d = 0; d < D; d++) {
+                int64_t e = slot * D + d;
+                double val = c.scale * (a->hi[d] + a->lo[d]);
+                double eo = c.scale * a->orc[d] * sumsafe * ORC_SAFETY;
+                double pre = c.scale * a->bnd[d] * sumsafe;
+                double bound = (pre + mk.u_out * (fabs(val) + eo + pre) + mk.f_out) * ORC_SAFETY;
+                res->dk.ref[e] = val; res->dk.orc_err[e] = eo; res->dk.bound[e] = ncol[j] ? bound : 0;
+                res->dk.flags[e] = orc_value_flags(val) | (ncol[j] ? 0 : ORC_F_MASKED_ROW) |
+                                   ((a->bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0);
+                if (base) res->dk.baseline[e] = orc_rd(a->b16[d], c.dt);
+            }
+            for (int64_t d = 0; d < Dv; d++) {
+                int64_t e = slot * Dv + d;
+                double val = a->vhi[d] + a->vlo[d];
+                double eo = a->vorc[d] * sumsafe * ORC_SAFETY;
+                double pre = a->vbnd[d] * sumsafe;
+                double bound = (pre + mk.u_out * (fabs(val) + eo + pre) + mk.f_out) * ORC_SAFETY;
+                res->dv.ref[e] = val; res->dv.orc_err[e] = eo; res->dv.bound[e] = ncol[j] ? bound : 0;
+                res->dv.flags[e] = orc_value_flags(val) | (ncol[j] ? 0 : ORC_F_MASKED_ROW) |
+                                   ((a->bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0);
+                if (base) res->dv.baseline[e] = orc_rd(a->v16[d], c.dt);
+            }
+        }
+        bkv_free(&kv);
+    }
+    for (int k = 0; k < NMAT; k++) free(g.mat[k]);
+    free(g.vis); free(g.row_bad); free(rows); free(slots); free(ncol); free(colj);
+    free(Qc); free(dOc); free(ca); free(cabuf);
+    if (!ok) {
+        orc_bwd_free(res);
+        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory in the backward oracle.");
+    }
+    /* masked dq rows never reached phase A's dq code: rows with no visible key */
+    res->o_input_ratio = g.o_ratio;
+    res->lse_input_ratio = g.lse_ratio;
+
+    /* escalation to MPFR (reference time) */
+    int64_t esc = 0;
+    int prec = opt.mpfr_prec;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nth) reduction(+ : esc)
+    for (int64_t x = 0; x < nq; x++) {
+        orc_block *bq = &res->dq;
+        int need = opt.tier == ORC_TIER_MPFR;
+        for (int64_t d = 0; d < D && !need; d++) {
+            int64_t e = x * D + d;
+            if (!(bq->flags[e] & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE | ORC_F_MASKED_ROW)) &&
+                bq->orc_err[e] > opt.escalate_ratio * bq->bound[e])
+                need = 1;
+        }
+        if (!need || (bq->flags[x * D] & ORC_F_MASKED_ROW)) continue;
+        double *mp = malloc((size_t)D * sizeof(double));
+        if (!mp) continue;
+        orc_mpfr_dq_row(&c, iq[x].b, iq[x].h, iq[x].s, prec, mp);
+        for (int64_t d = 0; d < D; d++) {
+            int64_t e = x * D + d;
+            bq->orc_err[e] = orc_mpfr_err(mp[d], bq->orc_err[e], prec, (double)Sk);
+            bq->ref[e] = mp[d];
+            bq->flags[e] = (uint8_t)((bq->flags[e] & ORC_F_UNCHECKABLE) | orc_value_flags(mp[d]) | ORC_F_ESCALATED);
+        }
+        esc += D;
+        free(mp);
+    }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nth) reduction(+ : esc)
+    for (int64_t x = 0; x < nc; x++) {
+        int need = opt.tier == ORC_TIER_MPFR;
+        orc_block *bl[2] = {&res->dk, &res->dv};
+        for (int k = 0; k < 2 && !need; k++)
+            for (int64_t d = 0; d < bl[k]->dim && !need; d++) {
+                int64_t e = x * bl[k]->dim + d;
+                if (!(bl[k]->flags[e] & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE | ORC_F_MASKED_ROW)) &&
+                    bl[k]->orc_err[e] > opt.escalate_ratio * bl[k]->bound[e])
+                    need = 1;
+            }
+        if (!need || (res->dk.flags[x * D] & ORC_F_MASKED_ROW)) continue;
+        double *mk_ = malloc((size_t)D * sizeof(double)), *mv_ = malloc((size_t)Dv * sizeof(double));
+        if (!mk_ || !mv_) { free(mk_); free(mv_); continue; }
+        orc_mpfr_dkdv_col(&c, ic[x].b, ic[x].h, ic[x].s, prec, mk_, mv_);
+        double nn = (double)(c.G * c.Sq + c.G);
+        for (int k = 0; k < 2; k++) {
+            double *mp = k ? mv_ : mk_;
+            for (int64_t d = 0; d < bl[k]->dim; d++) {
+                int64_t e = x * bl[k]->dim + d;
+                bl[k]->orc_err[e] = orc_mpfr_err(mp[d], bl[k]->orc_err[e], prec, nn);
+                bl[k]->ref[e] = mp[d];
+                bl[k]->flags[e] = (uint8_t)((bl[k]->flags[e] & ORC_F_UNCHECKABLE) | orc_value_flags(mp[d]) | ORC_F_ESCALATED);
+            }
+        }
+        esc += D + Dv;
+        free(mk_); free(mv_);
+    }
+    res->escalations = esc;
+    res->elements = nq * D + nc * (D + Dv);
+    return FA_OK;
+}
+
+void orc_bwd_free(orc_bwd_result *res) {
+    if (!res) return;
+    orc_block_free(&res->dq);
+    orc_block_free(&res->dk);
+    orc_block_free(&res->dv);
+    memset(res, 0, sizeof *res);
+}

@@ -1,0 +1,284 @@
+/* orc_compare.c: judge a backend's outputs against an oracle result.
+ *
+ * Per element (finite reference): err = |kernel - ref|.
+ *   err + orc_err <= bound   pass (certain: |kernel - exact| <= bound)
+ *   err - orc_err >  bound   fail (certain)
+ *   otherwise                undecided: the vector is recomputed in MPFR here
+ *                            (orc_err ~ 2^-53 |ref|) and judged again; if still
+ *                            undecided the MPFR value is taken as exact.
+ * Non-finite: a reference NaN needs a kernel NaN, a reference Inf the same
+ * Inf; a kernel NaN/Inf against a finite reference fails.
+ * Pure: nothing in the result is modified, no global state is touched. */
+#include <stdio.h>
+#include <string.h>
+
+#include "oracle/orc_internal.h"
+
+// ----------------------------------------------------------------------------
+// output views
+
+static fa_status cmp_fail(fa_error *err, fa_status st, const char *arg, const char *msg) {
+    if (err) {
+        err->status = st;
+        snprintf(err->arg, sizeof err->arg, "%s", arg);
+        snprintf(err->msg, sizeof err->msg, "%s", msg);
+    }
+    return st;
+}
+
+static fa_status check_view(const char *name, const void *ptr, size_t esize, int nd,
+                            const int64_t *dims, const int64_t *st, fa_error *err) {
+    char msg[200];
+    if (!ptr) {
+        snprintf(msg, sizeof msg, "%s is NULL; pass the backend's output (host memory).", name);
+        return cmp_fail(err, FA_ERR_INVALID, name, msg);
+    }
+    if ((uintptr_t)ptr % esize) {
+        snprintf(msg, sizeof msg, "%s is not aligned to its %zu-byte element.", name, esize);
+        return cmp_fail(err, FA_ERR_INVALID, name, msg);
+    }
+    __int128 ext = 0;
+    for (int i = 0; i < nd; i++) {
+        if (st[i] < 0) {
+            snprintf(msg, sizeof msg, "%s has a negative stride[%d]; strides must be >= 0.", name, i);
+            return cmp_fail(err, FA_ERR_INVALID, name, msg);
+        }
+        if (dims[i] > 0) ext += (__int128)(dims[i] - 1) * st[i];
+    }
+    if (ext > (__int128)INT64_MAX / 8) {
+        snprintf(msg, sizeof msg, "the strides of %s give an extent that overflows 64 bits.", name);
+        return cmp_fail(err, FA_ERR_INVALID, name, msg);
+    }
+    return FA_OK;
+}
+
+// ----------------------------------------------------------------------------
+// statistics
+
+typedef struct {
+    orc_stats *s;
+    double *ratios;
+    int64_t nr;
+    double floor_max;
+} acc_stats;
+
+static int bucket_of(double ratio) {
+    if (!(ratio > 0)) return 0;
+    int k = (int)floor(log2(ratio)) + 48;
+    return k < 0 ? 0 : k > ORC_HIST_BUCKETS - 1 ? ORC_HIST_BUCKETS - 1 : k;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void note_fail(orc_stats *s, const int64_t at[4]) {
+    s->failed++;
+    if (s->first_fail_at[0] < 0) memcpy(s->first_fail_at, at, sizeof s->first_fail_at);
+}
+
+/* Judge one element. Returns 0 judged, 1 undecided (needs MPFR). */
+static int judge(acc_stats *a, double kv, double ref, double bound, double oe, uint8_t fl,
+                 const int64_t at[4], int final) {
+    orc_stats *s = a->s;
+    if (fl & ORC_F_UNCHECKABLE) { s->unchecked++; return 0; }
+    if (isnan(ref) || isinf(ref)) {
+        s->checked++;
+        int ok = isnan(ref) ? isnan(kv) : (kv == ref);
+        if (!ok) { s->nan_missing++; note_fail(s, at); }
+        return 0;
+    }
+    if (!isfinite(kv)) { s->checked++; s->nan_unexpected++; note_fail(s, at); return 0; }
+    double err = fabs(kv - ref);
+    if (!final && !(err + oe <= bound) && !(err - oe > bound)) return 1;
+    s->checked++;
+    double ratio = bound > 0 ? err / bound : (err > 0 ? INFINITY : 0);
+    if (err > bound) note_fail(s, at);
+    if (ratio > s->worst_ratio || s->worst_at[0] < 0) {
+        s->worst_ratio = ratio;
+        memcpy(s->worst_at, at, sizeof s->worst_at);
+        s->worst_kernel = kv; s->worst_ref = ref; s->worst_bound = bound;
+    }
+    s->ratio_hist[bucket_of(ratio)]++;
+    if (bound > 0) a->ratios[a->nr++] = ratio;
+    if (err > s->max_err) s->max_err = err;
+    return 0;
+}
+
+static void stats_init(orc_stats *s, int has_baseline) {
+    memset(s, 0, sizeof *s);
+    for (int k = 0; k < 4; k++) s->worst_at[k] = s->first_fail_at[k] = -1;
+    s->has_baseline = has_baseline;
+}
+
+static void stats_finish(acc_stats *a, double factor) {
+    orc_stats *s = a->s;
+    if (a->nr > 0) {
+        qsort(a->ratios, (size_t)a->nr, sizeof(double), cmp_double);
+        s->median_ratio = a->nr % 2 ? a->ratios[a->nr / 2]
+                                    : 0.5 * (a->ratios[a->nr / 2 - 1] + a->ratios[a->nr / 2]);
+    }
+    if (s->has_baseline) {
+        s->baseline_floor = 2 * a->floor_max;
+        s->baseline_limit = factor * s->baseline_max_err + s->baseline_floor;
+        s->baseline_pass = s->max_err <= s->baseline_limit && s->failed == 0;
+    }
+}
+
+/* Baseline bookkeeping for a finite element. */
+static void note_baseline(acc_stats *a, const orc_block *blk, int64_t e, double ref, int f32, fa_dtype dt) {
+    if (!blk->baseline || !isfinite(ref) || (blk->flags[e] & (ORC_F_UNCHECKABLE | ORC_F_MASKED_ROW))) return;
+    double be = fabs(blk->baseline[e] - ref);
+    if (be > a->s->baseline_max_err || isnan(be)) a->s->baseline_max_err = be;
+    double fl = f32 ? fabs((double)((float)((float)(ref + 0.3) - 0.3f)) - ref)
+                    : fabs(orc_rd(orc_rd(ref + 0.3, dt) - 0.3, dt) - ref);
+    if (fl > a->floor_max) a->floor_max = fl;
+}
+
+// ----------------------------------------------------------------------------
+// one block against one kernel tensor
+
+typedef enum { V_O, V_LSE, V_DQ, V_DKV } vec_kind;
+
+/* recompute vector v of blk in MPFR into out (O row, LSE, dQ row, dK or dV column) */
+static void recompute(const orc_ctx *c, vec_kind kind, int is_dv, const orc_index *ix, int prec,
+                      double *out) {
+    if (kind == V_O || kind == V_LSE) {
+        double *o = malloc((size_t)c->Dv * sizeof(double)), lse;
+        if (!o) abort();
+        orc_mpfr_fwd_row(c, ix->b, ix->h, ix->s, prec, o, &lse);
+        if (kind == V_O) memcpy(out, o, (size_t)c->Dv * sizeof(double));
+        else out[0] = lse;
+        free(o);
+    } else if (kind == V_DQ) {
+        orc_mpfr_dq_row(c, ix->b, ix->h, ix->s, prec, out);
+    } else {
+        double *dk = malloc((size_t)c->D * sizeof(double)), *dv = malloc((size_t)c->Dv * sizeof(double));
+        if (!dk || !dv) abort();
+        orc_mpfr_dkdv_col(c, ix->b, ix->h, ix->s, prec, dk, dv);
+        memcpy(out, is_dv ? dv : dk, (size_t)(is_dv ? c->Dv : c->D) * sizeof(double));
+        free(dk); free(dv);
+    }
+}
+
+static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind kind, int is_dv,
+                               const void *kptr, const int64_t *st, int prec, double nterms,
+                               double factor, orc_stats *out) {
+    acc_stats a = {out, malloc((size_t)(blk->n * blk->dim > 0 ? blk->n * blk->dim : 1) * sizeof(double)), 0, 0};
+    double *mp = malloc((size_t)(blk->dim > 0 ? blk->dim : 1) * sizeof(double));
+    if (!a.ratios || !mp) { free(a.ratios); free(mp); return FA_ERR_NOMEM; }
+    stats_init(out, blk->baseline != NULL);
+    int f32 = kind == V_LSE;
+    for (int64_t v = 0; v < blk->n; v++) {
+        const orc_index *ix = &blk->index[v];
+        int escalated = 0;
+        for (int64_t d = 0; d < blk->dim; d++) {
+            int64_t e = v * blk->dim + d;
+            double kv;
+            int64_t at[4] = {ix->b, ix->s, ix->h, d};
+            if (f32) {
+                kv = ((const float *)kptr)[ix->b * st[0] + ix->h * st[1] + ix->s * st[2]];
+                at[3] = 0;
+            } else {
+                kv = orc_decode(((const uint16_t *)kptr)[ix->b * st[0] + ix->s * st[1] + ix->h * st[2] +
+                                                         d * st[3]], c->dt);
+            }
+            double ref = blk->ref[e], oe = blk->orc_err[e];
+            if (escalated) { oe = orc_mpfr_err(mp[d], oe, prec, nterms); ref = mp[d]; }
+            if (judge(&a, kv, ref, blk->bound[e], oe, blk->flags[e], at, 0)) {
+                if (!escalated) { recompute(c, kind, is_dv, ix, prec, mp); escalated = 1; }
+                out->escalations++;
+                oe = orc_mpfr_err(mp[d], blk->orc_err[e], prec, nterms);
+                ref = mp[d];
+                int still = judge(&a, kv, ref, blk->bound[e], oe, blk->flags[e], at, 0);
+                if (still) judge(&a, kv, ref, blk->bound[e], 0, blk->flags[e], at, 1);
+            }
+            note_baseline(&a, blk, e, ref, f32, c->dt);
+        }
+    }
+    stats_finish(&a, factor);
+    free(a.ratios);
+    free(mp);
+    return FA_OK;
+}
+
+// ----------------------------------------------------------------------------
+// public
+
+fa_status orc_compare_fwd(const orc_fwd_result *res, const fa_tensor *o, const fa_lse *lse,
+                          orc_stats *o_stats, orc_stats *lse_stats, fa_error *err) {
+    orc_ctx c;
+    fa_status st;
+    if (!res) return cmp_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_fwd_result.");
+    if ((st = orc_ctx_fwd(&res->args, &c, err))) return st;
+    const fa_problem *p = &res->args.p;
+    int64_t dims[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_v};
+    int64_t dl[3] = {p->batch, p->heads_q, p->seqlen_q};
+    if (o_stats) {
+        if (!o) return cmp_fail(err, FA_ERR_INVALID, "o", "o is NULL while o_stats is given.");
+        if ((st = check_view("o", o->ptr, 2, 4, dims, o->stride, err))) return st;
+    }
+    if (lse_stats) {
+        if (!lse) return cmp_fail(err, FA_ERR_INVALID, "lse", "lse is NULL while lse_stats is given.");
+        if ((st = check_view("lse", lse->ptr, 4, 3, dl, lse->stride, err))) return st;
+    }
+    if (o_stats && (st = compare_block(&res->o, &c, V_O, 0, o->ptr, o->stride, res->opt.mpfr_prec,
+                                       (double)c.Sk, 2.0, o_stats)))
+        return cmp_fail(err, st, "", "out of memory while comparing O.");
+    if (lse_stats) {
+        if ((st = compare_block(&res->lse, &c, V_LSE, 0, lse->ptr, lse->stride, res->opt.mpfr_prec,
+                                (double)c.Sk, 2.0, lse_stats)))
+            return cmp_fail(err, st, "", "out of memory while comparing LSE.");
+    }
+    return FA_OK;
+}
+
+fa_status orc_compare_bwd(const orc_bwd_result *res, const fa_tensor *dq, const fa_tensor *dk,
+                          const fa_tensor *dv, orc_stats *dq_stats, orc_stats *dk_stats,
+                          orc_stats *dv_stats, fa_error *err) {
+    orc_ctx c;
+    fa_status st;
+    if (!res) return cmp_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_bwd_result.");
+    if ((st = orc_ctx_bwd(&res->args, &c, err))) return st;
+    const fa_problem *p = &res->args.p;
+    int64_t dims_q[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk};
+    int64_t dims_k[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk};
+    int64_t dims_v[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v};
+    struct { const char *name; const fa_tensor *t; orc_stats *s; const int64_t *dims; } v[3] = {
+        {"dq", dq, dq_stats, dims_q}, {"dk", dk, dk_stats, dims_k}, {"dv", dv, dv_stats, dims_v}};
+    for (int i = 0; i < 3; i++) {
+        if (!v[i].s) continue;
+        if (!v[i].t) return cmp_fail(err, FA_ERR_INVALID, v[i].name, "tensor is NULL while its stats are given.");
+        if ((st = check_view(v[i].name, v[i].t->ptr, 2, 4, v[i].dims, v[i].t->stride, err))) return st;
+    }
+    int prec = res->opt.mpfr_prec;
+    double ncol = (double)(c.Sq * c.G + c.G);
+    if (dq_stats && (st = compare_block(&res->dq, &c, V_DQ, 0, dq->ptr, dq->stride, prec, (double)c.Sk, 3.0, dq_stats)))
+        return cmp_fail(err, st, "", "out of memory while comparing dQ.");
+    if (dk_stats && (st = compare_block(&res->dk, &c, V_DKV, 0, dk->ptr, dk->stride, prec, ncol, 3.0, dk_stats)))
+        return cmp_fail(err, st, "", "out of memory while comparing dK.");
+    if (dv_stats && (st = compare_block(&res->dv, &c, V_DKV, 1, dv->ptr, dv->stride, prec, ncol, 3.0, dv_stats)))
+        return cmp_fail(err, st, "", "out of memory while comparing dV.");
+    return FA_OK;
+}
+
+void orc_stats_format(const orc_stats *s, const char *tensor, char *buf, size_t n) {
+    if (!buf || n == 0) return;
+    snprintf(buf, n,
+             "%s: checked %lld failed %lld unchecked %lld escalated %lld | worst err/bound %.3g at "
+             "(b=%lld,s=%lld,h=%lld,d=%lld) kernel %.9g ref %.9g bound %.3g | median %.3g | "
+             "nan unexpected %lld missing %lld%s",
+             tensor ? tensor : "?", (long long)s->checked, (long long)s->failed,
+             (long long)s->unchecked, (long long)s->escalations, s->worst_ratio,
+             (long long)s->worst_at[0], (long long)s->worst_at[1], (long long)s->worst_at[2],
+             (long long)s->worst_at[3], s->worst_kernel, s->worst_ref, s->worst_bound,
+             s->median_ratio, (long long)s->nan_unexpected, (long long)s->nan_missing, "");
+    if (s->has_baseline) {
+        size_t len = strlen(buf);
+        if (len < n)
+            snprintf(buf + len, n - len, " | baseline: max err %.3g <= %.3g (naive %.3g, floor %.3g): %s",
+                     s->max_err, s->baseline_limit, s->baseline_max_err, s->baseline_floor,
+                     s->baseline_pass ? "pass" : "FAIL");
+    }
+}

@@ -1,0 +1,457 @@
+/* orc_fwd.c: certified double-precision forward reference (O, LSE) with the
+ * per-element kernel bound and the oracle's own error bound, MPFR escalation,
+ * and the naive same-dtype baseline. Derivation: oracle/BOUNDS.md sections 2-4.
+ *
+ * Arithmetic: scores are dot products of exact fp16/bf16 products summed in
+ * double (error <= gamma_D(2^-53) sum|q||k|); the P.V sums and l are blocked
+ * compensated (plain blocks of ORC_BLK keys folded with TwoSum, Sum2 of
+ * Ogita-Rump-Oishi); exp/log are glibc's (< 1 ulp). */
+#include <float.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "oracle/orc_internal.h"
+
+#define RT 8      /* rows per tile */
+#define JB 256    /* key block of the score loop */
+
+// ----------------------------------------------------------------------------
+// one kv head in double: K^T, |K|^T (D x Sk), V, |V| (Sk x Dv)
+
+typedef struct {
+    double *kt, *akt, *v, *av;
+} kv_head;
+
+static int kv_load(const orc_ctx *c, int64_t b, int64_t hk, kv_head *kv, int nth) {
+    size_t nk = (size_t)(c->D * c->Sk), nv = (size_t)(c->Sk * c->Dv);
+    kv->kt = malloc((nk ? nk : 1) * sizeof(double));
+    kv->akt = malloc((nk ? nk : 1) * sizeof(double));
+    kv->v = malloc((nv ? nv : 1) * sizeof(double));
+    kv->av = malloc((nv ? nv : 1) * sizeof(double));
+    if (!kv->kt || !kv->akt || !kv->v || !kv->av) return 0;
+#pragma omp parallel for schedule(static) num_threads(nth)
+    for (int64_t j = 0; j < c->Sk; j++) {
+        for (int64_t d = 0; d < c->D; d++) {
+            double x = orc_ld(c->k, c->ks, b, j, hk, d, c->dt);
+            kv->kt[d * c->Sk + j] = x;
+            kv->akt[d * c->Sk + j] = fabs(x);
+        }
+        for (int64_t d = 0; d < c->Dv; d++) {
+            double x = orc_ld(c->v, c->vs, b, j, hk, d, c->dt);
+            kv->v[j * c->Dv + d] = x;
+            kv->av[j * c->Dv + d] = fabs(x);
+        }
+    }
+    return 1;
+}
+
+static void kv_free(kv_head *kv) {
+    free(kv->kt); free(kv->akt); free(kv->v); free(kv->av);
+    memset(kv, 0, sizeof *kv);
+}
+
+// ----------------------------------------------------------------------------
+// per-row weights (BOUNDS.md section 3)
+
+/* Score-stage error coefficient (section 2): |s' - s| <= ce * a + cm * |m|. */
+void orc_score_coefs(const orc_ctx *c, const orc_model *m, double *ce, double *cm) {
+    double g = orc_gamma((double)c->D, m->u_dot), us = m->u_s;
+    *ce = c->scale * ((1 + m->sigma) * (1 + us) * (1 + us) * (1 + us) * (1 + g) - 1);
+    *cm = orc_gamma(2, us);
+}
+
+/* Row r of a tile: S (raw dot, becomes the score), A (abs dot), vis flags,
+ * and on return W (exp(s - M)), C (kernel weight), CO (oracle weight), all
+ * indexed by t = j - jlo. */
+void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
+                        int64_t b, int64_t h, int64_t i, int64_t jlo, int64_t span,
+                        double *S, const double *A, uint8_t *vis, double *W, double *C,
+                        double *CO, double *E, orc_row_info *ri) {
+    double ce_o, cm_o, ce_k, cm_k;
+    orc_score_coefs(c, mo, &ce_o, &cm_o);
+    orc_score_coefs(c, mk, &ce_k, &cm_k);
+    orc_row_range(&c->p, i, &ri->lo, &ri->hi);
+    ri->n = 0;
+    ri->M = -INFINITY;
+    int nan = 0, neg_inf = 0, overflow = 0;
+    for (int64_t t = 0; t < span; t++) {
+        int64_t j = jlo + t;
+        vis[t] = 0;
+        W[t] = C[t] = CO[t] = 0;
+        if (j < ri->lo || j > ri->hi) continue;
+        double m = orc_mask_at(c, b, h, i, j);
+        if (m == -INFINITY) continue;
+        vis[t] = 1;
+        ri->n++;
+        double s = c->scale * S[t] + m; /* two roundings, in E below */
+        S[t] = s;
+        E[t] = fabs(m); /* keep |m| until the error pass */
+        if (isnan(s) || s == INFINITY) nan = 1;
+        else if (s == -INFINITY) neg_inf = 1;
+        else if (s > ri->M) ri->M = s;
+        if (fabs(s) > 0x1p126 && mk->u_s >= ORC_U_F) overflow = 1; /* fp32 score may overflow */
+    }
+    if (ri->n == 0) { ri->kind = ROW_MASKED; return; }
+    if (nan) { ri->kind = ROW_NAN; return; }
+    if (neg_inf || ri->M == -INFINITY || overflow) { ri->kind = ROW_UNCHECKABLE; return; }
+    ri->kind = ROW_NORMAL;
+
+    /* oracle score errors and exp values; L by blocked compensated sum */
+    double Eo_max = 0, Ek_max = 0, Ls = 0, Le = 0, blk = 0;
+    int cnt = 0;
+    for (int64_t t = 0; t < span; t++) {
+        if (!vis[t]) continue;
+        double am = E[t];
+        double eo = ce_o * A[t] + cm_o * am, ek = ce_k * A[t] + cm_k * am;
+        if (eo > Eo_max) Eo_max = eo;
+        if (ek > Ek_max) Ek_max = ek;
+        E[t] = ek;
+        C[t] = eo; /* park the oracle score error in C until the kernel pass */
+        W[t] = exp(S[t] - ri->M);
+        blk += W[t];
+        if (++cnt == ORC_BLK) { double e; two_sum(Ls, blk, &Ls, &e); Le += e; blk = 0; cnt = 0; }
+    }
+    { double e; two_sum(Ls, blk, &Ls, &e); Le += e; }
+    ri->L = Ls + Le;
+    double n = (double)ri->n, L = ri->L;
+
+    /* oracle model: eta_o per key, kappa_o (section 3.5) */
+    double acc_o = orc_acc_coef(mo, n, (double)span);
+    double lue_o = log1p(mo->u_e), eta_o_max = 0, sum_pe = 0;
+    for (int64_t t = 0; t < span; t++) {
+        if (!vis[t]) continue;
+        double gap = ri->M - S[t] + 2 * Eo_max;
+        double eo = C[t];
+        double eta = expm1(eo + 3 * mo->u_s * (gap + eo + Eo_max) + lue_o);
+        CO[t] = eta; /* park eta_o */
+        if (eta > eta_o_max) eta_o_max = eta;
+        sum_pe += W[t] / L * (1 + eta) * eta;
+    }
+    ri->kap_o = (sum_pe + acc_o * (1 + eta_o_max)) * (1 + 0x1p-40);
+    double pin = 1.0 / (L * (1 - ri->kap_o)); /* true P_j <= W_j (1+eta_o) * pin */
+
+    /* kernel model: eta_k, floors, kappa_k */
+    double R = mk->R, acc_k = orc_acc_coef(mk, n + R, n + R);
+    double lue_k = (R + 1) * log1p(mk->u_e), eta_k_max = 0;
+    for (int64_t t = 0; t < span; t++) {
+        if (!vis[t]) continue;
+        double gap = ri->M - S[t] + 2 * Eo_max;
+        double ek = E[t];
+        double eta = expm1(ek + 3 * mk->u_s * (gap + ek + Ek_max) + lue_k);
+        E[t] = eta; /* E now holds eta_k */
+        if (eta > eta_k_max) eta_k_max = eta;
+    }
+    double sum_pek = 0, sum_floor = 0;
+    double floor_unit = mk->f_p * (1 + acc_k) * exp(2 * Ek_max) * (1 + eta_k_max) * pin;
+    for (int64_t t = 0; t < span; t++) {
+        if (!vis[t]) continue;
+        double eta_o = CO[t], eta_k = E[t];
+        double p = W[t] * (1 + eta_o) * pin;
+        double fl = 0;
+        if (mk->u_p > 0 && W[t] * (1 - eta_o) * exp(-Ek_max) * (1 - eta_k) < mk->nmin_p) fl = floor_unit;
+        C[t] = p * (eta_k + (1 + eta_k) * (mk->u_p + acc_k * (1 + mk->u_p))) + fl;
+        CO[t] = p * (eta_o + (1 + eta_o) * acc_o);
+        sum_pek += p * eta_k;
+        sum_floor += fl;
+    }
+    ri->kap_k = sum_pek + acc_k * (1 + eta_k_max) * (1 + mk->u_p) + mk->u_p * (1 + eta_k_max) + sum_floor;
+
+    /* LSE (section 4) */
+    ri->logL = log(L);
+    ri->lse = ri->M + ri->logL;
+    double lk = -log1p(-ri->kap_o);
+    ri->lse_orc = (lk + (mo->u_log + 4 * mo->u_s) * (fabs(ri->M) + Eo_max + fabs(ri->logL) + lk)) *
+                  ORC_SAFETY;
+    if (ri->kap_k >= 1) { ri->lse_bound = INFINITY; return; }
+    double lkk = -log1p(-ri->kap_k);
+    double bk = lkk + (mk->u_log + 4 * mk->u_s) * (fabs(ri->M) + Ek_max + fabs(ri->logL) + lkk);
+    ri->lse_bound = (bk + mk->u_lse * (fabs(ri->lse) + ri->lse_orc + bk)) * ORC_SAFETY;
+}
+
+/* Baseline row (FlashAttention's out_pt, in the input dtype): s = rd(rd(qs.k) + rd(m))
+ * with qs = rd(q*scale), p = rd(softmax(s)), o = rd(sum p v) (accumulated in
+ * double, rounded once). Fills P16 (0 where invisible). */
+void orc_row_baseline(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int64_t jlo,
+                         int64_t span, const double *S16, const uint8_t *vis, double *P16) {
+    double M = -INFINITY, L = 0;
+    for (int64_t t = 0; t < span; t++) {
+        P16[t] = 0;
+        if (!vis[t]) continue;
+        double s = orc_rd(orc_rd(S16[t], c->dt) + orc_rd(orc_mask_at(c, b, h, i, jlo + t), c->dt), c->dt);
+        P16[t] = s;
+        if (s > M) M = s;
+    }
+    for (int64_t t = 0; t < span; t++)
+        if (vis[t]) { P16[t] = exp(P16[t] - M); L += P16[t]; }
+    for (int64_t t = 0; t < span; t++)
+        if (vis[t]) P16[t] = orc_rd(P16[t] / L, c->dt);
+}
+
+// ----------------------------------------------------------------------------
+// one tile: up to RT rows of the same (b, h)
+
+typedef struct {
+    const orc_ctx *c;
+    const orc_model *mk, *mo;
+    const orc_options *opt;
+    const kv_head *kv;
+    orc_fwd_result *res;
+    int64_t esc;             /* escalated elements (reduction) */
+} fwd_job;
+
+static int fwd_tile(fwd_job *job, int64_t first, int nr) {
+    const orc_ctx *c = job->c;
+    const kv_head *kv = job->kv;
+    orc_fwd_result *res = job->res;
+    const orc_index *ix = res->o.index + first;
+    int64_t b = ix[0].b, h = ix[0].h, D = c->D, Dv = c->Dv, Sk = c->Sk;
+    int base = res->o.baseline != NULL;
+
+    int64_t jlo = INT64_MAX, jhi = -1;
+    for (int r = 0; r < nr; r++) {
+        int64_t lo, hi;
+        orc_row_range(&c->p, ix[r].s, &lo, &hi);
+        if (hi < lo) continue;
+        if (lo < jlo) jlo = lo;
+        if (hi > jhi) jhi = hi;
+    }
+    int64_t span = jhi >= jlo ? jhi - jlo + 1 : 0;
+    if (span == 0) jlo = 0;
+
+    size_t ns = (size_t)(RT * (span ? span : 1));
+    double *S = calloc(ns, sizeof(double)), *A = calloc(ns, sizeof(double));
+    double *S16 = base ? calloc(ns, sizeof(double)) : NULL;
+    double *W = malloc(ns * sizeof(double)), *C = malloc(ns * sizeof(double));
+    double *CO = malloc(ns * sizeof(double)), *E = malloc(ns * sizeof(double));
+    double *P16 = base ? malloc(ns * sizeof(double)) : NULL;
+    uint8_t *vis = malloc(ns);
+    double *q = malloc((size_t)(RT * D) * sizeof(double));
+    double *acc = calloc((size_t)(RT * Dv) * 7, sizeof(double));
+    if (!S || !A || (base && (!S16 || !P16)) || !W || !C || !CO || !E || !vis || !q || !acc) {
+        free(S); free(A); free(S16); free(W); free(C); free(CO); free(E); free(P16);
+        free(vis); free(q); free(acc);
+        return 0;
+    }
+    double *num_hi = acc, *num_lo = acc + RT * Dv, *num = acc + 2 * RT * Dv;
+    double *bnd = acc + 3 * RT * Dv, *orc = acc + 4 * RT * Dv, *b16 = acc + 5 * RT * Dv;
+    double *tmp = acc + 6 * RT * Dv;
+
+    /* scores: S = q.k, A = |q|.|k|, S16 = rd(q*scale).k over the tile span */
+    for (int r = 0; r < nr; r++)
+        for (int64_t d = 0; d < D; d++) q[r * D + d] = orc_ld(c->q, c->qs, b, ix[r].s, h, d, c->dt);
+    for (int64_t j0 = 0; j0 < span; j0 += JB) {
+        int64_t jn = span - j0 < JB ? span - j0 : JB;
+        for (int64_t d = 0; d < D; d++) {
+            const double *kt = kv->kt + d * Sk + jlo + j0, *akt = kv->akt + d * Sk + jlo + j0;
+            for (int r = 0; r < nr; r++) {
+                double qd = q[r * D + d], aq = fabs(qd);
+                double *s = S + r * span + j0, *a = A + r * span + j0;
+                for (int64_t t = 0; t < jn; t++) {
+                    s[t] += qd * kt[t];
+                    a[t] += aq * akt[t];
+                }
+                if (base) {
+                    double qs = orc_rd(qd * c->scale, c->dt);
+                    double *s16 = S16 + r * span + j0;
+                    for (int64_t t = 0; t < jn; t++) s16[t] += qs * kt[t];
+                }
+            }
+        }
+    }
+
+    orc_row_info ri[RT];
+    for (int r = 0; r < nr; r++) {
+        orc_row_weights(c, job->mk, job->mo, b, h, ix[r].s, jlo, span, S + r * span, A + r * span,
+                    vis + r * span, W + r * span, C + r * span, CO + r * span, E + r * span, &ri[r]);
+        if (base) orc_row_baseline(c, b, h, ix[r].s, jlo, span, S16 + r * span, vis + r * span, P16 + r * span);
+    }
+
+    /* P.V: value (blocked compensated), kernel bound, oracle bound, baseline */
+    for (int64_t t0 = 0; t0 < span; t0 += ORC_BLK) {
+        int64_t tn = span - t0 < ORC_BLK ? span - t0 : ORC_BLK;
+        for (int r = 0; r < nr; r++) {
+            if (ri[r].kind != ROW_NORMAL) continue;
+            double *nm = num + r * Dv, *bd = bnd + r * Dv, *oc = orc + r * Dv, *bb = b16 + r * Dv;
+            for (int64_t d = 0; d < Dv; d++) nm[d] = 0;
+            for (int64_t t = t0; t < t0 + tn; t++) {
+                if (!vis[r * span + t]) continue; /* invisible keys are never read */
+                const double *v = kv->v + (jlo + t) * Dv, *av = kv->av + (jlo + t) * Dv;
+                double w = W[r * span + t], cw = C[r * span + t], co = CO[r * span + t];
+                for (int64_t d = 0; d < Dv; d++) {
+                    nm[d] += w * v[d];
+                    bd[d] += cw * av[d];
+                    oc[d] += co * av[d];
+                }
+                if (base) {
+                    double p = P16[r * span + t];
+                    for (int64_t d = 0; d < Dv; d++) bb[d] += p * v[d];
+                }
+            }
+            double *hi = num_hi + r * Dv, *lo = num_lo + r * Dv;
+            for (int64_t d = 0; d < Dv; d++) {
+                double e;
+                two_sum(hi[d], nm[d], &hi[d], &e);
+                lo[d] += e;
+            }
+        }
+    }
+
+    /* finalize rows */
+    const orc_model *mk = job->mk;
+    int64_t esc = 0;
+    for (int r = 0; r < nr; r++) {
+        int64_t row = first + r;
+        double *ref = res->o.ref + row * Dv, *bound = res->o.bound + row * Dv;
+        double *oe = res->o.orc_err + row * Dv;
+        uint8_t *fl = res->o.flags + row * Dv;
+        double *bl = base ? res->o.baseline + row * Dv : NULL;
+        orc_row_info *R = &ri[r];
+        if (R->kind == ROW_MASKED) {
+            for (int64_t d = 0; d < Dv; d++) { ref[d] = 0; bound[d] = 0; oe[d] = 0; fl[d] = ORC_F_MASKED_ROW; }
+            if (bl) for (int64_t d = 0; d < Dv; d++) bl[d] = 0;
+            res->lse.ref[row] = -INFINITY;
+            res->lse.flags[row] = ORC_F_MASKED_ROW | ORC_F_INF;
+            if (base) res->lse.baseline[row] = -INFINITY;
+            continue;
+        }
+        if (R->kind != ROW_NORMAL) {
+            uint8_t f = R->kind == ROW_NAN ? ORC_F_NAN : ORC_F_UNCHECKABLE;
+            for (int64_t d = 0; d < Dv; d++) { ref[d] = NAN; bound[d] = NAN; oe[d] = NAN; fl[d] = f; }
+            if (bl) for (int64_t d = 0; d < Dv; d++) bl[d] = NAN;
+            res->lse.ref[row] = NAN;
+            res->lse.bound[row] = NAN;
+            res->lse.orc_err[row] = NAN;
+            res->lse.flags[row] = f;
+            if (base) res->lse.baseline[row] = NAN;
+            continue;
+        }
+        int unbounded = !(R->kap_k < 1);
+        int need_esc = job->opt->tier == ORC_TIER_MPFR;
+        for (int64_t d = 0; d < Dv; d++) {
+            double O;
+            orc_fwd_elem(mk, job->mo, R, num_hi[r * Dv + d] + num_lo[r * Dv + d], bnd[r * Dv + d],
+                         orc[r * Dv + d], &O, &oe[d], &bound[d]);
+            ref[d] = O;
+            fl[d] = orc_value_flags(O);
+            if (unbounded || !isfinite(bound[d])) fl[d] |= ORC_F_UNCHECKABLE;
+            if (!(fl[d] & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE)) &&
+                oe[d] > job->opt->escalate_ratio * bound[d])
+                need_esc = 1;
+            if (bl) bl[d] = orc_rd(b16[r * Dv + d], c->dt);
+        }
+        res->lse.ref[row] = R->lse;
+        res->lse.orc_err[row] = R->lse_orc;
+        res->lse.bound[row] = R->lse_bound;
+        res->lse.flags[row] = orc_value_flags(R->lse) | (isfinite(R->lse_bound) ? 0 : ORC_F_UNCHECKABLE);
+        if (base) res->lse.baseline[row] = (double)(float)R->lse;
+        if (R->lse_orc > job->opt->escalate_ratio * R->lse_bound) need_esc = 1;
+        if (need_esc) {
+            double lse_mp;
+            orc_mpfr_fwd_row(c, b, h, ix[r].s, job->opt->mpfr_prec, tmp, &lse_mp);
+            for (int64_t d = 0; d < Dv; d++) {
+                ref[d] = tmp[d];
+                oe[d] = orc_mpfr_err(tmp[d], oe[d], job->opt->mpfr_prec, (double)Sk);
+                fl[d] = (uint8_t)((fl[d] & ORC_F_UNCHECKABLE) | orc_value_flags(tmp[d]) | ORC_F_ESCALATED);
+            }
+            res->lse.ref[row] = lse_mp;
+            res->lse.orc_err[row] = orc_mpfr_err(lse_mp, R->lse_orc, job->opt->mpfr_prec, (double)Sk);
+            res->lse.flags[row] |= ORC_F_ESCALATED;
+            esc += Dv + 1;
+        }
+    }
+#pragma omp atomic
+    job->esc += esc;
+
+    free(S); free(A); free(S16); free(W); free(C); free(CO); free(E); free(P16);
+    free(vis); free(q); free(acc);
+    return 1;
+}
+
+// ----------------------------------------------------------------------------
+// public entry
+
+fa_status orc_fwd(const fa_fwd_args *args, const fa_precision *prof, const orc_options *opt_in,
+                  orc_fwd_result *res, fa_error *err) {
+    orc_ctx c;
+    orc_options opt;
+    fa_status st;
+    if (res) memset(res, 0, sizeof *res);
+    if (!res) {
+        return orc_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_fwd_result.");
+    }
+    if ((st = orc_ctx_fwd(args, &c, err))) return st;
+    if ((st = orc_check_profile(prof, err))) return st;
+    if (opt_in) opt = *opt_in; else orc_options_init(&opt);
+    if ((st = orc_check_options(&opt, err))) return st;
+
+    res->args = *args;
+    res->prof = *prof;
+    res->opt = opt;
+    res->scale = c.scale;
+    int64_t n;
+    orc_index *ix = orc_sample(c.B, c.Hq, c.Sq, opt.max_rows, opt.seed, &n);
+    if (!ix || !orc_block_alloc(&res->o, n, c.Dv, opt.baseline) ||
+        !orc_block_alloc(&res->lse, n, 1, opt.baseline)) {
+        free(ix);
+        orc_fwd_free(res);
+        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory for %lld rows.", (long long)n);
+    }
+    res->o.index = ix;
+    res->lse.index = malloc((size_t)(n ? n : 1) * sizeof *ix);
+    if (!res->lse.index) {
+        orc_fwd_free(res);
+        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory for %lld rows.", (long long)n);
+    }
+    memcpy(res->lse.index, ix, (size_t)n * sizeof *ix);
+
+    orc_model mk, mo;
+    orc_model_kernel(&c, prof, &mk);
+    orc_model_oracle(&c, &mo);
+    int nth = orc_nthreads(&opt);
+    fwd_job job = {&c, &mk, &mo, &opt, NULL, res, 0};
+    int ok = 1;
+    /* rows are sorted by (b, h, s): walk kv-head groups, tile each group */
+    for (int64_t g0 = 0; g0 < n && ok;) {
+        int64_t b = ix[g0].b, hk = ix[g0].h / c.G, g1 = g0;
+        while (g1 < n && ix[g1].b == b && ix[g1].h / c.G == hk) g1++;
+        kv_head kv;
+        if (!kv_load(&c, b, hk, &kv, nth)) { kv_free(&kv); ok = 0; break; }
+        job.kv = &kv;
+        /* tiles: runs of <= RT rows of one query head */
+        int64_t ntile_max = (g1 - g0), nt = 0;
+        int64_t *tstart = malloc((size_t)ntile_max * sizeof(int64_t));
+        int *tcount = malloc((size_t)ntile_max * sizeof(int));
+        if (!tstart || !tcount) { free(tstart); free(tcount); kv_free(&kv); ok = 0; break; }
+        for (int64_t r = g0; r < g1;) {
+            int64_t e = r;
+            while (e < g1 && e - r < RT && ix[e].h == ix[r].h) e++;
+            tstart[nt] = r; tcount[nt] = (int)(e - r); nt++;
+            r = e;
+        }
+        int tile_ok = 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nth)
+        for (int64_t t = 0; t < nt; t++)
+            if (!fwd_tile(&job, tstart[t], tcount[t])) {
+#pragma omp atomic write
+                tile_ok = 0;
+            }
+        ok = tile_ok;
+        free(tstart); free(tcount);
+        kv_free(&kv);
+        g0 = g1;
+    }
+    if (!ok) {
+        orc_fwd_free(res);
+        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory in the forward oracle.");
+    }
+    res->elements = n * (c.Dv + 1);
+    res->escalations = job.esc;
+    return FA_OK;
+}
+
+void orc_fwd_free(orc_fwd_result *res) {
+    if (!res) return;
+    orc_block_free(&res->o);
+    orc_block_free(&res->lse);
+    memset(res, 0, sizeof *res);
+}

@@ -1,0 +1,178 @@
+/* orc_internal.h: shared internals of the oracle (not part of the API).
+ * Nothing here is shared with any kernel. */
+#ifndef FLASHCHECK_ORC_INTERNAL_H
+#define FLASHCHECK_ORC_INTERNAL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "oracle/oracle.h"
+
+// ----------------------------------------------------------------------------
+// constants
+
+#define ORC_U_D 0x1p-53    /* double unit roundoff */
+#define ORC_U_F 0x1p-24    /* fp32 unit roundoff */
+#define ORC_BLK 64         /* plain-summation block of the compensated sums */
+#define ORC_SAFETY (1.0 + 0x1p-30) /* covers rounding of the bound's own evaluation */
+
+// ----------------------------------------------------------------------------
+// problem context: the inputs decoded into plain numbers and strides
+
+typedef struct {
+    fa_problem p;
+    int64_t B, Sq, Sk, Hq, Hkv, G, D, Dv;   /* G = Hq / Hkv */
+    fa_dtype dt;
+    double scale;          /* effective scale as used by the oracle (double) */
+    int scale_default;     /* 1: scale is 1/sqrt(D) (not representable exactly) */
+    const uint16_t *q, *k, *v, *o, *dout;
+    int64_t qs[4], ks[4], vs[4], os[4], dos[4];
+    const float *mask;
+    int64_t ms[4];
+    const float *lse;
+    int64_t ls[3];
+} orc_ctx;
+
+/* An error model: the unit roundoffs of one implementation (a backend's
+ * profile, or the oracle's own double arithmetic). oracle/BOUNDS.md. */
+typedef struct {
+    double u_dot;      /* accumulation unit of the length-D dot products */
+    double u_acc;      /* accumulation unit of the long sums (P.V, dV, dQ, dK, l) */
+    int compensated;   /* 1: long sums are blocked-compensated double (oracle) */
+    double u_s;        /* unit of scalar score-stage ops (scale, mask add, subtract) */
+    double sigma;      /* relative error of the softmax scale used */
+    double u_e;        /* exp relative error */
+    double u_log;      /* log relative error */
+    double R;          /* online-softmax rescales per row (forward) */
+    double u_p, f_p, nmin_p;  /* P rounding: unit, absolute floor, smallest normal (0 = none) */
+    double u_ds, f_ds;        /* dS rounding (0 = none) */
+    double u_out, f_out;      /* output rounding to dtype (0 = none) */
+    double u_lse;             /* LSE store rounding (fp32: 2^-24; oracle 0) */
+    double u_div;             /* final normalisation (division) */
+} orc_model;
+
+// ----------------------------------------------------------------------------
+// helpers (orc_util.c)
+
+double orc_gamma(double n, double u);           /* n u / (1 - n u), +inf if n u >= 1 */
+/* error coefficient of a sum of n_terms nonzero terms over n_span positions */
+double orc_acc_coef(const orc_model *m, double n_terms, double n_span);
+void orc_model_kernel(const orc_ctx *c, const fa_precision *prof, orc_model *m);
+void orc_model_oracle(const orc_ctx *c, orc_model *m);
+
+/* Key range [*lo, *hi] visible to query i from causal/window (empty: hi < lo). */
+void orc_row_range(const fa_problem *p, int64_t i, int64_t *lo, int64_t *hi);
+
+static inline double orc_ld(const uint16_t *base, const int64_t st[4], int64_t b, int64_t s,
+                            int64_t h, int64_t d, fa_dtype dt) {
+    return orc_decode(base[b * st[0] + s * st[1] + h * st[2] + d * st[3]], dt);
+}
+static inline double orc_mask_at(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int64_t j) {
+    if (!c->mask) return 0.0;
+    return (double)c->mask[b * c->ms[0] + h * c->ms[1] + i * c->ms[2] + j * c->ms[3]];
+}
+/* Round x to the dtype and return the rounded value as double. */
+static inline double orc_rd(double x, fa_dtype dt) { return orc_decode(orc_encode(x, dt), dt); }
+
+/* Fill err (may be NULL) and return st. */
+fa_status orc_fail(fa_error *err, fa_status st, const char *arg, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int orc_nthreads(const orc_options *o); /* OpenMP team size for o->threads */
+
+fa_status orc_ctx_fwd(const fa_fwd_args *a, orc_ctx *c, fa_error *err);
+fa_status orc_ctx_bwd(const fa_bwd_args *a, orc_ctx *c, fa_error *err);
+fa_status orc_check_options(const orc_options *o, fa_error *err);
+fa_status orc_check_profile(const fa_precision *pr, fa_error *err);
+
+/* Sample up to max of total vector indices over (B, H, S); max = 0: all.
+ * Returns a sorted orc_index array of *n entries (malloc), NULL on failure. */
+orc_index *orc_sample(int64_t B, int64_t H, int64_t S, int64_t max, uint64_t seed, int64_t *n);
+int orc_block_alloc(orc_block *blk, int64_t n, int64_t dim, int baseline);
+void orc_block_free(orc_block *blk);
+
+/* Fill flags of a finite-or-not reference element. */
+static inline uint8_t orc_value_flags(double ref) {
+    return isnan(ref) ? ORC_F_NAN : isinf(ref) ? ORC_F_INF : 0;
+}
+
+// ----------------------------------------------------------------------------
+// error-free transformation: a + b = s + e exactly (Knuth TwoSum; RN, no FMA contraction)
+
+static inline void two_sum(double a, double b, double *s, double *e) {
+    double x = a + b, bb = x - a;
+    *e = (a - (x - bb)) + (b - bb);
+    *s = x;
+}
+
+// ----------------------------------------------------------------------------
+// forward row weights (orc_fwd.c), shared with the backward
+
+enum { ROW_NORMAL = 0, ROW_MASKED = 1, ROW_NAN = 2, ROW_UNCHECKABLE = 3 };
+
+typedef struct {
+    int kind;
+    int64_t lo, hi;          /* key range of the row (causal/window) */
+    double M, L, logL;       /* max score, sum of exp(s - M) (oracle values) */
+    double kap_o, kap_k;     /* relative perturbation of the denominator: oracle, kernel */
+    double lse, lse_orc, lse_bound;
+    int64_t n;               /* visible keys */
+} orc_row_info;
+
+/* Score-stage error coefficients of model m: |s' - s| <= ce * |q|.|k| + cm * |mask|. */
+void orc_score_coefs(const orc_ctx *c, const orc_model *m, double *ce, double *cm);
+
+/* Row i of head (b, h) over keys jlo .. jlo+span-1. In: S (raw dot q.k), A
+ * (|q|.|k|). Out: S (score), vis, W (exp(s - M)), C (kernel weight of |v_j|),
+ * CO (oracle weight), E (kernel eta_j), *ri. BOUNDS.md section 3. */
+void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
+                     int64_t b, int64_t h, int64_t i, int64_t jlo, int64_t span,
+                     double *S, const double *A, uint8_t *vis, double *W, double *C,
+                     double *CO, double *E, orc_row_info *ri);
+
+/* One O element from the row sums num = sum w v, bsum = sum C |v|, osum = sum CO |v|:
+ * value, oracle error bound, kernel bound (BOUNDS.md 3.6). */
+static inline void orc_fwd_elem(const orc_model *mk, const orc_model *mo, const orc_row_info *R,
+                                double num, double bsum, double osum, double *O, double *eo,
+                                double *bound) {
+    double ko = R->kap_o, kk = R->kap_k;
+    double sumsafe = ORC_SAFETY * (1 + orc_gamma((double)R->n + 16, ORC_U_D));
+    double o = num / R->L;
+    double e = (osum * sumsafe + fabs(o) * ko) / (1 - ko);
+    e = (e + mo->u_div * (fabs(o) + e)) * ORC_SAFETY;
+    double Om = fabs(o) + e;
+    double pre = (bsum * sumsafe + Om * kk) / (1 - kk);
+    double dv = mk->u_div * (Om + pre);
+    double out = mk->u_out * (Om + pre + dv) + mk->f_out;
+    *O = o;
+    *eo = e;
+    *bound = kk < 1 ? (pre + dv + out) * ORC_SAFETY : INFINITY;
+}
+
+/* Baseline (naive same-dtype) probabilities of a row: P16[t] = rd(softmax(rd(rd(qs.k) + rd(m))))
+ * from S16 = rd(q*scale).k; 0 where invisible. */
+void orc_row_baseline(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int64_t jlo,
+                      int64_t span, const double *S16, const uint8_t *vis, double *P16);
+
+// ----------------------------------------------------------------------------
+// MPFR tier (orc_mpfr.c). Values are rounded to double (RN).
+
+/* One forward row: o_out[Dv], *lse_out. Returns 0, or -1 when the row has no
+ * visible key (o = 0, lse = -inf written). */
+int orc_mpfr_fwd_row(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int prec,
+                     double *o_out, double *lse_out);
+/* One backward dQ row (dq_out[D]). */
+void orc_mpfr_dq_row(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int prec, double *dq_out);
+/* One key column of kv head hk: dk_out[D], dv_out[Dv] (sums over the group). */
+void orc_mpfr_dkdv_col(const orc_ctx *c, int64_t b, int64_t hk, int64_t j, int prec,
+                       double *dk_out, double *dv_out);
+
+/* orc_err of an MPFR value x (rounded to double) given the double tier's
+ * bound e_double for the same element: the MPFR computation follows the same
+ * algorithm with every unit roundoff <= 2^-prec, plain sums of up to nterms
+ * terms (BOUNDS.md section 6). */
+static inline double orc_mpfr_err(double x, double e_double, int prec, double nterms) {
+    return ORC_U_D * fabs(x) + ldexp(e_double, 53 + 2 - prec) * (1.0 + nterms);
+}
+
+#endif /* FLASHCHECK_ORC_INTERNAL_H */

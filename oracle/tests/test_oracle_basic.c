@@ -1,0 +1,444 @@
+/* test_oracle_basic.c: closed forms, masked and empty cases, GQA sums, NaN in
+ * invisible positions, validation, agreement of the certified tier with the
+ * MPFR tier (|cert - mpfr| <= orc_err_cert + orc_err_mpfr), escalation. */
+#include "oracle/tests/tutil.h"
+
+// ----------------------------------------------------------------------------
+
+static double o_at(const orc_fwd_result *r, int64_t b, int64_t h, int64_t i, int64_t d) {
+    for (int64_t x = 0; x < r->o.n; x++)
+        if (r->o.index[x].b == b && r->o.index[x].h == h && r->o.index[x].s == i)
+            return r->o.ref[x * r->o.dim + d];
+    return NAN;
+}
+
+/* Q = 0: every visible score is the mask value (0 here), O = mean of visible V rows,
+ * LSE = log(n). Causal bottom-right with a window, Sq != Sk. */
+static void test_q_zero(void) {
+    fa_problem p = t_problem(2, 5, 9, 2, 1, 8, 6, FA_F16, FA_CAUSAL_BOTTOM_RIGHT, 3, -1);
+    t_prob t;
+    t_setup(&t, p, 1, 0.0, 1.0, 1.0, 0);
+    fa_fwd_args a = t_fwd_args(&t);
+    fa_precision pr = t_profile_fp32();
+    orc_fwd_result r;
+    fa_error e;
+    CHECK(orc_fwd(&a, &pr, NULL, &r, &e) == FA_OK, "%s", e.msg);
+    for (int64_t x = 0; x < r.o.n; x++) {
+        const orc_index *ix = &r.o.index[x];
+        int64_t n = 0;
+        double sum[6] = {0};
+        for (int64_t j = 0; j < p.seqlen_k; j++) {
+            if (!orc_visible(&p, ix->s, j)) continue;
+            n++;
+            for (int d = 0; d < 6; d++)
+                sum[d] += orc_decode(t.v[ix->b * t.tv.stride[0] + j * t.tv.stride[1] + d * t.tv.stride[3]], p.dtype);
+        }
+        /* diag = i + 4, window 3: keys i+1 .. i+4 (n = 4) */
+        CHECK(n == 4, "row %lld sees %lld keys", (long long)ix->s, (long long)n);
+        for (int d = 0; d < 6; d++) {
+            double mean = sum[d] / n, ref = r.o.ref[x * 6 + d]; /* fp16 sums of 4 terms are exact */
+            CHECK(fabs(ref - mean) <= r.o.orc_err[x * 6 + d] + 0x1p-53 * fabs(mean),
+                  "Q=0 row %lld d %d ref %.17g mean %.17g", (long long)ix->s, d, ref, mean);
+        }
+        CHECK(fabs(r.lse.ref[x] - log(4.0)) <= r.lse.orc_err[x] + 0x1p-52, "lse %.17g", r.lse.ref[x]);
+    }
+    orc_fwd_free(&r);
+    t_free(&t);
+}
+
+/* One dominant key: q = e_0 * 8, k_j0 = e_0 * 8, others 0: scale*64 = 64/sqrt(4) = 32
+ * above the rest, so O = v_j0 + O(n e^-32 max|v|). */
+static void test_dominant_key(void) {
+    fa_problem p = t_problem(1, 1, 16, 1, 1, 4, 4, FA_BF16, FA_CAUSAL_NONE, -1, -1);
+    t_prob t;
+    t_setup(&t, p, 0, 0.0, 0.0, 1.0, 0);
+    int64_t j0 = 11;
+    t.q[0] = orc_encode(8.0, p.dtype);
+    t.k[j0 * t.tk.stride[1]] = orc_encode(8.0, p.dtype);
+    fa_fwd_args a = t_fwd_args(&t);
+    fa_precision pr = t_profile_fp32();
+    orc_fwd_result r;
+    CHECK(orc_fwd(&a, &pr, NULL, &r, NULL) == FA_OK, "fwd");
+    double vmax = 0;
+    for (int64_t j = 0; j < 16; j++)
+        for (int d = 0; d < 4; d++) vmax = fmax(vmax, fabs(orc_decode(t.v[j * t.tv.stride[1] + d], p.dtype)));
+    for (int d = 0; d < 4; d++) {
+        double vj = orc_decode(t.v[j0 * t.tv.stride[1] + d], p.dtype);
+        double tol = 15 * exp(-32.0) * 2 * vmax + r.o.orc_err[d];
+        CHECK(fabs(r.o.ref[d] - vj) <= tol, "dominant d %d ref %.17g v %.17g", d, r.o.ref[d], vj);
+    }
+    orc_fwd_free(&r);
+    t_free(&t);
+}
+
+/* Sparse small integers with equal scores on the visible keys: O is the mean of
+ * 4 or 8 small-integer V rows, exactly representable; both tiers must be exact. */
+static void test_exact_integers(void) {
+    fa_problem p = t_problem(1, 8, 8, 1, 1, 8, 8, FA_F16, FA_CAUSAL_TOP_LEFT, -1, -1);
+    t_prob t;
+    t_setup(&t, p, 0, 0.0, 0.0, 0.0, 0);
+    /* q has nonzeros only in dims 0..1; k has the same values in those dims for all keys
+     * (so every score is equal), and arbitrary sparse integers elsewhere. */
+    for (int64_t i = 0; i < 8; i++) {
+        t.q[i * 8 + 0] = orc_encode(2, p.dtype);
+        t.q[i * 8 + 1] = orc_encode(-1, p.dtype);
+    }
+    for (int64_t j = 0; j < 8; j++) {
+        t.k[j * 8 + 0] = orc_encode(1, p.dtype);
+        t.k[j * 8 + 1] = orc_encode(2, p.dtype);
+        for (int d = 2; d < 8; d++) t.k[j * 8 + d] = orc_encode(t_unif() < 0.8 ? 0 : floor(t_unif() * 5) - 2, p.dtype);
+        for (int d = 0; d < 8; d++) t.v[j * 8 + d] = orc_encode(t_unif() < 0.8 ? 0 : floor(t_unif() * 5) - 2, p.dtype);
+    }
+    fa_fwd_args a = t_fwd_args(&t);
+    fa_precision pr = t_profile_fp32();
+    orc_options opt;
+    orc_options_init(&opt);
+    for (int tier = 0; tier < 2; tier++) {
+        opt.tier = tier ? ORC_TIER_MPFR : ORC_TIER_CERTIFIED;
+        orc_fwd_result r;
+        CHECK(orc_fwd(&a, &pr, &opt, &r, NULL) == FA_OK, "fwd");
+        for (int64_t i = 0; i < 8; i++) {
+            if (i != 3 && i != 7) continue; /* rows seeing 4 and 8 keys: exact means */
+            for (int d = 0; d < 8; d++) {
+                double s = 0;
+                for (int64_t j = 0; j <= i; j++) s += orc_decode(t.v[j * 8 + d], p.dtype);
+                double mean = s / (double)(i + 1);
+                CHECK(o_at(&r, 0, 0, i, d) == mean, "tier %d row %lld d %d: %.17g != %.17g", tier,
+                      (long long)i, d, o_at(&r, 0, 0, i, d), mean);
+            }
+        }
+        orc_fwd_free(&r);
+    }
+    t_free(&t);
+}
+
+// ----------------------------------------------------------------------------
+// masked and empty
+
+static void test_masked_and_empty(void) {
+    fa_precision pr = t_profile_fp32();
+    /* window that hides everything for the first rows: causal top-left, window_right
+     * irrelevant, mask -inf on a whole row */
+    fa_problem p = t_problem(1, 6, 4, 2, 1, 8, 8, FA_F16, FA_CAUSAL_BOTTOM_RIGHT, -1, -1);
+    t_prob t;
+    t_setup(&t, p, 0, 1, 1, 1, 1);
+    for (int64_t j = 0; j < 4; j++) t.mask[0 * 24 + 5 * 4 + j] = -INFINITY; /* head 0 row 5 */
+    fa_fwd_args a = t_fwd_args(&t);
+    orc_fwd_result r;
+    CHECK(orc_fwd(&a, &pr, NULL, &r, NULL) == FA_OK, "fwd");
+    for (int64_t x = 0; x < r.o.n; x++) {
+        const orc_index *ix = &r.o.index[x];
+        int masked = ix->s < 2 || (ix->h == 0 && ix->s == 5); /* diag(i) = i - 2 */
+        int all_mask_inf = 1;
+        for (int64_t j = 0; j < 4 && !masked; j++)
+            if (orc_visible(&p, ix->s, j) && t.mask[ix->h * 24 + ix->s * 4 + j] != -INFINITY) all_mask_inf = 0;
+        if (!masked && all_mask_inf) masked = 1; /* random -inf may hide a short row too */
+        CHECK(((r.lse.flags[x] & ORC_F_MASKED_ROW) != 0) == masked, "row %lld h %lld", (long long)ix->s, (long long)ix->h);
+        if (masked) {
+            CHECK(r.lse.ref[x] == -INFINITY, "lse %g", r.lse.ref[x]);
+            for (int d = 0; d < 8; d++) CHECK(r.o.ref[x * 8 + d] == 0 && r.o.bound[x * 8 + d] == 0, "o");
+        }
+    }
+    /* the backward of the same: masked rows give dQ = 0 */
+    t_store_fwd(&t, &r);
+    fa_bwd_args ba = t_bwd_args(&t);
+    orc_bwd_result br;
+    CHECK(orc_bwd(&ba, &pr, NULL, &br, NULL) == FA_OK, "bwd");
+    for (int64_t x = 0; x < br.dq.n; x++)
+        if (br.dq.index[x].s < 2)
+            for (int d = 0; d < 8; d++) CHECK(br.dq.ref[x * 8 + d] == 0 && (br.dq.flags[x * 8 + d] & ORC_F_MASKED_ROW), "dq");
+    orc_bwd_free(&br);
+    orc_fwd_free(&r);
+    t_free(&t);
+
+    /* Sk = 0: every row masked; Sq = 0: nothing */
+    p = t_problem(1, 3, 0, 1, 1, 8, 8, FA_BF16, FA_CAUSAL_NONE, -1, -1);
+    t_setup(&t, p, 0, 1, 1, 1, 0);
+    a = t_fwd_args(&t);
+    CHECK(orc_fwd(&a, &pr, NULL, &r, NULL) == FA_OK, "fwd sk=0");
+    CHECK(r.o.n == 3, "rows %lld", (long long)r.o.n);
+    for (int64_t x = 0; x < r.o.n; x++) CHECK(r.lse.ref[x] == -INFINITY && r.o.ref[x * 8] == 0, "sk=0");
+    ba = t_bwd_args(&t);
+    CHECK(orc_bwd(&ba, &pr, NULL, &br, NULL) == FA_OK, "bwd sk=0");
+    CHECK(br.dk.n == 0 && br.dq.n == 3, "bwd sk=0 shapes");
+    for (int64_t x = 0; x < br.dq.n * 8; x++) CHECK(br.dq.ref[x] == 0, "dq sk=0");
+    orc_bwd_free(&br);
+    orc_fwd_free(&r);
+    t_free(&t);
+    p = t_problem(2, 0, 5, 1, 1, 8, 8, FA_F16, FA_CAUSAL_NONE, -1, -1);
+    t_setup(&t, p, 0, 1, 1, 1, 0);
+    a = t_fwd_args(&t);
+    CHECK(orc_fwd(&a, &pr, NULL, &r, NULL) == FA_OK && r.o.n == 0, "fwd sq=0");
+    ba = t_bwd_args(&t);
+    CHECK(orc_bwd(&ba, &pr, NULL, &br, NULL) == FA_OK, "bwd sq=0");
+    /* no query: every key column is masked, dK = dV = 0 */
+    for (int64_t x = 0; x < br.dk.n * 8; x++) CHECK(br.dk.ref[x] == 0 && (br.dk.flags[x] & ORC_F_MASKED_ROW), "dk sq=0");
+    orc_bwd_free(&br);
+    orc_fwd_free(&r);
+    t_free(&t);
+}
+
+// ----------------------------------------------------------------------------
+// GQA: dK, dV of a group equal the sums of the MHA gradients of its heads
+
+static void test_gqa_sums(void) {
+    fa_precision pr = t_profile_fp32();
+    fa_problem p = t_problem(1, 6, 7, 4, 2, 8, 8, FA_F16, FA_CAUSAL_TOP_LEFT, -1, -1);
+    t_prob g, m;
+    t_setup(&g, p, 0, 1, 1, 1, 0);
+    fa_problem pm = p;
+    pm.heads_kv = 4;
+    t_setup(&m, pm, 0, 1, 1, 1, 0);
+    memcpy(m.q, g.q, 2 * 6 * 4 * 8);
+    memcpy(m.dout, g.dout, 2 * 6 * 4 * 8);
+    for (int64_t j = 0; j < 7; j++)
+        for (int64_t h = 0; h < 4; h++)
+            for (int d = 0; d < 8; d++) {
+                m.k[j * 32 + h * 8 + d] = g.k[j * 16 + (h / 2) * 8 + d];
+                m.v[j * 32 + h * 8 + d] = g.v[j * 16 + (h / 2) * 8 + d];
+            }
+    orc_fwd_result fr;
+    fa_fwd_args fa = t_fwd_args(&g);
+    CHECK(orc_fwd(&fa, &pr, NULL, &fr, NULL) == FA_OK, "fwd");
+    t_store_fwd(&g, &fr);
+    memcpy(m.o, g.o, 2 * 6 * 4 * 8);
+    memcpy(m.lse, g.lse, sizeof(float) * 24);
+    orc_fwd_free(&fr);
+    orc_bwd_result rg, rm;
+    fa_bwd_args ag = t_bwd_args(&g), am = t_bwd_args(&m);
+    CHECK(orc_bwd(&ag, &pr, NULL, &rg, NULL) == FA_OK, "bwd gqa");
+    CHECK(orc_bwd(&am, &pr, NULL, &rm, NULL) == FA_OK, "bwd mha");
+    for (int64_t x = 0; x < rg.dk.n; x++) {
+        int64_t hk = rg.dk.index[x].h, j = rg.dk.index[x].s;
+        for (int d = 0; d < 8; d++) {
+            double sk = 0, sv = 0, ek = 0, ev = 0;
+            for (int64_t h = 2 * hk; h < 2 * hk + 2; h++) {
+                int64_t y = h * 7 + j; /* MHA column (b=0, h, j) in sorted order */
+                sk += rm.dk.ref[y * 8 + d]; ek += rm.dk.orc_err[y * 8 + d];
+                sv += rm.dv.ref[y * 8 + d]; ev += rm.dv.orc_err[y * 8 + d];
+            }
+            /* the MHA pair sum itself rounds once: 2^-53 |sum| */
+            CHECK(fabs(rg.dk.ref[x * 8 + d] - sk) <= rg.dk.orc_err[x * 8 + d] + ek + 0x1p-52 * fabs(sk),
+                  "dk %lld %lld %d: %.17g vs %.17g", (long long)hk, (long long)j, d, rg.dk.ref[x * 8 + d], sk);
+            CHECK(fabs(rg.dv.ref[x * 8 + d] - sv) <= rg.dv.orc_err[x * 8 + d] + ev + 0x1p-52 * fabs(sv),
+                  "dv %lld %lld %d: %.17g vs %.17g", (long long)hk, (long long)j, d, rg.dv.ref[x * 8 + d], sv);
+        }
+    }
+    /* dQ is per head and must agree exactly in meaning */
+    for (int64_t x = 0; x < rg.dq.n * 8; x++)
+        CHECK(fabs(rg.dq.ref[x] - rm.dq.ref[x]) <= rg.dq.orc_err[x] + rm.dq.orc_err[x], "dq %lld", (long long)x);
+    orc_bwd_free(&rg);
+    orc_bwd_free(&rm);
+    t_free(&g);
+    t_free(&m);
+}
+
+// ----------------------------------------------------------------------------
+// NaN and Inf in invisible positions change nothing (bitwise)
+
+static void test_invisible_nan(void) {
+    fa_precision pr = t_profile_fp32();
+    fa_problem p = t_problem(1, 5, 6, 1, 1, 8, 8, FA_BF16, FA_CAUSAL_TOP_LEFT, 2, -1);
+    t_prob t;
+    t_setup(&t, p, 2, 1, 1, 1, 1);
+    fa_fwd_args a = t_fwd_args(&t);
+    orc_fwd_result r0, r1;
+    CHECK(orc_fwd(&a, &pr, NULL, &r0, NULL) == FA_OK, "fwd");
+    t_store_fwd(&t, &r0);
+    fa_bwd_args ba = t_bwd_args(&t);
+    orc_bwd_result b0, b1;
+    CHECK(orc_bwd(&ba, &pr, NULL, &b0, NULL) == FA_OK, "bwd");
+    /* key 5 is invisible to every row (causal, Sq < Sk top-left): poison K, V there,
+     * and V/K of any key a row cannot see through the mask stay read by other rows. */
+    for (int d = 0; d < 8; d++) {
+        t.k[5 * t.tk.stride[1] + d * t.tk.stride[3]] = orc_encode(NAN, p.dtype);
+        t.v[5 * t.tv.stride[1] + d * t.tv.stride[3]] = orc_encode(INFINITY, p.dtype);
+    }
+    CHECK(orc_fwd(&a, &pr, NULL, &r1, NULL) == FA_OK, "fwd poisoned");
+    CHECK(memcmp(r0.o.ref, r1.o.ref, sizeof(double) * (size_t)(r0.o.n * 8)) == 0, "O changed by invisible NaN");
+    CHECK(memcmp(r0.o.bound, r1.o.bound, sizeof(double) * (size_t)(r0.o.n * 8)) == 0, "bound changed");
+    CHECK(orc_bwd(&ba, &pr, NULL, &b1, NULL) == FA_OK, "bwd poisoned");
+    CHECK(memcmp(b0.dq.ref, b1.dq.ref, sizeof(double) * (size_t)(b0.dq.n * 8)) == 0, "dQ changed by invisible NaN");
+    for (int64_t x = 0; x < b0.dk.n * 8; x++)
+        if (b0.dk.index[x / 8].s != 5)
+            CHECK(b0.dk.ref[x] == b1.dk.ref[x] && b0.dv.ref[x] == b1.dv.ref[x], "dK/dV changed");
+    /* a visible NaN in V poisons exactly that column of the rows that see it */
+    t.v[0 * t.tv.stride[1] + 3 * t.tv.stride[3]] = orc_encode(NAN, p.dtype);
+    orc_fwd_result r2;
+    CHECK(orc_fwd(&a, &pr, NULL, &r2, NULL) == FA_OK, "fwd visible nan");
+    for (int64_t x = 0; x < r2.o.n; x++) {
+        int sees = orc_visible(&p, r2.o.index[x].s, 0) && t.mask[r2.o.index[x].s * 6 + 0] != -INFINITY;
+        CHECK(((r2.o.flags[x * 8 + 3] & ORC_F_NAN) != 0) == sees, "row %lld", (long long)x);
+        CHECK(!(r2.o.flags[x * 8 + 2] & ORC_F_NAN), "other column");
+    }
+    orc_fwd_free(&r0); orc_fwd_free(&r1); orc_fwd_free(&r2);
+    orc_bwd_free(&b0); orc_bwd_free(&b1);
+    t_free(&t);
+}
+
+// ----------------------------------------------------------------------------
+// validation
+
+static void test_validation(void) {
+    fa_precision pr = t_profile_fp32();
+    fa_problem p = t_problem(1, 4, 4, 2, 1, 8, 8, FA_F16, FA_CAUSAL_NONE, -1, -1);
+    t_prob t;
+    t_setup(&t, p, 0, 1, 1, 1, 0);
+    fa_fwd_args a;
+    orc_fwd_result r;
+    fa_error e;
+    struct { const char *arg; } cases[] = {{"q"}, {"k.stride[1]"}, {"heads_kv"}, {"softmax_scale"},
+                                           {"seqlen_q"}, {"dtype"}, {"v"}, {"mask.stride[2]"}, {"causal"}};
+    for (int c = 0; c < 9; c++) {
+        a = t_fwd_args(&t);
+        switch (c) {
+        case 0: a.q.ptr = NULL; break;
+        case 1: a.k.stride[1] = -1; break;
+        case 2: a.p.heads_kv = 3; break;
+        case 3: a.p.softmax_scale = INFINITY; break;
+        case 4: a.p.seqlen_q = -2; break;
+        case 5: a.p.dtype = (fa_dtype)7; break;
+        case 6: a.v.ptr = (char *)t.v + 1; break;
+        case 7: { static float m[16]; a.mask.ptr = m; a.mask.stride[2] = -4; break; }
+        case 8: a.p.causal = (fa_causal)9; break;
+        }
+        memset(&e, 0, sizeof e);
+        fa_status st = orc_fwd(&a, &pr, NULL, &r, &e);
+        CHECK(st == FA_ERR_INVALID, "case %d status %d", c, (int)st);
+        CHECK(strcmp(e.arg, cases[c].arg) == 0, "case %d arg '%s' msg '%s'", c, e.arg, e.msg);
+        CHECK(e.msg[0] != 0 && r.o.ref == NULL, "case %d", c);
+    }
+    a = t_fwd_args(&t);
+    orc_options opt;
+    orc_options_init(&opt);
+    opt.mpfr_prec = 64;
+    CHECK(orc_fwd(&a, &pr, &opt, &r, &e) == FA_ERR_INVALID && strcmp(e.arg, "mpfr_prec") == 0, "prec");
+    fa_precision bad = pr;
+    bad.u_acc = 0;
+    CHECK(orc_fwd(&a, &pr, NULL, &r, &e) == FA_OK, "ok");
+    orc_fwd_free(&r);
+    CHECK(orc_fwd(&a, &bad, NULL, &r, &e) == FA_ERR_INVALID && strcmp(e.arg, "prof.u_acc") == 0, "profile");
+    fa_bwd_args ba = t_bwd_args(&t);
+    ba.lse.ptr = NULL;
+    orc_bwd_result br;
+    CHECK(orc_bwd(&ba, &pr, NULL, &br, &e) == FA_ERR_INVALID && strcmp(e.arg, "lse") == 0, "bwd lse");
+    /* compare validates the kernel's tensors */
+    CHECK(orc_fwd(&a, &pr, NULL, &r, &e) == FA_OK, "ok");
+    orc_stats so;
+    fa_tensor o = t.to;
+    o.stride[0] = -1;
+    CHECK(orc_compare_fwd(&r, &o, NULL, &so, NULL, &e) == FA_ERR_INVALID && strcmp(e.arg, "o") == 0, "cmp stride");
+    orc_fwd_free(&r);
+    t_free(&t);
+}
+
+// ----------------------------------------------------------------------------
+// certified tier vs MPFR tier on random problems, forward and backward
+
+static void agree(const orc_block *c, const orc_block *m, const char *what) {
+    CHECK(c->n == m->n && c->dim == m->dim, "%s shape", what);
+    int64_t bad = 0;
+    double worst = 0;
+    for (int64_t e = 0; e < c->n * c->dim; e++) {
+        if (c->flags[e] & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE)) continue;
+        double d = fabs(c->ref[e] - m->ref[e]), tol = c->orc_err[e] + m->orc_err[e];
+        if (!(d <= tol)) bad++;
+        if (tol > 0 && d / tol > worst) worst = d / tol;
+        /* the oracle error must be far below the kernel bound (else escalation) */
+        if (c->bound[e] > 0 && !(c->orc_err[e] <= 0x1p-20 * c->bound[e]) && !(c->flags[e] & ORC_F_ESCALATED)) bad++;
+    }
+    CHECK(bad == 0, "%s: %lld elements disagree (worst diff/err %.3g)", what, (long long)bad, worst);
+}
+
+static void test_cert_vs_mpfr(void) {
+    fa_precision pr = t_profile_fp32();
+    struct { fa_problem p; int layout, mask; double qs; } cs[] = {
+        {t_problem(1, 7, 9, 4, 2, 16, 8, FA_F16, FA_CAUSAL_BOTTOM_RIGHT, -1, -1), 0, 0, 1.0},
+        {t_problem(2, 9, 5, 2, 1, 8, 16, FA_BF16, FA_CAUSAL_TOP_LEFT, 2, 1), 1, 1, 2.0},
+        {t_problem(1, 6, 70, 2, 2, 8, 8, FA_F16, FA_CAUSAL_NONE, 10, 3), 2, 1, 3.0},
+        {t_problem(1, 5, 5, 3, 1, 24, 8, FA_BF16, FA_CAUSAL_NONE, -1, -1), 0, 0, 6.0},
+    };
+    cs[2].p.window_align = FA_ALIGN_BOTTOM_RIGHT;
+    cs[3].p.softmax_scale = 0.3f;
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        t_prob t;
+        t_setup(&t, cs[k].p, cs[k].layout, cs[k].qs, 1.0, 1.0, cs[k].mask);
+        fa_fwd_args a = t_fwd_args(&t);
+        orc_options oc, om;
+        orc_options_init(&oc);
+        om = oc;
+        om.tier = ORC_TIER_MPFR;
+        orc_fwd_result rc, rm;
+        CHECK(orc_fwd(&a, &pr, &oc, &rc, NULL) == FA_OK, "fwd");
+        CHECK(orc_fwd(&a, &pr, &om, &rm, NULL) == FA_OK, "fwd mpfr");
+        CHECK(rm.escalations > 0, "mpfr tier escalates every row");
+        agree(&rc.o, &rm.o, "O");
+        agree(&rc.lse, &rm.lse, "LSE");
+        t_store_fwd(&t, &rc);
+        fa_bwd_args ba = t_bwd_args(&t);
+        orc_bwd_result bc, bm;
+        CHECK(orc_bwd(&ba, &pr, &oc, &bc, NULL) == FA_OK, "bwd");
+        CHECK(orc_bwd(&ba, &pr, &om, &bm, NULL) == FA_OK, "bwd mpfr");
+        agree(&bc.dq, &bm.dq, "dQ");
+        agree(&bc.dk, &bm.dk, "dK");
+        agree(&bc.dv, &bm.dv, "dV");
+        CHECK(bc.o_input_ratio <= 1 && bc.lse_input_ratio <= 1, "consistent inputs: ratios %g %g",
+              bc.o_input_ratio, bc.lse_input_ratio);
+        /* escalate_ratio 0: every element goes through MPFR */
+        oc.escalate_ratio = 0;
+        orc_fwd_result re;
+        CHECK(orc_fwd(&a, &pr, &oc, &re, NULL) == FA_OK, "fwd esc");
+        CHECK(re.escalations > 0, "escalations %lld", (long long)re.escalations);
+        int all = 1;
+        for (int64_t e = 0; e < re.o.n * re.o.dim; e++)
+            if (!(re.o.flags[e] & (ORC_F_MASKED_ROW | ORC_F_ESCALATED))) all = 0;
+        CHECK(all, "escalate_ratio 0 left an element unescalated");
+        orc_fwd_free(&re);
+        orc_fwd_free(&rc); orc_fwd_free(&rm);
+        orc_bwd_free(&bc); orc_bwd_free(&bm);
+        t_free(&t);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// sampling records the sampled set and is reproducible
+
+static void test_sampling(void) {
+    fa_precision pr = t_profile_fp32();
+    fa_problem p = t_problem(2, 40, 30, 2, 1, 8, 8, FA_F16, FA_CAUSAL_NONE, -1, -1);
+    t_prob t;
+    t_setup(&t, p, 0, 1, 1, 1, 0);
+    fa_fwd_args a = t_fwd_args(&t);
+    orc_options opt;
+    orc_options_init(&opt);
+    opt.max_rows = 17;
+    opt.seed = 99;
+    orc_fwd_result r1, r2, all;
+    CHECK(orc_fwd(&a, &pr, &opt, &r1, NULL) == FA_OK && r1.o.n == 17, "sample size %lld", (long long)r1.o.n);
+    CHECK(orc_fwd(&a, &pr, &opt, &r2, NULL) == FA_OK, "fwd");
+    CHECK(memcmp(r1.o.index, r2.o.index, 17 * sizeof(orc_index)) == 0, "same seed, same sample");
+    CHECK(orc_fwd(&a, &pr, NULL, &all, NULL) == FA_OK && all.o.n == 160, "all rows");
+    for (int64_t x = 0; x < 17; x++) {
+        const orc_index *ix = &r1.o.index[x];
+        int64_t y = (ix->b * 2 + ix->h) * 40 + ix->s;
+        CHECK(r1.o.ref[x * 8] == all.o.ref[y * 8], "sampled row %lld differs", (long long)x);
+        if (x) CHECK(memcmp(&r1.o.index[x - 1], ix, sizeof *ix) != 0, "duplicate");
+    }
+    orc_fwd_free(&r1); orc_fwd_free(&r2); orc_fwd_free(&all);
+    t_free(&t);
+}
+
+int main(void) {
+    test_q_zero();
+    test_dominant_key();
+    test_exact_integers();
+    test_masked_and_empty();
+    test_gqa_sums();
+    test_invisible_nan();
+    test_validation();
+    test_cert_vs_mpfr();
+    test_sampling();
+    if (t_failures) { fprintf(stderr, "%d check(s) failed\n", t_failures); return 1; }
+    printf("all checks passed\n");
+    return 0;
+}

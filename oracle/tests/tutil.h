@@ -1,0 +1,150 @@
+/* tutil.h: small helpers of the oracle tests (problem set-up, RNG, checks).
+ * Header-only; every test is one translation unit. */
+#ifndef FLASHCHECK_ORACLE_TUTIL_H
+#define FLASHCHECK_ORACLE_TUTIL_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "oracle/oracle.h"
+
+// ----------------------------------------------------------------------------
+// checks: count failures, print each, exit code at the end
+
+static int t_failures = 0;
+#define CHECK(cond, ...)                                                   \
+    do {                                                                   \
+        if (!(cond)) {                                                     \
+            t_failures++;                                                  \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+            fprintf(stderr, __VA_ARGS__);                                  \
+            fprintf(stderr, "\n");                                         \
+        }                                                                  \
+    } while (0)
+
+// ----------------------------------------------------------------------------
+// RNG (splitmix64)
+
+static uint64_t t_rng = 0x1234;
+static uint64_t t_next(void) {
+    uint64_t z = (t_rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static double t_unif(void) { return (double)(t_next() >> 11) * 0x1p-53; }
+static double t_gauss(void) {
+    double u = t_unif(), v = t_unif();
+    return sqrt(-2 * log(u + 1e-300)) * cos(6.283185307179586 * v);
+}
+
+// ----------------------------------------------------------------------------
+// a problem with its own buffers
+
+typedef struct {
+    fa_problem p;
+    uint16_t *q, *k, *v, *o, *dout;
+    float *lse, *mask;
+    fa_tensor tq, tk, tv, to, tdo;
+    fa_lse tlse;
+    fa_mask tmask;
+} t_prob;
+
+/* Strides for [B, S, H, Dm]; layout 0: contiguous BSHD, 1: BHSD (permuted),
+ * 2: padded (extra gaps). Returns element count to allocate. */
+static int64_t t_layout(int64_t B, int64_t S, int64_t H, int64_t Dm, int layout, int64_t st[4]) {
+    if (layout == 1) { st[3] = 1; st[1] = Dm; st[2] = S * Dm; st[0] = H * S * Dm; return B * H * S * Dm + 1; }
+    if (layout == 2) { st[3] = 2; st[2] = 2 * Dm + 3; st[1] = H * st[2] + 5; st[0] = S * st[1] + 7; return B * st[0] + 8; }
+    st[3] = 1; st[2] = Dm; st[1] = H * Dm; st[0] = S * H * Dm;
+    return B * S * H * Dm + 1;
+}
+
+static uint16_t *t_alloc_fill(int64_t n, fa_dtype dt, double sigma) {
+    uint16_t *x = malloc((size_t)n * 2);
+    for (int64_t i = 0; i < n; i++) x[i] = orc_encode(t_gauss() * sigma, dt);
+    return x;
+}
+
+static void t_setup(t_prob *t, fa_problem p, int layout, double qs, double ks, double vs, int with_mask) {
+    memset(t, 0, sizeof *t);
+    t->p = p;
+    int64_t n;
+    n = t_layout(p.batch, p.seqlen_q, p.heads_q, p.head_dim_qk, layout, t->tq.stride);
+    t->q = t_alloc_fill(n, p.dtype, qs); t->tq.ptr = t->q;
+    n = t_layout(p.batch, p.seqlen_k, p.heads_kv, p.head_dim_qk, layout, t->tk.stride);
+    t->k = t_alloc_fill(n, p.dtype, ks); t->tk.ptr = t->k;
+    n = t_layout(p.batch, p.seqlen_k, p.heads_kv, p.head_dim_v, layout, t->tv.stride);
+    t->v = t_alloc_fill(n, p.dtype, vs); t->tv.ptr = t->v;
+    n = t_layout(p.batch, p.seqlen_q, p.heads_q, p.head_dim_v, layout, t->to.stride);
+    t->o = t_alloc_fill(n, p.dtype, 0); t->to.ptr = t->o;
+    t->dout = t_alloc_fill(n, p.dtype, 1.0); t->tdo.ptr = t->dout;
+    memcpy(t->tdo.stride, t->to.stride, sizeof t->to.stride);
+    int64_t nl = p.batch * p.heads_q * p.seqlen_q + 1;
+    t->lse = calloc((size_t)nl, sizeof(float));
+    t->tlse.ptr = t->lse;
+    t->tlse.stride[2] = 1; t->tlse.stride[1] = p.seqlen_q; t->tlse.stride[0] = p.heads_q * p.seqlen_q;
+    if (with_mask) {
+        int64_t nm = p.batch * p.heads_q * p.seqlen_q * p.seqlen_k + 1;
+        t->mask = malloc((size_t)nm * sizeof(float));
+        for (int64_t i = 0; i < nm; i++) {
+            double u = t_unif();
+            t->mask[i] = u < 0.15 ? -INFINITY : (float)(t_gauss() * 0.5);
+        }
+        t->tmask.ptr = t->mask;
+        t->tmask.stride[3] = 1; t->tmask.stride[2] = p.seqlen_k;
+        t->tmask.stride[1] = p.seqlen_q * p.seqlen_k; t->tmask.stride[0] = p.heads_q * p.seqlen_q * p.seqlen_k;
+    }
+}
+
+static void t_free(t_prob *t) {
+    free(t->q); free(t->k); free(t->v); free(t->o); free(t->dout); free(t->lse); free(t->mask);
+    memset(t, 0, sizeof *t);
+}
+
+static fa_fwd_args t_fwd_args(const t_prob *t) {
+    fa_fwd_args a;
+    memset(&a, 0, sizeof a);
+    a.p = t->p; a.q = t->tq; a.k = t->tk; a.v = t->tv; a.mask = t->tmask; a.o = t->to; a.lse = t->tlse;
+    return a;
+}
+
+static fa_bwd_args t_bwd_args(const t_prob *t) {
+    fa_bwd_args a;
+    memset(&a, 0, sizeof a);
+    a.p = t->p; a.q = t->tq; a.k = t->tk; a.v = t->tv; a.o = t->to; a.dout = t->tdo;
+    a.lse = t->tlse; a.mask = t->tmask;
+    return a;
+}
+
+/* Fill t->o and t->lse from a forward result (O rounded to dtype, LSE to fp32),
+ * i.e. what a correct forward hands to backward. */
+static void t_store_fwd(t_prob *t, const orc_fwd_result *r) {
+    int64_t Dv = t->p.head_dim_v;
+    for (int64_t x = 0; x < r->o.n; x++) {
+        const orc_index *ix = &r->o.index[x];
+        for (int64_t d = 0; d < Dv; d++)
+            t->o[ix->b * t->to.stride[0] + ix->s * t->to.stride[1] + ix->h * t->to.stride[2] + d * t->to.stride[3]] =
+                orc_encode(r->o.flags[x * Dv + d] & ORC_F_NAN ? 0 : r->o.ref[x * Dv + d], t->p.dtype);
+        t->lse[ix->b * t->tlse.stride[0] + ix->h * t->tlse.stride[1] + ix->s * t->tlse.stride[2]] = (float)r->lse.ref[x];
+    }
+}
+
+static fa_problem t_problem(int64_t B, int64_t Sq, int64_t Sk, int64_t Hq, int64_t Hkv, int64_t D,
+                            int64_t Dv, fa_dtype dt, fa_causal causal, int64_t wl, int64_t wr) {
+    fa_problem p;
+    memset(&p, 0, sizeof p);
+    p.batch = B; p.seqlen_q = Sq; p.seqlen_k = Sk; p.heads_q = Hq; p.heads_kv = Hkv;
+    p.head_dim_qk = D; p.head_dim_v = Dv; p.dtype = dt; p.causal = causal;
+    p.window_left = wl; p.window_right = wr; p.window_align = FA_ALIGN_TOP_LEFT;
+    return p;
+}
+
+/* An fp32-accumulating profile (RN), P and dS rounded, outputs rounded. */
+static fa_precision t_profile_fp32(void) {
+    fa_precision pr = {0x1p-24, 0x1p-22, 1, 1, 1, 1, -1};
+    return pr;
+}
+
+#endif /* FLASHCHECK_ORACLE_TUTIL_H */
