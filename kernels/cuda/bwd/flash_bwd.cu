@@ -1,6 +1,857 @@
-// PLACEHOLDER until the backward kernel lands: reports UNSUPPORTED, never passes a check.
+/* flash_bwd.cu: the CUDA flash-attention backward (fa_cuda_backward).
+ *
+ * Prefix bwd_. Contract: kernels/flash_api.h; seam: kernels/cuda/cuda_backend.h.
+ *
+ * Kernels, run in order on args->stream:
+ *   1. bwd_prep_kernel   one warp per query row: Dsum_i = dO_i . O_i (fp32) and a
+ *                        compact copy of the LSE (+inf for a dead row, so that
+ *                        exp(s - lse) = 0 without a test); workspace [B, Hq, Sq].
+ *   2. bwd_dkdv_kernel   one CTA per (batch, kv head, KV block of 64, column half):
+ *                        K and V stay in shared memory while the query blocks of
+ *                        every query head of the GQA group stream through (double
+ *                        buffered cp.async). Per query block: S^T = K Q^T, P^T,
+ *                        dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - Dsum),
+ *                        dK += dS^T Q; dK and dV live in registers for the whole
+ *                        loop, so the GQA sum is in a fixed order. Default mode:
+ *                        dS goes through shared memory and dQ_partial = dS K is
+ *                        added to an fp32 workspace with atomics.
+ *   3a. default:         bwd_dq_convert_kernel: dQ = scale * workspace, rounded.
+ *   3b. deterministic:   bwd_dq_kernel, one CTA per (batch, query head, query block
+ *                        of 64, column half): Q, dO resident, K/V blocks stream,
+ *                        P and dS recomputed, dQ summed in registers in kv order.
+ *                        No atomics anywhere: dQ, dK, dV are bitwise reproducible.
+ *
+ * Arithmetic (what the oracle's precision profile should say for this backward):
+ *   S = Q K^T by mma.sync m16n8k16, fp32 accumulate (tensor-core truncation, u = 2^-23);
+ *   t = fmaf(S, scale, mask) - lse (two fp32 roundings), P = ex2.approx(t * log2 e)
+ *   (one more rounding, ex2 rel. err ~2^-22); P rounded (RN) to the input dtype and that
+ *   rounded P is used for dV = P^T dO and for dS = P (dP - Dsum) (fp32); dS rounded (RN)
+ *   to the input dtype before dS K and dS^T Q; Dsum accumulated in fp32 (RN, sequential
+ *   per lane then a butterfly); dQ partials added in fp32 (RN) by atomics in the default
+ *   mode (order varies) or summed in the mma accumulator in kv order (deterministic);
+ *   dQ and dK multiplied by scale in fp32, then every output rounded (RN) once.
+ *
+ * Tiles: 4 warps, 64 kv rows x 64 query rows; head dims padded to 64, 128 or 256 with
+ * zeros (loads zero-fill), the dK/dV/dQ columns split in halves of 128 for 256.
+ * All global offsets are 64-bit. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/cuda/bwd/bwd_ptx.h"
 #include "kernels/cuda/cuda_backend.h"
-extern "C" fa_status fa_cuda_backward(const fa_bwd_args *args, fa_error *err) {
-    (void)args;
-    return fa_fail(err, FA_ERR_UNSUPPORTED, "backward", "CUDA backward is not implemented yet");
+
+// ----------------------------------------------------------------------------
+// tile parameters
+
+#define BWD_WARPS 4
+#define BWD_THREADS (BWD_WARPS * 32)
+#define BWD_BC 64 /* kv rows per block */
+#define BWD_BR 64 /* query rows per block */
+#define BWD_LOG2E 1.4426950408889634f
+
+/* Everything a kernel needs, by value. Strides in elements; 16-bit data views
+ * are [batch, seq, head, dim] with unit dim stride. */
+typedef struct {
+    const uint16_t *q, *k, *v, *o, *dout;
+    int64_t qs[3], ks[3], vs[3], os[3], dos[3];
+    uint16_t *dq, *dk, *dv;
+    int64_t dqs[3], dks[3], dvs[3];
+    const float *lse;
+    int64_t lses[3];
+    const float *mask; /* NULL: none */
+    int64_t ms[4];
+    float *lse_ws;  /* [B, Hq, Sq] compact LSE, +inf for dead rows */
+    float *dsum_ws; /* [B, Hq, Sq] rowsum(dO * O) */
+    float *dq_ws;   /* [B, Hq, Sq, D] fp32 dQ accumulator (default mode) */
+    int64_t B, Sq, Sk, Hq, Hkv, group, D;
+    float scale;
+    /* visibility: dj = j - i - off; visible iff (!has_right || dj <= right) && (!has_left || dj >= -left) */
+    int64_t off, right, left;
+    int has_right, has_left;
+    int nsplit;                  /* column halves of dK/dV/dQ (1 or 2) */
+    int vec_q, vec_k, vec_v, vec_do; /* 1: 16-byte cp.async allowed for this view */
+    int vec_o_prep, vec_do_prep;     /* 1: 16-byte loads allowed in the preprocess */
+    int w32_dq, w32_dk, w32_dv;      /* 1: 4-byte stores of pairs allowed */
+} bwd_params;
+
+// ----------------------------------------------------------------------------
+// small device helpers
+
+/* Load a tile of ROWS x HD 16-bit elements (rows >= nrows or cols >= D are zero)
+ * from base (row stride rs) into the swizzled shared tile. vec: cp.async 16 B,
+ * else ordinary 2-byte loads and a 16-byte shared store (visible after the
+ * caller's barrier like the async copies once they are waited for). */
+template <int ROWS, int HD>
+static __device__ __forceinline__ void bwd_load_tile(uint16_t *tile, const uint16_t *base, int64_t rs,
+                                                     int64_t nrows, int64_t D, int vec, int tid) {
+    constexpr int CH = HD / 8;
+#pragma unroll 4
+    for (int idx = tid; idx < ROWS * CH; idx += BWD_THREADS) {
+        int r = idx / CH, c = (idx % CH) * 8;
+        bool ok = r < nrows && c < D;
+        uint16_t *dst = tile + bwdx_swz<HD>(r, c);
+        if (vec) {
+            const uint16_t *src = ok ? base + (int64_t)r * rs + c : base;
+            bwdx_cp16(bwdx_smem(dst), src, ok);
+        } else {
+            uint16_t e[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+            if (ok) {
+                const uint16_t *src = base + (int64_t)r * rs + c;
+#pragma unroll
+                for (int x = 0; x < 8; x++) e[x] = src[x];
+            }
+            uint4 w;
+            w.x = e[0] | ((uint32_t)e[1] << 16);
+            w.y = e[2] | ((uint32_t)e[3] << 16);
+            w.z = e[4] | ((uint32_t)e[5] << 16);
+            w.w = e[6] | ((uint32_t)e[7] << 16);
+            *reinterpret_cast<uint4 *>(dst) = w;
+        }
+    }
+}
+
+/* Store a pair of adjacent output elements (x at col d, y at d + 1). */
+template <bool BF16>
+static __device__ __forceinline__ void bwd_store_pair(uint16_t *dst, float x, float y, int w32) {
+    if (w32) {
+        *reinterpret_cast<uint32_t *>(dst) = bwdx_pack<BF16>(x, y);
+    } else {
+        dst[0] = bwdx_from_float<BF16>(x);
+        dst[1] = bwdx_from_float<BF16>(y);
+    }
+}
+
+/* Element checks of one tile, query rows [i0, i0+BR) x keys [j0, j0+BC), in small
+ * integers: (il, jl) inside the tile is visible iff il < qlim, jl < klim,
+ * jl - il <= rr (when has_right) and jl - il >= ll (when has_left). With
+ * dj0 = j0 - i0 - off, dj = dj0 + (jl - il), so rr = right - dj0, ll = -left - dj0;
+ * |jl - il| < 64, so clamping rr and ll to [-128, 128] keeps every comparison exact. */
+typedef struct {
+    int partial; /* 0: every element of the tile is visible */
+    int qlim, klim, rr, ll;
+} bwd_tile;
+
+static __device__ __forceinline__ int bwd_clamp128(int64_t x) { return x < -128 ? -128 : (x > 128 ? 128 : (int)x); }
+
+static __device__ __forceinline__ bwd_tile bwd_tile_make(const bwd_params &p, int64_t i0, int64_t j0) {
+    bwd_tile m;
+    const int64_t dj0 = j0 - i0 - p.off;
+    m.qlim = p.Sq - i0 < BWD_BR ? (int)(p.Sq - i0) : BWD_BR;
+    m.klim = p.Sk - j0 < BWD_BC ? (int)(p.Sk - j0) : BWD_BC;
+    m.rr = p.has_right ? bwd_clamp128(p.right - dj0) : 128;
+    m.ll = p.has_left ? bwd_clamp128(-p.left - dj0) : -128;
+    /* jl - il ranges over [-(BR-1), BC-1] */
+    m.partial = m.qlim < BWD_BR || m.klim < BWD_BC || m.rr < BWD_BC - 1 || m.ll > -(BWD_BR - 1);
+    return m;
+}
+
+static __device__ __forceinline__ bool bwd_tile_vis(const bwd_tile &m, int il, int jl) {
+    return il < m.qlim && jl < m.klim && jl - il <= m.rr && jl - il >= m.ll;
+}
+
+// ----------------------------------------------------------------------------
+// 1. preprocess: Dsum = rowsum(dO * O), compact LSE
+
+template <bool BF16>
+__global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params p) {
+    const int lane = threadIdx.x & 31;
+    const int64_t row = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); /* (b, hq, i) flattened */
+    const int64_t nrows = p.B * p.Hq * p.Sq;
+    if (row >= nrows) return;
+    const int64_t i = row % p.Sq;
+    const int64_t bh = row / p.Sq;
+    const int64_t hq = bh % p.Hq, b = bh / p.Hq;
+    const uint16_t *o = p.o + b * p.os[0] + i * p.os[1] + hq * p.os[2];
+    const uint16_t *g = p.dout + b * p.dos[0] + i * p.dos[1] + hq * p.dos[2];
+    float acc = 0.f;
+    if (p.vec_o_prep && p.vec_do_prep) {
+        for (int64_t d = lane * 8; d < p.D; d += 256) {
+            uint4 ov = *reinterpret_cast<const uint4 *>(o + d);
+            uint4 gv = *reinterpret_cast<const uint4 *>(g + d);
+            const uint32_t ow[4] = {ov.x, ov.y, ov.z, ov.w}, gw[4] = {gv.x, gv.y, gv.z, gv.w};
+#pragma unroll
+            for (int x = 0; x < 4; x++) {
+                float2 a = bwdx_unpack<BF16>(ow[x]), c = bwdx_unpack<BF16>(gw[x]);
+                acc = fmaf(a.x, c.x, acc);
+                acc = fmaf(a.y, c.y, acc);
+            }
+        }
+    } else {
+        for (int64_t d = lane; d < p.D; d += 32) acc = fmaf(bwdx_to_float<BF16>(o[d]), bwdx_to_float<BF16>(g[d]), acc);
+    }
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+    if (lane == 0) {
+        float l = p.lse[b * p.lses[0] + hq * p.lses[1] + i * p.lses[2]];
+        p.lse_ws[row] = (l == -INFINITY) ? INFINITY : l;
+        p.dsum_ws[row] = acc;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// 2. dK, dV (and dQ partials by atomics when !DET)
+
+template <int HD>
+struct bwd_dkdv_smem {
+    static constexpr size_t kv = (size_t)BWD_BC * HD;  /* elements of sK or sV */
+    static constexpr size_t qo = (size_t)BWD_BR * HD;  /* elements of one sQ or sdO buffer */
+    static constexpr size_t bytes = (2 * kv + 4 * qo + (size_t)BWD_BC * BWD_BR) * 2 + 4 * BWD_BR * 4;
+};
+
+template <int HD, int HO, bool BF16, bool DET>
+__global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dkdv_kernel(const bwd_params p) {
+    extern __shared__ __align__(128) unsigned char bwd_smem_raw[];
+    typedef bwd_dkdv_smem<HD> L;
+    uint16_t *sK = reinterpret_cast<uint16_t *>(bwd_smem_raw);
+    uint16_t *sV = sK + L::kv;
+    uint16_t *sQ = sV + L::kv;       /* [2][BR][HD] */
+    uint16_t *sdO = sQ + 2 * L::qo;  /* [2][BR][HD] */
+    uint16_t *sdS = sdO + 2 * L::qo; /* [BC][BR]: dS^T */
+    float *sLse = reinterpret_cast<float *>(sdS + BWD_BC * BWD_BR); /* [2][BR] */
+    float *sDsum = sLse + 2 * BWD_BR;                                /* [2][BR] */
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+
+    /* block -> (kv block, column half, kv head, batch) */
+    int64_t bid = blockIdx.x;
+    const int64_t nkb = (p.Sk + BWD_BC - 1) / BWD_BC;
+    const int64_t kb = bid % nkb;
+    bid /= nkb;
+    const int split = (int)(bid % p.nsplit);
+    bid /= p.nsplit;
+    const int64_t hkv = bid % p.Hkv, b = bid / p.Hkv;
+    const int d_off = split * HO;
+    const int64_t j0 = kb * BWD_BC;
+    const int64_t kv_rows = p.Sk - j0 < BWD_BC ? p.Sk - j0 : BWD_BC;
+
+    /* query rows that see at least one key of this block */
+    int64_t i_lo = 0, i_hi = p.Sq;
+    if (p.has_right) { int64_t x = j0 - p.off - p.right; if (x > i_lo) i_lo = x; }
+    if (p.has_left) { int64_t x = j0 + kv_rows - p.off + p.left; if (x < i_hi) i_hi = x; }
+    int64_t qb_lo = 0, nqb = 0;
+    if (i_lo < i_hi) { qb_lo = i_lo / BWD_BR; nqb = (i_hi + BWD_BR - 1) / BWD_BR - qb_lo; }
+    const int64_t n_it = nqb * p.group;
+
+    /* K, V of this block */
+    bwd_load_tile<BWD_BC, HD>(sK, p.k + b * p.ks[0] + j0 * p.ks[1] + hkv * p.ks[2], p.ks[1], kv_rows, p.D,
+                              p.vec_k, tid);
+    bwd_load_tile<BWD_BC, HD>(sV, p.v + b * p.vs[0] + j0 * p.vs[1] + hkv * p.vs[2], p.vs[1], kv_rows, p.D,
+                              p.vec_v, tid);
+
+    /* issue the loads of iteration it into buffer buf */
+    auto issue = [&](int64_t it, int buf) {
+        const int64_t hq = hkv * p.group + it / nqb;
+        const int64_t i0 = (qb_lo + it % nqb) * BWD_BR;
+        const int64_t rows = p.Sq - i0 < BWD_BR ? p.Sq - i0 : BWD_BR;
+        bwd_load_tile<BWD_BR, HD>(sQ + buf * L::qo, p.q + b * p.qs[0] + i0 * p.qs[1] + hq * p.qs[2], p.qs[1],
+                                  rows, p.D, p.vec_q, tid);
+        bwd_load_tile<BWD_BR, HD>(sdO + buf * L::qo, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2],
+                                  p.dos[1], rows, p.D, p.vec_do, tid);
+        const int64_t ws = (b * p.Hq + hq) * p.Sq + i0;
+        if (tid < BWD_BR) {
+            bool ok = tid < rows;
+            bwdx_cp4(bwdx_smem(sLse + buf * BWD_BR + tid), ok ? p.lse_ws + ws + tid : p.lse_ws, ok);
+        } else if (tid < 2 * BWD_BR) {
+            int r = tid - BWD_BR;
+            bool ok = r < rows;
+            bwdx_cp4(bwdx_smem(sDsum + buf * BWD_BR + r), ok ? p.dsum_ws + ws + r : p.dsum_ws, ok);
+        }
+    };
+    if (n_it > 0) issue(0, 0);
+    bwdx_cp_commit();
+
+    float acc_dk[HO / 8][4], acc_dv[HO / 8][4];
+#pragma unroll
+    for (int n = 0; n < HO / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc_dk[n][e] = acc_dv[n][e] = 0.f;
+
+    for (int64_t it = 0; it < n_it; it++) {
+        const int buf = (int)(it & 1);
+        bwdx_cp_wait_all();
+        __syncthreads(); /* buffer buf is complete; every warp is done with buf^1 and sdS */
+        if (it + 1 < n_it) issue(it + 1, buf ^ 1);
+        bwdx_cp_commit();
+
+        const int64_t hq = hkv * p.group + it / nqb;
+        const int64_t i0 = (qb_lo + it % nqb) * BWD_BR;
+        const uint16_t *sQb = sQ + buf * L::qo;
+        const uint16_t *sdOb = sdO + buf * L::qo;
+        const float *lse_b = sLse + buf * BWD_BR;
+        const float *dsum_b = sDsum + buf * BWD_BR;
+
+        /* S^T (16 kv rows of this warp x 64 query rows) = K Q^T */
+        float acc_s[8][4];
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc_s[n][e] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ks++) {
+            uint32_t a[4];
+            bwdx_ldsm4(a, bwdx_smem(sK + bwdx_swz<HD>(warp * 16 + bwdx_row_A(lane), ks * 16 + bwdx_col_A(lane))));
+#pragma unroll
+            for (int np = 0; np < 4; np++) {
+                uint32_t bb[4];
+                bwdx_ldsm4(bb, bwdx_smem(sQb + bwdx_swz<HD>(np * 16 + bwdx_row_Bn(lane), ks * 16 + bwdx_col_Bn(lane))));
+                bwdx_mma<BF16>(acc_s[2 * np], a, bb[0], bb[1]);
+                bwdx_mma<BF16>(acc_s[2 * np + 1], a, bb[2], bb[3]);
+            }
+        }
+
+        /* P^T = exp(scale * S + mask - lse), rounded to the input type (A fragments) */
+        const bwd_tile tm = bwd_tile_make(p, i0, j0);
+        const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
+        uint32_t pa[4][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            float pv[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int il = nt * 8 + 2 * t + (e & 1);
+                const int jl = warp * 16 + g + ((e >> 1) << 3);
+                bool vis = true;
+                if (tm.partial) vis = bwd_tile_vis(tm, il, jl);
+                float mval = 0.f;
+                if (mrow && vis) mval = __ldg(mrow + il * p.ms[2] + jl * p.ms[3]);
+                const float x = fmaf(acc_s[nt][e], p.scale, mval) - lse_b[il];
+                pv[e] = vis ? bwdx_exp2(x * BWD_LOG2E) : 0.f;
+            }
+            pa[nt >> 1][(nt & 1) * 2 + 0] = bwdx_pack<BF16>(pv[0], pv[1]);
+            pa[nt >> 1][(nt & 1) * 2 + 1] = bwdx_pack<BF16>(pv[2], pv[3]);
+        }
+
+        /* dV += P^T dO (columns d_off .. d_off + HO) */
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+#pragma unroll
+            for (int np = 0; np < HO / 16; np++) {
+                uint32_t bb[4];
+                bwdx_ldsm4_t(bb, bwdx_smem(sdOb + bwdx_swz<HD>(kk * 16 + bwdx_row_Bk(lane), d_off + np * 16 + bwdx_col_Bk(lane))));
+                bwdx_mma<BF16>(acc_dv[2 * np], pa[kk], bb[0], bb[1]);
+                bwdx_mma<BF16>(acc_dv[2 * np + 1], pa[kk], bb[2], bb[3]);
+            }
+        }
+
+        /* dP^T = V dO^T */
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc_s[n][e] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ks++) {
+            uint32_t a[4];
+            bwdx_ldsm4(a, bwdx_smem(sV + bwdx_swz<HD>(warp * 16 + bwdx_row_A(lane), ks * 16 + bwdx_col_A(lane))));
+#pragma unroll
+            for (int np = 0; np < 4; np++) {
+                uint32_t bb[4];
+                bwdx_ldsm4(bb, bwdx_smem(sdOb + bwdx_swz<HD>(np * 16 + bwdx_row_Bn(lane), ks * 16 + bwdx_col_Bn(lane))));
+                bwdx_mma<BF16>(acc_s[2 * np], a, bb[0], bb[1]);
+                bwdx_mma<BF16>(acc_s[2 * np + 1], a, bb[2], bb[3]);
+            }
+        }
+
+        /* dS^T = P^T (dP^T - Dsum), zero where P is zero, rounded (A fragments) */
+        uint32_t da[4][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            float dv4[4];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const float2 pr = bwdx_unpack<BF16>(pa[nt >> 1][(nt & 1) * 2 + h]);
+                const int il = nt * 8 + 2 * t;
+                const float d0 = acc_s[nt][2 * h] - dsum_b[il];
+                const float d1 = acc_s[nt][2 * h + 1] - dsum_b[il + 1];
+                dv4[2 * h] = pr.x != 0.f ? pr.x * d0 : 0.f;
+                dv4[2 * h + 1] = pr.y != 0.f ? pr.y * d1 : 0.f;
+            }
+            da[nt >> 1][(nt & 1) * 2 + 0] = bwdx_pack<BF16>(dv4[0], dv4[1]);
+            da[nt >> 1][(nt & 1) * 2 + 1] = bwdx_pack<BF16>(dv4[2], dv4[3]);
+        }
+
+        /* dK += dS^T Q (columns d_off .. d_off + HO) */
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+#pragma unroll
+            for (int np = 0; np < HO / 16; np++) {
+                uint32_t bb[4];
+                bwdx_ldsm4_t(bb, bwdx_smem(sQb + bwdx_swz<HD>(kk * 16 + bwdx_row_Bk(lane), d_off + np * 16 + bwdx_col_Bk(lane))));
+                bwdx_mma<BF16>(acc_dk[2 * np], da[kk], bb[0], bb[1]);
+                bwdx_mma<BF16>(acc_dk[2 * np + 1], da[kk], bb[2], bb[3]);
+            }
+        }
+
+        if (!DET) {
+            /* dS^T to shared memory, then dQ rows (16 per warp) += dS K, added by atomics */
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                const int jl = warp * 16 + g, il = kk * 16 + 2 * t;
+                *reinterpret_cast<uint32_t *>(sdS + bwdx_swz<BWD_BR>(jl, il)) = da[kk][0];
+                *reinterpret_cast<uint32_t *>(sdS + bwdx_swz<BWD_BR>(jl + 8, il)) = da[kk][1];
+                *reinterpret_cast<uint32_t *>(sdS + bwdx_swz<BWD_BR>(jl, il + 8)) = da[kk][2];
+                *reinterpret_cast<uint32_t *>(sdS + bwdx_swz<BWD_BR>(jl + 8, il + 8)) = da[kk][3];
+            }
+            __syncthreads();
+            uint32_t qa[4][4];
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++)
+                bwdx_ldsm4_t(qa[kk], bwdx_smem(sdS + bwdx_swz<BWD_BR>(kk * 16 + bwdx_row_At(lane), warp * 16 + bwdx_col_At(lane))));
+            const int64_t ia = i0 + warp * 16 + g, ib = ia + 8;
+            float *dqa = p.dq_ws + ((b * p.Hq + hq) * p.Sq + ia) * p.D;
+            float *dqb = dqa + 8 * p.D;
+#pragma unroll
+            for (int np = 0; np < HO / 16; np++) {
+                float c[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++) {
+                    uint32_t bb[4];
+                    bwdx_ldsm4_t(bb, bwdx_smem(sK + bwdx_swz<HD>(kk * 16 + bwdx_row_Bk(lane), d_off + np * 16 + bwdx_col_Bk(lane))));
+                    bwdx_mma<BF16>(c[0], qa[kk], bb[0], bb[1]);
+                    bwdx_mma<BF16>(c[1], qa[kk], bb[2], bb[3]);
+                }
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int64_t d = d_off + np * 16 + h * 8 + 2 * t;
+                    if (d < p.D) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                        if (ia < p.Sq) atomicAdd(reinterpret_cast<float2 *>(dqa + d), make_float2(c[h][0], c[h][1]));
+                        if (ib < p.Sq) atomicAdd(reinterpret_cast<float2 *>(dqb + d), make_float2(c[h][2], c[h][3]));
+#else
+                        if (ia < p.Sq) { atomicAdd(dqa + d, c[h][0]); atomicAdd(dqa + d + 1, c[h][1]); }
+                        if (ib < p.Sq) { atomicAdd(dqb + d, c[h][2]); atomicAdd(dqb + d + 1, c[h][3]); }
+#endif
+                    }
+                }
+            }
+        }
+    }
+
+    bwdx_cp_wait_all(); /* no copy may be left in flight at exit (n_it == 0 leaves K, V pending) */
+
+    /* write dK = scale * acc, dV = acc (rows of this warp, columns of this half) */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int64_t j = j0 + warp * 16 + g + h * 8;
+        if (j < p.Sk) {
+            uint16_t *dk = p.dk + b * p.dks[0] + j * p.dks[1] + hkv * p.dks[2];
+            uint16_t *dv = p.dv + b * p.dvs[0] + j * p.dvs[1] + hkv * p.dvs[2];
+#pragma unroll
+            for (int nt = 0; nt < HO / 8; nt++) {
+                const int64_t d = d_off + nt * 8 + 2 * t;
+                if (d < p.D) {
+                    bwd_store_pair<BF16>(dk + d, acc_dk[nt][2 * h] * p.scale, acc_dk[nt][2 * h + 1] * p.scale, p.w32_dk);
+                    bwd_store_pair<BF16>(dv + d, acc_dv[nt][2 * h], acc_dv[nt][2 * h + 1], p.w32_dv);
+                }
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// 3a. default mode: dQ = scale * fp32 workspace
+
+template <bool BF16>
+__global__ void __launch_bounds__(256) bwd_dq_convert_kernel(const bwd_params p) {
+    const int64_t npairs = p.B * p.Hq * p.Sq * (p.D / 2);
+    for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < npairs; x += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t d = (x % (p.D / 2)) * 2;
+        const int64_t row = x / (p.D / 2);
+        const int64_t i = row % p.Sq, bh = row / p.Sq;
+        const int64_t hq = bh % p.Hq, b = bh / p.Hq;
+        const float2 v = *reinterpret_cast<const float2 *>(p.dq_ws + row * p.D + d);
+        bwd_store_pair<BF16>(p.dq + b * p.dqs[0] + i * p.dqs[1] + hq * p.dqs[2] + d, v.x * p.scale, v.y * p.scale,
+                             p.w32_dq);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// 3b. deterministic mode: dQ per query block, kv blocks summed in order
+
+template <int HD>
+struct bwd_dq_smem {
+    static constexpr size_t t = (size_t)BWD_BR * HD; /* BR == BC */
+    static constexpr size_t bytes = 6 * t * 2;       /* sQ, sdO, sK[2], sV[2] */
+};
+
+template <int HD, int HO, bool BF16>
+__global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kernel(const bwd_params p) {
+    extern __shared__ __align__(128) unsigned char bwd_smem_raw[];
+    typedef bwd_dq_smem<HD> L;
+    uint16_t *sQ = reinterpret_cast<uint16_t *>(bwd_smem_raw);
+    uint16_t *sdO = sQ + L::t;
+    uint16_t *sK = sdO + L::t; /* [2] */
+    uint16_t *sV = sK + 2 * L::t; /* [2] */
+
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int g = lane >> 2, t = lane & 3;
+
+    int64_t bid = blockIdx.x;
+    const int64_t nqb = (p.Sq + BWD_BR - 1) / BWD_BR;
+    const int64_t qb = bid % nqb;
+    bid /= nqb;
+    const int split = (int)(bid % p.nsplit);
+    bid /= p.nsplit;
+    const int64_t hq = bid % p.Hq, b = bid / p.Hq;
+    const int64_t hkv = hq / p.group;
+    const int d_off = split * HO;
+    const int64_t i0 = qb * BWD_BR;
+    const int64_t q_rows = p.Sq - i0 < BWD_BR ? p.Sq - i0 : BWD_BR;
+
+    /* keys seen by at least one row of this block */
+    int64_t j_lo = 0, j_hi = p.Sk;
+    if (p.has_left) { int64_t x = i0 + p.off - p.left; if (x > j_lo) j_lo = x; }
+    if (p.has_right) { int64_t x = i0 + q_rows + p.off + p.right; if (x < j_hi) j_hi = x; }
+    int64_t kb_lo = 0, nkb = 0;
+    if (j_lo < j_hi) { kb_lo = j_lo / BWD_BC; nkb = (j_hi + BWD_BC - 1) / BWD_BC - kb_lo; }
+
+    bwd_load_tile<BWD_BR, HD>(sQ, p.q + b * p.qs[0] + i0 * p.qs[1] + hq * p.qs[2], p.qs[1], q_rows, p.D, p.vec_q, tid);
+    bwd_load_tile<BWD_BR, HD>(sdO, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2], p.dos[1], q_rows, p.D,
+                              p.vec_do, tid);
+    auto issue = [&](int64_t it, int buf) {
+        const int64_t j0 = (kb_lo + it) * BWD_BC;
+        const int64_t rows = p.Sk - j0 < BWD_BC ? p.Sk - j0 : BWD_BC;
+        bwd_load_tile<BWD_BC, HD>(sK + buf * L::t, p.k + b * p.ks[0] + j0 * p.ks[1] + hkv * p.ks[2], p.ks[1], rows,
+                                  p.D, p.vec_k, tid);
+        bwd_load_tile<BWD_BC, HD>(sV + buf * L::t, p.v + b * p.vs[0] + j0 * p.vs[1] + hkv * p.vs[2], p.vs[1], rows,
+                                  p.D, p.vec_v, tid);
+    };
+    if (nkb > 0) issue(0, 0);
+    bwdx_cp_commit();
+
+    /* per-thread rows: il = warp*16 + g (+8) */
+    const int ila = warp * 16 + g;
+    const int64_t ws = (b * p.Hq + hq) * p.Sq + i0;
+    const float lse_a = ila < q_rows ? p.lse_ws[ws + ila] : INFINITY;
+    const float lse_b = ila + 8 < q_rows ? p.lse_ws[ws + ila + 8] : INFINITY;
+    const float ds_a = ila < q_rows ? p.dsum_ws[ws + ila] : 0.f;
+    const float ds_b = ila + 8 < q_rows ? p.dsum_ws[ws + ila + 8] : 0.f;
+
+    float acc_dq[HO / 8][4];
+#pragma unroll
+    for (int n = 0; n < HO / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc_dq[n][e] = 0.f;
+
+    for (int64_t it = 0; it < nkb; it++) {
+        const int buf = (int)(it & 1);
+        bwdx_cp_wait_all();
+        __syncthreads();
+        if (it + 1 < nkb) issue(it + 1, buf ^ 1);
+        bwdx_cp_commit();
+        const int64_t j0 = (kb_lo + it) * BWD_BC;
+        const uint16_t *sKb = sK + buf * L::t;
+        const uint16_t *sVb = sV + buf * L::t;
+
+        /* S (16 query rows of this warp x 64 keys) = Q K^T */
+        float acc_s[8][4];
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc_s[n][e] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ks++) {
+            uint32_t a[4];
+            bwdx_ldsm4(a, bwdx_smem(sQ + bwdx_swz<HD>(warp * 16 + bwdx_row_A(lane), ks * 16 + bwdx_col_A(lane))));
+#pragma unroll
+            for (int np = 0; np < 4; np++) {
+                uint32_t bb[4];
+                bwdx_ldsm4(bb, bwdx_smem(sKb + bwdx_swz<HD>(np * 16 + bwdx_row_Bn(lane), ks * 16 + bwdx_col_Bn(lane))));
+                bwdx_mma<BF16>(acc_s[2 * np], a, bb[0], bb[1]);
+                bwdx_mma<BF16>(acc_s[2 * np + 1], a, bb[2], bb[3]);
+            }
+        }
+        const bwd_tile tm = bwd_tile_make(p, i0, j0);
+        const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
+        uint32_t pa[8][2]; /* rounded P, packed pairs (row g / g+8) */
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            float pv[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int jl = nt * 8 + 2 * t + (e & 1);
+                const int il = ila + ((e >> 1) << 3);
+                bool vis = true;
+                if (tm.partial) vis = bwd_tile_vis(tm, il, jl);
+                float mval = 0.f;
+                if (mrow && vis) mval = __ldg(mrow + il * p.ms[2] + jl * p.ms[3]);
+                const float x = fmaf(acc_s[nt][e], p.scale, mval) - ((e >> 1) ? lse_b : lse_a);
+                pv[e] = vis ? bwdx_exp2(x * BWD_LOG2E) : 0.f;
+            }
+            pa[nt][0] = bwdx_pack<BF16>(pv[0], pv[1]);
+            pa[nt][1] = bwdx_pack<BF16>(pv[2], pv[3]);
+        }
+
+        /* dP = dO V^T */
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc_s[n][e] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ks++) {
+            uint32_t a[4];
+            bwdx_ldsm4(a, bwdx_smem(sdO + bwdx_swz<HD>(warp * 16 + bwdx_row_A(lane), ks * 16 + bwdx_col_A(lane))));
+#pragma unroll
+            for (int np = 0; np < 4; np++) {
+                uint32_t bb[4];
+                bwdx_ldsm4(bb, bwdx_smem(sVb + bwdx_swz<HD>(np * 16 + bwdx_row_Bn(lane), ks * 16 + bwdx_col_Bn(lane))));
+                bwdx_mma<BF16>(acc_s[2 * np], a, bb[0], bb[1]);
+                bwdx_mma<BF16>(acc_s[2 * np + 1], a, bb[2], bb[3]);
+            }
+        }
+
+        /* dS = P (dP - Dsum), rounded, as A fragments (k = key) */
+        uint32_t da[4][4];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            float dv4[4];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const float2 pr = bwdx_unpack<BF16>(pa[nt][h]);
+                const float dsum = h ? ds_b : ds_a;
+                dv4[2 * h] = pr.x != 0.f ? pr.x * (acc_s[nt][2 * h] - dsum) : 0.f;
+                dv4[2 * h + 1] = pr.y != 0.f ? pr.y * (acc_s[nt][2 * h + 1] - dsum) : 0.f;
+            }
+            da[nt >> 1][(nt & 1) * 2 + 0] = bwdx_pack<BF16>(dv4[0], dv4[1]);
+            da[nt >> 1][(nt & 1) * 2 + 1] = bwdx_pack<BF16>(dv4[2], dv4[3]);
+        }
+
+        /* dQ += dS K (columns d_off .. d_off + HO) */
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+#pragma unroll
+            for (int np = 0; np < HO / 16; np++) {
+                uint32_t bb[4];
+                bwdx_ldsm4_t(bb, bwdx_smem(sKb + bwdx_swz<HD>(kk * 16 + bwdx_row_Bk(lane), d_off + np * 16 + bwdx_col_Bk(lane))));
+                bwdx_mma<BF16>(acc_dq[2 * np], da[kk], bb[0], bb[1]);
+                bwdx_mma<BF16>(acc_dq[2 * np + 1], da[kk], bb[2], bb[3]);
+            }
+        }
+    }
+
+    bwdx_cp_wait_all(); /* nkb == 0 leaves Q, dO pending */
+
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int64_t i = i0 + ila + h * 8;
+        if (i < p.Sq) {
+            uint16_t *dq = p.dq + b * p.dqs[0] + i * p.dqs[1] + hq * p.dqs[2];
+#pragma unroll
+            for (int nt = 0; nt < HO / 8; nt++) {
+                const int64_t d = d_off + nt * 8 + 2 * t;
+                if (d < p.D)
+                    bwd_store_pair<BF16>(dq + d, acc_dq[nt][2 * h] * p.scale, acc_dq[nt][2 * h + 1] * p.scale, p.w32_dq);
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// host: workspace (one cached buffer per device, held under a lock for a whole call)
+
+#define BWD_MAX_DEVICES 64
+static pthread_mutex_t bwd_ws_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *bwd_ws_ptr[BWD_MAX_DEVICES];
+static size_t bwd_ws_size[BWD_MAX_DEVICES];
+
+static fa_status bwd_cuda_fail(fa_error *err, cudaError_t e, const char *what) {
+    return fa_fail(err, FA_ERR_DEVICE, "", "CUDA error in the backward (%s): %s (%s)", what, cudaGetErrorString(e),
+                   cudaGetErrorName(e));
+}
+
+/* 16-byte vector access allowed: pointer 16-byte aligned and every used stride a multiple of 8. */
+static int bwd_vec16(const fa_tensor *t, int64_t nb, int64_t ns, int64_t nh) {
+    if (((uintptr_t)t->ptr) % 16 != 0) return 0;
+    if (nb > 1 && t->stride[0] % 8 != 0) return 0;
+    if (ns > 1 && t->stride[1] % 8 != 0) return 0;
+    if (nh > 1 && t->stride[2] % 8 != 0) return 0;
+    return 1;
+}
+
+/* 4-byte pair access allowed: pointer 4-byte aligned and every used stride even. */
+static int bwd_vec4(const fa_tensor *t, int64_t nb, int64_t ns, int64_t nh) {
+    if (((uintptr_t)t->ptr) % 4 != 0) return 0;
+    if (nb > 1 && t->stride[0] % 2 != 0) return 0;
+    if (ns > 1 && t->stride[1] % 2 != 0) return 0;
+    if (nh > 1 && t->stride[2] % 2 != 0) return 0;
+    return 1;
+}
+
+template <int HD, bool BF16>
+static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaStream_t st) {
+    constexpr int HO = HD < 128 ? HD : 128;
+    cudaError_t e;
+    const int64_t nkb = (p.Sk + BWD_BC - 1) / BWD_BC;
+    const int64_t nqb = (p.Sq + BWD_BR - 1) / BWD_BR;
+    const int64_t grid_kv = nkb * p.nsplit * p.Hkv * p.B;
+    const int64_t grid_q = nqb * p.nsplit * p.Hq * p.B;
+    if (grid_kv > 0x7fffffffLL || grid_q > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+    const size_t smem_kv = bwd_dkdv_smem<HD>::bytes, smem_q = bwd_dq_smem<HD>::bytes;
+    if (!deterministic) {
+        if (grid_kv > 0) {
+            e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, HO, BF16, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
+            if (e != cudaSuccess) return e;
+            bwd_dkdv_kernel<HD, HO, BF16, false><<<(unsigned)grid_kv, BWD_THREADS, smem_kv, st>>>(p);
+            if ((e = cudaGetLastError()) != cudaSuccess) return e;
+        }
+        const int64_t npairs = p.B * p.Hq * p.Sq * (p.D / 2);
+        if (npairs > 0) {
+            int64_t blocks = (npairs + 255) / 256;
+            if (blocks > 65536) blocks = 65536;
+            bwd_dq_convert_kernel<BF16><<<(unsigned)blocks, 256, 0, st>>>(p);
+            if ((e = cudaGetLastError()) != cudaSuccess) return e;
+        }
+    } else {
+        if (grid_kv > 0) {
+            e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, HO, BF16, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
+            if (e != cudaSuccess) return e;
+            bwd_dkdv_kernel<HD, HO, BF16, true><<<(unsigned)grid_kv, BWD_THREADS, smem_kv, st>>>(p);
+            if ((e = cudaGetLastError()) != cudaSuccess) return e;
+        }
+        if (grid_q > 0) {
+            e = cudaFuncSetAttribute(bwd_dq_kernel<HD, HO, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q);
+            if (e != cudaSuccess) return e;
+            bwd_dq_kernel<HD, HO, BF16><<<(unsigned)grid_q, BWD_THREADS, smem_q, st>>>(p);
+            if ((e = cudaGetLastError()) != cudaSuccess) return e;
+        }
+    }
+    return cudaSuccess;
+}
+
+template <bool BF16>
+static cudaError_t bwd_launch_all(const bwd_params &p, int hd, int deterministic, cudaStream_t st) {
+    cudaError_t e;
+    const int64_t nrows = p.B * p.Hq * p.Sq;
+    if (nrows > 0) {
+        bwd_prep_kernel<BF16><<<(unsigned)((nrows + 7) / 8), 256, 0, st>>>(p);
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    }
+    if (hd == 64) return bwd_launch_main<64, BF16>(p, deterministic, st);
+    if (hd == 128) return bwd_launch_main<128, BF16>(p, deterministic, st);
+    return bwd_launch_main<256, BF16>(p, deterministic, st);
+}
+
+static const fa_limits bwd_limits = {
+    256, /* max_head_dim */
+    8,   /* head_dim_multiple */
+    1,   /* dqk_must_equal_dv */
+    2,   /* ptr_align_bytes: the element size; 16-byte paths are chosen at run time */
+    1,   /* unit_last_stride */
+};
+
+// ----------------------------------------------------------------------------
+// entry point
+
+static fa_status bwd_run_locked(const fa_bwd_args *a, fa_error *err, int dev) {
+    const fa_problem *pr = &a->p;
+    cudaStream_t st = (cudaStream_t)a->stream;
+    cudaError_t e;
+    const int64_t D = pr->head_dim_qk;
+    const int hd = D <= 64 ? 64 : (D <= 128 ? 128 : 256);
+
+    /* shared memory of the largest kernel of this call */
+    int optin = 0;
+    if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
+        return bwd_cuda_fail(err, e, "cudaDeviceGetAttribute");
+    size_t need = hd == 64 ? bwd_dkdv_smem<64>::bytes : hd == 128 ? bwd_dkdv_smem<128>::bytes : bwd_dkdv_smem<256>::bytes;
+    size_t need_q = hd == 64 ? bwd_dq_smem<64>::bytes : hd == 128 ? bwd_dq_smem<128>::bytes : bwd_dq_smem<256>::bytes;
+    if (a->deterministic && need_q > need) need = need_q;
+    if ((size_t)optin < need)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "head_dim_qk",
+                       "head_dim_qk %lld needs %zu bytes of shared memory per block in the backward; this GPU "
+                       "allows %d.", (long long)D, need, optin);
+
+    bwd_params p;
+    memset(&p, 0, sizeof(p));
+    p.B = pr->batch; p.Sq = pr->seqlen_q; p.Sk = pr->seqlen_k;
+    p.Hq = pr->heads_q; p.Hkv = pr->heads_kv; p.group = p.Hq / p.Hkv; p.D = D;
+    p.scale = fa_effective_scale(pr);
+    p.q = (const uint16_t *)a->q.ptr; p.k = (const uint16_t *)a->k.ptr; p.v = (const uint16_t *)a->v.ptr;
+    p.o = (const uint16_t *)a->o.ptr; p.dout = (const uint16_t *)a->dout.ptr;
+    p.dq = (uint16_t *)a->dq.ptr; p.dk = (uint16_t *)a->dk.ptr; p.dv = (uint16_t *)a->dv.ptr;
+    for (int x = 0; x < 3; x++) {
+        p.qs[x] = a->q.stride[x]; p.ks[x] = a->k.stride[x]; p.vs[x] = a->v.stride[x];
+        p.os[x] = a->o.stride[x]; p.dos[x] = a->dout.stride[x];
+        p.dqs[x] = a->dq.stride[x]; p.dks[x] = a->dk.stride[x]; p.dvs[x] = a->dv.stride[x];
+        p.lses[x] = a->lse.stride[x];
+    }
+    p.lse = a->lse.ptr;
+    p.mask = a->mask.ptr;
+    for (int x = 0; x < 4; x++) p.ms[x] = a->mask.stride[x];
+
+    /* visibility: dj = j - i - off with diag(i) = i + off */
+    const int bottom_right = pr->causal != FA_CAUSAL_NONE ? pr->causal == FA_CAUSAL_BOTTOM_RIGHT
+                                                          : pr->window_align == FA_ALIGN_BOTTOM_RIGHT;
+    p.off = bottom_right ? p.Sk - p.Sq : 0;
+    const int64_t span = p.Sq + p.Sk; /* |dj| < span always: larger bounds never bind */
+    /* causal: j <= diag(i); a window_right >= 0 is then never tighter than causal */
+    const int64_t right = pr->causal != FA_CAUSAL_NONE ? 0 : pr->window_right; /* < 0: unbounded */
+    p.has_right = right >= 0 && right < span;
+    p.right = p.has_right ? right : 0;
+    p.has_left = pr->window_left >= 0 && pr->window_left < span;
+    p.left = p.has_left ? pr->window_left : 0;
+
+    p.nsplit = hd == 256 ? 2 : 1;
+    p.vec_q = bwd_vec16(&a->q, p.B, p.Sq, p.Hq);
+    p.vec_k = bwd_vec16(&a->k, p.B, p.Sk, p.Hkv);
+    p.vec_v = bwd_vec16(&a->v, p.B, p.Sk, p.Hkv);
+    p.vec_do = bwd_vec16(&a->dout, p.B, p.Sq, p.Hq);
+    p.vec_o_prep = bwd_vec16(&a->o, p.B, p.Sq, p.Hq);
+    p.vec_do_prep = p.vec_do;
+    p.w32_dq = bwd_vec4(&a->dq, p.B, p.Sq, p.Hq);
+    p.w32_dk = bwd_vec4(&a->dk, p.B, p.Sk, p.Hkv);
+    p.w32_dv = bwd_vec4(&a->dv, p.B, p.Sk, p.Hkv);
+
+    /* workspace: lse, dsum [B*Hq*Sq] and (default mode) dq [B*Hq*Sq*D], fp32 */
+    const int64_t nrows = p.B * p.Hq * p.Sq;
+    const size_t rows_bytes = ((size_t)nrows * 4 + 255) / 256 * 256;
+    const size_t dq_bytes = a->deterministic ? 0 : (size_t)nrows * (size_t)D * 4;
+    const size_t ws_bytes = 2 * rows_bytes + dq_bytes;
+    if (ws_bytes > bwd_ws_size[dev]) {
+        if (bwd_ws_ptr[dev]) {
+            if ((e = cudaFree(bwd_ws_ptr[dev])) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaFree");
+            bwd_ws_ptr[dev] = NULL;
+            bwd_ws_size[dev] = 0;
+        }
+        e = cudaMalloc(&bwd_ws_ptr[dev], ws_bytes);
+        if (e != cudaSuccess) {
+            bwd_ws_ptr[dev] = NULL;
+            cudaGetLastError();
+            return fa_fail(err, FA_ERR_NOMEM, "", "the backward needs %zu bytes of device workspace: %s", ws_bytes,
+                           cudaGetErrorString(e));
+        }
+        bwd_ws_size[dev] = ws_bytes;
+    }
+    char *ws = (char *)bwd_ws_ptr[dev];
+    p.lse_ws = (float *)ws;
+    p.dsum_ws = (float *)(ws + rows_bytes);
+    p.dq_ws = a->deterministic ? NULL : (float *)(ws + 2 * rows_bytes);
+    if (dq_bytes > 0 && (e = cudaMemsetAsync(p.dq_ws, 0, dq_bytes, st)) != cudaSuccess)
+        return bwd_cuda_fail(err, e, "cudaMemsetAsync");
+
+    e = pr->dtype == FA_BF16 ? bwd_launch_all<true>(p, hd, a->deterministic, st)
+                             : bwd_launch_all<false>(p, hd, a->deterministic, st);
+    if (e != cudaSuccess) return bwd_cuda_fail(err, e, "kernel launch");
+    if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
+    return FA_OK;
+}
+
+extern "C" fa_status fa_cuda_backward(const fa_bwd_args *a, fa_error *err) {
+    fa_status s = fa_validate_bwd(a, &bwd_limits, err);
+    if (s != FA_OK) return s;
+    const fa_problem *pr = &a->p;
+    if (pr->batch == 0 || (pr->seqlen_q == 0 && pr->seqlen_k == 0)) return FA_OK; /* nothing to write */
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return bwd_cuda_fail(err, e, "cudaGetDevice");
+    if (dev < 0 || dev >= BWD_MAX_DEVICES)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "", "device %d is beyond the backward's table of %d devices", dev,
+                       BWD_MAX_DEVICES);
+    pthread_mutex_lock(&bwd_ws_lock);
+    s = bwd_run_locked(a, err, dev);
+    pthread_mutex_unlock(&bwd_ws_lock);
+    return s;
 }

@@ -1,0 +1,22 @@
+#!/bin/bash
+# sanitize.sh: run the backward self-check under compute-sanitizer memcheck,
+# racecheck, initcheck and synccheck on the representative "sanitize" subset
+# (6 sequence-length pairs incl. 0 and 1, head dims 8/72/256, every mask kind,
+# causal modes, windows, GQA, non-contiguous dO, misaligned pointers, both modes).
+# Usage (GPU machine, repository root): kernels/cuda/bwd/sanitize.sh [bin-dir]
+# Exit status: non-zero when any tool reports an error or a case fails.
+set -u
+BIN=${1:-.device/bwd}
+rc=0
+for tool in memcheck racecheck initcheck synccheck; do
+    extra=""
+    [ $tool = memcheck ] && extra="--leak-check full"
+    [ $tool = racecheck ] && extra="--racecheck-report all"
+    echo "== compute-sanitizer --tool $tool"
+    compute-sanitizer --tool $tool $extra --error-exitcode 9 $BIN/bwd_selfcheck sanitize > /tmp/san_$tool.log 2>&1
+    r=$?
+    tail -n 4 /tmp/san_$tool.log
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|FAIL" /tmp/san_$tool.log | head -5
+    [ $r -ne 0 ] && { echo "== $tool: exit $r"; rc=1; }
+done
+exit $rc
