@@ -16,7 +16,15 @@ extern "C" {
 #endif
 
 /* Outcome classes for fz_feat_outcome (and the campaign's counters). */
-enum { FZ_OUT_PASS = 0, FZ_OUT_SKIP = 1, FZ_OUT_FAIL = 2, FZ_OUT_DEVICE = 3 };
+enum {
+    FZ_OUT_PASS = 0,
+    FZ_OUT_SKIP = 1,     /* the backend does not support the case (UNSUPPORTED) */
+    FZ_OUT_FAIL = 2,     /* a check failed */
+    FZ_OUT_DEVICE = 3,   /* FA_ERR_DEVICE: a kernel fault reported by the backend */
+    FZ_OUT_CRASH = 4,    /* the process running the case died (fz_isolate.h) */
+    FZ_OUT_HANG = 5,     /* the case ran past its timeout and was killed (fz_isolate.h) */
+    FZ_OUT_ERROR = 6     /* the harness could not run the case (fork, pipe, bad case) */
+};
 
 typedef struct {
     fc_verdict v;
@@ -32,6 +40,9 @@ typedef struct {
 /* Check c on be (determinism re-run when `determinism`), fill r and, when f is
  * non-NULL, add the geometry, ratio and outcome features to f. */
 void fz_run_case(const fa_backend *be, const fc_case *c, int determinism, fz_run_result *r, fz_feat *f);
+
+/* Fill r (and f) from a verdict already computed for c (e.g. by a property). */
+void fz_run_classify(const fc_case *c, const fc_verdict *v, fz_run_result *r, fz_feat *f);
 
 /* A device fault: the backend reported FA_ERR_DEVICE (illegal address, launch
  * failure...). A CUDA context is unusable after one, so the caller should

@@ -1,0 +1,56 @@
+/* cli.h: shared pieces of the `flashcheck` command (prefix cli_).
+ *
+ * Exit codes (every subcommand):
+ *   0  success: certify passed, no new finding, verify PASS, repro did not
+ *      reproduce a failure, shrink wrote FILE.min
+ *   1  a check failed: certify FAIL or a regression against --baseline, fuzz
+ *      found new findings, verify FAIL, repro reproduced the failure, shrink
+ *      found that FILE does not fail (nothing to shrink)
+ *   2  usage: unknown option, missing or malformed argument or input file
+ *   3  backend: the backend could not be loaded or has no device
+ *   4  internal or I/O error (cannot write the report, out of memory)
+ * ------------------------------------------------------------------------- */
+#ifndef FLASHCHECK_CLI_H
+#define FLASHCHECK_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "case/case.h"
+#include "kernels/flash_api.h"
+
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2, CLI_BACKEND = 3, CLI_INTERNAL = 4 };
+
+/* subcommands: argv[0] is the subcommand name */
+int cli_certify(int argc, char **argv);
+int cli_fuzz(int argc, char **argv);
+int cli_repro(int argc, char **argv);
+int cli_shrink(int argc, char **argv);
+int cli_verify(int argc, char **argv);
+
+/* "flashcheck SUB: message" on stderr, plus "run 'flashcheck SUB --help'"; returns CLI_USAGE */
+int cli_usage_error(const char *sub, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* Option helpers: `--name VALUE` or `--name=VALUE`. When argv[*i] matches name,
+ * sets *value (advancing *i past a separate value) and returns 1; returns -1
+ * when the value is missing; 0 when argv[*i] is another option. */
+int cli_opt(int argc, char **argv, int *i, const char *name, const char **value);
+/* strict number parsing: 0 ok, -1 not a number / out of range */
+int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out);
+int cli_parse_double(const char *s, double *out);
+
+/* Read a whole file (NUL-terminated). NULL with msg on failure. */
+char *cli_read_file(const char *path, size_t *len, char *msg, size_t msglen);
+
+/* Load a case file (a repro, a finding, a .min); 0 or -1 with msg naming the line. */
+int cli_load_case(const char *path, fc_case *c, char **text_out, char *msg, size_t msglen);
+
+/* Backend name for display (NULL = the default). */
+const char *cli_backend_label(const char *name);
+
+#endif /* FLASHCHECK_CLI_H */

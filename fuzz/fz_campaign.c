@@ -1,0 +1,424 @@
+/* fz_campaign.c: see fz_campaign.h. */
+#define _GNU_SOURCE
+#include "fuzz/fz_campaign.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fuzz/fz_feat.h"
+#include "fuzz/fz_isolate.h"
+#include "fuzz/fz_run.h"
+#include "fuzz/fz_store.h"
+
+#define CAMP_TEXT_MAX 8192
+
+/* ------------------------------------------------------------------------- */
+/* shared memory: one slot per worker                                        */
+
+typedef struct {
+    /* written by the worker */
+    int64_t execs, cases, skipped, elements, findings_new, findings_dup, corpus_added;
+    double worst_ratio;
+    int state;                  /* 0 idle, 1 running the case in `text` */
+    int64_t case_start_ns;      /* CLOCK_MONOTONIC when the case started */
+    char backend[64];
+    char text[CAMP_TEXT_MAX];   /* the in-flight case, complete before state = 1 */
+    /* written by the supervisor */
+    int stop;
+    int generation;             /* restarts of this slot */
+} camp_slot;
+
+static int64_t mono_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static volatile sig_atomic_t camp_interrupted;
+static void on_signal(int sig) { (void)sig; camp_interrupted = 1; }
+
+void fz_camp_cfg_default(fz_camp_cfg *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->workers = 1;
+    cfg->corpus_dir = "fuzz-corpus";
+    cfg->findings_dir = "findings";
+    cfg->case_timeout_s = 60;
+    cfg->seed = 1;
+    fz_budget_default(&cfg->budget);
+    cfg->determinism = 1;
+    cfg->status_line = 1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* worker: corpus                                                            */
+
+typedef struct {
+    char **text;
+    size_t n, cap;
+    /* names of corpus files already loaded (simple open hash of 64-bit name hashes) */
+    uint64_t *seen;
+    size_t seen_cap, seen_n;
+} camp_corpus;
+
+static uint64_t hash_str(const char *s, size_t n)
+{
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (size_t i = 0; i < n; i++) { h ^= (unsigned char)s[i]; h *= 0x100000001B3ull; }
+    return h ? h : 1;
+}
+
+static int seen_insert(camp_corpus *c, uint64_t h)
+{
+    if (c->seen_n * 2 >= c->seen_cap) {
+        size_t cap = c->seen_cap ? 2 * c->seen_cap : 1024;
+        uint64_t *ns = calloc(cap, sizeof *ns);
+        for (size_t i = 0; i < c->seen_cap; i++)
+            if (c->seen[i]) {
+                size_t j = c->seen[i] % cap;
+                while (ns[j]) j = (j + 1) % cap;
+                ns[j] = c->seen[i];
+            }
+        free(c->seen);
+        c->seen = ns;
+        c->seen_cap = cap;
+    }
+    size_t j = h % c->seen_cap;
+    while (c->seen[j]) { if (c->seen[j] == h) return 0; j = (j + 1) % c->seen_cap; }
+    c->seen[j] = h;
+    c->seen_n++;
+    return 1;
+}
+
+static void corpus_add(camp_corpus *c, const char *text)
+{
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 256;
+        c->text = realloc(c->text, c->cap * sizeof *c->text);
+    }
+    c->text[c->n++] = strdup(text);
+}
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *b = malloc(CAMP_TEXT_MAX);
+    size_t n = fread(b, 1, CAMP_TEXT_MAX - 1, f);
+    fclose(f);
+    b[n] = 0;
+    return b;
+}
+
+/* load every *.case of dir not loaded before */
+static void corpus_scan(camp_corpus *c, const char *dir)
+{
+    DIR *d = dir ? opendir(dir) : NULL;
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name);
+        if (e->d_name[0] == '.' || l < 6 || strcmp(e->d_name + l - 5, ".case") != 0) continue;
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (!seen_insert(c, hash_str(path, strlen(path)))) continue;
+        char *t = read_text(path);
+        if (t) { corpus_add(c, t); free(t); }
+    }
+    closedir(d);
+}
+
+/* ------------------------------------------------------------------------- */
+/* worker                                                                    */
+
+static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index)
+{
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    signal(SIGINT, SIG_IGN);           /* the supervisor decides when to stop */
+    if (cfg->gpu[index]) setenv("CUDA_VISIBLE_DEVICES", cfg->gpu[index], 1);
+    const fa_backend *be = fz_iso_backend(cfg->backend);
+    if (!be) _exit(3);
+    snprintf(slot->backend, sizeof slot->backend, "%s", be->name);
+    int has_bwd = be->backward != NULL;
+
+    fz_rng rng;
+    fz_rng_seed(&rng, cfg->seed * 1000003u + (uint64_t)index * 7919u + (uint64_t)slot->generation * 104729u);
+    camp_corpus corpus;
+    memset(&corpus, 0, sizeof corpus);
+    corpus_scan(&corpus, cfg->corpus_dir);
+    corpus_scan(&corpus, cfg->seeds_dir);
+    fz_feat_map map;
+    memset(&map, 0, sizeof map);
+    int64_t last_scan = mono_ns();
+    char *text = malloc(CAMP_TEXT_MAX);
+
+    while (!__atomic_load_n(&slot->stop, __ATOMIC_ACQUIRE)) {
+        /* next case */
+        fc_case c;
+        uint64_t pick = fz_rng_below(&rng, 16);
+        if (corpus.n == 0 || pick == 0) {
+            fz_case_random(&rng, &c);
+        } else if (pick == 1 && corpus.n > 1) {
+            fc_case a, b;
+            const char *ta = corpus.text[fz_rng_below(&rng, corpus.n)], *tb = corpus.text[fz_rng_below(&rng, corpus.n)];
+            fz_case_from_input((const uint8_t *)ta, strlen(ta), &cfg->budget, &be->limits, has_bwd, &a);
+            fz_case_from_input((const uint8_t *)tb, strlen(tb), &cfg->budget, &be->limits, has_bwd, &b);
+            fz_case_crossover(&rng, &a, &b, &c);
+        } else {
+            const char *t = corpus.text[fz_rng_below(&rng, corpus.n)];
+            fz_case_from_input((const uint8_t *)t, strlen(t), &cfg->budget, &be->limits, has_bwd, &c);
+            fz_case_mutate(&rng, &c);
+        }
+        fz_case_fit(&c, &cfg->budget, &be->limits, has_bwd);
+        size_t tl = fc_case_write(&c, text, CAMP_TEXT_MAX);
+        if (tl >= CAMP_TEXT_MAX) continue;
+
+        /* publish the in-flight case, then run it */
+        memcpy(slot->text, text, tl + 1);
+        slot->case_start_ns = mono_ns();
+        __atomic_store_n(&slot->state, 1, __ATOMIC_RELEASE);
+        fz_feat f;
+        fz_feat_clear(&f);
+        fz_run_result r;
+        fz_run_case(be, &c, cfg->determinism, &r, &f);
+        __atomic_store_n(&slot->state, 0, __ATOMIC_RELEASE);
+
+        /* account */
+        slot->execs++;
+        if (r.klass == FZ_OUT_SKIP) slot->skipped++;
+        else slot->cases++;
+        slot->elements += r.elements;
+        if (r.worst_ratio > slot->worst_ratio) slot->worst_ratio = r.worst_ratio;
+        if (fz_feat_novel(&map, &f) > 0 && r.klass == FZ_OUT_PASS) {
+            char path[4200], msg[256];
+            snprintf(path, sizeof path, "%s/%016llx.case", cfg->corpus_dir, (unsigned long long)hash_str(text, tl));
+            seen_insert(&corpus, hash_str(path, strlen(path)));
+            if (fz_write_new(path, text, tl, msg, sizeof msg) == 1) slot->corpus_added++;
+            corpus_add(&corpus, text);
+        }
+        if (r.klass == FZ_OUT_FAIL || r.klass == FZ_OUT_DEVICE) {
+            fz_crash_state st;
+            fz_crash_state_make(&st, &c, be->name, r.pass, r.tensor, r.failure);
+            char path[4200], msg[256], state[256];
+            int s = fz_store_save(cfg->findings_dir, &st, &c, r.detail, path, sizeof path, msg, sizeof msg);
+            fz_crash_state_format(&st, state, sizeof state);
+            if (s == 1) {
+                slot->findings_new++;
+                if (!cfg->quiet) fprintf(stderr, "\nflashcheck fuzz: worker %d: NEW FINDING %s -> %s\n", index, state, path);
+            } else if (s == 0) {
+                slot->findings_dup++;
+            } else {
+                slot->findings_new++;
+                fprintf(stderr, "\nflashcheck fuzz: worker %d: FINDING %s NOT SAVED (%s); repro:\n%s\n", index, state, msg, text);
+            }
+            if (r.klass == FZ_OUT_DEVICE) _exit(4);   /* fresh process, fresh device context */
+        }
+        if (mono_ns() - last_scan > 5000000000LL) {
+            corpus_scan(&corpus, cfg->corpus_dir);
+            last_scan = mono_ns();
+        }
+    }
+    _exit(0);
+}
+
+/* ------------------------------------------------------------------------- */
+/* supervisor                                                                */
+
+static pid_t spawn(const fz_camp_cfg *cfg, camp_slot *slot, int index)
+{
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) worker_main(cfg, slot, index);
+    return pid;
+}
+
+/* record the in-flight case of a dead or hung worker */
+static void record_lost_case(const fz_camp_cfg *cfg, camp_slot *slot, int index, const char *failure,
+                             const char *detail, fz_camp_stats *st)
+{
+    fc_case c;
+    char msg[256];
+    if (fc_case_parse(slot->text, &c, msg, sizeof msg) != 0) {
+        fprintf(stderr, "\nflashcheck fuzz: worker %d: %s, but its case text does not parse (%s):\n%s\n", index,
+                failure, msg, slot->text);
+        return;
+    }
+    fz_crash_state s;
+    fz_crash_state_make(&s, &c, slot->backend[0] ? slot->backend : (cfg->backend ? cfg->backend : "default"),
+                        c.backward ? "bwd" : "fwd", "-", failure);
+    char path[4200], state[256];
+    fz_crash_state_format(&s, state, sizeof state);
+    int r = fz_store_save(cfg->findings_dir, &s, &c, detail, path, sizeof path, msg, sizeof msg);
+    if (r == 1) {
+        st->findings_new++;
+        if (!cfg->quiet) fprintf(stderr, "\nflashcheck fuzz: worker %d: NEW FINDING %s -> %s\n", index, state, path);
+    } else if (r == 0) {
+        st->findings_dup++;
+    } else {
+        st->findings_new++;
+        fprintf(stderr, "\nflashcheck fuzz: FINDING %s NOT SAVED (%s); repro:\n%s\n", state, msg, slot->text);
+    }
+}
+
+static void sum_slots(camp_slot *slots, int n, fz_camp_stats *st, const fz_camp_stats *base)
+{
+    *st = *base;
+    for (int i = 0; i < n; i++) {
+        st->execs += slots[i].execs;
+        st->cases += slots[i].cases;
+        st->skipped += slots[i].skipped;
+        st->elements += slots[i].elements;
+        st->findings_new += slots[i].findings_new;
+        st->findings_dup += slots[i].findings_dup;
+        st->corpus += slots[i].corpus_added;
+        if (slots[i].worst_ratio > st->worst_ratio) st->worst_ratio = slots[i].worst_ratio;
+    }
+}
+
+int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t msglen)
+{
+    memset(stats, 0, sizeof *stats);
+    int n = cfg->workers;
+    if (n < 1 || n > FZ_CAMP_MAX_WORKERS) {
+        snprintf(msg, msglen, "--jobs must be between 1 and %d (got %d)", FZ_CAMP_MAX_WORKERS, n);
+        return -1;
+    }
+    if (fz_mkdirs(cfg->corpus_dir, msg, msglen) != 0 || fz_mkdirs(cfg->findings_dir, msg, msglen) != 0) return -1;
+
+    camp_slot *slots = mmap(NULL, sizeof(camp_slot) * (size_t)n, PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (slots == MAP_FAILED) { snprintf(msg, msglen, "mmap of the shared status failed"); return -1; }
+    memset(slots, 0, sizeof(camp_slot) * (size_t)n);
+
+    struct sigaction sa, old_int, old_term;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    camp_interrupted = 0;
+
+    pid_t *pid = calloc((size_t)n, sizeof *pid);
+    int64_t *deaths_window = calloc((size_t)n, sizeof *deaths_window);
+    for (int i = 0; i < n; i++) pid[i] = spawn(cfg, &slots[i], i);
+
+    fz_camp_stats base;            /* what the supervisor itself counted */
+    memset(&base, 0, sizeof base);
+    int64_t t0 = mono_ns(), last_print = 0;
+    int64_t prev_cases = 0, prev_t = t0;
+    double rate = 0;
+    int backend_failures = 0;
+    for (;;) {
+        int64_t now = mono_ns();
+        double elapsed = (double)(now - t0) * 1e-9;
+        fz_camp_stats cur;
+        sum_slots(slots, n, &cur, &base);
+        int done = camp_interrupted || (cfg->seconds > 0 && elapsed >= cfg->seconds) ||
+                   (cfg->max_cases > 0 && cur.execs >= cfg->max_cases) || backend_failures >= n;
+        if (done) break;
+
+        for (int i = 0; i < n; i++) {
+            int status;
+            pid_t w = pid[i] > 0 ? waitpid(pid[i], &status, WNOHANG) : 0;
+            int running = __atomic_load_n(&slots[i].state, __ATOMIC_ACQUIRE);
+            if (w == pid[i] && pid[i] > 0) {
+                /* worker gone */
+                if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
+                    backend_failures++;
+                    pid[i] = -1;
+                    continue;
+                }
+                if (WIFSIGNALED(status) && running) {
+                    char failure[32], detail[200];
+                    const char *ab = sigabbrev_np(WTERMSIG(status));
+                    snprintf(failure, sizeof failure, "crash:%s", ab ? ab : "SIG?");
+                    snprintf(detail, sizeof detail, "the worker running this case was killed by signal %d (%s)",
+                             WTERMSIG(status), strsignal(WTERMSIG(status)));
+                    record_lost_case(cfg, &slots[i], i, failure, detail, &base);
+                    base.crashes++;
+                } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != 4 && running) {
+                    char detail[200];
+                    snprintf(detail, sizeof detail, "the worker running this case exited with status %d", WEXITSTATUS(status));
+                    record_lost_case(cfg, &slots[i], i, "crash:exit", detail, &base);
+                    base.crashes++;
+                }
+                slots[i].state = 0;
+                slots[i].generation++;
+                if (++deaths_window[i] > 20) usleep(200000);   /* crash loop: slow down */
+                pid[i] = spawn(cfg, &slots[i], i);
+            } else if (pid[i] > 0 && running && cfg->case_timeout_s > 0 &&
+                       (double)(now - slots[i].case_start_ns) * 1e-9 > cfg->case_timeout_s) {
+                kill(pid[i], SIGKILL);
+                waitpid(pid[i], &status, 0);
+                char detail[200];
+                snprintf(detail, sizeof detail, "the case ran longer than %.1f s; the worker was killed (hang)",
+                         cfg->case_timeout_s);
+                record_lost_case(cfg, &slots[i], i, "hang", detail, &base);
+                base.hangs++;
+                slots[i].state = 0;
+                slots[i].generation++;
+                pid[i] = spawn(cfg, &slots[i], i);
+            }
+        }
+
+        if (cfg->status_line && now - last_print >= 1000000000LL) {
+            double dt = (double)(now - prev_t) * 1e-9;
+            if (dt > 0 && prev_t != t0) rate = (double)(cur.cases - prev_cases) / dt;
+            else if (elapsed > 0) rate = (double)cur.cases / elapsed;
+            prev_cases = cur.cases;
+            prev_t = now;
+            int alive = 0;
+            for (int i = 0; i < n; i++) alive += pid[i] > 0;
+            fprintf(stderr, "\r[%6.0fs] cases %lld (%.1f cases/s, %.1f avg) execs %lld skipped %lld | worst err/bound %.3g | corpus +%lld | findings %lld | workers %d/%d   ",
+                    elapsed, (long long)cur.cases, rate, elapsed > 0 ? (double)cur.cases / elapsed : 0.0,
+                    (long long)cur.execs, (long long)cur.skipped, cur.worst_ratio, (long long)cur.corpus,
+                    (long long)cur.findings_new, alive, n);
+            last_print = now;
+        }
+        usleep(20000);
+    }
+
+    /* stop: ask, then insist */
+    for (int i = 0; i < n; i++) __atomic_store_n(&slots[i].stop, 1, __ATOMIC_RELEASE);
+    int64_t deadline = mono_ns() + (int64_t)((cfg->case_timeout_s > 0 ? cfg->case_timeout_s : 60) * 1e9);
+    for (int i = 0; i < n; i++) {
+        if (pid[i] <= 0) continue;
+        int status;
+        while (waitpid(pid[i], &status, WNOHANG) == 0) {
+            if (mono_ns() > deadline) {
+                /* a case still running at the end: treat like a hang only if it is past the timeout */
+                kill(pid[i], SIGKILL);
+                waitpid(pid[i], &status, 0);
+                break;
+            }
+            usleep(10000);
+        }
+    }
+    sum_slots(slots, n, stats, &base);
+    stats->seconds = (double)(mono_ns() - t0) * 1e-9;
+    stats->cases_per_s = stats->seconds > 0 ? (double)stats->cases / stats->seconds : 0;
+    stats->execs_per_s = stats->seconds > 0 ? (double)stats->execs / stats->seconds : 0;
+    if (cfg->status_line) fprintf(stderr, "\n");
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    munmap(slots, sizeof(camp_slot) * (size_t)n);
+    free(pid);
+    free(deaths_window);
+    if (backend_failures >= n && stats->execs == 0) {
+        snprintf(msg, msglen, "no worker could load the backend '%s' (see the message above)",
+                 cfg->backend ? cfg->backend : "default");
+        return -1;
+    }
+    return 0;
+}

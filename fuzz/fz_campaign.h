@@ -1,0 +1,76 @@
+/* fz_campaign.h: the `flashcheck fuzz` engine (prefix fz_camp_): a
+ * coverage-guided campaign over several worker processes sharing one corpus
+ * directory, guided by the numerical and geometric features of fz_feat.h
+ * (this engine runs where libFuzzer cannot: gcc builds, device backends,
+ * several GPUs).
+ *
+ * Process structure:
+ *   supervisor (the calling process; never touches CUDA)
+ *     +- worker 0 (fork; CUDA_VISIBLE_DEVICES = gpu[0] when GPUs are used)
+ *     +- worker 1 ...
+ * Each worker loops: pick a corpus entry, mutate it (fz_gen.h), write the
+ * case text into its shared-memory slot, run and check it (fz_run.h), keep
+ * the input when it shows a new (feature, count bucket) pair, save failures
+ * as deduplicated findings (fz_store.h). Workers rescan the corpus directory
+ * to pick up each other's inputs.
+ *
+ * Isolation: the in-flight case lives in shared memory, so when a worker dies
+ * (signal, a kernel fault that kills the process) or hangs past case_timeout_s
+ * (the supervisor SIGKILLs it), the supervisor records that case as a
+ * "crash:SIG..." or "hang" finding and starts a fresh worker. A backend that
+ * reports FA_ERR_DEVICE gets its finding saved by the worker, which then
+ * exits so the next worker starts with a clean CUDA context.
+ * ------------------------------------------------------------------------- */
+#ifndef FLASHCHECK_FZ_CAMPAIGN_H
+#define FLASHCHECK_FZ_CAMPAIGN_H
+
+#include <stdint.h>
+
+#include "fuzz/fz_gen.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FZ_CAMP_MAX_WORKERS 256
+
+typedef struct {
+    const char *backend;        /* "cpu", "cuda", PATH.so, or NULL (fa_backend_default) */
+    int workers;                /* >= 1 */
+    const char *gpu[FZ_CAMP_MAX_WORKERS]; /* CUDA_VISIBLE_DEVICES per worker, or NULL */
+    const char *corpus_dir;     /* shared corpus (created) */
+    const char *findings_dir;   /* findings (created) */
+    const char *seeds_dir;      /* optional extra seeds (read only), or NULL */
+    double seconds;             /* stop after this long (0: no limit) */
+    int64_t max_cases;          /* stop after this many executions in total (0: no limit) */
+    double case_timeout_s;      /* a case running longer is a hang (default 60) */
+    uint64_t seed;
+    fz_budget budget;
+    int determinism;            /* run each case twice and compare bitwise (default 1) */
+    int status_line;            /* print the live status line to stderr */
+    int quiet;                  /* no per-finding lines */
+} fz_camp_cfg;
+
+typedef struct {
+    int64_t execs;              /* executions (including unsupported ones) */
+    int64_t cases;              /* executions that were checked (not skipped) */
+    int64_t skipped;
+    int64_t elements;           /* output elements compared with the oracle */
+    int64_t findings_new, findings_dup;
+    int64_t crashes, hangs;     /* worker deaths recorded by the supervisor */
+    int64_t corpus;             /* inputs added to the corpus by this campaign */
+    double worst_ratio;
+    double seconds;
+    double cases_per_s, execs_per_s;
+} fz_camp_stats;
+
+void fz_camp_cfg_default(fz_camp_cfg *cfg);
+
+/* Run the campaign until the time or case limit, or SIGINT/SIGTERM.
+ * Returns 0 when it ran (see stats->findings_new), -1 with msg on setup errors. */
+int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t msglen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHCHECK_FZ_CAMPAIGN_H */
