@@ -2,13 +2,14 @@
  * The arithmetic is in cpu_fwd.c / cpu_bwd.c; the profile below describes it. */
 #include "kernels/cpu/cpu_internal.h"
 
-const fa_limits cpu_limits = {
-    .max_head_dim = 512,
-    .head_dim_multiple = 1,
-    .dqk_must_equal_dv = 0,
-    .ptr_align_bytes = 2, /* the element size */
-    .unit_last_stride = 0,
-};
+/* any head dim 1..512, any strides, pointers aligned to the element size */
+#define CPU_LIMITS_INIT                                                                      \
+    {                                                                                        \
+        .max_head_dim = 512, .head_dim_multiple = 1, .dqk_must_equal_dv = 0,                 \
+        .ptr_align_bytes = 2, .unit_last_stride = 0,                                         \
+    }
+
+const fa_limits cpu_limits = CPU_LIMITS_INIT;
 
 static const fa_backend cpu_backend_table = {
     .abi_version = FA_ABI_VERSION,
@@ -24,13 +25,7 @@ static const fa_backend cpu_backend_table = {
         .out_rounded = 1,       /* O, dQ, dK, dV: fp32 value rounded (RNE) to the dtype */
         .max_rescales = 17,     /* one per 64-key tile: 1000 keys touch at most 17 tiles */
     },
-    .limits = {
-        .max_head_dim = 512,
-        .head_dim_multiple = 1,
-        .dqk_must_equal_dv = 0,
-        .ptr_align_bytes = 2,
-        .unit_last_stride = 0,
-    },
+    .limits = CPU_LIMITS_INIT,
     .forward = cpu_forward,
     .backward = cpu_backward,
 };
