@@ -103,7 +103,7 @@ typedef struct {
     orc_options opt;
     double scale;          /* effective softmax scale (exact value used) */
     orc_block o;           /* dim = head_dim_v */
-    orc_block lse;         /* dim = 1, same index as o */
+    orc_block lse;         /* dim = 1, same index as o; no baseline (FA suites have none) */
     int64_t elements;      /* elements computed (o and lse) */
     int64_t escalations;   /* elements recomputed in MPFR at reference time */
 } orc_fwd_result;

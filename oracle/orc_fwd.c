@@ -311,7 +311,6 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
             if (bl) for (int64_t d = 0; d < Dv; d++) bl[d] = 0;
             res->lse.ref[row] = -INFINITY;
             res->lse.flags[row] = ORC_F_MASKED_ROW | ORC_F_INF;
-            if (base) res->lse.baseline[row] = -INFINITY;
             continue;
         }
         if (R->kind != ROW_NORMAL) {
@@ -322,7 +321,6 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
             res->lse.bound[row] = NAN;
             res->lse.orc_err[row] = NAN;
             res->lse.flags[row] = f;
-            if (base) res->lse.baseline[row] = NAN;
             continue;
         }
         int unbounded = !(R->kap_k < 1);
@@ -343,7 +341,6 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
         res->lse.orc_err[row] = R->lse_orc;
         res->lse.bound[row] = R->lse_bound;
         res->lse.flags[row] = orc_value_flags(R->lse) | (isfinite(R->lse_bound) ? 0 : ORC_F_UNCHECKABLE);
-        if (base) res->lse.baseline[row] = (double)(float)R->lse;
         if (R->lse_orc > job->opt->escalate_ratio * R->lse_bound) need_esc = 1;
         if (need_esc) {
             double lse_mp;
@@ -391,7 +388,7 @@ fa_status orc_fwd(const fa_fwd_args *args, const fa_precision *prof, const orc_o
     int64_t n;
     orc_index *ix = orc_sample(c.B, c.Hq, c.Sq, opt.max_rows, opt.seed, &n);
     if (!ix || !orc_block_alloc(&res->o, n, c.Dv, opt.baseline) ||
-        !orc_block_alloc(&res->lse, n, 1, opt.baseline)) {
+        !orc_block_alloc(&res->lse, n, 1, 0)) {
         free(ix);
         orc_fwd_free(res);
         return orc_fail(err, FA_ERR_NOMEM, "", "out of memory for %lld rows.", (long long)n);
