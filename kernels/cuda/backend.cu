@@ -1,0 +1,65 @@
+/* backend.cu: the CUDA backend table (fa_backend_cuda) and fa_cuda_device_count.
+ *
+ * The precision profile describes the code in fwd/flash_fwd.cu (and the
+ * backward in bwd/, which follows the same arithmetic):
+ *   u_acc       2^-23: q.k, p.v (and the backward's products) accumulate in the
+ *               tensor cores' fp32 accumulator, whose additions truncate.
+ *   exp_rel_err 2^-22: ex2.approx.ftz.f32, PTX ISA "max relative error 2^-22"
+ *               (2 ulp of fp32) for results in the normal range; the
+ *               argument's own rounding (the folded scale*log2(e), the
+ *               subtraction of the max) is score error, not exp error.
+ *   scores_fp32 1: S = scale * q.k (+ mask) is formed and kept in fp32.
+ *   p_rounded   1: P is rounded (RN) to fp16/bf16 before P.V.
+ *   ds_rounded  1: dS is rounded to the input dtype before dS.K and dS^T.Q.
+ *   out_rounded 1: O (and dQ, dK, dV) are rounded RN to the input dtype.
+ *   max_rescales 33: at most one rescale per key block, the smallest block is
+ *               32 keys: ceil(1000 / 32) + 1 per 1000 keys.
+ * Limits: head dims 8..256 in steps of 8, Dqk == Dv, 16-byte aligned pointers
+ * (the kernels move 16-byte chunks), unit last-dimension stride. */
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_backend.h"
+
+// ----------------------------------------------------------------------------
+// the table
+
+static const fa_backend fa_cuda_table = {
+    FA_ABI_VERSION,
+    "cuda",
+    FA_MEM_CUDA,
+    {
+        0x1p-23, /* u_acc */
+        0x1p-22, /* exp_rel_err */
+        1,       /* scores_fp32 */
+        1,       /* p_rounded */
+        1,       /* ds_rounded */
+        1,       /* out_rounded */
+        33,      /* max_rescales */
+    },
+    {
+        256, /* max_head_dim */
+        8,   /* head_dim_multiple */
+        1,   /* dqk_must_equal_dv */
+        16,  /* ptr_align_bytes */
+        1,   /* unit_last_stride */
+    },
+    fa_cuda_forward,
+    fa_cuda_backward,
+};
+
+extern "C" const fa_backend *fa_backend_cuda(void) { return &fa_cuda_table; }
+
+// ----------------------------------------------------------------------------
+// devices
+
+/* cudaGetDeviceCount; any error (no driver, no device, an old driver) is 0.
+ * The error is cleared so it does not leak into a later cudaGetLastError. */
+extern "C" int fa_cuda_device_count(void) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n < 0 ? 0 : n;
+}

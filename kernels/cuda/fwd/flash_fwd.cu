@@ -1,0 +1,703 @@
+/* flash_fwd.cu: the CUDA forward kernel (FlashAttention-2 class) and fa_cuda_forward.
+ *
+ * One CTA computes BLOCK_M query rows of one (batch, query head) against every
+ * visible key block. Each warp owns BLOCK_M / NUM_WARPS rows (16 or 32) and
+ * keeps its rows' output accumulator, running max and running sum in registers.
+ *
+ *   Q tile   gmem --cp.async--> smem (once)
+ *   K, V     gmem --cp.async--> smem, two stages: block n-1 loads while n computes
+ *   S = Q K^T     ldmatrix + mma.sync.m16n8k16 (fp16/bf16 in, fp32 accumulate)
+ *   softmax       online, exp2 with log2(e) folded into the scale, fp32
+ *   O += P V      P rounded to the input dtype, V read with ldmatrix.trans
+ *   O / l         rounded (RN) to the input dtype, staged in smem, 16-byte stores
+ *
+ * Shared memory rows are swizzled (16-byte chunk index XOR a function of the
+ * row) so that the 8 row addresses of every ldmatrix phase hit 8 different
+ * bank groups.
+ *
+ * Arithmetic (what the precision profile in backend.cu promises):
+ *   - q.k and p.v accumulate in the tensor cores' fp32 accumulator (products
+ *     exact, sums truncated: unit roundoff 2^-23).
+ *   - no additive mask: scores stay in raw q.k units; the row max m is the raw
+ *     max; p = ex2(fma(s, scale*log2e, -m*scale*log2e)).
+ *   - additive mask (or a scale <= 0): s = fma(q.k, scale, mask) in natural
+ *     units (one rounding, the mask added after the scale as the contract
+ *     says; mask 0 without one); p = ex2((s-m)*log2e).
+ *     A -inf mask entry or a hidden key gives s = -inf (selected, not added).
+ *   - ex2 is ex2.approx.ftz.f32; results below 2^-126 flush to 0.
+ *   - the row sum l adds the fp32 p before they are rounded for the P.V product.
+ *   - a row with no visible key keeps m = -inf, l = 0: O = 0, LSE = -inf.
+ *   - LSE = m*scale + log(l) (natural log, logf), or m + log(l) with a mask.
+ * Every offset into a tensor is int64; positions inside a sequence are int32
+ * (seqlens up to 2^31 - 1024, checked on the host).
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <math.h>
+
+#include "kernels/cuda/cuda_backend.h"
+
+// ----------------------------------------------------------------------------
+// kernel parameters
+
+typedef struct {
+    const uint16_t *q, *k, *v;  /* fp16 or bf16 bit patterns */
+    uint16_t *o;
+    float *lse;
+    const float *mask;          /* NULL: no additive mask */
+    int64_t q_sb, q_ss, q_sh;   /* strides in elements: batch, seq, head (dim stride is 1) */
+    int64_t k_sb, k_ss, k_sh;
+    int64_t v_sb, v_ss, v_sh;
+    int64_t o_sb, o_ss, o_sh;
+    int64_t lse_sb, lse_sh, lse_ss;
+    int64_t mask_sb, mask_sh, mask_sq, mask_sk;
+    int seqlen_q, seqlen_k;
+    int heads_q, group;         /* group = heads_q / heads_kv */
+    int bh_total;               /* batch * heads_q */
+    int head_dim;               /* the real head dim (<= the tile's HD, multiple of 8) */
+    float scale;                /* softmax scale */
+    float scale_log2;           /* scale * log2(e) */
+    /* visibility of key j to row i: lo(i) <= j <= hi(i), with
+       hi(i) = i + hi_off when has_hi, lo(i) = i + lo_off when has_lo */
+    int has_hi, has_lo;
+    int64_t hi_off, lo_off;
+    int reverse_m;              /* 1: launch the heaviest (last) query blocks first */
+} fwd_params;
+
+// ----------------------------------------------------------------------------
+// PTX helpers
+
+static __device__ __forceinline__ uint32_t smem_addr(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes gmem -> smem, asynchronously; src_bytes = 0 writes zeros and reads nothing. */
+static __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+static __device__ __forceinline__ void cp_async_commit(void) {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+static __device__ __forceinline__ void cp_async_wait(void) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+static __device__ __forceinline__ void ldmatrix_x4(uint32_t r[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+static __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+/* c += a * b, m16n8k16, fp32 accumulate. */
+template <bool BF16>
+static __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    if (BF16) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    } else {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+}
+
+/* Two floats -> two fp16/bf16 (RN) packed, lo in the low half. */
+template <bool BF16>
+static __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+    uint32_t r;
+    if (BF16) asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    else asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+    return r;
+}
+
+/* 2^x, ex2.approx.ftz.f32: ex2(-inf) = +0. */
+static __device__ __forceinline__ float ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+static __device__ __forceinline__ void ld_shared16(uint32_t addr, uint4 *v) {
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v->x), "=r"(v->y), "=r"(v->z), "=r"(v->w)
+                 : "r"(addr));
+}
+static __device__ __forceinline__ void st_shared32(uint32_t addr, uint32_t v) {
+    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v));
+}
+static __device__ __forceinline__ void st_global16(void *p, uint4 v) {
+    asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
+                 "r"(v.w)
+                 : "memory");
+}
+
+// ----------------------------------------------------------------------------
+// shared-memory tile layout: rows of HD elements, 16-byte chunks swizzled
+
+/* Byte offset of chunk c (8 elements) of row r in a tile with HD columns.
+ * HD/8 a multiple of 8: chunk ^= row & 7 (8 rows of one ldmatrix phase land in
+ * 8 distinct 16-byte bank groups). HD/8 = 4 or 12: chunk ^= (row >> 1) & 3,
+ * which stays inside each group of 4 chunks and, with the odd/even row offset
+ * of 64 bytes, again gives 8 distinct bank groups for 8 consecutive rows. */
+template <int HD>
+static __device__ __forceinline__ uint32_t swz(int r, int c) {
+    constexpr int NCH = HD / 8;
+    int pc = (NCH % 8 == 0) ? (c ^ (r & 7)) : (c ^ ((r >> 1) & 3));
+    return (uint32_t)(r * HD * 2 + pc * 16);
+}
+
+/* Load ROWS rows of a [seq, HD] slice starting at row0 into smem; rows outside
+ * [valid_lo, valid_hi) and columns >= head_dim are zero-filled (nothing read). */
+template <int ROWS, int HD, int THREADS>
+static __device__ __forceinline__ void load_tile(uint32_t s_base, const uint16_t *g_base, int64_t row_stride,
+                                                 int row0, int valid_lo, int valid_hi, int head_dim) {
+    constexpr int NCH = HD / 8;
+    static_assert((ROWS * NCH) % THREADS == 0, "tile chunks must divide evenly among threads");
+    if (THREADS % NCH == 0) {
+        // each thread keeps one chunk column and walks rows THREADS/NCH apart
+        constexpr int STEP = THREADS % NCH == 0 ? THREADS / NCH : 1;
+        const int c = (int)threadIdx.x % NCH, r0 = (int)threadIdx.x / NCH;
+        const bool col_ok = c * 8 < head_dim;
+        const uint16_t *src = g_base + (int64_t)(row0 + r0) * row_stride + c * 8;
+        const int64_t src_step = (int64_t)STEP * row_stride;
+#pragma unroll
+        for (int it = 0; it < ROWS / STEP; ++it) {
+            const int r = r0 + it * STEP, gr = row0 + r;
+            const bool ok = col_ok && gr >= valid_lo && gr < valid_hi;
+            cp_async16(s_base + swz<HD>(r, c), ok ? src : g_base, ok ? 16 : 0);
+            src += src_step;
+        }
+    } else {
+#pragma unroll
+        for (int it = 0; it < ROWS * NCH / THREADS; ++it) {
+            const int idx = it * THREADS + (int)threadIdx.x;
+            const int r = idx / NCH, c = idx % NCH;
+            const int gr = row0 + r;
+            const bool ok = gr >= valid_lo && gr < valid_hi && c * 8 < head_dim;
+            const uint16_t *src = ok ? g_base + (int64_t)gr * row_stride + c * 8 : g_base;
+            cp_async16(s_base + swz<HD>(r, c), src, ok ? 16 : 0);
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// the kernel
+
+/* CTAs per SM the register cap is sized for: as many as shared memory admits
+ * (H100: 227 KB per SM for blocks), at most 3, one for 8-warp CTAs. */
+static constexpr int fwd_min_blocks(int hd, int bm, int bn, int nw) {
+    return nw == 8 ? 1 : ((232448 / ((bm + 4 * bn) * hd * 2)) >= 3 ? 3 : ((232448 / ((bm + 4 * bn) * hd * 2)) >= 2 ? 2 : 1));
+}
+
+template <int HD, int BM, int BN, int NW, bool BF16, bool NATURAL>
+__global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash_fwd_kernel(const fwd_params p) {
+    constexpr int THREADS = NW * 32;
+    constexpr int WM = BM / NW;  // rows per warp
+    constexpr int MT = WM / 16;  // m16 tiles per warp
+    constexpr int NT = BN / 8;   // n8 tiles of S per warp
+    constexpr int DT = HD / 8;   // n8 tiles of O per warp
+    constexpr int KQ = HD / 16;  // k16 steps of Q K^T
+    constexpr int KP = BN / 16;  // k16 steps of P V
+    constexpr int NCH = HD / 8;
+    constexpr float LOG2E = 1.4426950408889634f;
+    static_assert(WM == 16 || WM == 32, "a warp owns 16 or 32 rows");
+    static_assert(NT % 2 == 0 && DT % 2 == 0, "tiles are loaded in pairs");
+
+    extern __shared__ __align__(128) unsigned char smem[];
+    const uint32_t sQ = smem_addr(smem);
+    const uint32_t sK0 = sQ + BM * HD * 2;
+    const uint32_t sV0 = sK0 + 2 * BN * HD * 2;
+    constexpr uint32_t KV_STAGE_BYTES = BN * HD * 2;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane >> 2, t = lane & 3;  // mma fragment row group, thread in group
+    const int mb = p.reverse_m ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    const int m0 = mb * BM;
+    const int Sq = p.seqlen_q, Sk = p.seqlen_k;
+    const bool use_mask = p.mask != NULL;
+    constexpr bool natural = NATURAL;  // additive mask or scale <= 0: natural units
+
+    for (int bh = blockIdx.y; bh < p.bh_total; bh += gridDim.y) {
+        const int b = bh / p.heads_q, h = bh % p.heads_q, hk = h / p.group;
+        const uint16_t *q_base = p.q + (int64_t)b * p.q_sb + (int64_t)h * p.q_sh;
+        const uint16_t *k_base = p.k + (int64_t)b * p.k_sb + (int64_t)hk * p.k_sh;
+        const uint16_t *v_base = p.v + (int64_t)b * p.v_sb + (int64_t)hk * p.v_sh;
+
+        // ---- key range of this query block (visibility is monotone in the row)
+        const int last_row = min(m0 + BM, Sq) - 1;
+        int64_t key_lo = p.has_lo ? (int64_t)m0 + p.lo_off : 0;
+        int64_t key_hi = p.has_hi ? (int64_t)last_row + p.hi_off : (int64_t)Sk - 1;
+        if (key_lo < 0) key_lo = 0;
+        if (key_hi > (int64_t)Sk - 1) key_hi = (int64_t)Sk - 1;
+        const bool any_key = key_hi >= key_lo;
+        const int kv_lo = any_key ? (int)key_lo : 0, kv_hi = any_key ? (int)key_hi + 1 : 0;
+        const int n_begin = kv_lo / BN, n_end = any_key ? (kv_hi - 1) / BN + 1 : n_begin;
+        // first row's upper bound and last row's lower bound: blocks inside both need no element mask
+        const int64_t hi_first = p.has_hi ? (int64_t)m0 + p.hi_off : (int64_t)Sk - 1;
+        const int64_t lo_last = p.has_lo ? (int64_t)last_row + p.lo_off : 0;
+
+        // ---- per-row bounds of this thread's rows (rows past Sq see nothing)
+        int row_lo[MT][2], row_hi[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                int64_t i = (int64_t)m0 + warp * WM + mt * 16 + g + hf * 8;
+                int64_t lo = p.has_lo ? i + p.lo_off : 0;
+                int64_t hi = p.has_hi ? i + p.hi_off : (int64_t)Sk - 1;
+                lo = lo < 0 ? 0 : (lo > Sk ? Sk : lo);
+                hi = hi > (int64_t)Sk - 1 ? (int64_t)Sk - 1 : (hi < -1 ? -1 : hi);
+                if (i >= Sq) hi = -1;
+                row_lo[mt][hf] = (int)lo;
+                row_hi[mt][hf] = (int)hi;
+            }
+
+        // ---- issue loads: Q, then K/V of the last visible block (blocks run last to first)
+        load_tile<BM, HD, THREADS>(sQ, q_base, p.q_ss, m0, 0, Sq, p.head_dim);
+        cp_async_commit();
+        if (n_end > n_begin) {
+            load_tile<BN, HD, THREADS>(sK0, k_base, p.k_ss, (n_end - 1) * BN, kv_lo, kv_hi, p.head_dim);
+            cp_async_commit();
+            load_tile<BN, HD, THREADS>(sV0, v_base, p.v_ss, (n_end - 1) * BN, kv_lo, kv_hi, p.head_dim);
+            cp_async_commit();
+        }
+
+        float acc_o[MT][DT][4];
+        float row_m[MT][2], row_l[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] = 0.0f;
+            row_m[mt][0] = row_m[mt][1] = -INFINITY;
+            row_l[mt][0] = row_l[mt][1] = 0.0f;
+        }
+
+        // ---- main loop over key blocks, from the last to the first
+        int stage = 0;
+        for (int n = n_end - 1; n >= n_begin; --n, stage ^= 1) {
+            const uint32_t sK = sK0 + stage * KV_STAGE_BYTES, sV = sV0 + stage * KV_STAGE_BYTES;
+            const bool prefetch = n - 1 >= n_begin;
+            if (prefetch) {
+                const uint32_t off = (stage ^ 1) * KV_STAGE_BYTES;
+                load_tile<BN, HD, THREADS>(sK0 + off, k_base, p.k_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
+                cp_async_commit();
+                load_tile<BN, HD, THREADS>(sV0 + off, v_base, p.v_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
+                cp_async_commit();
+                cp_async_wait<3>();  // K(n) (and Q) landed; V(n), K(n-1), V(n-1) may fly
+            } else {
+                cp_async_wait<1>();  // K(n) landed; V(n) may fly
+            }
+            __syncthreads();
+
+            // ---- S = Q K^T (raw fp32 dot products)
+            float acc_s[MT][NT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = 0.0f;
+#pragma unroll 2
+            for (int kk = 0; kk < KQ; ++kk) {
+                uint32_t qa[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+                    ldmatrix_x4(qa[mt], sQ + swz<HD>(warp * WM + mt * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+#pragma unroll
+                for (int np = 0; np < NT / 2; ++np) {
+                    uint32_t kb[4];
+                    ldmatrix_x4(kb, sK + swz<HD>(np * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                                 kk * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mma16816<BF16>(acc_s[mt][2 * np], qa[mt], kb[0], kb[1]);
+                        mma16816<BF16>(acc_s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
+                    }
+                }
+            }
+
+            // ---- scores: element mask where needed (tail, diagonal, window, additive mask)
+            const int key0 = n * BN;
+            const bool elem_mask = natural || (int64_t)key0 + BN - 1 > hi_first || (int64_t)key0 < lo_last ||
+                                   key0 + BN > Sk;
+            if (elem_mask) {
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int hf = 0; hf < 2; ++hf) {
+                        const int i = m0 + warp * WM + mt * 16 + g + hf * 8;
+                        const float *mrow = use_mask && i < Sq
+                                                ? p.mask + (int64_t)b * p.mask_sb + (int64_t)h * p.mask_sh +
+                                                      (int64_t)i * p.mask_sq
+                                                : NULL;
+#pragma unroll
+                        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                            for (int e = 0; e < 2; ++e) {
+                                const int j = key0 + nt * 8 + 2 * t + e;
+                                float s = acc_s[mt][nt][hf * 2 + e];
+                                const bool vis = j >= row_lo[mt][hf] && j <= row_hi[mt][hf];
+                                if (natural) {
+                                    float mv = !vis ? -INFINITY : (mrow ? mrow[(int64_t)j * p.mask_sk] : 0.0f);
+                                    s = (mv == -INFINITY) ? -INFINITY : fmaf(s, p.scale, mv);
+                                } else if (!vis) {
+                                    s = -INFINITY;
+                                }
+                                acc_s[mt][nt][hf * 2 + e] = s;
+                            }
+                    }
+            }
+
+            // ---- online softmax: new row max, rescale O and l, p = 2^(...)
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int hf = 0; hf < 2; ++hf) {
+                    float mx = row_m[mt][hf];
+#pragma unroll
+                    for (int nt = 0; nt < NT; ++nt)
+                        mx = fmaxf(mx, fmaxf(acc_s[mt][nt][hf * 2], acc_s[mt][nt][hf * 2 + 1]));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                    const float m_old = row_m[mt][hf];
+                    row_m[mt][hf] = mx;
+                    float alpha, sum = 0.0f;
+                    if (natural) {
+                        // natural units: p = 2^((s - m) log2e); s - m <= 0 cannot overflow
+                        const float m_use = mx == -INFINITY ? 0.0f : mx;
+                        alpha = mx == -INFINITY ? 1.0f : ex2((m_old - mx) * LOG2E);
+#pragma unroll
+                        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                            for (int e = 0; e < 2; ++e) {
+                                float pv = ex2((acc_s[mt][nt][hf * 2 + e] - m_use) * LOG2E);
+                                acc_s[mt][nt][hf * 2 + e] = pv;
+                                sum += pv;
+                            }
+                    } else {
+                        // raw q.k units, log2(e) folded into the scale: one FFMA + one ex2
+                        const float m_scaled = mx == -INFINITY ? 0.0f : mx * p.scale_log2;
+                        alpha = mx == -INFINITY ? 1.0f : ex2(m_old * p.scale_log2 - m_scaled);
+#pragma unroll
+                        for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                            for (int e = 0; e < 2; ++e) {
+                                float pv = ex2(fmaf(acc_s[mt][nt][hf * 2 + e], p.scale_log2, -m_scaled));
+                                acc_s[mt][nt][hf * 2 + e] = pv;
+                                sum += pv;
+                            }
+                    }
+                    row_l[mt][hf] = row_l[mt][hf] * alpha + sum;  // per-thread partial sum
+#pragma unroll
+                    for (int dt = 0; dt < DT; ++dt) {
+                        acc_o[mt][dt][hf * 2] *= alpha;
+                        acc_o[mt][dt][hf * 2 + 1] *= alpha;
+                    }
+                }
+
+            // ---- P in the input dtype, laid out as mma A fragments
+            uint32_t pa[MT][KP][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int kk = 0; kk < KP; ++kk) {
+                    pa[mt][kk][0] = pack2<BF16>(acc_s[mt][2 * kk][0], acc_s[mt][2 * kk][1]);
+                    pa[mt][kk][1] = pack2<BF16>(acc_s[mt][2 * kk][2], acc_s[mt][2 * kk][3]);
+                    pa[mt][kk][2] = pack2<BF16>(acc_s[mt][2 * kk + 1][0], acc_s[mt][2 * kk + 1][1]);
+                    pa[mt][kk][3] = pack2<BF16>(acc_s[mt][2 * kk + 1][2], acc_s[mt][2 * kk + 1][3]);
+                }
+
+            // ---- O += P V
+            if (prefetch) cp_async_wait<2>();  // V(n) landed
+            else cp_async_wait<0>();
+            __syncthreads();
+#pragma unroll
+            for (int kk = 0; kk < KP; ++kk)
+#pragma unroll
+                for (int dp = 0; dp < DT / 2; ++dp) {
+                    uint32_t vb[4];
+                    ldmatrix_x4_trans(vb, sV + swz<HD>(kk * 16 + (lane & 15), dp * 2 + (lane >> 4)));
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        mma16816<BF16>(acc_o[mt][2 * dp], pa[mt][kk], vb[0], vb[1]);
+                        mma16816<BF16>(acc_o[mt][2 * dp + 1], pa[mt][kk], vb[2], vb[3]);
+                    }
+                }
+            __syncthreads();  // every warp is done with this stage before it is refilled
+        }
+        cp_async_wait<0>();  // the Q group when no key block ran
+        __syncthreads();
+
+        // ---- epilogue: O / l rounded to the dtype, staged in this warp's Q rows, then stored
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+            for (int hf = 0; hf < 2; ++hf) {
+                float l = row_l[mt][hf];
+                l += __shfl_xor_sync(0xffffffffu, l, 1);
+                l += __shfl_xor_sync(0xffffffffu, l, 2);
+                const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+                const int r = warp * WM + mt * 16 + g + hf * 8;
+                const int i = m0 + r;
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt) {
+                    uint32_t v = pack2<BF16>(acc_o[mt][dt][hf * 2] * inv, acc_o[mt][dt][hf * 2 + 1] * inv);
+                    st_shared32(sQ + swz<HD>(r, dt) + t * 4, v);
+                }
+                if (t == 0 && i < Sq) {
+                    const float m = row_m[mt][hf];
+                    float lse;
+                    if (l > 0.0f) lse = (natural ? m : m * p.scale) + logf(l);
+                    else lse = -INFINITY;
+                    p.lse[(int64_t)b * p.lse_sb + (int64_t)h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
+                }
+            }
+        __syncwarp();
+        uint16_t *o_base = p.o + (int64_t)b * p.o_sb + (int64_t)h * p.o_sh;
+#pragma unroll
+        for (int it = 0; it < WM * NCH / 32; ++it) {
+            const int idx = it * 32 + lane;
+            const int r = warp * WM + idx / NCH, c = idx % NCH;
+            const int i = m0 + r;
+            if (i < Sq && c * 8 < p.head_dim) {
+                uint4 v;
+                ld_shared16(sQ + swz<HD>(r, c), &v);
+                st_global16(o_base + (int64_t)i * p.o_ss + c * 8, v);
+            }
+        }
+        __syncthreads();  // smem is reused by the next (batch, head) of this CTA
+    }
+}
+
+// ----------------------------------------------------------------------------
+// host side: tile configurations
+
+typedef struct {
+    int hd, bm, bn, nw;
+} fwd_config;
+
+/* Tiles per padded head dim. Family 0: 32 rows per warp (4 warps) up to 128,
+ * 16 rows per warp with 8 warps above (register budget of the O accumulator).
+ * Family 1: 16 rows per warp, 4 warps, BLOCK_M = 64 (fewer registers, more
+ * shared-memory traffic per flop). The benchmark measures both. */
+static const fwd_config fwd_configs[2][6] = {
+    {{32, 128, 128, 4}, {64, 128, 64, 4}, {96, 128, 64, 4}, {128, 128, 64, 4}, {192, 128, 32, 8}, {256, 128, 32, 8}},
+    {{32, 64, 128, 4}, {64, 64, 64, 4}, {96, 64, 64, 4}, {128, 64, 64, 4}, {192, 64, 32, 4}, {256, 64, 32, 4}},
+};
+static int fwd_family_default[6] = {0, 0, 0, 0, 0, 0};  /* per padded head dim, see RESULTS.md */
+static int fwd_family_override = -1;
+
+/* Benchmark knob (not part of the API): -1 default, 0 or 1 force a family. */
+extern "C" void fa_cuda_fwd_set_family(int family) { fwd_family_override = family; }
+
+static size_t fwd_smem_bytes(const fwd_config *c) {
+    return (size_t)(c->bm + 4 * c->bn) * (size_t)c->hd * 2;
+}
+
+typedef void (*fwd_kernel_fn)(const fwd_params);
+
+template <int HD, int BM, int BN, int NW>
+static fwd_kernel_fn pick_variant(int bf16, int natural) {
+    if (bf16) return natural ? flash_fwd_kernel<HD, BM, BN, NW, true, true> : flash_fwd_kernel<HD, BM, BN, NW, true, false>;
+    return natural ? flash_fwd_kernel<HD, BM, BN, NW, false, true> : flash_fwd_kernel<HD, BM, BN, NW, false, false>;
+}
+
+static fwd_kernel_fn fwd_kernel_for(const fwd_config *c, int bf16, int natural) {
+    if (c->bm == 128) {
+        switch (c->hd) {
+        case 32: return pick_variant<32, 128, 128, 4>(bf16, natural);
+        case 64: return pick_variant<64, 128, 64, 4>(bf16, natural);
+        case 96: return pick_variant<96, 128, 64, 4>(bf16, natural);
+        case 128: return pick_variant<128, 128, 64, 4>(bf16, natural);
+        case 192: return pick_variant<192, 128, 32, 8>(bf16, natural);
+        case 256: return pick_variant<256, 128, 32, 8>(bf16, natural);
+        }
+    } else {
+        switch (c->hd) {
+        case 32: return pick_variant<32, 64, 128, 4>(bf16, natural);
+        case 64: return pick_variant<64, 64, 64, 4>(bf16, natural);
+        case 96: return pick_variant<96, 64, 64, 4>(bf16, natural);
+        case 128: return pick_variant<128, 64, 64, 4>(bf16, natural);
+        case 192: return pick_variant<192, 64, 32, 4>(bf16, natural);
+        case 256: return pick_variant<256, 64, 32, 4>(bf16, natural);
+        }
+    }
+    return NULL;
+}
+
+// ----------------------------------------------------------------------------
+// host side: checks beyond fa_validate_fwd
+
+#define FWD_LIMITS_MAX_HEAD_DIM 256
+#define FWD_MAX_SEQLEN ((int64_t)INT32_MAX - 1024)
+
+static fa_status fwd_device_error(fa_error *err, cudaError_t e, const char *what) {
+    return fa_fail(err, FA_ERR_DEVICE, "cuda", "%s failed: %s (%s)", what, cudaGetErrorName(e),
+                   cudaGetErrorString(e));
+}
+
+/* The fast path loads and stores 16-byte chunks: every row start must be
+ * 16-byte aligned, so the pointer and the batch/seq/head strides must be. */
+static fa_status fwd_check_rows16(const char *name, const void *ptr, const int64_t *st, fa_error *err) {
+    char arg[32];
+    if (((uintptr_t)ptr) % 16 != 0) {
+        snprintf(arg, sizeof(arg), "%s.ptr", name);
+        return fa_fail(err, FA_ERR_UNSUPPORTED, arg,
+                       "%s.ptr (%p) is not 16-byte aligned; the CUDA forward loads 16-byte row chunks, "
+                       "so pass a 16-byte-aligned tensor (or use the cpu backend).", name, ptr);
+    }
+    for (int d = 0; d < 3; ++d)
+        if (st[d] % 8 != 0) {
+            snprintf(arg, sizeof(arg), "%s.stride[%d]", name, d);
+            return fa_fail(err, FA_ERR_UNSUPPORTED, arg,
+                           "%s is %lld elements; the CUDA forward needs batch, seq and head strides that "
+                           "are multiples of 8 elements (16-byte-aligned rows). Copy the tensor to a "
+                           "contiguous buffer (or use the cpu backend).", arg, (long long)st[d]);
+        }
+    return FA_OK;
+}
+
+/* A pointer the kernel dereferences must be device-accessible memory. */
+static fa_status fwd_check_device_ptr(const char *name, const void *ptr, fa_error *err) {
+    if (ptr == NULL) return FA_OK;
+    struct cudaPointerAttributes at;
+    cudaError_t e = cudaPointerGetAttributes(&at, ptr);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return fwd_device_error(err, e, "cudaPointerGetAttributes");
+    }
+    if (at.type == cudaMemoryTypeUnregistered || at.devicePointer == NULL)
+        return fa_fail(err, FA_ERR_INVALID, name,
+                       "%s (%p) is not CUDA device memory; the cuda backend takes device pointers "
+                       "(cudaMalloc), or use the cpu backend for host buffers.", name, ptr);
+    return FA_OK;
+}
+
+// ----------------------------------------------------------------------------
+// entry point
+
+extern "C" fa_status fa_cuda_forward(const fa_fwd_args *a, fa_error *err) {
+    const fa_backend *be = fa_backend_cuda();
+    if (be == NULL) return fa_fail(err, FA_ERR_INTERNAL, "backend", "the cuda backend table is missing");
+    fa_status st = fa_validate_fwd(a, &be->limits, err);
+    if (st != FA_OK) return st;
+    const fa_problem *pr = &a->p;
+
+    if (pr->seqlen_q > FWD_MAX_SEQLEN || pr->seqlen_k > FWD_MAX_SEQLEN)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, pr->seqlen_q > FWD_MAX_SEQLEN ? "seqlen_q" : "seqlen_k",
+                       "sequence lengths above %lld are not supported by the CUDA forward (int32 positions).",
+                       (long long)FWD_MAX_SEQLEN);
+    if (pr->batch * pr->heads_q > INT32_MAX || pr->heads_q > INT32_MAX)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "heads_q",
+                       "batch * heads_q = %lld exceeds 2^31 - 1, which the CUDA forward does not support.",
+                       (long long)(pr->batch * pr->heads_q));
+    if (pr->head_dim_qk != pr->head_dim_v || pr->head_dim_qk <= 0 || pr->head_dim_qk % 8 != 0 ||
+        pr->head_dim_qk > FWD_LIMITS_MAX_HEAD_DIM)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "head_dim_qk",
+                       "head dims %lld/%lld: the CUDA forward needs Dqk == Dv, a multiple of 8, at most %d.",
+                       (long long)pr->head_dim_qk, (long long)pr->head_dim_v, FWD_LIMITS_MAX_HEAD_DIM);
+
+    // nothing to compute: no rows, or no (batch, head) pairs
+    if (pr->seqlen_q == 0 || pr->batch == 0 || pr->heads_q == 0) return FA_OK;
+
+    if ((st = fwd_check_rows16("q", a->q.ptr, a->q.stride, err)) != FA_OK) return st;
+    if ((st = fwd_check_rows16("k", a->k.ptr, a->k.stride, err)) != FA_OK) return st;
+    if ((st = fwd_check_rows16("v", a->v.ptr, a->v.stride, err)) != FA_OK) return st;
+    if ((st = fwd_check_rows16("o", a->o.ptr, a->o.stride, err)) != FA_OK) return st;
+    if ((st = fwd_check_device_ptr("q.ptr", a->q.ptr, err)) != FA_OK) return st;
+    if (pr->seqlen_k > 0) {
+        if ((st = fwd_check_device_ptr("k.ptr", a->k.ptr, err)) != FA_OK) return st;
+        if ((st = fwd_check_device_ptr("v.ptr", a->v.ptr, err)) != FA_OK) return st;
+        if ((st = fwd_check_device_ptr("mask.ptr", a->mask.ptr, err)) != FA_OK) return st;
+    }
+    if ((st = fwd_check_device_ptr("o.ptr", a->o.ptr, err)) != FA_OK) return st;
+    if ((st = fwd_check_device_ptr("lse.ptr", a->lse.ptr, err)) != FA_OK) return st;
+
+    // ---- tile configuration and its shared memory
+    const fwd_config *cfg = NULL;
+    for (int c = 0; c < 6; ++c)
+        if (fwd_configs[0][c].hd >= pr->head_dim_qk) {
+            const int fam = fwd_family_override >= 0 ? fwd_family_override & 1 : fwd_family_default[c];
+            cfg = &fwd_configs[fam][c];
+            break;
+        }
+    if (cfg == NULL) return fa_fail(err, FA_ERR_INTERNAL, "head_dim_qk", "no tile configuration");
+    const float scale = fa_effective_scale(pr);
+    const int natural = a->mask.ptr != NULL || !(scale > 0.0f);
+    fwd_kernel_fn kern = fwd_kernel_for(cfg, pr->dtype == FA_BF16, natural);
+    const size_t smem = fwd_smem_bytes(cfg);
+
+    int dev = 0, smem_optin = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return fwd_device_error(err, e, "cudaGetDevice");
+    e = cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e != cudaSuccess) return fwd_device_error(err, e, "cudaDeviceGetAttribute");
+    if ((size_t)smem_optin < smem)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "head_dim_qk",
+                       "head dim %lld needs %zu bytes of shared memory per block; this GPU allows %d.",
+                       (long long)pr->head_dim_qk, smem, smem_optin);
+    e = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return fwd_device_error(err, e, "cudaFuncSetAttribute");
+
+    // ---- parameters
+    fwd_params p;
+    p.q = (const uint16_t *)a->q.ptr;
+    p.k = (const uint16_t *)a->k.ptr;
+    p.v = (const uint16_t *)a->v.ptr;
+    p.o = (uint16_t *)a->o.ptr;
+    p.lse = a->lse.ptr;
+    p.mask = a->mask.ptr;
+    p.q_sb = a->q.stride[0]; p.q_ss = a->q.stride[1]; p.q_sh = a->q.stride[2];
+    p.k_sb = a->k.stride[0]; p.k_ss = a->k.stride[1]; p.k_sh = a->k.stride[2];
+    p.v_sb = a->v.stride[0]; p.v_ss = a->v.stride[1]; p.v_sh = a->v.stride[2];
+    p.o_sb = a->o.stride[0]; p.o_ss = a->o.stride[1]; p.o_sh = a->o.stride[2];
+    p.lse_sb = a->lse.stride[0]; p.lse_sh = a->lse.stride[1]; p.lse_ss = a->lse.stride[2];
+    p.mask_sb = a->mask.stride[0]; p.mask_sh = a->mask.stride[1];
+    p.mask_sq = a->mask.stride[2]; p.mask_sk = a->mask.stride[3];
+    p.seqlen_q = (int)pr->seqlen_q;
+    p.seqlen_k = (int)pr->seqlen_k;
+    p.heads_q = (int)pr->heads_q;
+    p.group = (int)(pr->heads_q / pr->heads_kv);
+    p.bh_total = (int)(pr->batch * pr->heads_q);
+    p.head_dim = (int)pr->head_dim_qk;
+    p.scale = scale;
+    p.scale_log2 = (float)((double)p.scale * 1.4426950408889634);
+
+    // visibility: diag(i) = i + diag_off; windows larger than Sq + Sk are unbounded in effect
+    const int64_t Sq = pr->seqlen_q, Sk = pr->seqlen_k, wcap = Sq + Sk + 1;
+    const int br = pr->causal == FA_CAUSAL_BOTTOM_RIGHT ||
+                   (pr->causal == FA_CAUSAL_NONE && pr->window_align == FA_ALIGN_BOTTOM_RIGHT);
+    const int64_t diag_off = br ? Sk - Sq : 0;
+    const int64_t wl = pr->window_left < 0 ? -1 : (pr->window_left > wcap ? wcap : pr->window_left);
+    const int64_t wr = pr->window_right < 0 ? -1 : (pr->window_right > wcap ? wcap : pr->window_right);
+    const int causal = pr->causal != FA_CAUSAL_NONE;
+    p.has_hi = causal || wr >= 0;
+    p.hi_off = diag_off + (causal ? 0 : wr);  // with causal, a right window >= 0 changes nothing
+    p.has_lo = wl >= 0;
+    p.lo_off = diag_off - (wl >= 0 ? wl : 0);
+    p.reverse_m = p.has_hi;
+
+    // ---- launch
+    const int64_t m_blocks = (Sq + cfg->bm - 1) / cfg->bm;
+    dim3 grid((unsigned)m_blocks, (unsigned)(p.bh_total < 65535 ? p.bh_total : 65535), 1);
+    dim3 block((unsigned)(cfg->nw * 32), 1, 1);
+    cudaStream_t stream = (cudaStream_t)a->stream;
+    kern<<<grid, block, smem, stream>>>(p);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_kernel launch");
+    e = cudaStreamSynchronize(stream);
+    if (e != cudaSuccess) return fwd_device_error(err, e, "cudaStreamSynchronize after flash_fwd_kernel");
+    return FA_OK;
+}

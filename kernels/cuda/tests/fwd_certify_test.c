@@ -1,0 +1,546 @@
+/* fwd_certify_test.c: certification of the CUDA forward against the oracle.
+ *
+ * For every case of an awkward grid: random inputs (a fresh seed per case) in
+ * the case's layout, outputs poisoned (O = 0xFFFF, a NaN, LSE = NaN), one
+ * fa_cuda_forward, then
+ *   1. every O element and LSE entry was written (no poison left),
+ *   2. oracle (oracle/oracle.h) per-element bounds for the CUDA precision
+ *      profile hold on the checked rows (all rows of small cases, a seeded
+ *      sample of rows of big ones): orc_compare_fwd reports no failure,
+ *   3. a second run gives bitwise identical O and LSE.
+ * Plus rejections: layouts the kernel cannot run return a status and leave the
+ * outputs untouched.
+ *
+ * Grid: seqlens 1 3 17 63 64 65 97 113 127 128 239 513 799 1023 1025 2048 4224
+ * (Sq == Sk and Sq != Sk both ways), every head dim 8..256 step 8 in both
+ * dtypes, every mask kind (causal top-left / bottom-right, windows left/right/
+ * both in both alignments, additive masks with -inf: full, broadcast, key
+ * padding, fully masked rows), GQA ratios 1, 2, 8, layouts BSHD / BHSD /
+ * padded strides / fused QKV, empty problems, > 65535 (batch, head) pairs and
+ * a Q/O tensor of more than 2^31 elements.
+ *
+ * usage: fwd_certify_test [--quick] [--no-big] [--sanitize] [--rows N] [--threads N]
+ *   --sanitize: the small subset that sanitize.sh runs under compute-sanitizer
+ * Exit status: 0 when every case passed, 1 otherwise (2: setup error).
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/flash_api.h"
+#include "oracle/oracle.h"
+
+#define CK(x)                                                                                       \
+    do {                                                                                            \
+        cudaError_t e_ = (x);                                                                       \
+        if (e_ != cudaSuccess) {                                                                    \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
+            exit(2);                                                                                \
+        }                                                                                           \
+    } while (0)
+
+// ----------------------------------------------------------------------------
+// cases
+
+enum { MK_NONE = 0, MK_FULL, MK_BCAST, MK_KEYPAD, MK_ROWS, MK_COUNT };
+static const char *mk_name[MK_COUNT] = {"none", "full", "bcast", "keypad", "rows-inf"};
+enum { LAY_BSHD = 0, LAY_BHSD, LAY_PAD, LAY_QKV, LAY_COUNT };
+static const char *lay_name[LAY_COUNT] = {"bshd", "bhsd", "pad", "qkv"};
+
+typedef struct {
+    int64_t B, Sq, Sk, Hq, Hkv, D;
+    fa_dtype dt;
+    fa_causal causal;
+    int64_t wl, wr;
+    fa_align align;
+    int mask;
+    int layout;
+    float scale;   /* 0: default */
+    int big;       /* 1: > 2^31 elements, filled by tiling, no repeat run */
+} tc_case;
+
+static int tc_n = 0, tc_cap = 0;
+static tc_case *tc_list = NULL;
+
+static void add(tc_case c) {
+    if (tc_n == tc_cap) {
+        tc_cap = tc_cap ? 2 * tc_cap : 256;
+        tc_list = (tc_case *)realloc(tc_list, sizeof(tc_case) * tc_cap);
+    }
+    tc_list[tc_n++] = c;
+}
+
+static tc_case base_case(int64_t Sq, int64_t Sk, int64_t D, fa_dtype dt) {
+    tc_case c;
+    memset(&c, 0, sizeof(c));
+    c.B = 2; c.Sq = Sq; c.Sk = Sk; c.Hq = 2; c.Hkv = 2; c.D = D; c.dt = dt;
+    c.causal = FA_CAUSAL_NONE; c.wl = -1; c.wr = -1; c.align = FA_ALIGN_TOP_LEFT;
+    c.mask = MK_NONE; c.layout = LAY_BSHD;
+    return c;
+}
+
+/* A geometric / additive mask kind by number (13 kinds). */
+static void set_mask_kind(tc_case *c, int kind) {
+    c->causal = FA_CAUSAL_NONE; c->wl = c->wr = -1; c->align = FA_ALIGN_TOP_LEFT; c->mask = MK_NONE;
+    switch (kind % 13) {
+    case 0: break;
+    case 1: c->causal = FA_CAUSAL_TOP_LEFT; break;
+    case 2: c->causal = FA_CAUSAL_BOTTOM_RIGHT; break;
+    case 3: c->wl = 37; c->wr = 5; c->align = FA_ALIGN_TOP_LEFT; break;
+    case 4: c->wl = 100; c->wr = 0; c->align = FA_ALIGN_BOTTOM_RIGHT; break;
+    case 5: c->wl = -1; c->wr = 20; c->align = FA_ALIGN_BOTTOM_RIGHT; break;
+    case 6: c->causal = FA_CAUSAL_BOTTOM_RIGHT; c->wl = 64; break;
+    case 7: c->causal = FA_CAUSAL_TOP_LEFT; c->wl = 129; c->wr = 3; break;
+    case 8: c->mask = MK_FULL; break;
+    case 9: c->mask = MK_BCAST; c->causal = FA_CAUSAL_BOTTOM_RIGHT; break;
+    case 10: c->mask = MK_KEYPAD; break;
+    case 11: c->mask = MK_ROWS; c->wl = 50; c->wr = 50; break;
+    case 12: c->wl = 0; c->wr = 0; c->align = FA_ALIGN_TOP_LEFT; break;  /* one key per row at most */
+    }
+}
+
+static const int64_t seqlens[17] = {1, 3, 17, 63, 64, 65, 97, 113, 127, 128, 239, 513, 799, 1023, 1025, 2048, 4224};
+static const int64_t special_d[6] = {32, 64, 96, 128, 192, 256};
+
+static void build_grid(int quick, int big) {
+    // A: sequence lengths, Sq == Sk and Sq != Sk both ways; head dims, masks, GQA, dtypes rotate
+    const int gq[3] = {1, 2, 8};
+    int r = 0;
+    for (int i = 0; i < 17; ++i)
+        for (int v = 0; v < 3; ++v, ++r) {
+            if (quick && (i % 4) != 0) continue;
+            int64_t a = seqlens[i], b = seqlens[(i + 5 + v) % 17];
+            int64_t Sq = v == 0 ? a : (v == 1 ? a : b), Sk = v == 0 ? a : (v == 1 ? b : a);
+            tc_case c = base_case(Sq, Sk, special_d[r % 6], (r & 1) ? FA_F16 : FA_BF16);
+            set_mask_kind(&c, r);
+            int g = gq[r % 3];
+            c.Hkv = 1 + (r % 2);
+            c.Hq = g * c.Hkv;
+            c.B = Sq * Sk > 1000000 ? 1 : 2;
+            add(c);
+        }
+    // B: every head dim 8..256 (step 8), both dtypes, ragged lengths
+    for (int64_t D = 8; D <= 256; D += 8)
+        for (int dt = 0; dt < 2; ++dt) {
+            if (quick && D % 32 != 8 && D % 64 != 0) continue;
+            tc_case c = base_case(97 + D % 31, 65 + (D * 7) % 129, D, dt ? FA_BF16 : FA_F16);
+            set_mask_kind(&c, (int)(D / 8) + dt);
+            c.Hkv = 1; c.Hq = dt ? 2 : 1;
+            add(c);
+        }
+    // C: every mask kind on Sq < Sk, Sq > Sk, and both ~1k, two dtypes/head dims
+    const int64_t qk[3][2] = {{127, 513}, {513, 127}, {1023, 1025}};
+    for (int kind = 0; kind < 13; ++kind)
+        for (int s = 0; s < 3; ++s) {
+            if (quick && s == 2) continue;
+            tc_case c = base_case(qk[s][0], qk[s][1], s == 1 ? 64 : 128, s == 1 ? FA_F16 : FA_BF16);
+            set_mask_kind(&c, kind);
+            c.Hq = 4; c.Hkv = 2;
+            add(c);
+        }
+    // D: sliding window with a single query row (window offset vs corner), and windows past the ends
+    {
+        tc_case c = base_case(1, 239, 64, FA_BF16);
+        c.wl = 127; c.wr = 0; c.align = FA_ALIGN_BOTTOM_RIGHT; add(c);
+        c.causal = FA_CAUSAL_BOTTOM_RIGHT; c.wl = 127; c.wr = -1; add(c);
+        c = base_case(65, 97, 128, FA_F16);
+        c.wl = 1000000; c.wr = 1000000; add(c);
+        c.causal = FA_CAUSAL_TOP_LEFT; c.wl = 0; c.wr = -1; add(c);  /* only the diagonal */
+        c = base_case(300, 40, 64, FA_BF16);  /* Sq > Sk, causal bottom-right: top rows see nothing */
+        c.causal = FA_CAUSAL_BOTTOM_RIGHT; add(c);
+        c.causal = FA_CAUSAL_TOP_LEFT; c.mask = MK_ROWS; add(c);
+    }
+    // E: layouts
+    for (int lay = 1; lay < LAY_COUNT; ++lay)
+        for (int d = 0; d < 3; ++d) {
+            int64_t D = d == 0 ? 64 : (d == 1 ? 128 : 72);
+            tc_case c = base_case(239, lay == LAY_QKV ? 239 : 513, D, d == 1 ? FA_F16 : FA_BF16);
+            c.layout = lay; c.Hq = 4; c.Hkv = lay == LAY_QKV ? 4 : 1;
+            set_mask_kind(&c, d == 0 ? 2 : (d == 1 ? 8 : 3));
+            if (lay == LAY_QKV) c.mask = MK_NONE;
+            add(c);
+        }
+    // F: scales (negative, large), empty problems, many (batch, head) pairs
+    {
+        tc_case c = base_case(97, 113, 64, FA_BF16);
+        c.scale = -0.3f; add(c);
+        c.scale = 2.0f; c.causal = FA_CAUSAL_TOP_LEFT; add(c);
+        c = base_case(0, 17, 64, FA_F16); add(c);
+        c = base_case(17, 0, 64, FA_F16); add(c);
+        c = base_case(3, 17, 32, FA_BF16); c.B = 0; add(c);
+        c = base_case(3, 5, 8, FA_BF16); c.B = 300; c.Hq = 256; c.Hkv = 32; add(c); /* 76800 pairs */
+    }
+    // G: more than 2^31 elements in Q and O (64-bit offsets): Sq * Hq * D = 131073 * 128 * 128
+    if (big) {
+        tc_case c = base_case(131073, 65, 128, FA_BF16);
+        c.B = 1; c.Hq = 128; c.Hkv = 1; c.causal = FA_CAUSAL_BOTTOM_RIGHT; c.wl = 40; c.big = 1;
+        add(c);
+    }
+}
+
+// ----------------------------------------------------------------------------
+// random values
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1p-53 * 2.0 - 1.0; }
+
+static void fill_half(uint16_t *p, int64_t n, fa_dtype dt, double amp, uint64_t seed, int tiled) {
+    uint64_t s = seed;
+    int64_t m = tiled && n > (1 << 22) ? (1 << 22) : n;
+    for (int64_t i = 0; i < m; ++i) p[i] = orc_encode(amp * rng_uniform(&s), dt);
+    for (int64_t i = m; i < n; i += m) memcpy(p + i, p, sizeof(uint16_t) * (size_t)(n - i < m ? n - i : m));
+}
+
+// ----------------------------------------------------------------------------
+// layouts
+
+typedef struct {
+    int64_t st[4];
+    int64_t extent; /* elements spanned */
+} tc_view;
+
+static int64_t extent4(const int64_t *dims, const int64_t *st) {
+    int64_t e = 1;
+    for (int i = 0; i < 4; ++i) {
+        if (dims[i] == 0) return 0;
+        e += (dims[i] - 1) * st[i];
+    }
+    return e;
+}
+
+/* dims [B, S, H, D] -> strides for the layout (QKV handled by the caller). */
+static tc_view make_view(int lay, int64_t B, int64_t S, int64_t H, int64_t D) {
+    tc_view v;
+    int64_t dims[4] = {B, S, H, D};
+    if (lay == LAY_BHSD) {
+        v.st[3] = 1; v.st[1] = D; v.st[2] = S * D; v.st[0] = H * S * D;
+    } else if (lay == LAY_PAD) {
+        int64_t hs = D + 24, ss = H * hs + 40;
+        v.st[3] = 1; v.st[2] = hs; v.st[1] = ss; v.st[0] = S * ss + 16;
+    } else {
+        v.st[3] = 1; v.st[2] = D; v.st[1] = H * D; v.st[0] = S * H * D;
+    }
+    v.extent = extent4(dims, v.st);
+    return v;
+}
+
+// ----------------------------------------------------------------------------
+// one case
+
+static fa_precision cuda_profile(void) { return fa_backend_cuda()->precision; }
+
+static int rows_sample = 48, omp_threads = 0;
+
+static void *dmalloc(size_t n) {
+    void *p = NULL;
+    if (n == 0) n = 16;
+    CK(cudaMalloc(&p, n));
+    return p;
+}
+
+static int run_case(int idx, const tc_case *c) {
+    const int64_t B = c->B, Sq = c->Sq, Sk = c->Sk, Hq = c->Hq, Hkv = c->Hkv, D = c->D;
+    uint64_t seed = 0x5eed0000ull + (uint64_t)idx * 7919;
+    fa_fwd_args a;
+    memset(&a, 0, sizeof(a));
+    a.p.batch = B; a.p.seqlen_q = Sq; a.p.seqlen_k = Sk; a.p.heads_q = Hq; a.p.heads_kv = Hkv;
+    a.p.head_dim_qk = D; a.p.head_dim_v = D; a.p.dtype = c->dt; a.p.softmax_scale = c->scale;
+    a.p.causal = c->causal; a.p.window_left = c->wl; a.p.window_right = c->wr; a.p.window_align = c->align;
+
+    // ---- host inputs in their layout
+    tc_view vq, vk, vv, vo;
+    uint16_t *hqkv = NULL, *hq, *hk, *hv;
+    int64_t n_qkv = 0;
+    if (c->layout == LAY_QKV) {  // one buffer [B, S, Hq + 2 Hkv, D]: q, k, v are head slices
+        int64_t Ht = Hq + 2 * Hkv;
+        int64_t dims[4] = {B, Sq, Ht, D};
+        int64_t st[4] = {Sq * Ht * D, Ht * D, D, 1};
+        n_qkv = extent4(dims, st);
+        hqkv = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)(n_qkv ? n_qkv : 1));
+        fill_half(hqkv, n_qkv, c->dt, 1.5, seed + 1, 0);
+        for (int i = 0; i < 4; ++i) vq.st[i] = vk.st[i] = vv.st[i] = st[i];
+        int64_t dq[4] = {B, Sq, Hq, D}, dk[4] = {B, Sk, Hkv, D};
+        vq.extent = extent4(dq, st); vk.extent = extent4(dk, st); vv.extent = vk.extent;
+        hq = hqkv; hk = hqkv + Hq * D; hv = hqkv + (Hq + Hkv) * D;
+    } else {
+        vq = make_view(c->layout, B, Sq, Hq, D);
+        vk = make_view(c->layout, B, Sk, Hkv, D);
+        vv = make_view(c->layout, B, Sk, Hkv, D);
+        hq = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)(vq.extent ? vq.extent : 1));
+        hk = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)(vk.extent ? vk.extent : 1));
+        hv = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)(vv.extent ? vv.extent : 1));
+        fill_half(hq, vq.extent, c->dt, 1.5, seed + 1, c->big);
+        fill_half(hk, vk.extent, c->dt, 1.5, seed + 2, c->big);
+        fill_half(hv, vv.extent, c->dt, 1.0, seed + 3, c->big);
+    }
+    vo = make_view(c->layout == LAY_QKV ? LAY_BSHD : c->layout, B, Sq, Hq, D);
+
+    // ---- additive mask
+    float *hm = NULL;
+    int64_t n_mask = 0;
+    int64_t mst[4] = {0, 0, 0, 0};
+    if (c->mask != MK_NONE) {
+        uint64_t s = seed + 4;
+        if (c->mask == MK_FULL) {
+            mst[3] = 1; mst[2] = Sk; mst[1] = Sq * Sk; mst[0] = Hq * Sq * Sk;
+            n_mask = B * Hq * Sq * Sk;
+        } else if (c->mask == MK_KEYPAD) {  // [B, 1, 1, Sk] broadcast over heads and rows
+            mst[3] = 1; mst[2] = 0; mst[1] = 0; mst[0] = Sk;
+            n_mask = B * Sk;
+        } else {  // [1, 1, Sq, Sk] broadcast over batch and heads
+            mst[3] = 1; mst[2] = Sk; mst[1] = 0; mst[0] = 0;
+            n_mask = Sq * Sk;
+        }
+        hm = (float *)malloc(sizeof(float) * (size_t)(n_mask ? n_mask : 1));
+        for (int64_t e = 0; e < n_mask; ++e) {
+            double u = rng_uniform(&s);
+            float v = (float)(3.0 * u);
+            if (c->mask == MK_KEYPAD) {
+                int64_t j = e % (Sk ? Sk : 1), b = e / (Sk ? Sk : 1);
+                v = j >= Sk - (Sk / 4) * (1 + b % 2) / 2 - 1 ? -INFINITY : 0.0f;
+            } else if (c->mask == MK_ROWS) {
+                int64_t i = e / (Sk ? Sk : 1);
+                v = (i % 5 == 2) ? -INFINITY : (fabs(u) < 0.2 ? -INFINITY : v);
+            } else if (fabs(u) < 0.1) {
+                v = -INFINITY;
+            }
+            hm[e] = v;
+        }
+    }
+
+    // ---- device buffers
+    uint16_t *dq, *dk, *dv, *dqkv = NULL, *d_o, *d_o2;
+    float *d_lse, *d_lse2, *dm = NULL;
+    if (c->layout == LAY_QKV) {
+        dqkv = (uint16_t *)dmalloc(sizeof(uint16_t) * (size_t)n_qkv);
+        CK(cudaMemcpy(dqkv, hqkv, sizeof(uint16_t) * (size_t)n_qkv, cudaMemcpyHostToDevice));
+        dq = dqkv; dk = dqkv + Hq * D; dv = dqkv + (Hq + Hkv) * D;
+    } else {
+        dq = (uint16_t *)dmalloc(sizeof(uint16_t) * (size_t)vq.extent);
+        dk = (uint16_t *)dmalloc(sizeof(uint16_t) * (size_t)vk.extent);
+        dv = (uint16_t *)dmalloc(sizeof(uint16_t) * (size_t)vv.extent);
+        CK(cudaMemcpy(dq, hq, sizeof(uint16_t) * (size_t)vq.extent, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dk, hk, sizeof(uint16_t) * (size_t)vk.extent, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dv, hv, sizeof(uint16_t) * (size_t)vv.extent, cudaMemcpyHostToDevice));
+    }
+    if (hm) {
+        dm = (float *)dmalloc(sizeof(float) * (size_t)n_mask);
+        CK(cudaMemcpy(dm, hm, sizeof(float) * (size_t)n_mask, cudaMemcpyHostToDevice));
+    }
+    const int64_t n_lse = B * Hq * Sq;
+    d_o = (uint16_t *)dmalloc(sizeof(uint16_t) * (size_t)vo.extent);
+    d_lse = (float *)dmalloc(sizeof(float) * (size_t)n_lse);
+    CK(cudaMemset(d_o, 0xff, sizeof(uint16_t) * (size_t)vo.extent));
+    CK(cudaMemset(d_lse, 0xff, sizeof(float) * (size_t)n_lse));
+
+    a.q.ptr = dq; a.k.ptr = dk; a.v.ptr = dv; a.o.ptr = d_o;
+    memcpy(a.q.stride, vq.st, sizeof(vq.st)); memcpy(a.k.stride, vk.st, sizeof(vk.st));
+    memcpy(a.v.stride, vv.st, sizeof(vv.st)); memcpy(a.o.stride, vo.st, sizeof(vo.st));
+    a.lse.ptr = d_lse; a.lse.stride[0] = Hq * Sq; a.lse.stride[1] = Sq; a.lse.stride[2] = 1;
+    a.mask.ptr = dm; memcpy(a.mask.stride, mst, sizeof(mst));
+
+    // ---- run
+    fa_error err;
+    memset(&err, 0, sizeof(err));
+    fa_status st = fa_cuda_forward(&a, &err);
+    char label[160];
+    snprintf(label, sizeof(label), "#%d B%lld Sq%lld Sk%lld H%lld/%lld D%lld %s c%d w%lld,%lld a%d m=%s %s%s", idx,
+             (long long)B, (long long)Sq, (long long)Sk, (long long)Hq, (long long)Hkv, (long long)D,
+             c->dt == FA_BF16 ? "bf16" : "fp16", (int)c->causal, (long long)c->wl, (long long)c->wr, (int)c->align,
+             mk_name[c->mask], lay_name[c->layout], c->scale != 0 ? " scale" : "");
+    int ok = 1;
+    if (st != FA_OK) {
+        printf("FAIL %s: forward returned %s (%s: %s)\n", label, fa_status_name(st), err.arg, err.msg);
+        ok = 0;
+    }
+
+    uint16_t *ho = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)(vo.extent ? vo.extent : 1));
+    float *hl = (float *)malloc(sizeof(float) * (size_t)(n_lse ? n_lse : 1));
+    if (ok) {
+        CK(cudaMemcpy(ho, d_o, sizeof(uint16_t) * (size_t)vo.extent, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(hl, d_lse, sizeof(float) * (size_t)n_lse, cudaMemcpyDeviceToHost));
+        // 1. every element written
+        int64_t unwritten = 0;
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t i = 0; i < Sq; ++i)
+                for (int64_t h = 0; h < Hq; ++h)
+                    for (int64_t d = 0; d < D; ++d)
+                        unwritten += ho[b * vo.st[0] + i * vo.st[1] + h * vo.st[2] + d] == 0xffff;
+        for (int64_t e = 0; e < n_lse; ++e) {
+            uint32_t u;
+            memcpy(&u, &hl[e], 4);
+            unwritten += u == 0xffffffffu;
+        }
+        if (unwritten) {
+            printf("FAIL %s: %lld output elements still hold the poison pattern\n", label, (long long)unwritten);
+            ok = 0;
+        }
+    }
+    if (ok && B * Sq * Hq > 0) {
+        // 2. oracle bounds on all rows (small) or a seeded sample of rows
+        fa_fwd_args h = a;
+        h.q.ptr = hq; h.k.ptr = hk; h.v.ptr = hv; h.mask.ptr = hm;
+        h.o.ptr = ho; h.lse.ptr = hl;
+        h.stream = NULL;
+        orc_options opt;
+        orc_options_init(&opt);
+        opt.max_rows = B * Hq * Sq > 4 * rows_sample ? rows_sample : 0;
+        opt.seed = seed;
+        opt.threads = omp_threads;
+        opt.baseline = 0;
+        orc_fwd_result res;
+        fa_precision prof = cuda_profile();
+        fa_status os = orc_fwd(&h, &prof, &opt, &res, &err);
+        if (os != FA_OK) {
+            printf("FAIL %s: oracle refused the case: %s (%s: %s)\n", label, fa_status_name(os), err.arg, err.msg);
+            ok = 0;
+        } else {
+            orc_stats so, sl;
+            fa_tensor ot = h.o;
+            fa_lse lt = h.lse;
+            os = orc_compare_fwd(&res, &ot, &lt, &so, &sl, &err);
+            if (os != FA_OK) {
+                printf("FAIL %s: compare error %s: %s\n", label, err.arg, err.msg);
+                ok = 0;
+            } else {
+                if (so.failed || sl.failed || so.checked == 0) {
+                    char b1[400], b2[400];
+                    orc_stats_format(&so, "O", b1, sizeof(b1));
+                    orc_stats_format(&sl, "LSE", b2, sizeof(b2));
+                    printf("FAIL %s:\n    %s\n    %s\n", label, b1, b2);
+                    ok = 0;
+                } else {
+                    printf("ok   %s: rows %lld, O worst %.3g (median %.2g), LSE worst %.3g\n", label,
+                           (long long)res.o.n, so.worst_ratio, so.median_ratio, sl.worst_ratio);
+                }
+            }
+            orc_fwd_free(&res);
+        }
+    } else if (ok) {
+        printf("ok   %s: empty problem, returned FA_OK\n", label);
+    }
+
+    // 3. bitwise identical on a second run
+    if (ok && !c->big && vo.extent > 0) {
+        d_o2 = (uint16_t *)dmalloc(sizeof(uint16_t) * (size_t)vo.extent);
+        d_lse2 = (float *)dmalloc(sizeof(float) * (size_t)n_lse);
+        CK(cudaMemset(d_o2, 0xff, sizeof(uint16_t) * (size_t)vo.extent));
+        CK(cudaMemset(d_lse2, 0xff, sizeof(float) * (size_t)n_lse));
+        fa_fwd_args a2 = a;
+        a2.o.ptr = d_o2; a2.lse.ptr = d_lse2;
+        st = fa_cuda_forward(&a2, &err);
+        uint16_t *ho2 = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)vo.extent);
+        float *hl2 = (float *)malloc(sizeof(float) * (size_t)(n_lse ? n_lse : 1));
+        CK(cudaMemcpy(ho2, d_o2, sizeof(uint16_t) * (size_t)vo.extent, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(hl2, d_lse2, sizeof(float) * (size_t)n_lse, cudaMemcpyDeviceToHost));
+        if (st != FA_OK || memcmp(ho, ho2, sizeof(uint16_t) * (size_t)vo.extent) != 0 ||
+            memcmp(hl, hl2, sizeof(float) * (size_t)n_lse) != 0) {
+            printf("FAIL %s: second run differs bitwise (status %s)\n", label, fa_status_name(st));
+            ok = 0;
+        }
+        free(ho2); free(hl2);
+        cudaFree(d_o2); cudaFree(d_lse2);
+    }
+
+    free(ho); free(hl); free(hm);
+    if (hqkv) free(hqkv);
+    else { free(hq); free(hk); free(hv); }
+    if (dqkv) cudaFree(dqkv);
+    else { cudaFree(dq); cudaFree(dk); cudaFree(dv); }
+    cudaFree(dm); cudaFree(d_o); cudaFree(d_lse);
+    fflush(stdout);
+    return ok;
+}
+
+// ----------------------------------------------------------------------------
+// rejections: the call returns a status and leaves the outputs untouched
+
+static int check_rejections(void) {
+    const int64_t B = 1, S = 64, H = 2, D = 64;
+    const int64_t n = B * S * H * D;
+    uint16_t *d = (uint16_t *)dmalloc(sizeof(uint16_t) * (size_t)(4 * n + 64));
+    float *dl = (float *)dmalloc(sizeof(float) * (size_t)(B * H * S));
+    CK(cudaMemset(d, 0x11, sizeof(uint16_t) * (size_t)(4 * n + 64)));
+    CK(cudaMemset(dl, 0x22, sizeof(float) * (size_t)(B * H * S)));
+    int ok = 1;
+    for (int which = 0; which < 3; ++which) {
+        fa_fwd_args a;
+        memset(&a, 0, sizeof(a));
+        a.p.batch = B; a.p.seqlen_q = S; a.p.seqlen_k = S; a.p.heads_q = H; a.p.heads_kv = H;
+        a.p.head_dim_qk = D; a.p.head_dim_v = D; a.p.dtype = FA_BF16; a.p.window_left = a.p.window_right = -1;
+        fa_tensor *ts[4] = {&a.q, &a.k, &a.v, &a.o};
+        for (int t = 0; t < 4; ++t) {
+            ts[t]->ptr = d + t * n;
+            ts[t]->stride[0] = S * H * D; ts[t]->stride[1] = H * D; ts[t]->stride[2] = D; ts[t]->stride[3] = 1;
+        }
+        a.lse.ptr = dl; a.lse.stride[0] = H * S; a.lse.stride[1] = S; a.lse.stride[2] = 1;
+        fa_status want;
+        const char *what;
+        uint16_t *host_q = NULL;
+        if (which == 0) {  // a k row stride that is not a multiple of 8 elements (K is then [.., S*H*D - ...])
+            a.k.stride[1] = H * D - 4; a.k.stride[2] = D - 2; want = FA_ERR_UNSUPPORTED; what = "k.stride";
+        } else if (which == 1) {  // a q pointer 2 bytes off a 16-byte boundary
+            a.q.ptr = d + 1; want = FA_ERR_UNSUPPORTED; what = "q.ptr";
+        } else {  // a host pointer
+            host_q = (uint16_t *)calloc((size_t)n, sizeof(uint16_t));
+            a.q.ptr = host_q; want = FA_ERR_INVALID; what = "q.ptr";
+        }
+        fa_error err;
+        memset(&err, 0, sizeof(err));
+        fa_status st = fa_cuda_forward(&a, &err);
+        uint16_t *ho = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)n);
+        float *hl = (float *)malloc(sizeof(float) * (size_t)(B * H * S));
+        CK(cudaMemcpy(ho, d + 3 * n, sizeof(uint16_t) * (size_t)n, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(hl, dl, sizeof(float) * (size_t)(B * H * S), cudaMemcpyDeviceToHost));
+        int64_t touched = 0;
+        for (int64_t e = 0; e < n; ++e) touched += ho[e] != 0x1111;
+        for (int64_t e = 0; e < B * H * S; ++e) { uint32_t u; memcpy(&u, &hl[e], 4); touched += u != 0x22222222u; }
+        int good = st == want && touched == 0 && strncmp(err.arg, what, strlen(what)) == 0 && err.msg[0] != 0;
+        printf("%s rejection %d: status %s (want %s), arg '%s', outputs touched %lld: %s\n", good ? "ok  " : "FAIL",
+               which, fa_status_name(st), fa_status_name(want), err.arg, (long long)touched, err.msg);
+        ok &= good;
+        free(ho); free(hl); free(host_q);
+    }
+    cudaFree(d); cudaFree(dl);
+    return ok;
+}
+
+// ----------------------------------------------------------------------------
+// main
+
+int main(int argc, char **argv) {
+    int quick = 0, big = 1, sanitize = 0;
+    for (int i = 1; i < argc; ++i) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--no-big")) big = 0;
+        else if (!strcmp(argv[i], "--sanitize")) sanitize = 1;
+        else if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows_sample = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--threads") && i + 1 < argc) omp_threads = atoi(argv[++i]);
+        else { fprintf(stderr, "usage: %s [--quick] [--no-big] [--sanitize] [--rows N] [--threads N]\n", argv[0]); return 2; }
+    }
+    if (fa_cuda_device_count() < 1) {
+        fprintf(stderr, "FAIL: no CUDA device; this is a GPU test and must run on a GPU host\n");
+        return 1;
+    }
+    build_grid(quick || sanitize, big && !sanitize);
+    int failed = 0, ran = 0;
+    for (int i = 0; i < tc_n; ++i) {
+        const tc_case *c = &tc_list[i];
+        // sanitizer subset: short sequences (the tools slow kernels 10-100x), every third case
+        if (sanitize && (c->Sq > 300 || c->Sk > 300 || c->B * c->Hq > 64 || i % 3 != 0)) continue;
+        failed += !run_case(i, c);
+        ++ran;
+    }
+    failed += !check_rejections();
+    printf("%d cases + rejections: %d failed\n", ran, failed);
+    return failed ? 1 : 0;
+}
