@@ -38,6 +38,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/bwd/bwd_ptx.h"
@@ -84,12 +85,12 @@ typedef struct {
  * from base (row stride rs) into the swizzled shared tile. vec: cp.async 16 B,
  * else ordinary 2-byte loads and a 16-byte shared store (visible after the
  * caller's barrier like the async copies once they are waited for). */
-template <int ROWS, int HD>
+template <int ROWS, int HD, int NT>
 static __device__ __forceinline__ void bwd_load_tile(uint16_t *tile, const uint16_t *base, int64_t rs,
                                                      int64_t nrows, int64_t D, int vec, int tid) {
     constexpr int CH = HD / 8;
 #pragma unroll 4
-    for (int idx = tid; idx < ROWS * CH; idx += BWD_THREADS) {
+    for (int idx = tid; idx < ROWS * CH; idx += NT) {
         int r = idx / CH, c = (idx % CH) * 8;
         bool ok = r < nrows && c < D;
         uint16_t *dst = tile + bwdx_swz<HD>(r, c);
@@ -128,23 +129,24 @@ static __device__ __forceinline__ void bwd_store_pair(uint16_t *dst, float x, fl
  * integers: (il, jl) inside the tile is visible iff il < qlim, jl < klim,
  * jl - il <= rr (when has_right) and jl - il >= ll (when has_left). With
  * dj0 = j0 - i0 - off, dj = dj0 + (jl - il), so rr = right - dj0, ll = -left - dj0;
- * |jl - il| < 64, so clamping rr and ll to [-128, 128] keeps every comparison exact. */
+ * |jl - il| < 128 (BC, BR <= 128), so clamping rr and ll to [-256, 256] keeps every comparison exact. */
 typedef struct {
     int partial; /* 0: every element of the tile is visible */
     int qlim, klim, rr, ll;
 } bwd_tile;
 
-static __device__ __forceinline__ int bwd_clamp128(int64_t x) { return x < -128 ? -128 : (x > 128 ? 128 : (int)x); }
+static __device__ __forceinline__ int bwd_clamp256(int64_t x) { return x < -256 ? -256 : (x > 256 ? 256 : (int)x); }
 
+template <int BC>
 static __device__ __forceinline__ bwd_tile bwd_tile_make(const bwd_params &p, int64_t i0, int64_t j0) {
     bwd_tile m;
     const int64_t dj0 = j0 - i0 - p.off;
     m.qlim = p.Sq - i0 < BWD_BR ? (int)(p.Sq - i0) : BWD_BR;
-    m.klim = p.Sk - j0 < BWD_BC ? (int)(p.Sk - j0) : BWD_BC;
-    m.rr = p.has_right ? bwd_clamp128(p.right - dj0) : 128;
-    m.ll = p.has_left ? bwd_clamp128(-p.left - dj0) : -128;
+    m.klim = p.Sk - j0 < BC ? (int)(p.Sk - j0) : BC;
+    m.rr = p.has_right ? bwd_clamp256(p.right - dj0) : 256;
+    m.ll = p.has_left ? bwd_clamp256(-p.left - dj0) : -256;
     /* jl - il ranges over [-(BR-1), BC-1] */
-    m.partial = m.qlim < BWD_BR || m.klim < BWD_BC || m.rr < BWD_BC - 1 || m.ll > -(BWD_BR - 1);
+    m.partial = m.qlim < BWD_BR || m.klim < BC || m.rr < BC - 1 || m.ll > -(BWD_BR - 1);
     return m;
 }
 
@@ -194,23 +196,26 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params p) {
 // ----------------------------------------------------------------------------
 // 2. dK, dV (and dQ partials by atomics when !DET)
 
-template <int HD>
+/* NW warps, each owning 16 kv rows: BC = 16 NW kv rows per block. */
+template <int HD, int NW>
 struct bwd_dkdv_smem {
-    static constexpr size_t kv = (size_t)BWD_BC * HD;  /* elements of sK or sV */
+    static constexpr int BC = 16 * NW;
+    static constexpr size_t kv = (size_t)BC * HD;      /* elements of sK or sV */
     static constexpr size_t qo = (size_t)BWD_BR * HD;  /* elements of one sQ or sdO buffer */
-    static constexpr size_t bytes = (2 * kv + 4 * qo + (size_t)BWD_BC * BWD_BR) * 2 + 4 * BWD_BR * 4;
+    static constexpr size_t bytes = (2 * kv + 4 * qo + (size_t)BC * BWD_BR) * 2 + 4 * BWD_BR * 4;
 };
 
-template <int HD, int HO, bool BF16, bool DET>
-__global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dkdv_kernel(const bwd_params p) {
+template <int HD, int HO, int NW, bool BF16, bool DET>
+__global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_dkdv_kernel(const bwd_params p) {
     extern __shared__ __align__(128) unsigned char bwd_smem_raw[];
-    typedef bwd_dkdv_smem<HD> L;
+    typedef bwd_dkdv_smem<HD, NW> L;
+    constexpr int BC = L::BC, NT = NW * 32;
     uint16_t *sK = reinterpret_cast<uint16_t *>(bwd_smem_raw);
     uint16_t *sV = sK + L::kv;
     uint16_t *sQ = sV + L::kv;       /* [2][BR][HD] */
     uint16_t *sdO = sQ + 2 * L::qo;  /* [2][BR][HD] */
     uint16_t *sdS = sdO + 2 * L::qo; /* [BC][BR]: dS^T */
-    float *sLse = reinterpret_cast<float *>(sdS + BWD_BC * BWD_BR); /* [2][BR] */
+    float *sLse = reinterpret_cast<float *>(sdS + BC * BWD_BR); /* [2][BR] */
     float *sDsum = sLse + 2 * BWD_BR;                                /* [2][BR] */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -218,15 +223,15 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dkdv_ker
 
     /* block -> (kv block, column half, kv head, batch) */
     int64_t bid = blockIdx.x;
-    const int64_t nkb = (p.Sk + BWD_BC - 1) / BWD_BC;
+    const int64_t nkb = (p.Sk + BC - 1) / BC;
     const int64_t kb = bid % nkb;
     bid /= nkb;
     const int split = (int)(bid % p.nsplit);
     bid /= p.nsplit;
     const int64_t hkv = bid % p.Hkv, b = bid / p.Hkv;
     const int d_off = split * HO;
-    const int64_t j0 = kb * BWD_BC;
-    const int64_t kv_rows = p.Sk - j0 < BWD_BC ? p.Sk - j0 : BWD_BC;
+    const int64_t j0 = kb * BC;
+    const int64_t kv_rows = p.Sk - j0 < BC ? p.Sk - j0 : BC;
 
     /* query rows that see at least one key of this block */
     int64_t i_lo = 0, i_hi = p.Sq;
@@ -237,9 +242,9 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dkdv_ker
     const int64_t n_it = nqb * p.group;
 
     /* K, V of this block */
-    bwd_load_tile<BWD_BC, HD>(sK, p.k + b * p.ks[0] + j0 * p.ks[1] + hkv * p.ks[2], p.ks[1], kv_rows, p.D,
+    bwd_load_tile<BC, HD, NT>(sK, p.k + b * p.ks[0] + j0 * p.ks[1] + hkv * p.ks[2], p.ks[1], kv_rows, p.D,
                               p.vec_k, tid);
-    bwd_load_tile<BWD_BC, HD>(sV, p.v + b * p.vs[0] + j0 * p.vs[1] + hkv * p.vs[2], p.vs[1], kv_rows, p.D,
+    bwd_load_tile<BC, HD, NT>(sV, p.v + b * p.vs[0] + j0 * p.vs[1] + hkv * p.vs[2], p.vs[1], kv_rows, p.D,
                               p.vec_v, tid);
 
     /* issue the loads of iteration it into buffer buf */
@@ -247,9 +252,9 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dkdv_ker
         const int64_t hq = hkv * p.group + it / nqb;
         const int64_t i0 = (qb_lo + it % nqb) * BWD_BR;
         const int64_t rows = p.Sq - i0 < BWD_BR ? p.Sq - i0 : BWD_BR;
-        bwd_load_tile<BWD_BR, HD>(sQ + buf * L::qo, p.q + b * p.qs[0] + i0 * p.qs[1] + hq * p.qs[2], p.qs[1],
+        bwd_load_tile<BWD_BR, HD, NT>(sQ + buf * L::qo, p.q + b * p.qs[0] + i0 * p.qs[1] + hq * p.qs[2], p.qs[1],
                                   rows, p.D, p.vec_q, tid);
-        bwd_load_tile<BWD_BR, HD>(sdO + buf * L::qo, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2],
+        bwd_load_tile<BWD_BR, HD, NT>(sdO + buf * L::qo, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2],
                                   p.dos[1], rows, p.D, p.vec_do, tid);
         const int64_t ws = (b * p.Hq + hq) * p.Sq + i0;
         if (tid < BWD_BR) {
@@ -304,7 +309,7 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dkdv_ker
         }
 
         /* P^T = exp(scale * S + mask - lse), rounded to the input type (A fragments) */
-        const bwd_tile tm = bwd_tile_make(p, i0, j0);
+        const bwd_tile tm = bwd_tile_make<BC>(p, i0, j0);
         const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
         uint32_t pa[4][4];
 #pragma unroll
@@ -396,26 +401,30 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dkdv_ker
                 *reinterpret_cast<uint32_t *>(sdS + bwdx_swz<BWD_BR>(jl + 8, il + 8)) = da[kk][3];
             }
             __syncthreads();
-            uint32_t qa[4][4];
+            /* warp -> 16 query rows (rg) x CPW columns (cp) of dQ, k = the BC keys */
+            constexpr int CPW = HO / (NW / 4);
+            const int rg = warp & 3, cp = warp >> 2;
+            uint32_t qa[BC / 16][4];
 #pragma unroll
-            for (int kk = 0; kk < 4; kk++)
-                bwdx_ldsm4_t(qa[kk], bwdx_smem(sdS + bwdx_swz<BWD_BR>(kk * 16 + bwdx_row_At(lane), warp * 16 + bwdx_col_At(lane))));
-            const int64_t ia = i0 + warp * 16 + g, ib = ia + 8;
+            for (int kk = 0; kk < BC / 16; kk++)
+                bwdx_ldsm4_t(qa[kk], bwdx_smem(sdS + bwdx_swz<BWD_BR>(kk * 16 + bwdx_row_At(lane), rg * 16 + bwdx_col_At(lane))));
+            const int64_t ia = i0 + rg * 16 + g, ib = ia + 8;
             float *dqa = p.dq_ws + ((b * p.Hq + hq) * p.Sq + ia) * p.D;
             float *dqb = dqa + 8 * p.D;
 #pragma unroll
-            for (int np = 0; np < HO / 16; np++) {
+            for (int np = 0; np < CPW / 16; np++) {
+                const int dcol = d_off + cp * CPW + np * 16;
                 float c[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
-                for (int kk = 0; kk < 4; kk++) {
+                for (int kk = 0; kk < BC / 16; kk++) {
                     uint32_t bb[4];
-                    bwdx_ldsm4_t(bb, bwdx_smem(sK + bwdx_swz<HD>(kk * 16 + bwdx_row_Bk(lane), d_off + np * 16 + bwdx_col_Bk(lane))));
+                    bwdx_ldsm4_t(bb, bwdx_smem(sK + bwdx_swz<HD>(kk * 16 + bwdx_row_Bk(lane), dcol + bwdx_col_Bk(lane))));
                     bwdx_mma<BF16>(c[0], qa[kk], bb[0], bb[1]);
                     bwdx_mma<BF16>(c[1], qa[kk], bb[2], bb[3]);
                 }
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
-                    const int64_t d = d_off + np * 16 + h * 8 + 2 * t;
+                    const int64_t d = dcol + h * 8 + 2 * t;
                     if (d < p.D) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
                         if (ia < p.Sq) atomicAdd(reinterpret_cast<float2 *>(dqa + d), make_float2(c[h][0], c[h][1]));
@@ -508,15 +517,15 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kerne
     int64_t kb_lo = 0, nkb = 0;
     if (j_lo < j_hi) { kb_lo = j_lo / BWD_BC; nkb = (j_hi + BWD_BC - 1) / BWD_BC - kb_lo; }
 
-    bwd_load_tile<BWD_BR, HD>(sQ, p.q + b * p.qs[0] + i0 * p.qs[1] + hq * p.qs[2], p.qs[1], q_rows, p.D, p.vec_q, tid);
-    bwd_load_tile<BWD_BR, HD>(sdO, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2], p.dos[1], q_rows, p.D,
+    bwd_load_tile<BWD_BR, HD, BWD_THREADS>(sQ, p.q + b * p.qs[0] + i0 * p.qs[1] + hq * p.qs[2], p.qs[1], q_rows, p.D, p.vec_q, tid);
+    bwd_load_tile<BWD_BR, HD, BWD_THREADS>(sdO, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2], p.dos[1], q_rows, p.D,
                               p.vec_do, tid);
     auto issue = [&](int64_t it, int buf) {
         const int64_t j0 = (kb_lo + it) * BWD_BC;
         const int64_t rows = p.Sk - j0 < BWD_BC ? p.Sk - j0 : BWD_BC;
-        bwd_load_tile<BWD_BC, HD>(sK + buf * L::t, p.k + b * p.ks[0] + j0 * p.ks[1] + hkv * p.ks[2], p.ks[1], rows,
+        bwd_load_tile<BWD_BC, HD, BWD_THREADS>(sK + buf * L::t, p.k + b * p.ks[0] + j0 * p.ks[1] + hkv * p.ks[2], p.ks[1], rows,
                                   p.D, p.vec_k, tid);
-        bwd_load_tile<BWD_BC, HD>(sV + buf * L::t, p.v + b * p.vs[0] + j0 * p.vs[1] + hkv * p.vs[2], p.vs[1], rows,
+        bwd_load_tile<BWD_BC, HD, BWD_THREADS>(sV + buf * L::t, p.v + b * p.vs[0] + j0 * p.vs[1] + hkv * p.vs[2], p.vs[1], rows,
                                   p.D, p.vec_v, tid);
     };
     if (nkb > 0) issue(0, 0);
@@ -564,7 +573,7 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kerne
                 bwdx_mma<BF16>(acc_s[2 * np + 1], a, bb[2], bb[3]);
             }
         }
-        const bwd_tile tm = bwd_tile_make(p, i0, j0);
+        const bwd_tile tm = bwd_tile_make<BWD_BC>(p, i0, j0);
         const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
         uint32_t pa[8][2]; /* rounded P, packed pairs (row g / g+8) */
 #pragma unroll
@@ -680,23 +689,27 @@ static int bwd_vec4(const fa_tensor *t, int64_t nb, int64_t ns, int64_t nh) {
     return 1;
 }
 
-template <int HD, bool BF16>
+/* The dK/dV kernel (NW warps) for one mode. */
+template <int HD, int NW, bool BF16, bool DET>
+static cudaError_t bwd_launch_dkdv(const bwd_params &p, cudaStream_t st) {
+    constexpr int HO = HD < 128 ? HD : 128;
+    typedef bwd_dkdv_smem<HD, NW> L;
+    const int64_t grid = (p.Sk + L::BC - 1) / L::BC * p.nsplit * p.Hkv * p.B;
+    if (grid > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+    if (grid == 0) return cudaSuccess;
+    cudaError_t e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, HO, NW, BF16, DET>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes);
+    if (e != cudaSuccess) return e;
+    bwd_dkdv_kernel<HD, HO, NW, BF16, DET><<<(unsigned)grid, NW * 32, L::bytes, st>>>(p);
+    return cudaGetLastError();
+}
+
+template <int HD, int NW, bool BF16>
 static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaStream_t st) {
     constexpr int HO = HD < 128 ? HD : 128;
     cudaError_t e;
-    const int64_t nkb = (p.Sk + BWD_BC - 1) / BWD_BC;
-    const int64_t nqb = (p.Sq + BWD_BR - 1) / BWD_BR;
-    const int64_t grid_kv = nkb * p.nsplit * p.Hkv * p.B;
-    const int64_t grid_q = nqb * p.nsplit * p.Hq * p.B;
-    if (grid_kv > 0x7fffffffLL || grid_q > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
-    const size_t smem_kv = bwd_dkdv_smem<HD>::bytes, smem_q = bwd_dq_smem<HD>::bytes;
     if (!deterministic) {
-        if (grid_kv > 0) {
-            e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, HO, BF16, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
-            if (e != cudaSuccess) return e;
-            bwd_dkdv_kernel<HD, HO, BF16, false><<<(unsigned)grid_kv, BWD_THREADS, smem_kv, st>>>(p);
-            if ((e = cudaGetLastError()) != cudaSuccess) return e;
-        }
+        if ((e = bwd_launch_dkdv<HD, NW, BF16, false>(p, st)) != cudaSuccess) return e;
         const int64_t npairs = p.B * p.Hq * p.Sq * (p.D / 2);
         if (npairs > 0) {
             int64_t blocks = (npairs + 255) / 256;
@@ -705,13 +718,11 @@ static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaS
             if ((e = cudaGetLastError()) != cudaSuccess) return e;
         }
     } else {
-        if (grid_kv > 0) {
-            e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, HO, BF16, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kv);
-            if (e != cudaSuccess) return e;
-            bwd_dkdv_kernel<HD, HO, BF16, true><<<(unsigned)grid_kv, BWD_THREADS, smem_kv, st>>>(p);
-            if ((e = cudaGetLastError()) != cudaSuccess) return e;
-        }
+        if ((e = bwd_launch_dkdv<HD, NW, BF16, true>(p, st)) != cudaSuccess) return e;
+        const int64_t grid_q = (p.Sq + BWD_BR - 1) / BWD_BR * p.nsplit * p.Hq * p.B;
+        if (grid_q > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
         if (grid_q > 0) {
+            const size_t smem_q = bwd_dq_smem<HD>::bytes;
             e = cudaFuncSetAttribute(bwd_dq_kernel<HD, HO, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q);
             if (e != cudaSuccess) return e;
             bwd_dq_kernel<HD, HO, BF16><<<(unsigned)grid_q, BWD_THREADS, smem_q, st>>>(p);
@@ -722,16 +733,18 @@ static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaS
 }
 
 template <bool BF16>
-static cudaError_t bwd_launch_all(const bwd_params &p, int hd, int deterministic, cudaStream_t st) {
+static cudaError_t bwd_launch_all(const bwd_params &p, int hd, int nw, int deterministic, cudaStream_t st) {
     cudaError_t e;
     const int64_t nrows = p.B * p.Hq * p.Sq;
     if (nrows > 0) {
         bwd_prep_kernel<BF16><<<(unsigned)((nrows + 7) / 8), 256, 0, st>>>(p);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
-    if (hd == 64) return bwd_launch_main<64, BF16>(p, deterministic, st);
-    if (hd == 128) return bwd_launch_main<128, BF16>(p, deterministic, st);
-    return bwd_launch_main<256, BF16>(p, deterministic, st);
+    if (hd == 64) return nw == 8 ? bwd_launch_main<64, 8, BF16>(p, deterministic, st)
+                                 : bwd_launch_main<64, 4, BF16>(p, deterministic, st);
+    if (hd == 128) return nw == 8 ? bwd_launch_main<128, 8, BF16>(p, deterministic, st)
+                                  : bwd_launch_main<128, 4, BF16>(p, deterministic, st);
+    return bwd_launch_main<256, 4, BF16>(p, deterministic, st);
 }
 
 static const fa_limits bwd_limits = {
@@ -756,7 +769,14 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, fa_error *err, int dev) {
     int optin = 0;
     if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
         return bwd_cuda_fail(err, e, "cudaDeviceGetAttribute");
-    size_t need = hd == 64 ? bwd_dkdv_smem<64>::bytes : hd == 128 ? bwd_dkdv_smem<128>::bytes : bwd_dkdv_smem<256>::bytes;
+    /* warps of the dK/dV kernel: 8 (128 kv rows per block) for head dims <= 128, else 4;
+     * FLASHCHECK_BWD_WARPS=4|8 overrides it for tuning runs */
+    int nw = hd <= 128 ? 8 : 4;
+    const char *env = getenv("FLASHCHECK_BWD_WARPS");
+    if (env && hd <= 128 && (env[0] == '4' || env[0] == '8') && env[1] == 0) nw = env[0] - '0';
+    size_t need = hd == 64    ? (nw == 8 ? bwd_dkdv_smem<64, 8>::bytes : bwd_dkdv_smem<64, 4>::bytes)
+                  : hd == 128 ? (nw == 8 ? bwd_dkdv_smem<128, 8>::bytes : bwd_dkdv_smem<128, 4>::bytes)
+                              : bwd_dkdv_smem<256, 4>::bytes;
     size_t need_q = hd == 64 ? bwd_dq_smem<64>::bytes : hd == 128 ? bwd_dq_smem<128>::bytes : bwd_dq_smem<256>::bytes;
     if (a->deterministic && need_q > need) need = need_q;
     if ((size_t)optin < need)
@@ -832,8 +852,8 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, fa_error *err, int dev) {
     if (dq_bytes > 0 && (e = cudaMemsetAsync(p.dq_ws, 0, dq_bytes, st)) != cudaSuccess)
         return bwd_cuda_fail(err, e, "cudaMemsetAsync");
 
-    e = pr->dtype == FA_BF16 ? bwd_launch_all<true>(p, hd, a->deterministic, st)
-                             : bwd_launch_all<false>(p, hd, a->deterministic, st);
+    e = pr->dtype == FA_BF16 ? bwd_launch_all<true>(p, hd, nw, a->deterministic, st)
+                             : bwd_launch_all<false>(p, hd, nw, a->deterministic, st);
     if (e != cudaSuccess) return bwd_cuda_fail(err, e, "kernel launch");
     if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
     return FA_OK;
