@@ -27,6 +27,8 @@
  *                  and the suite-level "weak" flag: a tensor whose bound would
  *                  let an all-zero output pass is marked weak (test suites
  *                  assert their cases have no weak tensor).
+ *   (skip)         elements the oracle flags UNCHECKABLE (no finite bound) are
+ *                  not judged, so a case with any of them is SKIP, never PASS.
  *   "determinism"  a second run (fresh buffers, other poison) differs bitwise
  *                  (forward always; backward when args.deterministic).
  * ------------------------------------------------------------------------- */

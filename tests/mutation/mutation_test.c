@@ -32,8 +32,8 @@ static const char *const budget[] = {
     "shape = 2 24 80 2 2 32 32\ndtype = bf16\nmask = full_rows density=0.3\nseed = 22\n",
     /* sliding window, top-left aligned, keys over two tiles */
     "shape = 1 40 100 2 1 32 32\nwindow = 8 8\nseed = 23\n",
-    /* large magnitudes: scores far above exp's range without the max shift */
-    "shape = 1 16 70 1 1 32 32\ndist = large\nseed = 24\n",
+    /* large scores (|s| >> 11, beyond fp16 exp range without the max shift) and large V */
+    "shape = 1 16 70 1 1 32 32\ndist.q = large amp=6\ndist.k = large amp=6\ndist.v = large\nseed = 24\n",
     /* random -inf mask: hidden keys inside partially visible tiles (leak with NaN/Inf K, V) */
     "shape = 2 20 70 2 2 16 16\nmask = random_neginf density=0.4\nseed = 25\n",
 };
@@ -44,7 +44,17 @@ typedef struct {
     char first_check[40];  /* check of the first failure */
     char first_where[80];  /* case / property of the first failure */
     char first_text[256];
+    char all_checks[512];  /* every distinct check that fired, space-separated */
 } mutant_result;
+
+static void note_check(mutant_result *m, const char *check) {
+    size_t n = strlen(check);
+    for (const char *p = m->all_checks; (p = strstr(p, check)) != NULL; p += n)
+        if ((p == m->all_checks || p[-1] == ' ') && (p[n] == 0 || p[n] == ' ')) return;
+    size_t len = strlen(m->all_checks);
+    if (len + n + 2 < sizeof m->all_checks)
+        snprintf(m->all_checks + len, sizeof m->all_checks - len, "%s%s", len ? " " : "", check);
+}
 
 static void record(mutant_result *m, const fc_verdict *v, const char *where, int verbose) {
     if (v->outcome != FC_FAIL) return;
@@ -58,6 +68,8 @@ static void record(mutant_result *m, const fc_verdict *v, const char *where, int
             }
     }
     m->failures++;
+    for (int i = 0; i < v->n_reasons; i++)
+        if (strcmp(v->reason[i].check, "unsupported")) note_check(m, v->reason[i].check);
     if (verbose) {
         printf("    %s:\n", where);
         fc_verdict_print(v, stdout);
@@ -87,6 +99,7 @@ static void run_budget(const fa_backend *be, mutant_result *m, int verbose) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress visible in test logs */
     int verbose = argc > 1 && !strcmp(argv[1], "-v");
     const fa_backend *be = fa_backend_cpu();
     int n = fa_cpu_mutant_count(), caught = 0, survivors = 0;
@@ -111,8 +124,9 @@ int main(int argc, char **argv) {
         run_budget(be, &m, verbose);
         if (m.failures) {
             caught++;
-            printf("caught   %-34s by [%s] at %s (%d failing items)\n           %s\n", fa_cpu_mutant_name(id),
-                   m.first_check, m.first_where, m.failures, m.first_text);
+            printf("caught   %-34s by [%s] at %s (%d failing items)\n           %s\n           all checks that "
+                   "fired: %s\n", fa_cpu_mutant_name(id), m.first_check, m.first_where, m.failures, m.first_text,
+                   m.all_checks);
         } else {
             survivors++;
             printf("SURVIVED %-34s %s\n", fa_cpu_mutant_name(id), fa_cpu_mutant_description(id));
