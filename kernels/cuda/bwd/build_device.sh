@@ -1,7 +1,7 @@
 #!/bin/bash
 # build_device.sh: build the backward's GPU binaries here (no GPU needed) into
-# .device/bwd/ for the device machine: bwd_selfcheck, bwd_bench (sm_90a only,
-# static cudart). Run from the repository root.
+# .device/bwd/ for the device machine: bwd_certify_test, bwd_selfcheck, bwd_bench
+# (sm_90a only, static cudart, MPFR/GMP/libgomp linked statically). Run from the repository root.
 set -euo pipefail
 OUT=.device/bwd
 mkdir -p $OUT/obj
@@ -15,7 +15,14 @@ $CC -c kernels/api/fa_api.c -o $OUT/obj/fa_api.o
 $CC -c kernels/api/fa_validate.c -o $OUT/obj/fa_validate.o
 LIBS="$OUT/obj/flash_bwd.o $OUT/obj/flash_fwd.o $OUT/obj/backend.o $OUT/obj/fa_api.o $OUT/obj/fa_validate.o"
 LINK="-L/usr/local/cuda/lib64 -lcudart_static -lpthread -ldl -lrt -lstdc++ -lm"
+ORC="gcc -O3 -std=c11 -mavx2 -mfma -fopenmp -ffp-contract=off -D_GNU_SOURCE -I."
+for f in orc_bwd orc_compare orc_fwd orc_mpfr orc_util; do $ORC -c oracle/$f.c -o $OUT/obj/$f.o & done
+wait
+ORCLIBS="$OUT/obj/orc_bwd.o $OUT/obj/orc_compare.o $OUT/obj/orc_fwd.o $OUT/obj/orc_mpfr.o $OUT/obj/orc_util.o"
+STATIC="/usr/lib/x86_64-linux-gnu/libmpfr.a /usr/lib/x86_64-linux-gnu/libgmp.a $(gcc -print-file-name=libgomp.a)"
+$CC -fopenmp kernels/cuda/bwd/tests/bwd_certify_test.c $LIBS $ORCLIBS $STATIC $LINK -o $OUT/bwd_certify_test
 $CC kernels/cuda/bwd/tests/bwd_selfcheck.c $LIBS $LINK -o $OUT/bwd_selfcheck
 $CC kernels/cuda/bwd/bench/bwd_bench.c $LIBS $LINK -o $OUT/bwd_bench
-cp kernels/cuda/bwd/bench/torch_bwd_bench.py kernels/cuda/bwd/sanitize.sh $OUT/ 2>/dev/null || true
+cp kernels/cuda/bwd/bench/torch_bwd_bench.py kernels/cuda/bwd/sanitize.sh $OUT/
+rm -rf $OUT/obj
 ls -la $OUT

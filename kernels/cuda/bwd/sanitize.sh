@@ -3,17 +3,17 @@
 # racecheck, initcheck and synccheck on the representative "sanitize" subset
 # (6 sequence-length pairs incl. 0 and 1, head dims 8/72/256, every mask kind,
 # causal modes, windows, GQA, non-contiguous dO, misaligned pointers, both modes).
-# Usage (GPU machine, repository root): kernels/cuda/bwd/sanitize.sh [bin-dir]
+# Usage (GPU machine): kernels/cuda/bwd/sanitize.sh [path/to/bwd_selfcheck]
 # Exit status: non-zero when any tool reports an error or a case fails.
 set -u
-BIN=${1:-.device/bwd}
+BIN=${1:-.device/bwd/bwd_selfcheck}
 rc=0
 for tool in memcheck racecheck initcheck synccheck; do
     extra=""
     [ $tool = memcheck ] && extra="--leak-check full"
     [ $tool = racecheck ] && extra="--racecheck-report all"
     echo "== compute-sanitizer --tool $tool"
-    compute-sanitizer --tool $tool $extra --error-exitcode 9 $BIN/bwd_selfcheck sanitize > /tmp/san_$tool.log 2>&1
+    compute-sanitizer --tool $tool $extra --error-exitcode 9 $BIN sanitize > /tmp/san_$tool.log 2>&1
     r=$?
     tail -n 4 /tmp/san_$tool.log
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|FAIL" /tmp/san_$tool.log | head -5
