@@ -130,7 +130,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
         for (int64_t d = 0; d < D; d++) {
             const double *kt = kv->kt + d * Sk + jlo + j0, *akt = kv->akt + d * Sk + jlo + j0;
             for (int r = 0; r < nr; r++) {
-                double qd = q[r * D + d], aq = fabs(qd), qs = orc_rd(qd * c->scale, c->dt);
+                double qd = q[r * D + d], aq = fabs(qd), qs = orc_rd_fast(qd * c->scale, c->dt);
                 double *s = T[T_S] + r * span + j0, *a = T[T_A] + r * span + j0, *s16 = T[T_S16] + r * span + j0;
                 for (int64_t t = 0; t < jn; t++) { s[t] += qd * kt[t]; a[t] += aq * akt[t]; }
                 if (base) for (int64_t t = 0; t < jn; t++) s16[t] += qs * kt[t];
@@ -228,7 +228,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             dOaO += fabs(x) * fabs(O);
             dOdO += fabs(x) * (dev + e);
             dOaOg += fabs(x) * fabs(og);
-            if (base) o16[r * Dv + d] = orc_rd(o16[r * Dv + d], c->dt);
+            if (base) o16[r * Dv + d] = orc_rd_fast(o16[r * Dv + d], c->dt);
         }
         double lse_g = c->lse[b * c->ls[0] + h * c->ls[1] + i * c->ls[2]];
         double dlse = fabs(lse_g - R->lse) + R->lse_orc;
@@ -241,8 +241,8 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
         double D16 = 0;
         if (base) {
             for (int64_t t = 0; t < span; t++)
-                if (vis[r * span + t]) D16 += T[T_P16][r * span + t] * orc_rd(T[T_DP][r * span + t], c->dt);
-            D16 = orc_rd(D16, c->dt);
+                if (vis[r * span + t]) D16 += T[T_P16][r * span + t] * orc_rd_fast(T[T_DP][r * span + t], c->dt);
+            D16 = orc_rd_fast(D16, c->dt);
         }
         double Eo_max = 0;
         for (int64_t t = 0; t < span; t++) {
@@ -260,9 +260,9 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             double Eo = ce_o * T[T_A][r * span + t] + cm_o * am, Ek = ce_k * T[T_A][r * span + t] + cm_k * am;
             double gap = R->lse - s + 2 * Eo_max + R->lse_orc;
             double P = exp(s - R->lse);
-            double pio = expm1(Eo + R->lse_orc + 3 * mo->u_s * (gap + Eo) + lue_o);
+            double pio = orc_expm1_up(Eo + R->lse_orc + 3 * mo->u_s * (gap + Eo) + lue_o);
             double Pup = P / (1 - pio);
-            double pik = expm1(Ek + dlse + 3 * mk->u_s * (gap + Ek + dlse) + lue_k);
+            double pik = orc_expm1_up(Ek + dlse + 3 * mk->u_s * (gap + Ek + dlse) + lue_k);
             double piP = (1 + pik) * (1 + mk->u_p) - 1, fP = 0;
             if (mk->u_p > 0 && P * (1 - pio) * (1 - pik) < mk->nmin_p) fP = mk->f_p;
             double dP = T[T_DP][r * span + t], bij = T[T_B][r * span + t];
@@ -291,7 +291,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             if (base) {
                 double p16 = T[T_P16][r * span + t];
                 m[M_P16][j] = p16;
-                m[M_DS16][j] = orc_rd(p16 * (orc_rd(dP, c->dt) - D16), c->dt);
+                m[M_DS16][j] = orc_rd_fast(p16 * (orc_rd_fast(dP, c->dt) - D16), c->dt);
             }
         }
         /* dQ row (if sampled): scale * sum_j dS K_j */
@@ -330,7 +330,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             bq->bound[e] = bound;
             bq->flags[e] = orc_value_flags(val);
             if (g->row_bad[cr] || !isfinite(bound)) bq->flags[e] |= ORC_F_UNCHECKABLE;
-            if (bq->baseline) bq->baseline[e] = orc_rd(orc_rd(q16[d], c->dt) * c->scale, c->dt);
+            if (bq->baseline) bq->baseline[e] = orc_rd_fast(orc_rd_fast(q16[d], c->dt) * c->scale, c->dt);
         }
         free(qh);
         free(blkv);
@@ -361,36 +361,47 @@ static void col_fold(col_acc *a, int64_t D, int64_t Dv) {
     a->cnt = 0;
 }
 
-static void phase_b_col(bgroup *g, int64_t j, col_acc *a, const double *Qc, const double *dOc,
-                        double kK, double kKo, double accV, double accVo) {
+typedef struct {
+    double kK, kKo, accV, accVo; /* per-column error coefficients */
+} col_coef;
+
+/* Columns cols[0..nc) (one block, parallel unit) over the chunk rows: rows
+ * outer so the per-(i, j) matrices are read along their rows. */
+static void phase_b_block(bgroup *g, const int64_t *cols, col_acc *accs, const col_coef *cc, int nc,
+                          const double *Qc, const double *Q16c, const double *dOc) {
     const orc_ctx *c = g->c;
     int64_t D = c->D, Dv = c->Dv, Sk = c->Sk;
     const orc_model *mk = g->mk;
-    double cp = mk->u_p + accV * (1 + mk->u_p);
     for (int64_t r = 0; r < g->nrows; r++) {
-        if (!g->vis[r * Sk + j]) continue;
-        if (g->row_bad[r]) a->bad = 1;
-        int64_t e = r * Sk + j;
-        double ds = g->mat[M_DS][e], P = g->mat[M_P][e];
-        double wk = g->mat[M_DSE][e] + kK * g->mat[M_DSM][e], wo = g->mat[M_DSEO][e] + kKo * g->mat[M_DSM][e];
-        double vk = g->mat[M_PPI][e] + g->mat[M_P1][e] * cp, vo = g->mat[M_PPIO][e] + g->mat[M_P1][e] * accVo;
-        const double *q = Qc + r * D, *x = dOc + r * Dv;
-        for (int64_t d = 0; d < D; d++) {
-            double aq = fabs(q[d]);
-            a->blk[d] += ds * q[d]; a->bnd[d] += wk * aq; a->orc[d] += wo * aq;
+        const double *q = Qc + r * D, *qs = Q16c + r * D, *x = dOc + r * Dv;
+        for (int k = 0; k < nc; k++) {
+            int64_t j = cols[k];
+            if (!g->vis[r * Sk + j]) continue;
+            col_acc *a = &accs[k];
+            if (g->row_bad[r]) a->bad = 1;
+            int64_t e = r * Sk + j;
+            double cp = mk->u_p + cc[k].accV * (1 + mk->u_p);
+            double ds = g->mat[M_DS][e], P = g->mat[M_P][e];
+            double wk = g->mat[M_DSE][e] + cc[k].kK * g->mat[M_DSM][e];
+            double wo = g->mat[M_DSEO][e] + cc[k].kKo * g->mat[M_DSM][e];
+            double vk = g->mat[M_PPI][e] + g->mat[M_P1][e] * cp, vo = g->mat[M_PPIO][e] + g->mat[M_P1][e] * cc[k].accVo;
+            for (int64_t d = 0; d < D; d++) {
+                double aq = fabs(q[d]);
+                a->blk[d] += ds * q[d]; a->bnd[d] += wk * aq; a->orc[d] += wo * aq;
+            }
+            for (int64_t d = 0; d < Dv; d++) {
+                double ax = fabs(x[d]);
+                a->vblk[d] += P * x[d]; a->vbnd[d] += vk * ax; a->vorc[d] += vo * ax;
+            }
+            if (g->base) {
+                double d16 = g->mat[M_DS16][e], p16 = g->mat[M_P16][e];
+                for (int64_t d = 0; d < D; d++) a->b16[d] += d16 * qs[d];
+                for (int64_t d = 0; d < Dv; d++) a->v16[d] += p16 * x[d];
+            }
+            if (++a->cnt == ORC_BLK) col_fold(a, D, Dv);
         }
-        for (int64_t d = 0; d < Dv; d++) {
-            double ax = fabs(x[d]);
-            a->vblk[d] += P * x[d]; a->vbnd[d] += vk * ax; a->vorc[d] += vo * ax;
-        }
-        if (g->base) {
-            double d16 = g->mat[M_DS16][e], p16 = g->mat[M_P16][e];
-            for (int64_t d = 0; d < D; d++) a->b16[d] += d16 * orc_rd(q[d] * c->scale, c->dt);
-            for (int64_t d = 0; d < Dv; d++) a->v16[d] += p16 * x[d];
-        }
-        if (++a->cnt == ORC_BLK) col_fold(a, D, Dv);
     }
-    col_fold(a, D, Dv);
+    for (int k = 0; k < nc; k++) col_fold(&accs[k], D, Dv);
 }
 
 // ----------------------------------------------------------------------------
@@ -462,10 +473,11 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
     int64_t *slots = malloc((size_t)(c.Sq > 0 ? c.Sq : 1) * sizeof(int64_t));
     int64_t *ncol = malloc((size_t)(Sk > 0 ? Sk : 1) * sizeof(int64_t));
     int64_t *colj = malloc((size_t)(Sk > 0 ? Sk : 1) * sizeof(int64_t));
+    double *Q16c = malloc((size_t)(RC * D) * sizeof(double));
     double *Qc = malloc((size_t)(RC * D) * sizeof(double)), *dOc = malloc((size_t)(RC * Dv) * sizeof(double));
     col_acc *ca = calloc((size_t)(Sk > 0 ? Sk : 1), sizeof(col_acc));
     double *cabuf = calloc((size_t)(Sk > 0 ? Sk : 1) * (size_t)(6 * D + 6 * Dv), sizeof(double));
-    ok = ok && g.vis && g.row_bad && rows && slots && ncol && colj && Qc && dOc && ca && cabuf;
+    ok = ok && Q16c && g.vis && g.row_bad && rows && slots && ncol && colj && Qc && dOc && ca && cabuf;
 
     for (int64_t gi = 0; ok && gi < c.B * c.Hkv; gi++) {
         int64_t b = gi / c.Hkv, hk = gi % c.Hkv;
@@ -524,16 +536,28 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 ok = tok;
                 if (!ok || ncs == 0) continue;
                 for (int64_t r = 0; r < n; r++) {
-                    for (int64_t d = 0; d < D; d++) Qc[r * D + d] = orc_ld(c.q, c.qs, b, g.rows[r], h, d, c.dt);
+                    for (int64_t d = 0; d < D; d++) {
+                        Qc[r * D + d] = orc_ld(c.q, c.qs, b, g.rows[r], h, d, c.dt);
+                        Q16c[r * D + d] = orc_rd_fast(Qc[r * D + d] * c.scale, c.dt);
+                    }
                     for (int64_t d = 0; d < Dv; d++) dOc[r * Dv + d] = orc_ld(c.dout, c.dos, b, g.rows[r], h, d, c.dt);
                 }
-#pragma omp parallel for schedule(dynamic, 4) num_threads(nth)
-                for (int64_t x = 0; x < ncs; x++) {
-                    int64_t j = colj[x];
-                    double nn = (double)(ncol[j] + c.G), sp = (double)(c.G * c.Sq);
-                    double kK = (1 + orc_acc_coef(&mk, nn, nn)) * (1 + mk.u_s) * (1 + mk.sigma) - 1;
-                    double kKo = (1 + orc_acc_coef(&mo, nn, sp)) * (1 + ORC_U_D) * (1 + mo.sigma) - 1;
-                    phase_b_col(&g, j, &ca[x], Qc, dOc, kK, kKo, orc_acc_coef(&mk, nn, nn), orc_acc_coef(&mo, nn, sp));
+#define CB 8 /* columns per phase-B block */
+                int64_t nblk = (ncs + CB - 1) / CB;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nth)
+                for (int64_t xb = 0; xb < nblk; xb++) {
+                    col_coef cc[CB];
+                    int nck = (int)(ncs - xb * CB < CB ? ncs - xb * CB : CB);
+                    for (int k = 0; k < nck; k++) {
+                        int64_t j = colj[xb * CB + k];
+                        double nn = (double)(ncol[j] + c.G);
+                        double sp = (double)(c.G * c.Sq) + 64.0 * (double)c.G * ceil((double)c.Sq / (double)RC);
+                        cc[k].kK = (1 + orc_acc_coef(&mk, nn, nn)) * (1 + mk.u_s) * (1 + mk.sigma) - 1;
+                        cc[k].kKo = (1 + orc_acc_coef(&mo, nn, sp)) * (1 + ORC_U_D) * (1 + mo.sigma) - 1;
+                        cc[k].accV = orc_acc_coef(&mk, nn, nn);
+                        cc[k].accVo = orc_acc_coef(&mo, nn, sp);
+                    }
+                    phase_b_block(&g, colj + xb * CB, ca + xb * CB, cc, nck, Qc, Q16c, dOc);
                 }
             }
         }
@@ -552,7 +576,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 res->dk.ref[e] = val; res->dk.orc_err[e] = eo; res->dk.bound[e] = ncol[j] ? bound : 0;
                 res->dk.flags[e] = orc_value_flags(val) | (ncol[j] ? 0 : ORC_F_MASKED_ROW) |
                                    ((a->bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0);
-                if (base) res->dk.baseline[e] = orc_rd(a->b16[d], c.dt);
+                if (base) res->dk.baseline[e] = orc_rd_fast(a->b16[d], c.dt);
             }
             for (int64_t d = 0; d < Dv; d++) {
                 int64_t e = slot * Dv + d;
@@ -563,14 +587,14 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 res->dv.ref[e] = val; res->dv.orc_err[e] = eo; res->dv.bound[e] = ncol[j] ? bound : 0;
                 res->dv.flags[e] = orc_value_flags(val) | (ncol[j] ? 0 : ORC_F_MASKED_ROW) |
                                    ((a->bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0);
-                if (base) res->dv.baseline[e] = orc_rd(a->v16[d], c.dt);
+                if (base) res->dv.baseline[e] = orc_rd_fast(a->v16[d], c.dt);
             }
         }
         bkv_free(&kv);
     }
     for (int k = 0; k < NMAT; k++) free(g.mat[k]);
     free(g.vis); free(g.row_bad); free(rows); free(slots); free(ncol); free(colj);
-    free(Qc); free(dOc); free(ca); free(cabuf);
+    free(Qc); free(Q16c); free(dOc); free(ca); free(cabuf);
     if (!ok) {
         orc_bwd_free(res);
         return orc_fail(err, FA_ERR_NOMEM, "", "out of memory in the backward oracle.");

@@ -122,7 +122,7 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
         if (!vis[t]) continue;
         double gap = ri->M - S[t] + 2 * Eo_max;
         double eo = C[t];
-        double eta = expm1(eo + 3 * mo->u_s * (gap + eo + Eo_max) + lue_o);
+        double eta = orc_expm1_up(eo + 3 * mo->u_s * (gap + eo + Eo_max) + lue_o);
         CO[t] = eta; /* park eta_o */
         if (eta > eta_o_max) eta_o_max = eta;
         sum_pe += W[t] / L * (1 + eta) * eta;
@@ -137,18 +137,19 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
         if (!vis[t]) continue;
         double gap = ri->M - S[t] + 2 * Eo_max;
         double ek = E[t];
-        double eta = expm1(ek + 3 * mk->u_s * (gap + ek + Ek_max) + lue_k);
+        double eta = orc_expm1_up(ek + 3 * mk->u_s * (gap + ek + Ek_max) + lue_k);
         E[t] = eta; /* E now holds eta_k */
         if (eta > eta_k_max) eta_k_max = eta;
     }
     double sum_pek = 0, sum_floor = 0;
-    double floor_unit = mk->f_p * (1 + acc_k) * exp(2 * Ek_max) * (1 + eta_k_max) * pin;
+    double floor_unit = mk->f_p * (1 + acc_k) * exp(2 * Ek_max) * (1 + eta_k_max) * pin * (1 + 0x1p-50);
+    double floor_lim = mk->nmin_p * exp(Ek_max) * (1 + 0x1p-50); /* w (1-eta_o)(1-eta_k) e^-Ek < nmin */
     for (int64_t t = 0; t < span; t++) {
         if (!vis[t]) continue;
         double eta_o = CO[t], eta_k = E[t];
         double p = W[t] * (1 + eta_o) * pin;
         double fl = 0;
-        if (mk->u_p > 0 && W[t] * (1 - eta_o) * exp(-Ek_max) * (1 - eta_k) < mk->nmin_p) fl = floor_unit;
+        if (mk->u_p > 0 && W[t] * (1 - eta_o) * (1 - eta_k) < floor_lim) fl = floor_unit;
         C[t] = p * (eta_k + (1 + eta_k) * (mk->u_p + acc_k * (1 + mk->u_p))) + fl;
         CO[t] = p * (eta_o + (1 + eta_o) * acc_o);
         sum_pek += p * eta_k;
@@ -177,14 +178,14 @@ void orc_row_baseline(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int64_t
     for (int64_t t = 0; t < span; t++) {
         P16[t] = 0;
         if (!vis[t]) continue;
-        double s = orc_rd(orc_rd(S16[t], c->dt) + orc_rd(orc_mask_at(c, b, h, i, jlo + t), c->dt), c->dt);
+        double s = orc_rd_fast(orc_rd_fast(S16[t], c->dt) + orc_rd_fast(orc_mask_at(c, b, h, i, jlo + t), c->dt), c->dt);
         P16[t] = s;
         if (s > M) M = s;
     }
     for (int64_t t = 0; t < span; t++)
         if (vis[t]) { P16[t] = exp(P16[t] - M); L += P16[t]; }
     for (int64_t t = 0; t < span; t++)
-        if (vis[t]) P16[t] = orc_rd(P16[t] / L, c->dt);
+        if (vis[t]) P16[t] = orc_rd_fast(P16[t] / L, c->dt);
 }
 
 // ----------------------------------------------------------------------------
@@ -251,7 +252,7 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
                     a[t] += aq * akt[t];
                 }
                 if (base) {
-                    double qs = orc_rd(qd * c->scale, c->dt);
+                    double qs = orc_rd_fast(qd * c->scale, c->dt);
                     double *s16 = S16 + r * span + j0;
                     for (int64_t t = 0; t < jn; t++) s16[t] += qs * kt[t];
                 }
@@ -335,7 +336,7 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
             if (!(fl[d] & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE)) &&
                 oe[d] > job->opt->escalate_ratio * bound[d])
                 need_esc = 1;
-            if (bl) bl[d] = orc_rd(b16[r * Dv + d], c->dt);
+            if (bl) bl[d] = orc_rd_fast(b16[r * Dv + d], c->dt);
         }
         res->lse.ref[row] = R->lse;
         res->lse.orc_err[row] = R->lse_orc;

@@ -91,6 +91,30 @@ orc_index *orc_sample(int64_t B, int64_t H, int64_t S, int64_t max, uint64_t see
 int orc_block_alloc(orc_block *blk, int64_t n, int64_t dim, int baseline);
 void orc_block_free(orc_block *blk);
 
+/* Upper bound of expm1(x) for x >= 0 (used for relative-error factors):
+ * e^x - 1 <= x + x^2 on [0, 1/2]; the factor 1 + 2^-50 covers the rounding
+ * of evaluating it (and of expm1 itself, < 1 ulp, above 1/2). */
+static inline double orc_expm1_up(double x) {
+    return (x <= 0.5 ? x + x * x : expm1(x)) * (1.0 + 0x1p-50);
+}
+
+/* Round to the dtype quickly (Veltkamp splitting to 11 / 8 bits, magic-number
+ * rounding in the subnormal range, overflow to Inf): round to nearest, but a
+ * tie may round away from even. Only for the naive baseline, never for a
+ * reference or a bound. */
+static inline double orc_rd_fast(double x, fa_dtype dt) {
+    double nmin = dt == FA_BF16 ? 0x1p-126 : 0x1p-14, ax = fabs(x);
+    if (ax < nmin) {
+        double magic = dt == FA_BF16 ? 0x1.8p-81 : 0x1.8p+28; /* 1.5 * 2^52 * min subnormal */
+        return (x + magic) - magic;
+    }
+    double c = dt == FA_BF16 ? 0x1p45 + 1 : 0x1p42 + 1;
+    double t = c * x, r = t - (t - x);
+    double max = dt == FA_BF16 ? 0x1.fep127 : 65504.0;
+    if (fabs(r) > max) return isnan(x) ? x : copysign(INFINITY, x);
+    return r;
+}
+
 /* Fill flags of a finite-or-not reference element. */
 static inline uint8_t orc_value_flags(double ref) {
     return isnan(ref) ? ORC_F_NAN : isinf(ref) ? ORC_F_INF : 0;

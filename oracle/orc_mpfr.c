@@ -57,6 +57,9 @@ static int mp_row_compute(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int
     r->n = 0;
     mpfr_set_inf(M, -1);
     int nan = 0;
+    double *qd = malloc((size_t)c->D * sizeof(double));
+    if (!qd) abort();
+    for (int64_t d = 0; d < c->D; d++) qd[d] = orc_ld(c->q, c->qs, b, i, h, d, c->dt);
     for (int64_t j = 0; j < c->Sk; j++) {
         r->vis[j] = 0;
         if (j < r->lo || j > r->hi) continue;
@@ -65,16 +68,15 @@ static int mp_row_compute(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int
         r->vis[j] = 1;
         r->n++;
         mpfr_set_zero(acc, 1);
-        for (int64_t d = 0; d < c->D; d++) {
-            mpfr_set_d(x, orc_ld(c->q, c->qs, b, i, h, d, c->dt), MPFR_RNDN);
-            mpfr_set_d(y, orc_ld(c->k, c->ks, b, j, hk, d, c->dt), MPFR_RNDN);
-            mpfr_fma(acc, x, y, acc, MPFR_RNDN);
-        }
+        /* fp16/bf16 products are exact in double: add them exactly-rounded */
+        for (int64_t d = 0; d < c->D; d++)
+            mpfr_add_d(acc, acc, qd[d] * orc_ld(c->k, c->ks, b, j, hk, d, c->dt), MPFR_RNDN);
         mpfr_mul(acc, acc, sc, MPFR_RNDN);
         mpfr_add_d(r->s[j], acc, m, MPFR_RNDN);
         if (mpfr_nan_p(r->s[j])) nan = 1;
         else if (mpfr_greater_p(r->s[j], M)) mpfr_set(M, r->s[j], MPFR_RNDN);
     }
+    free(qd);
     int vis = r->n > 0;
     if (!vis) {
         for (int64_t d = 0; d < c->Dv; d++) mpfr_set_zero(r->o[d], 1);
@@ -91,8 +93,8 @@ static int mp_row_compute(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int
             mpfr_exp(w, w, MPFR_RNDN);
             mpfr_add(L, L, w, MPFR_RNDN);
             for (int64_t d = 0; d < c->Dv; d++) {
-                mpfr_set_d(x, orc_ld(c->v, c->vs, b, j, hk, d, c->dt), MPFR_RNDN);
-                mpfr_fma(r->o[d], w, x, r->o[d], MPFR_RNDN);
+                mpfr_mul_d(x, w, orc_ld(c->v, c->vs, b, j, hk, d, c->dt), MPFR_RNDN);
+                mpfr_add(r->o[d], r->o[d], x, MPFR_RNDN);
             }
         }
         for (int64_t d = 0; d < c->Dv; d++) mpfr_div(r->o[d], r->o[d], L, MPFR_RNDN);
@@ -134,11 +136,10 @@ static void mp_p_ds(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int64_t j
     mpfr_sub(P, r->s[j], r->lse, MPFR_RNDN);
     mpfr_exp(P, P, MPFR_RNDN);
     mpfr_set_zero(dS, 1);
-    for (int64_t d = 0; d < c->Dv; d++) {
-        mpfr_set_d(x, orc_ld(c->dout, c->dos, b, i, h, d, c->dt), MPFR_RNDN);
-        mpfr_set_d(y, orc_ld(c->v, c->vs, b, j, hk, d, c->dt), MPFR_RNDN);
-        mpfr_fma(dS, x, y, dS, MPFR_RNDN);
-    }
+    (void)x; (void)y;
+    for (int64_t d = 0; d < c->Dv; d++) /* exact product in double */
+        mpfr_add_d(dS, dS, orc_ld(c->dout, c->dos, b, i, h, d, c->dt) * orc_ld(c->v, c->vs, b, j, hk, d, c->dt),
+                   MPFR_RNDN);
     mpfr_sub(dS, dS, Di, MPFR_RNDN);
     mpfr_mul(dS, dS, P, MPFR_RNDN);
 }
