@@ -111,7 +111,7 @@ static void print_result(const fz_run_result *r, const fc_case *c)
     }
     for (int i = 0; i < r->v.n_reasons; i++) printf("  %s: %s\n", r->v.reason[i].check, r->v.reason[i].text);
     if (r->v.n_dropped) printf("  (%d more reasons)\n", r->v.n_dropped);
-    if (r->klass == FZ_OUT_CRASH || r->klass == FZ_OUT_HANG || r->klass == FZ_OUT_ERROR)
+    if (r->klass == FZ_OUT_CRASH || r->klass == FZ_OUT_HANG || r->klass == FZ_OUT_ERROR || r->klass == FZ_OUT_SLOW)
         printf("  %s\n", r->detail);
     (void)c;
 }
@@ -125,6 +125,7 @@ static const char *class_word(int klass)
     case FZ_OUT_DEVICE: return "FAIL (device fault)";
     case FZ_OUT_CRASH: return "FAIL (crash)";
     case FZ_OUT_HANG: return "FAIL (hang)";
+    case FZ_OUT_SLOW: return "NOT JUDGED (the harness ran past --timeout; raise it)";
     default: return "ERROR";
     }
 }
@@ -242,6 +243,7 @@ int cli_repro(int argc, char **argv)
     free(r);
     free(text);
     if (klass == FZ_OUT_ERROR) return CLI_BACKEND;
+    if (klass == FZ_OUT_SLOW) return CLI_INTERNAL;
     return is_failure(klass) ? CLI_FAIL : CLI_OK;
 }
 

@@ -30,6 +30,7 @@ typedef struct {
     int64_t execs, cases, skipped, elements, findings_new, findings_dup, corpus_added;
     double worst_ratio;
     int state;                  /* 0 idle, 1 running the case in `text` */
+    int phase;                  /* FZ_PHASE_*: inside the backend or the harness */
     int64_t case_start_ns;      /* CLOCK_MONOTONIC when the case started */
     char backend[64];
     char text[CAMP_TEXT_MAX];   /* the in-flight case, complete before state = 1 */
@@ -149,6 +150,7 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index)
     if (cfg->gpu[index]) setenv("CUDA_VISIBLE_DEVICES", cfg->gpu[index], 1);
     const fa_backend *be = fz_iso_backend(cfg->backend);
     if (!be) _exit(3);
+    fz_run_set_phase_hook(&slot->phase);
     snprintf(slot->backend, sizeof slot->backend, "%s", be->name);
     int has_bwd = be->backward != NULL;
 
@@ -359,13 +361,25 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
                 pid[i] = spawn(cfg, &slots[i], i);
             } else if (pid[i] > 0 && running && cfg->case_timeout_s > 0 &&
                        (double)(now - slots[i].case_start_ns) * 1e-9 > cfg->case_timeout_s) {
+                int phase = __atomic_load_n(&slots[i].phase, __ATOMIC_ACQUIRE);
                 kill(pid[i], SIGKILL);
                 waitpid(pid[i], &status, 0);
                 char detail[200];
-                snprintf(detail, sizeof detail, "the case ran longer than %.1f s; the worker was killed (hang)",
-                         cfg->case_timeout_s);
-                record_lost_case(cfg, &slots[i], i, "hang", detail, &base);
-                base.hangs++;
+                if (phase == FZ_PHASE_BACKEND) {
+                    snprintf(detail, sizeof detail, "the backend call ran longer than %.1f s; the worker was killed (hang)",
+                             cfg->case_timeout_s);
+                    record_lost_case(cfg, &slots[i], i, "hang", detail, &base);
+                    base.hangs++;
+                } else {
+                    /* the oracle or the checks were slow: not a backend bug; kept apart for the harness */
+                    char dir[4200], path[4300], msg[256];
+                    snprintf(dir, sizeof dir, "%s/harness-slow", cfg->findings_dir);
+                    snprintf(path, sizeof path, "%s/%016llx.case", dir,
+                             (unsigned long long)hash_str(slots[i].text, strlen(slots[i].text)));
+                    if (fz_mkdirs(dir, msg, sizeof msg) == 0)
+                        fz_write_new(path, slots[i].text, strlen(slots[i].text), msg, sizeof msg);
+                    base.slow++;
+                }
                 slots[i].state = 0;
                 slots[i].generation++;
                 pid[i] = spawn(cfg, &slots[i], i);
@@ -380,10 +394,10 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
             prev_t = now;
             int alive = 0;
             for (int i = 0; i < n; i++) alive += pid[i] > 0;
-            fprintf(stderr, "\r[%6.0fs] cases %lld (%.1f cases/s, %.1f avg) execs %lld skipped %lld | worst err/bound %.3g | corpus +%lld | findings %lld | workers %d/%d   ",
+            fprintf(stderr, "\r[%6.0fs] cases %lld (%.1f cases/s, %.1f avg) execs %lld skipped %lld | worst err/bound %.3g | corpus +%lld | findings %lld%s | workers %d/%d   ",
                     elapsed, (long long)cur.cases, rate, elapsed > 0 ? (double)cur.cases / elapsed : 0.0,
                     (long long)cur.execs, (long long)cur.skipped, cur.worst_ratio, (long long)cur.corpus,
-                    (long long)cur.findings_new, alive, n);
+                    (long long)cur.findings_new, cur.slow ? " (+slow harness cases)" : "", alive, n);
             last_print = now;
         }
         usleep(20000);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -68,10 +69,37 @@ static ssize_t read_until(int fd, void *buf, size_t n, double deadline)
     return (ssize_t)got;
 }
 
+static void fail_result(fz_run_result *r, int klass, const char *failure, const char *detail, const fc_case *c);
+
 typedef struct {
     fz_run_result r;
     fz_feat f;
 } iso_msg;
+
+/* one shared int per isolated run: where the child is (fz_run.h FZ_PHASE_*) */
+static volatile int *shared_phase(void)
+{
+    static volatile int *p;
+    if (!p) {
+        void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        p = m == MAP_FAILED ? NULL : (volatile int *)m;
+    }
+    if (p) *p = FZ_PHASE_IDLE;
+    return p;
+}
+
+/* a timeout: a hang of the backend, or a slow harness */
+static void timeout_result(fz_run_result *r, int phase, double timeout_s, const fc_case *c)
+{
+    char d[200];
+    if (phase == FZ_PHASE_BACKEND) {
+        snprintf(d, sizeof d, "the backend call ran longer than %.1f s and was killed (hang)", timeout_s);
+        fail_result(r, FZ_OUT_HANG, "hang", d, c);
+    } else {
+        snprintf(d, sizeof d, "the harness (oracle/checks, not the backend) ran longer than %.1f s; killed", timeout_s);
+        fail_result(r, FZ_OUT_SLOW, "harness_slow", d, c);
+    }
+}
 
 static void fail_result(fz_run_result *r, int klass, const char *failure, const char *detail, const fc_case *c)
 {
@@ -93,6 +121,7 @@ void fz_iso_run(const char *backend_name, const fc_case *c, int determinism, dou
         fail_result(r, FZ_OUT_ERROR, "harness", "pipe() failed", c);
         return;
     }
+    volatile int *phase = shared_phase();
     fflush(stdout);
     fflush(stderr);
     pid_t pid = fork();
@@ -103,6 +132,7 @@ void fz_iso_run(const char *backend_name, const fc_case *c, int determinism, dou
     }
     if (pid == 0) {
         close(fds[0]);
+        fz_run_set_phase_hook(phase);
         iso_msg *m = calloc(1, sizeof *m);
         const fa_backend *be = fz_iso_backend(backend_name);
         if (!be || !m) _exit(3);
@@ -118,11 +148,10 @@ void fz_iso_run(const char *backend_name, const fc_case *c, int determinism, dou
     close(fds[0]);
     int status = 0;
     if (got == -2) {
+        int ph = phase ? *phase : FZ_PHASE_BACKEND;
         kill(pid, SIGKILL);
         waitpid(pid, &status, 0);
-        char d[128];
-        snprintf(d, sizeof d, "the case ran longer than %.1f s and was killed (hang)", timeout_s);
-        fail_result(r, FZ_OUT_HANG, "hang", d, c);
+        timeout_result(r, ph, timeout_s, c);
     } else {
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
         if (got == (ssize_t)sizeof *m && WIFEXITED(status) && WEXITSTATUS(status) == 0) {
@@ -211,8 +240,10 @@ typedef struct {
     fz_run_result r;
 } batch_msg;
 
-static void batch_child(const char *backend_name, const fz_iso_job *jobs, int64_t from, int64_t n, int fd)
+static void batch_child(const char *backend_name, const fz_iso_job *jobs, int64_t from, int64_t n, int fd,
+                        volatile int *phase)
 {
+    fz_run_set_phase_hook(phase);
     const fa_backend *be = fz_iso_backend(backend_name);
     if (!be) _exit(3);
     batch_msg *m = calloc(1, sizeof *m);
@@ -244,11 +275,12 @@ int fz_iso_batch(const char *backend_name, const fz_iso_job *jobs, int64_t n, do
     while (next < n) {
         int fds[2];
         if (pipe(fds) != 0) break;
+        volatile int *phase = shared_phase();
         fflush(stdout);
         fflush(stderr);
         pid_t pid = fork();
         if (pid < 0) { close(fds[0]); close(fds[1]); break; }
-        if (pid == 0) { close(fds[0]); batch_child(backend_name, jobs, next, n, fds[1]); }
+        if (pid == 0) { close(fds[0]); batch_child(backend_name, jobs, next, n, fds[1], phase); }
         close(fds[1]);
         int died = 0;
         while (next < n) {
@@ -264,11 +296,10 @@ int fz_iso_batch(const char *backend_name, const fz_iso_job *jobs, int64_t n, do
             fz_run_result r;
             int status = 0;
             if (got == -2) {
+                int ph = phase ? *phase : FZ_PHASE_BACKEND;
                 kill(pid, SIGKILL);
                 waitpid(pid, &status, 0);
-                char d[128];
-                snprintf(d, sizeof d, "the job ran longer than %.1f s and its worker was killed (hang)", timeout_s);
-                fail_result(&r, FZ_OUT_HANG, "hang", d, &jobs[next].c);
+                timeout_result(&r, ph, timeout_s, &jobs[next].c);
             } else {
                 while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
                 if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {

@@ -22,8 +22,9 @@ enum {
     FZ_OUT_FAIL = 2,     /* a check failed */
     FZ_OUT_DEVICE = 3,   /* FA_ERR_DEVICE: a kernel fault reported by the backend */
     FZ_OUT_CRASH = 4,    /* the process running the case died (fz_isolate.h) */
-    FZ_OUT_HANG = 5,     /* the case ran past its timeout and was killed (fz_isolate.h) */
-    FZ_OUT_ERROR = 6     /* the harness could not run the case (fork, pipe, bad case) */
+    FZ_OUT_HANG = 5,     /* the backend call ran past the timeout and was killed (fz_isolate.h) */
+    FZ_OUT_ERROR = 6,    /* the harness could not run the case (fork, pipe, bad case) */
+    FZ_OUT_SLOW = 7      /* the HARNESS (oracle, checks) ran past the timeout: not a backend finding */
 };
 
 typedef struct {
@@ -40,6 +41,15 @@ typedef struct {
 /* Check c on be (determinism re-run when `determinism`), fill r and, when f is
  * non-NULL, add the geometry, ratio and outcome features to f. */
 void fz_run_case(const fa_backend *be, const fc_case *c, int determinism, fz_run_result *r, fz_feat *f);
+
+/* Where a running case is: set through the hook so that a watchdog in another
+ * process can tell a hung BACKEND (a kernel that never returns: a finding)
+ * from a slow HARNESS (oracle, checks: not a kernel bug). */
+enum { FZ_PHASE_IDLE = 0, FZ_PHASE_HARNESS = 1, FZ_PHASE_BACKEND = 2 };
+/* phase: shared memory the watchdog reads, or NULL (off). fz_run_case then
+ * calls the backend through a shim that stores FZ_PHASE_BACKEND around every
+ * forward/backward call. */
+void fz_run_set_phase_hook(volatile int *phase);
 
 /* Fill r (and f) from a verdict already computed for c (e.g. by a property). */
 void fz_run_classify(const fc_case *c, const fc_verdict *v, fz_run_result *r, fz_feat *f);

@@ -1,0 +1,640 @@
+/* cmd_certify.c: `flashcheck certify`: a fixed sweep of awkward shapes, the
+ * property suite, API misuse, a fuzz budget and (CUDA) compute-sanitizer
+ * passes; a Markdown and a JSON report; --baseline flags regressions. */
+#define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "fuzz/fz_campaign.h"
+#include "fuzz/fz_gen.h"
+#include "fuzz/fz_isolate.h"
+#include "fuzz/fz_misuse.h"
+#include "fuzz/fz_run.h"
+#include "fuzz/fz_store.h"
+#include "properties/properties.h"
+
+static const char *certify_help =
+    "usage: flashcheck certify [--backend B] [--out DIR] [--baseline REPORT.json] [--quick]\n"
+    "                          [--fuzz-seconds N] [--jobs N] [--sanitizer] [--timeout SEC]\n"
+    "\n"
+    "Certifies a backend: (1) a fixed sweep of awkward cases, grouped in categories (shapes at tile\n"
+    "boundaries +-1, primes, 0 and 1; causal alignments with Sq != Sk; windows; additive masks incl.\n"
+    "fully masked rows/columns; GQA/MQA; permuted, padded and offset layouts; value distributions;\n"
+    "empty sequences), each case forward (+ backward when the backend has one) with every output\n"
+    "element checked against the oracle's per-element bound, guards, unwritten outputs, inputs\n"
+    "unchanged and determinism; (2) the metamorphic property suite; (3) API misuse (every invalid\n"
+    "descriptor must be rejected without a write); (4) a fuzz budget; (5) with --sanitizer and a CUDA\n"
+    "backend, compute-sanitizer memcheck/racecheck/synccheck/initcheck on a few cases.\n"
+    "Every case runs in a worker process with a watchdog: a kernel fault or hang is a failure of\n"
+    "that case, not of the run. Prints a summary table; writes DIR/report.md and DIR/report.json\n"
+    "(pass/fail and the worst error/bound ratio per category) and a repro file per failure.\n"
+    "\n"
+    "options:\n"
+    "  --backend B         cpu | cuda | PATH.so (default: CUDA when a GPU is present, else CPU)\n"
+    "  --out DIR           report directory (default flashcheck-report-BACKEND-DATE); must not hold a report\n"
+    "  --baseline FILE     an earlier report.json: a category that passed and now fails, or whose worst\n"
+    "                      error/bound ratio more than doubled (one log2 bucket), is a regression\n"
+    "  --quick             a smaller sweep (about a quarter of the cases)\n"
+    "  --fuzz-seconds N    fuzz budget (default 30; 0 skips the fuzz step)\n"
+    "  --jobs N            fuzz workers (default: one per GPU, or the number of cores)\n"
+    "  --sanitizer         run compute-sanitizer passes (CUDA backends; compute-sanitizer on PATH)\n"
+    "  --timeout SEC       per-case watchdog (default 300)\n"
+    "\n"
+    "exit: 0 certified (and no regression), 1 a category failed or regressed, 2 usage, 3 backend cannot\n"
+    "      be loaded, 4 cannot write the report\n";
+
+/* ------------------------------------------------------------------------- */
+/* categories                                                                */
+
+enum { CAT_SHAPES, CAT_CAUSAL, CAT_WINDOW, CAT_MASK, CAT_GQA, CAT_LAYOUT, CAT_VALUES, CAT_EMPTY,
+       CAT_PROPERTIES, CAT_API, CAT_FUZZ, CAT_SANITIZER, CAT_COUNT };
+static const char *cat_names[CAT_COUNT] = { "shapes", "causal", "window", "mask", "gqa", "layout", "values",
+                                            "empty", "properties", "api_misuse", "fuzz", "sanitizer" };
+static const char *cat_what[CAT_COUNT] = {
+    "Sq, Sk at 0, 1, primes, tile sizes +-1; head dims 32..256",
+    "top-left and bottom-right causal with Sq <, =, > Sk",
+    "sliding windows at tile edges, decode (Sq = 1)",
+    "additive masks: random -inf, stripes, fully masked rows/columns, finite, broadcast",
+    "grouped-query and multi-query attention",
+    "permuted dimension orders, stride gaps, storage offsets",
+    "value distributions in fp16 and bf16 (large, tiny, sparse, heavy tail, spikes, ties)",
+    "empty sequences (Sq = 0, Sk = 0)",
+    "metamorphic relations (properties/properties.h)",
+    "invalid descriptors rejected with a message and no write",
+    "coverage- and error-guided fuzz campaign",
+    "compute-sanitizer memcheck, racecheck, synccheck, initcheck",
+};
+
+typedef struct {
+    int run;                 /* 0: not run (reason in note) */
+    int64_t cases, passed, failed, skipped, not_judged;
+    double worst_ratio;
+    char note[256];
+    char failures[8][300];   /* first failures: "state -> file" */
+    int nfail_listed;
+} cat_result;
+
+typedef struct {
+    const char *backend_arg;
+    char backend[64];
+    fa_limits lim;
+    fa_memspace mem;
+    int has_bwd;
+    char out[4096];
+    cat_result cat[CAT_COUNT];
+    fz_iso_job *jobs;
+    int *job_cat;
+    int64_t njobs, cap;
+    int64_t done;
+} certify_ctx;
+
+/* ------------------------------------------------------------------------- */
+/* the sweep                                                                 */
+
+static void add_job(certify_ctx *x, int cat, const fc_case *c, int prop)
+{
+    if (x->njobs == x->cap) {
+        x->cap = x->cap ? 2 * x->cap : 256;
+        x->jobs = realloc(x->jobs, (size_t)x->cap * sizeof *x->jobs);
+        x->job_cat = realloc(x->job_cat, (size_t)x->cap * sizeof *x->job_cat);
+    }
+    fz_iso_job *j = &x->jobs[x->njobs];
+    j->c = *c;
+    /* fit into the backend's limits only (no size budget) */
+    fz_budget b;
+    fz_budget_default(&b);
+    b.max_batch = b.max_heads_q = 1 << 12;
+    b.max_seq = 1 << 20;
+    b.max_head_dim = 1 << 12;
+    b.max_work = INT64_MAX / 4;
+    b.backward = -1;
+    fz_case_fit(&j->c, &b, &x->lim, x->has_bwd);
+    j->c.seed = 1000 + (uint64_t)x->njobs;
+    j->prop = prop;
+    j->determinism = 1;
+    x->job_cat[x->njobs] = cat;
+    x->njobs++;
+}
+
+static fc_case base_case(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int bwd)
+{
+    fc_case c;
+    fc_case_default(&c);
+    c.p.batch = b; c.p.seqlen_q = sq; c.p.seqlen_k = sk; c.p.heads_q = hq; c.p.heads_kv = hkv;
+    c.p.head_dim_qk = c.p.head_dim_v = d;
+    c.backward = bwd;
+    return c;
+}
+
+static void build_sweep(certify_ctx *x, int quick)
+{
+    int bwd = x->has_bwd;
+    /* shapes */
+    static const int64_t seqs[][2] = { { 1, 1 }, { 3, 3 }, { 17, 17 }, { 63, 63 }, { 64, 64 }, { 65, 65 }, { 97, 97 },
+                                       { 113, 113 }, { 127, 127 }, { 128, 128 }, { 129, 129 }, { 239, 239 }, { 256, 256 },
+                                       { 257, 257 }, { 1, 128 }, { 128, 1 }, { 97, 239 }, { 239, 97 }, { 513, 129 } };
+    int nseq = (int)(sizeof seqs / sizeof seqs[0]);
+    for (int i = 0; i < nseq; i++) {
+        if (quick && i % 3) continue;
+        fc_case c = base_case(1, seqs[i][0], seqs[i][1], 2, 1, 64, bwd);
+        add_job(x, CAT_SHAPES, &c, -1);
+    }
+    static const int64_t dims[] = { 32, 40, 72, 96, 104, 128, 256 };
+    for (int i = 0; i < 7; i++) {
+        if (quick && i % 2) continue;
+        fc_case c = base_case(1, 97, 129, 2, 1, dims[i], bwd);
+        if (dims[i] == 256) c.p.seqlen_q = c.p.seqlen_k = 65;
+        add_job(x, CAT_SHAPES, &c, -1);
+    }
+    { fc_case c = base_case(2, 65, 97, 2, 1, 64, bwd); c.p.head_dim_v = 32; add_job(x, CAT_SHAPES, &c, -1); }
+    /* causal */
+    static const int64_t cs[][2] = { { 64, 64 }, { 65, 129 }, { 129, 65 }, { 1, 200 }, { 200, 1 }, { 127, 256 } };
+    for (int m = 1; m <= 2; m++)
+        for (int i = 0; i < 6; i++) {
+            if (quick && i % 2) continue;
+            fc_case c = base_case(1, cs[i][0], cs[i][1], 2, 1, 64, bwd);
+            c.p.causal = (fa_causal)m;
+            add_job(x, CAT_CAUSAL, &c, -1);
+        }
+    /* window */
+    static const int64_t w[][3] = { { 0, 0, 0 }, { 16, 15, 0 }, { 127, 0, 1 }, { 63, 64, 1 }, { -1, 16, 0 }, { 16, -1, 1 } };
+    for (int i = 0; i < 6; i++) {
+        if (quick && i % 2) continue;
+        fc_case c = base_case(1, 129, 129, 2, 1, 64, bwd);
+        c.p.window_left = w[i][0]; c.p.window_right = w[i][1]; c.p.window_align = (fa_align)w[i][2];
+        add_job(x, CAT_WINDOW, &c, -1);
+    }
+    { fc_case c = base_case(1, 1, 200, 4, 1, 64, bwd); c.p.causal = FA_CAUSAL_BOTTOM_RIGHT; c.p.window_left = 127; c.p.window_right = 0; add_job(x, CAT_WINDOW, &c, -1); }
+    { fc_case c = base_case(1, 97, 161, 2, 1, 64, bwd); c.p.causal = FA_CAUSAL_TOP_LEFT; c.p.window_left = 64; add_job(x, CAT_WINDOW, &c, -1); }
+    /* mask */
+    for (int k = 1; k < FC_MASK_COUNT; k++)
+        for (int bc = 0; bc < 2; bc++) {
+            if (quick && bc) continue;
+            fc_case c = base_case(2, 97, 129, 2, 1, 64, bwd);
+            c.mask.kind = (fc_mask_kind)k;
+            c.mask.broadcast_batch = c.mask.broadcast_heads = bc;
+            add_job(x, CAT_MASK, &c, -1);
+        }
+    { fc_case c = base_case(1, 65, 441, 1, 1, 64, bwd); c.mask.kind = FC_MASK_FULL_COLS; c.mask.density = 0.5; add_job(x, CAT_MASK, &c, -1); }
+    /* gqa */
+    static const int64_t g[][2] = { { 2, 1 }, { 4, 2 }, { 8, 1 }, { 8, 2 }, { 6, 3 } };
+    for (int i = 0; i < 5; i++) {
+        if (quick && i % 2) continue;
+        fc_case c = base_case(2, 65, 97, g[i][0], g[i][1], 64, bwd);
+        add_job(x, CAT_GQA, &c, -1);
+    }
+    /* layout */
+    for (int v = 0; v < 6; v++) {
+        if (quick && v % 2) continue;
+        fc_case c = base_case(2, 63, 65, 4, 2, 64, bwd);
+        for (int t = 0; t < FC_T_COUNT; t++) {
+            fc_layout *l = &c.layout[t];
+            int n = t == FC_T_LSE ? 3 : 4;
+            if ((v == 0 && t <= FC_T_V) || (v == 1 && t >= FC_T_O) || v >= 4) { l->order[0] = 2 % n; l->order[1] = 0; l->order[2] = 1; }
+            if ((v == 2 && t != FC_T_LSE) || v == 4) l->pad[1] = 3;
+            if (v == 3 || v == 5) l->offset = 8 * (t + 1);
+            if (v == 5) l->pad[0] = 5;
+        }
+        add_job(x, CAT_LAYOUT, &c, -1);
+    }
+    /* values */
+    for (int dt = 0; dt < 2; dt++)
+        for (int k = 0; k < FC_DIST_COUNT; k++) {
+            if (quick && (k + dt) % 2) continue;
+            int small = k == FC_DIST_HEAVY_TAIL || k == FC_DIST_LARGE;   /* slow for the oracle's backward */
+            fc_case c = small ? base_case(1, 17, 33, 2, 1, 16, bwd) : base_case(1, 64, 96, 2, 1, 64, bwd);
+            c.p.dtype = (fa_dtype)dt;
+            for (int t = 0; t < FC_N_DIST_INPUTS; t++) c.dist[t].kind = (fc_dist_kind)k;
+            add_job(x, CAT_VALUES, &c, -1);
+        }
+    /* empty */
+    { fc_case c = base_case(1, 0, 17, 2, 1, 64, bwd); add_job(x, CAT_EMPTY, &c, -1); }
+    { fc_case c = base_case(1, 17, 0, 2, 1, 64, bwd); add_job(x, CAT_EMPTY, &c, -1); }
+    { fc_case c = base_case(2, 0, 0, 2, 1, 64, bwd); add_job(x, CAT_EMPTY, &c, -1); }
+    /* properties: each on two cases */
+    for (int p = 0; p < fc_prop_count(); p++) {
+        fc_case a = base_case(2, 65, 97, 4, 2, 64, bwd);
+        add_job(x, CAT_PROPERTIES, &a, p);
+        if (quick) continue;
+        fc_case b = base_case(1, 33, 47, 2, 1, 32, bwd);
+        b.p.causal = FA_CAUSAL_BOTTOM_RIGHT;
+        b.mask.kind = FC_MASK_RANDOM_NEGINF;
+        add_job(x, CAT_PROPERTIES, &b, p);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* results                                                                   */
+
+static void note_failure(certify_ctx *x, cat_result *cr, const fc_case *c, const char *pass, const char *tensor,
+                         const char *failure, const char *detail)
+{
+    fz_crash_state st;
+    fz_crash_state_make(&st, c, x->backend, pass, tensor, failure);
+    char dir[4200], path[4400], msg[256], state[256];
+    snprintf(dir, sizeof dir, "%s/failures", x->out);
+    fz_crash_state_format(&st, state, sizeof state);
+    int r = fz_store_save(dir, &st, c, detail, path, sizeof path, msg, sizeof msg);
+    if (cr->nfail_listed < 8)
+        snprintf(cr->failures[cr->nfail_listed++], sizeof cr->failures[0], "%s -> %s", state,
+                 r >= 0 ? path + strlen(x->out) + 1 : "(not saved)");
+}
+
+static void on_job(void *user, int64_t index, const fz_run_result *r)
+{
+    certify_ctx *x = user;
+    int cat = x->job_cat[index];
+    cat_result *cr = &x->cat[cat];
+    const fz_iso_job *j = &x->jobs[index];
+    cr->run = 1;
+    cr->cases++;
+    if (r->worst_ratio > cr->worst_ratio) cr->worst_ratio = r->worst_ratio;
+    switch (r->klass) {
+    case FZ_OUT_PASS: cr->passed++; break;
+    case FZ_OUT_SKIP: cr->skipped++; break;
+    case FZ_OUT_SLOW: case FZ_OUT_ERROR: cr->not_judged++; break;
+    default: {
+        cr->failed++;
+        char failure[64];
+        snprintf(failure, sizeof failure, "%s%s%s", j->prop >= 0 ? fc_prop_table[j->prop].name : "",
+                 j->prop >= 0 ? ":" : "", r->failure);
+        note_failure(x, cr, &j->c, r->pass, r->tensor, failure, r->detail);
+    }
+    }
+    x->done++;
+    if (isatty(2)) fprintf(stderr, "\rflashcheck certify: %lld/%lld cases", (long long)x->done, (long long)x->njobs);
+    else if (x->done % 20 == 0 || x->done == x->njobs)
+        fprintf(stderr, "flashcheck certify: %lld/%lld cases\n", (long long)x->done, (long long)x->njobs);
+}
+
+/* API misuse: every corruption kind, forward and backward, in a child process */
+static void run_misuse(certify_ctx *x)
+{
+    cat_result *cr = &x->cat[CAT_API];
+    cr->run = 1;
+    int fds[2];
+    if (pipe(fds) != 0) { snprintf(cr->note, sizeof cr->note, "pipe() failed"); return; }
+    fflush(stdout); fflush(stderr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        const fa_backend *be = fz_iso_backend(x->backend_arg);
+        if (!be) _exit(3);
+        fz_budget b;
+        fz_budget_default(&b);
+        static fz_misuse_result res;
+        for (int kind = 0; kind < 14; kind++)
+            for (unsigned param = 0; param < 64; param += 7)
+                for (int bwd = 0; bwd < 2; bwd++) {
+                    char text[256];
+                    int n = snprintf(text, sizeof text, "# misuse kind=%d param=%u\nshape = 2 17 33 4 2 64 40\nbackward = %d\n%s",
+                                     kind, param, bwd, kind == 11 ? "mask = random_neginf\n" : "");
+                    fz_misuse_run(be, (const uint8_t *)text, (size_t)n, &b, &res);
+                    if (!res.applied) continue;
+                    int w = write(fds[1], &res, sizeof res);
+                    (void)w;
+                }
+        _exit(0);
+    }
+    close(fds[1]);
+    static fz_misuse_result res;
+    for (;;) {
+        size_t got = 0;
+        while (got < sizeof res) {
+            ssize_t k = read(fds[0], (char *)&res + got, sizeof res - got);
+            if (k <= 0) break;
+            got += (size_t)k;
+        }
+        if (got < sizeof res) break;
+        cr->cases++;
+        if (res.failure[0]) {
+            cr->failed++;
+            note_failure(x, cr, &res.c, res.backward ? "bwd" : "fwd", res.kind_name, res.failure, res.detail);
+        } else {
+            cr->passed++;
+        }
+    }
+    close(fds[0]);
+    int status;
+    waitpid(pid, &status, 0);
+    if (WIFSIGNALED(status)) {
+        cr->failed++;
+        snprintf(cr->note, sizeof cr->note, "an invalid call crashed the process (signal %d, %s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    }
+}
+
+static void run_fuzz(certify_ctx *x, double seconds, int jobs)
+{
+    cat_result *cr = &x->cat[CAT_FUZZ];
+    if (seconds <= 0) { snprintf(cr->note, sizeof cr->note, "skipped (--fuzz-seconds 0)"); return; }
+    fz_camp_cfg cfg;
+    fz_camp_cfg_default(&cfg);
+    static char corpus[4200], findings[4200];
+    snprintf(corpus, sizeof corpus, "%s/fuzz-corpus", x->out);
+    snprintf(findings, sizeof findings, "%s/fuzz-findings", x->out);
+    cfg.backend = x->backend_arg;
+    cfg.corpus_dir = corpus;
+    cfg.findings_dir = findings;
+    cfg.seconds = seconds;
+    cfg.status_line = 0;
+    cfg.quiet = 1;
+    if (access("fuzz/seeds/case", R_OK) == 0) cfg.seeds_dir = "fuzz/seeds/case";
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cfg.workers = jobs > 0 ? jobs : (x->mem == FA_MEM_CUDA ? 1 : (int)(cores > 0 ? cores : 1));
+    if (!x->has_bwd) cfg.budget.backward = 0;
+    fz_camp_stats st;
+    char msg[256];
+    if (fz_camp_run(&cfg, &st, msg, sizeof msg) != 0) { cr->run = 1; cr->failed = 1; snprintf(cr->note, sizeof cr->note, "%s", msg); return; }
+    cr->run = 1;
+    cr->cases = st.cases;
+    cr->failed = st.findings_new + st.findings_dup;
+    cr->passed = st.cases - cr->failed > 0 ? st.cases - cr->failed : 0;
+    cr->skipped = st.skipped;
+    cr->not_judged = st.slow;
+    cr->worst_ratio = st.worst_ratio;
+    snprintf(cr->note, sizeof cr->note, "%.0f s, %d worker(s), %.1f cases/s, %lld distinct findings in fuzz-findings/",
+             st.seconds, cfg.workers, st.cases_per_s, (long long)st.findings_new);
+}
+
+/* compute-sanitizer on a few small cases (CUDA backends only) */
+static void run_sanitizer(certify_ctx *x, int want)
+{
+    cat_result *cr = &x->cat[CAT_SANITIZER];
+    if (!want) { snprintf(cr->note, sizeof cr->note, "not run (pass --sanitizer)"); return; }
+    if (x->mem != FA_MEM_CUDA) { snprintf(cr->note, sizeof cr->note, "not run: backend %s is not a CUDA backend", x->backend); return; }
+    const char *tool = NULL;
+    static const char *cands[] = { "/usr/local/cuda/bin/compute-sanitizer", "/usr/bin/compute-sanitizer" };
+    if (system("command -v compute-sanitizer >/dev/null 2>&1") == 0) tool = "compute-sanitizer";
+    for (int i = 0; i < 2 && !tool; i++) if (access(cands[i], X_OK) == 0) tool = cands[i];
+    if (!tool) { snprintf(cr->note, sizeof cr->note, "not run: compute-sanitizer not found on PATH or in /usr/local/cuda/bin"); return; }
+    char self[4096];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) { snprintf(cr->note, sizeof cr->note, "not run: cannot find this executable"); return; }
+    self[n] = 0;
+    const char *cases[3] = { "shape = 1 65 97 2 1 64 64\nbackward = 1\n",
+                             "shape = 1 129 33 4 2 64 64\ncausal = bottom_right\nmask = full_rows\nbackward = 1\n",
+                             "shape = 2 17 129 2 1 128 128\nwindow = 16 15\nlayout.q = order 0 2 1 3 pad 0 0 8 0 offset 8\nbackward = 1\n" };
+    static const char *tools[4] = { "memcheck", "racecheck", "synccheck", "initcheck" };
+    cr->run = 1;
+    char dir[4200], msg[256];
+    snprintf(dir, sizeof dir, "%s/sanitizer", x->out);
+    fz_mkdirs(dir, msg, sizeof msg);
+    for (int c = 0; c < 3; c++) {
+        char cpath[4300];
+        snprintf(cpath, sizeof cpath, "%s/case%d.case", dir, c);
+        fz_write_atomic(cpath, cases[c], strlen(cases[c]), msg, sizeof msg);
+        for (int t = 0; t < 4; t++) {
+            char cmd[13000], log[4400];
+            snprintf(log, sizeof log, "%s/case%d.%s.log", dir, c, tools[t]);
+            snprintf(cmd, sizeof cmd, "'%s' --tool %s --error-exitcode 99 '%s' repro '%s' --backend '%s' --no-determinism > '%s' 2>&1",
+                     tool, tools[t], self, cpath, x->backend_arg ? x->backend_arg : "cuda", log);
+            int rc = system(cmd);
+            int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+            cr->cases++;
+            if (code == 0) cr->passed++;
+            else {
+                cr->failed++;
+                if (cr->nfail_listed < 8)
+                    snprintf(cr->failures[cr->nfail_listed++], sizeof cr->failures[0], "%s on case%d: exit %d%s -> sanitizer/case%d.%s.log",
+                             tools[t], c, code, code == 99 ? " (errors reported)" : "", c, tools[t]);
+            }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* report                                                                    */
+
+static const char *cat_status(const cat_result *c)
+{
+    if (!c->run) return "not run";
+    if (c->failed) return "FAIL";
+    if (c->cases == 0 || c->passed == 0) return c->skipped || c->not_judged ? "not judged" : "empty";
+    return "PASS";
+}
+
+static cJSON *report_json(const certify_ctx *x, int pass, const char *date, cJSON *regressions)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "flashcheck_report", 1);
+    cJSON_AddStringToObject(root, "backend", x->backend);
+    cJSON_AddStringToObject(root, "date", date);
+    cJSON_AddStringToObject(root, "result", pass ? "PASS" : "FAIL");
+    cJSON *cats = cJSON_AddArrayToObject(root, "categories");
+    for (int i = 0; i < CAT_COUNT; i++) {
+        const cat_result *c = &x->cat[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "name", cat_names[i]);
+        cJSON_AddStringToObject(o, "status", cat_status(c));
+        cJSON_AddNumberToObject(o, "cases", (double)c->cases);
+        cJSON_AddNumberToObject(o, "passed", (double)c->passed);
+        cJSON_AddNumberToObject(o, "failed", (double)c->failed);
+        cJSON_AddNumberToObject(o, "skipped", (double)c->skipped);
+        cJSON_AddNumberToObject(o, "not_judged", (double)c->not_judged);
+        cJSON_AddNumberToObject(o, "worst_ratio", c->worst_ratio);
+        cJSON_AddStringToObject(o, "note", c->note);
+        cJSON *f = cJSON_AddArrayToObject(o, "failures");
+        for (int k = 0; k < c->nfail_listed; k++) cJSON_AddItemToArray(f, cJSON_CreateString(c->failures[k]));
+        cJSON_AddItemToArray(cats, o);
+    }
+    if (regressions) cJSON_AddItemToObject(root, "regressions", regressions);
+    return root;
+}
+
+/* compare with a baseline report; returns a JSON array of regressions (maybe empty), NULL on a bad file */
+static cJSON *compare_baseline(const certify_ctx *x, const char *path, char *msg, size_t msglen, char *bl_backend, size_t bllen)
+{
+    size_t len;
+    char *text = cli_read_file(path, &len, msg, msglen);
+    if (!text) return NULL;
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    cJSON *cats = root ? cJSON_GetObjectItemCaseSensitive(root, "categories") : NULL;
+    cJSON *ver = root ? cJSON_GetObjectItemCaseSensitive(root, "flashcheck_report") : NULL;
+    if (!root || !cJSON_IsArray(cats) || !cJSON_IsNumber(ver)) {
+        snprintf(msg, msglen, "%s is not a flashcheck report.json (expected the JSON written by `flashcheck certify`)", path);
+        cJSON_Delete(root);
+        return NULL;
+    }
+    cJSON *be = cJSON_GetObjectItemCaseSensitive(root, "backend");
+    snprintf(bl_backend, bllen, "%s", cJSON_IsString(be) ? be->valuestring : "?");
+    cJSON *regs = cJSON_CreateArray();
+    cJSON *c;
+    cJSON_ArrayForEach(c, cats) {
+        cJSON *name = cJSON_GetObjectItemCaseSensitive(c, "name");
+        cJSON *failed = cJSON_GetObjectItemCaseSensitive(c, "failed");
+        cJSON *passed = cJSON_GetObjectItemCaseSensitive(c, "passed");
+        cJSON *worst = cJSON_GetObjectItemCaseSensitive(c, "worst_ratio");
+        if (!cJSON_IsString(name) || !cJSON_IsNumber(failed) || !cJSON_IsNumber(worst)) continue;
+        for (int i = 0; i < CAT_COUNT; i++) {
+            if (strcmp(cat_names[i], name->valuestring) != 0) continue;
+            const cat_result *now = &x->cat[i];
+            char line[400] = "";
+            int was_pass = failed->valuedouble == 0 && cJSON_IsNumber(passed) && passed->valuedouble > 0;
+            if (was_pass && now->run && now->failed > 0)
+                snprintf(line, sizeof line, "%s: passed in the baseline, now %lld failure(s)", cat_names[i], (long long)now->failed);
+            else if (now->run && worst->valuedouble > 0 && now->worst_ratio > 2.0 * worst->valuedouble)
+                snprintf(line, sizeof line, "%s: worst error/bound grew from %.4g to %.4g (more than one log2 bucket)",
+                         cat_names[i], worst->valuedouble, now->worst_ratio);
+            else if (now->run && worst->valuedouble == 0 && now->worst_ratio > 0 && was_pass && i != CAT_FUZZ)
+                snprintf(line, sizeof line, "%s: exact in the baseline (error 0), now error/bound %.4g", cat_names[i], now->worst_ratio);
+            if (line[0]) cJSON_AddItemToArray(regs, cJSON_CreateString(line));
+        }
+    }
+    cJSON_Delete(root);
+    return regs;
+}
+
+static int write_markdown(const certify_ctx *x, const char *path, int pass, const char *date, const cJSON *regs,
+                          const char *baseline, char *msg, size_t msglen)
+{
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+#define MD(...) do { if (n < cap) n += (size_t)snprintf(b + n, cap - n, __VA_ARGS__); } while (0)
+    MD("# flashcheck certification: %s\n\n", x->backend);
+    MD("- result: **%s**\n- date: %s\n- backend: `%s` (%s memory; max head dim %lld, head dim multiple %lld%s)\n\n",
+       pass ? "CERTIFIED" : "NOT CERTIFIED", date, x->backend, x->mem == FA_MEM_CUDA ? "CUDA" : "host",
+       (long long)x->lim.max_head_dim, (long long)x->lim.head_dim_multiple, x->has_bwd ? ", forward + backward" : ", forward only");
+    MD("Each case checks every output element against the oracle's per-element bound (ratio = |got - ref| / bound;\n"
+       "an element passes at ratio <= 1), plus guards, unwritten outputs, unchanged inputs and determinism.\n\n");
+    MD("| category | status | cases | passed | failed | skipped | not judged | worst error/bound | covers |\n");
+    MD("|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+    for (int i = 0; i < CAT_COUNT; i++) {
+        const cat_result *c = &x->cat[i];
+        MD("| %s | %s | %lld | %lld | %lld | %lld | %lld | %.4g | %s |\n", cat_names[i], cat_status(c), (long long)c->cases,
+           (long long)c->passed, (long long)c->failed, (long long)c->skipped, (long long)c->not_judged, c->worst_ratio, cat_what[i]);
+    }
+    MD("\n");
+    for (int i = 0; i < CAT_COUNT; i++) {
+        const cat_result *c = &x->cat[i];
+        if (c->note[0]) MD("- %s: %s\n", cat_names[i], c->note);
+    }
+    for (int i = 0; i < CAT_COUNT; i++) {
+        const cat_result *c = &x->cat[i];
+        if (!c->nfail_listed) continue;
+        MD("\n## %s failures (replay with `flashcheck repro FILE`)\n\n", cat_names[i]);
+        for (int k = 0; k < c->nfail_listed; k++) MD("- `%s`\n", c->failures[k]);
+        if (c->failed > c->nfail_listed) MD("- ... %lld more\n", (long long)(c->failed - c->nfail_listed));
+    }
+    if (baseline) {
+        MD("\n## Comparison with %s\n\n", baseline);
+        int nr = cJSON_GetArraySize(regs);
+        if (nr == 0) MD("No regression.\n");
+        const cJSON *r;
+        cJSON_ArrayForEach(r, regs) MD("- REGRESSION: %s\n", r->valuestring);
+    }
+#undef MD
+    int rc = fz_write_atomic(path, b, n < cap ? n : cap, msg, msglen);
+    free(b);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------- */
+/* main                                                                      */
+
+int cli_certify(int argc, char **argv)
+{
+    certify_ctx *x = calloc(1, sizeof *x);
+    const char *out = NULL, *baseline = NULL;
+    int quick = 0, sanitizer = 0;
+    int64_t jobs = 0;
+    double fuzz_s = 30, timeout = 300;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int r;
+        int64_t k;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { fputs(certify_help, stdout); return CLI_OK; }
+        if ((r = cli_opt(argc, argv, &i, "--backend", &v))) { if (r < 0) return cli_usage_error("certify", "--backend needs cpu, cuda or a .so path"); x->backend_arg = v; }
+        else if ((r = cli_opt(argc, argv, &i, "--out", &v))) { if (r < 0 || !*v) return cli_usage_error("certify", "--out needs a directory"); out = v; }
+        else if ((r = cli_opt(argc, argv, &i, "--baseline", &v))) { if (r < 0) return cli_usage_error("certify", "--baseline needs a report.json"); baseline = v; }
+        else if ((r = cli_opt(argc, argv, &i, "--fuzz-seconds", &v))) { if (r < 0 || cli_parse_double(v, &fuzz_s) || fuzz_s < 0) return cli_usage_error("certify", "--fuzz-seconds needs seconds >= 0"); }
+        else if ((r = cli_opt(argc, argv, &i, "--timeout", &v))) { if (r < 0 || cli_parse_double(v, &timeout) || timeout <= 0) return cli_usage_error("certify", "--timeout needs seconds > 0"); }
+        else if ((r = cli_opt(argc, argv, &i, "--jobs", &v))) { if (r < 0 || cli_parse_i64(v, 1, FZ_CAMP_MAX_WORKERS, &k)) return cli_usage_error("certify", "--jobs needs an integer in [1, %d]", FZ_CAMP_MAX_WORKERS); jobs = k; }
+        else if (strcmp(argv[i], "--quick") == 0) quick = 1;
+        else if (strcmp(argv[i], "--sanitizer") == 0) sanitizer = 1;
+        else return cli_usage_error("certify", "unknown option or argument '%s'", argv[i]);
+    }
+    char msg[1024];
+    if (baseline && access(baseline, R_OK) != 0)
+        return cli_usage_error("certify", "--baseline %s: cannot read it (%s)", baseline, strerror(errno));
+    if (fz_iso_probe(x->backend_arg, x->backend, sizeof x->backend, &x->lim, &x->mem, &x->has_bwd, msg, sizeof msg) != 0) {
+        fprintf(stderr, "flashcheck certify: backend %s: %s\n", cli_backend_label(x->backend_arg), msg);
+        return CLI_BACKEND;
+    }
+    char date[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    if (out) snprintf(x->out, sizeof x->out, "%s", out);
+    else {
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        snprintf(x->out, sizeof x->out, "flashcheck-report-%s-%s", x->backend, stamp);
+    }
+    char md[4300], js[4300];
+    snprintf(md, sizeof md, "%s/report.md", x->out);
+    snprintf(js, sizeof js, "%s/report.json", x->out);
+    if (access(md, F_OK) == 0 || access(js, F_OK) == 0) {
+        fprintf(stderr, "flashcheck certify: %s already holds a report; choose another --out (nothing was overwritten)\n", x->out);
+        return CLI_USAGE;
+    }
+    if (fz_mkdirs(x->out, msg, sizeof msg) != 0) { fprintf(stderr, "flashcheck certify: %s\n", msg); return CLI_INTERNAL; }
+
+    fprintf(stderr, "flashcheck certify: backend %s%s, report in %s\n", x->backend,
+            x->backend_arg ? "" : " (default)", x->out);
+    build_sweep(x, quick);
+    fz_iso_batch(x->backend_arg, x->jobs, x->njobs, timeout, on_job, x);
+    if (isatty(2)) fprintf(stderr, "\n");
+    run_misuse(x);
+    fprintf(stderr, "flashcheck certify: API misuse done; fuzzing %.0f s\n", fuzz_s);
+    run_fuzz(x, fuzz_s, (int)jobs);
+    run_sanitizer(x, sanitizer);
+
+    int pass = 1;
+    for (int i = 0; i < CAT_COUNT; i++) if (x->cat[i].failed) pass = 0;
+    cJSON *regs = NULL;
+    char bl_backend[64] = "";
+    if (baseline) {
+        regs = compare_baseline(x, baseline, msg, sizeof msg, bl_backend, sizeof bl_backend);
+        if (!regs) { fprintf(stderr, "flashcheck certify: --baseline: %s\n", msg); return CLI_USAGE; }
+    }
+    int nreg = regs ? cJSON_GetArraySize(regs) : 0;
+    cJSON *root = report_json(x, pass, date, regs);
+    if (baseline) cJSON_AddStringToObject(root, "baseline", baseline);
+    char *jtext = cJSON_Print(root);
+    int werr = fz_write_atomic(js, jtext, strlen(jtext), msg, sizeof msg) != 0;
+    if (!werr) werr = write_markdown(x, md, pass, date, cJSON_GetObjectItemCaseSensitive(root, "regressions"), baseline, msg, sizeof msg) != 0;
+    free(jtext);
+
+    /* summary table */
+    printf("flashcheck certify: backend %s\n", x->backend);
+    printf("  %-11s %-10s %7s %7s %7s %8s %11s %12s\n", "category", "status", "cases", "passed", "failed", "skipped", "not judged", "worst ratio");
+    for (int i = 0; i < CAT_COUNT; i++) {
+        const cat_result *c = &x->cat[i];
+        printf("  %-11s %-10s %7lld %7lld %7lld %8lld %11lld %12.4g\n", cat_names[i], cat_status(c), (long long)c->cases,
+               (long long)c->passed, (long long)c->failed, (long long)c->skipped, (long long)c->not_judged, c->worst_ratio);
+    }
+    for (int i = 0; i < CAT_COUNT; i++)
+        for (int k = 0; k < x->cat[i].nfail_listed; k++) printf("  FAIL %s: %s\n", cat_names[i], x->cat[i].failures[k]);
+    if (baseline) {
+        printf("baseline %s (backend %s): %d regression(s)\n", baseline, bl_backend, nreg);
+        const cJSON *r;
+        cJSON_ArrayForEach(r, regs) printf("  REGRESSION %s\n", r->valuestring);
+    }
+    printf("result: %s%s\n", pass ? "CERTIFIED" : "NOT CERTIFIED", nreg ? " (with regressions against the baseline)" : "");
+    printf("report: %s\n        %s\n", md, js);
+    cJSON_Delete(root);
+    if (werr) { fprintf(stderr, "flashcheck certify: cannot write the report: %s\n", msg); return CLI_INTERNAL; }
+    return pass && nreg == 0 ? CLI_OK : CLI_FAIL;
+}

@@ -1,0 +1,173 @@
+/* cmd_fuzz.c: `flashcheck fuzz`: a campaign on N workers (one per GPU for a
+ * CUDA backend, N processes for the CPU backend) with a live status line. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "fuzz/fz_campaign.h"
+#include "fuzz/fz_isolate.h"
+
+static const char *fuzz_help =
+    "usage: flashcheck fuzz [--backend B] [--jobs N | --gpus LIST] [--time SEC] [--cases N]\n"
+    "                       [--corpus DIR] [--findings DIR] [--seeds DIR] [--max-seq N] [--max-dim N]\n"
+    "                       [--max-batch N] [--max-heads N] [--forward-only] [--timeout SEC] [--seed S]\n"
+    "                       [--no-determinism] [--quiet]\n"
+    "\n"
+    "A coverage- and error-guided campaign: each worker mutates cases from the shared corpus\n"
+    "(shapes at tile boundaries +-1, 0, 1, primes; permuted/padded/offset layouts; masks with\n"
+    "fully masked rows and columns; extreme values), checks EVERY output element against the\n"
+    "oracle's bound (plus guards, unwritten outputs, determinism), and keeps cases that reach a new\n"
+    "error/bound bucket or tile path. Findings are deduplicated by numerical crash state and saved\n"
+    "atomically as repro files; a worker that crashes or hangs is replaced and its case recorded.\n"
+    "The status line shows elapsed time, cases/s (cases = checked executions), worst error/bound,\n"
+    "corpus growth and findings; the summary repeats them.\n"
+    "\n"
+    "options:\n"
+    "  --backend B      cpu | cuda | PATH.so (default: CUDA when a GPU is present, else CPU)\n"
+    "  --jobs N         worker processes (default: one per GPU for CUDA, the number of cores for CPU)\n"
+    "  --gpus LIST      comma-separated GPU ids; workers are spread over them round-robin\n"
+    "                   (default: every GPU visible through CUDA_VISIBLE_DEVICES / /dev/nvidiaN)\n"
+    "  --time SEC       stop after SEC seconds (default 60; 0 = until Ctrl-C or --cases)\n"
+    "  --cases N        stop after N executions in total\n"
+    "  --corpus DIR     shared corpus directory (default fuzz-corpus)\n"
+    "  --findings DIR   findings directory (default findings)\n"
+    "  --seeds DIR      extra seed cases (read only; default fuzz/seeds/case when it exists)\n"
+    "  --max-seq N --max-dim N --max-batch N --max-heads N   case size budget (256, 128, 3, 8)\n"
+    "  --forward-only   never run the backward pass\n"
+    "  --timeout SEC    a case running longer is recorded as a hang (default 60)\n"
+    "  --seed S         campaign seed (default 1)\n"
+    "  --no-determinism skip the bitwise re-run of each case (about 2x faster)\n"
+    "  --quiet          no per-finding lines\n"
+    "\n"
+    "exit: 0 no new finding, 1 new findings (listed in DIR), 2 usage, 3 backend cannot be loaded\n";
+
+/* GPU ids: CUDA_VISIBLE_DEVICES if set, else /dev/nvidia<N> device files (no CUDA call here:
+ * the supervisor must not initialize CUDA before forking workers) */
+static int visible_gpus(char ids[][16], int max)
+{
+    int n = 0;
+    const char *env = getenv("CUDA_VISIBLE_DEVICES");
+    if (env) {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", env);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && n < max; t = strtok_r(NULL, ",", &save))
+            if (*t && strcmp(t, "-1") != 0) snprintf(ids[n++], 16, "%s", t);
+        return n;
+    }
+    for (int i = 0; i < 64 && n < max; i++) {
+        char path[32];
+        snprintf(path, sizeof path, "/dev/nvidia%d", i);
+        if (access(path, F_OK) == 0) snprintf(ids[n++], 16, "%d", i);
+    }
+    return n;
+}
+
+int cli_fuzz(int argc, char **argv)
+{
+    fz_camp_cfg cfg;
+    fz_camp_cfg_default(&cfg);
+    cfg.seconds = 60;
+    int64_t jobs = 0;
+    const char *gpus = NULL;
+    int seeds_given = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v;
+        int r;
+        int64_t x;
+        double d;
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { fputs(fuzz_help, stdout); return CLI_OK; }
+#define NEED(cond, ...) do { if (r < 0 || !(cond)) return cli_usage_error("fuzz", __VA_ARGS__); } while (0)
+        if ((r = cli_opt(argc, argv, &i, "--backend", &v))) { NEED(1, "--backend needs cpu, cuda or a .so path"); cfg.backend = v; }
+        else if ((r = cli_opt(argc, argv, &i, "--jobs", &v))) { NEED(!cli_parse_i64(v, 1, FZ_CAMP_MAX_WORKERS, &x), "--jobs needs an integer in [1, %d]", FZ_CAMP_MAX_WORKERS); jobs = x; }
+        else if ((r = cli_opt(argc, argv, &i, "--gpus", &v))) { NEED(*v, "--gpus needs a list like 0,1,2,3"); gpus = v; }
+        else if ((r = cli_opt(argc, argv, &i, "--time", &v))) { NEED(!cli_parse_double(v, &d) && d >= 0, "--time needs seconds >= 0"); cfg.seconds = d; }
+        else if ((r = cli_opt(argc, argv, &i, "--cases", &v))) { NEED(!cli_parse_i64(v, 1, INT64_MAX, &x), "--cases needs a positive integer"); cfg.max_cases = x; }
+        else if ((r = cli_opt(argc, argv, &i, "--corpus", &v))) { NEED(*v, "--corpus needs a directory"); cfg.corpus_dir = v; }
+        else if ((r = cli_opt(argc, argv, &i, "--findings", &v))) { NEED(*v, "--findings needs a directory"); cfg.findings_dir = v; }
+        else if ((r = cli_opt(argc, argv, &i, "--seeds", &v))) { NEED(*v, "--seeds needs a directory"); cfg.seeds_dir = v; seeds_given = 1; }
+        else if ((r = cli_opt(argc, argv, &i, "--max-seq", &v))) { NEED(!cli_parse_i64(v, 1, 1 << 20, &x), "--max-seq needs an integer in [1, 2^20]"); cfg.budget.max_seq = x; }
+        else if ((r = cli_opt(argc, argv, &i, "--max-dim", &v))) { NEED(!cli_parse_i64(v, 1, 4096, &x), "--max-dim needs an integer in [1, 4096]"); cfg.budget.max_head_dim = x; }
+        else if ((r = cli_opt(argc, argv, &i, "--max-batch", &v))) { NEED(!cli_parse_i64(v, 1, 4096, &x), "--max-batch needs an integer in [1, 4096]"); cfg.budget.max_batch = x; }
+        else if ((r = cli_opt(argc, argv, &i, "--max-heads", &v))) { NEED(!cli_parse_i64(v, 1, 4096, &x), "--max-heads needs an integer in [1, 4096]"); cfg.budget.max_heads_q = x; }
+        else if ((r = cli_opt(argc, argv, &i, "--timeout", &v))) { NEED(!cli_parse_double(v, &d) && d > 0, "--timeout needs seconds > 0"); cfg.case_timeout_s = d; }
+        else if ((r = cli_opt(argc, argv, &i, "--seed", &v))) { NEED(!cli_parse_i64(v, 0, INT64_MAX, &x), "--seed needs a non-negative integer"); cfg.seed = (uint64_t)x; }
+        else if (strcmp(argv[i], "--forward-only") == 0) cfg.budget.backward = 0;
+        else if (strcmp(argv[i], "--no-determinism") == 0) cfg.determinism = 0;
+        else if (strcmp(argv[i], "--quiet") == 0) cfg.quiet = 1;
+        else return cli_usage_error("fuzz", "unknown option or argument '%s'", argv[i]);
+#undef NEED
+    }
+    if (cfg.seconds == 0 && cfg.max_cases == 0)
+        fprintf(stderr, "flashcheck fuzz: no --time or --cases limit: running until Ctrl-C\n");
+    if (!seeds_given && access("fuzz/seeds/case", R_OK) == 0) cfg.seeds_dir = "fuzz/seeds/case";
+    if (cfg.seeds_dir && access(cfg.seeds_dir, R_OK) != 0)
+        return cli_usage_error("fuzz", "--seeds %s: no such readable directory", cfg.seeds_dir);
+
+    /* which backend (probed in a child: this process must not initialize CUDA) */
+    char bname[64], msg[512];
+    fa_memspace mem;
+    int has_bwd;
+    if (fz_iso_probe(cfg.backend, bname, sizeof bname, NULL, &mem, &has_bwd, msg, sizeof msg) != 0) {
+        fprintf(stderr, "flashcheck fuzz: backend %s: %s\n", cli_backend_label(cfg.backend), msg);
+        return CLI_BACKEND;
+    }
+    if (!has_bwd) cfg.budget.backward = 0;
+
+    /* workers and GPUs */
+    static char ids[FZ_CAMP_MAX_WORKERS][16];
+    int nids = 0;
+    if (gpus) {
+        char buf[1024];
+        snprintf(buf, sizeof buf, "%s", gpus);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t && nids < FZ_CAMP_MAX_WORKERS; t = strtok_r(NULL, ",", &save)) {
+            int64_t g;
+            if (cli_parse_i64(t, 0, 1023, &g)) return cli_usage_error("fuzz", "--gpus: '%s' is not a GPU id", t);
+            snprintf(ids[nids++], 16, "%lld", (long long)g);
+        }
+    } else if (mem == FA_MEM_CUDA) {
+        nids = visible_gpus(ids, FZ_CAMP_MAX_WORKERS);
+    }
+    if (mem == FA_MEM_CUDA && nids == 0) {
+        fprintf(stderr, "flashcheck fuzz: backend %s runs on CUDA but no GPU is visible (CUDA_VISIBLE_DEVICES, /dev/nvidia*)\n", bname);
+        return CLI_BACKEND;
+    }
+    if (jobs == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        jobs = mem == FA_MEM_CUDA ? nids : (cores > 0 ? cores : 1);
+        if (jobs > FZ_CAMP_MAX_WORKERS) jobs = FZ_CAMP_MAX_WORKERS;
+    }
+    cfg.workers = (int)jobs;
+    for (int i = 0; i < cfg.workers; i++) cfg.gpu[i] = nids ? ids[i % nids] : NULL;
+    /* each worker's own threads: one core each unless the user says otherwise */
+    if (!getenv("OMP_NUM_THREADS")) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        char t[32];
+        snprintf(t, sizeof t, "%ld", cores > cfg.workers ? cores / cfg.workers : 1);
+        setenv("OMP_NUM_THREADS", t, 1);
+    }
+
+    fprintf(stderr, "flashcheck fuzz: backend %s, %d worker%s%s, budget S<=%lld D<=%lld B<=%lld Hq<=%lld%s, corpus %s, findings %s\n",
+            bname, cfg.workers, cfg.workers == 1 ? "" : "s", nids ? " (GPUs round-robin)" : "",
+            (long long)cfg.budget.max_seq, (long long)cfg.budget.max_head_dim, (long long)cfg.budget.max_batch,
+            (long long)cfg.budget.max_heads_q, cfg.budget.backward == 0 ? ", forward only" : "", cfg.corpus_dir,
+            cfg.findings_dir);
+    cfg.status_line = 1;
+    fz_camp_stats st;
+    if (fz_camp_run(&cfg, &st, msg, sizeof msg) != 0) {
+        fprintf(stderr, "flashcheck fuzz: %s\n", msg);
+        return strstr(msg, "backend") ? CLI_BACKEND : CLI_USAGE;
+    }
+    printf("fuzz summary: backend %s, %d workers, %.1f s\n", bname, cfg.workers, st.seconds);
+    printf("  cases      %lld checked (%.1f cases/s), %lld executions (%.1f/s), %lld unsupported\n",
+           (long long)st.cases, st.cases_per_s, (long long)st.execs, st.execs_per_s, (long long)st.skipped);
+    printf("  elements   %lld output elements compared with the oracle\n", (long long)st.elements);
+    printf("  worst      error/bound %.4g\n", st.worst_ratio);
+    printf("  corpus     +%lld inputs in %s\n", (long long)st.corpus, cfg.corpus_dir);
+    printf("  findings   %lld new, %lld duplicates (%lld crashes, %lld hangs) in %s\n", (long long)st.findings_new,
+           (long long)st.findings_dup, (long long)st.crashes, (long long)st.hangs, cfg.findings_dir);
+    return st.findings_new > 0 ? CLI_FAIL : CLI_OK;
+}
