@@ -38,6 +38,12 @@
 
 #include "kernels/cuda/cuda_backend.h"
 
+/* Unroll factor of the k loop of S = Q K^T (register pressure vs. ILP). */
+#ifndef FWD_QK_UNROLL
+#define FWD_QK_UNROLL 16
+#endif
+static constexpr int fwd_qk_unroll = FWD_QK_UNROLL;
+
 // ----------------------------------------------------------------------------
 // kernel parameters
 
@@ -170,6 +176,14 @@ static __device__ __forceinline__ void load_tile(uint32_t s_base, const uint16_t
         const bool col_ok = c * 8 < head_dim;
         const uint16_t *src = g_base + (int64_t)(row0 + r0) * row_stride + c * 8;
         const int64_t src_step = (int64_t)STEP * row_stride;
+        if (row0 >= valid_lo && row0 + ROWS <= valid_hi && head_dim == HD) {  // whole tile valid
+#pragma unroll
+            for (int it = 0; it < ROWS / STEP; ++it) {
+                cp_async16(s_base + swz<HD>(r0 + it * STEP, c), src, 16);
+                src += src_step;
+            }
+            return;
+        }
 #pragma unroll
         for (int it = 0; it < ROWS / STEP; ++it) {
             const int r = r0 + it * STEP, gr = row0 + r;
@@ -194,9 +208,10 @@ static __device__ __forceinline__ void load_tile(uint32_t s_base, const uint16_t
 // the kernel
 
 /* CTAs per SM the register cap is sized for: as many as shared memory admits
- * (H100: 227 KB per SM for blocks), at most 3, one for 8-warp CTAs. */
+ * (H100: 227 KB per SM for blocks), at most 3; two for 32 rows per warp (255
+ * registers for the 128-float O accumulator), one for 8-warp CTAs. */
 static constexpr int fwd_min_blocks(int hd, int bm, int bn, int nw) {
-    return nw == 8 ? 1 : ((232448 / ((bm + 4 * bn) * hd * 2)) >= 3 ? 3 : ((232448 / ((bm + 4 * bn) * hd * 2)) >= 2 ? 2 : 1));
+    return nw == 8 ? 1 : (bm / nw == 32 ? 2 : ((232448 / ((bm + 4 * bn) * hd * 2)) >= 3 ? 3 : ((232448 / ((bm + 4 * bn) * hd * 2)) >= 2 ? 2 : 1)));
 }
 
 template <int HD, int BM, int BN, int NW, bool BF16, bool NATURAL>
@@ -246,22 +261,6 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
         const int64_t hi_first = p.has_hi ? (int64_t)m0 + p.hi_off : (int64_t)Sk - 1;
         const int64_t lo_last = p.has_lo ? (int64_t)last_row + p.lo_off : 0;
 
-        // ---- per-row bounds of this thread's rows (rows past Sq see nothing)
-        int row_lo[MT][2], row_hi[MT][2];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int hf = 0; hf < 2; ++hf) {
-                int64_t i = (int64_t)m0 + warp * WM + mt * 16 + g + hf * 8;
-                int64_t lo = p.has_lo ? i + p.lo_off : 0;
-                int64_t hi = p.has_hi ? i + p.hi_off : (int64_t)Sk - 1;
-                lo = lo < 0 ? 0 : (lo > Sk ? Sk : lo);
-                hi = hi > (int64_t)Sk - 1 ? (int64_t)Sk - 1 : (hi < -1 ? -1 : hi);
-                if (i >= Sq) hi = -1;
-                row_lo[mt][hf] = (int)lo;
-                row_hi[mt][hf] = (int)hi;
-            }
-
         // ---- issue loads: Q, then K/V of the last visible block (blocks run last to first)
         load_tile<BM, HD, THREADS>(sQ, q_base, p.q_ss, m0, 0, Sq, p.head_dim);
         cp_async_commit();
@@ -289,17 +288,17 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
         for (int n = n_end - 1; n >= n_begin; --n, stage ^= 1) {
             const uint32_t sK = sK0 + stage * KV_STAGE_BYTES, sV = sV0 + stage * KV_STAGE_BYTES;
             const bool prefetch = n - 1 >= n_begin;
+            cp_async_wait<1>();  // K(n) (and Q) landed; V(n) may fly
+            // One barrier: K(n) is visible to all, and every warp has finished the
+            // previous iteration, so its stage (the other one) may be refilled now.
+            __syncthreads();
             if (prefetch) {
                 const uint32_t off = (stage ^ 1) * KV_STAGE_BYTES;
                 load_tile<BN, HD, THREADS>(sK0 + off, k_base, p.k_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
                 cp_async_commit();
                 load_tile<BN, HD, THREADS>(sV0 + off, v_base, p.v_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
                 cp_async_commit();
-                cp_async_wait<3>();  // K(n) (and Q) landed; V(n), K(n-1), V(n-1) may fly
-            } else {
-                cp_async_wait<1>();  // K(n) landed; V(n) may fly
             }
-            __syncthreads();
 
             // ---- S = Q K^T (raw fp32 dot products)
             float acc_s[MT][NT][4];
@@ -309,7 +308,7 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
                 for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = 0.0f;
-#pragma unroll 2
+#pragma unroll fwd_qk_unroll
             for (int kk = 0; kk < KQ; ++kk) {
                 uint32_t qa[MT][4];
 #pragma unroll
@@ -337,7 +336,13 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
                 for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
                     for (int hf = 0; hf < 2; ++hf) {
+                        // this row's visible keys [lo, hi] (rows past Sq see nothing)
                         const int i = m0 + warp * WM + mt * 16 + g + hf * 8;
+                        int64_t lo64 = p.has_lo ? (int64_t)i + p.lo_off : 0;
+                        int64_t hi64 = p.has_hi ? (int64_t)i + p.hi_off : (int64_t)Sk - 1;
+                        lo64 = lo64 < 0 ? 0 : (lo64 > Sk ? Sk : lo64);
+                        hi64 = hi64 > (int64_t)Sk - 1 ? (int64_t)Sk - 1 : (hi64 < -1 ? -1 : hi64);
+                        const int row_lo = (int)lo64, row_hi = i < Sq ? (int)hi64 : -1;
                         const float *mrow = use_mask && i < Sq
                                                 ? p.mask + (int64_t)b * p.mask_sb + (int64_t)h * p.mask_sh +
                                                       (int64_t)i * p.mask_sq
@@ -348,7 +353,7 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
                             for (int e = 0; e < 2; ++e) {
                                 const int j = key0 + nt * 8 + 2 * t + e;
                                 float s = acc_s[mt][nt][hf * 2 + e];
-                                const bool vis = j >= row_lo[mt][hf] && j <= row_hi[mt][hf];
+                                const bool vis = j >= row_lo && j <= row_hi;
                                 if (natural) {
                                     float mv = !vis ? -INFINITY : (mrow ? mrow[(int64_t)j * p.mask_sk] : 0.0f);
                                     s = (mv == -INFINITY) ? -INFINITY : fmaf(s, p.scale, mv);
@@ -361,6 +366,8 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
             }
 
             // ---- online softmax: new row max, rescale O and l, p = 2^(...)
+            float row_alpha[MT][2];
+            bool rescale = false;
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -400,12 +407,20 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
                             }
                     }
                     row_l[mt][hf] = row_l[mt][hf] * alpha + sum;  // per-thread partial sum
-#pragma unroll
-                    for (int dt = 0; dt < DT; ++dt) {
-                        acc_o[mt][dt][hf * 2] *= alpha;
-                        acc_o[mt][dt][hf * 2 + 1] *= alpha;
-                    }
+                    row_alpha[mt][hf] = alpha;
+                    rescale |= alpha != 1.0f;
                 }
+            // Rescale O only when some row of the warp changed its max (after the
+            // first blocks it rarely does); multiplying by exactly 1 is skipped,
+            // which changes no bit.
+            if (__any_sync(0xffffffffu, rescale)) {
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                    for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] *= row_alpha[mt][e >> 1];
+            }
 
             // ---- P in the input dtype, laid out as mma A fragments
             uint32_t pa[MT][KP][4];
@@ -435,7 +450,6 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
                         mma16816<BF16>(acc_o[mt][2 * dp + 1], pa[mt][kk], vb[2], vb[3]);
                     }
                 }
-            __syncthreads();  // every warp is done with this stage before it is refilled
         }
         cp_async_wait<0>();  // the Q group when no key block ran
         __syncthreads();
@@ -491,12 +505,16 @@ typedef struct {
 /* Tiles per padded head dim. Family 0: 32 rows per warp (4 warps) up to 128,
  * 16 rows per warp with 8 warps above (register budget of the O accumulator).
  * Family 1: 16 rows per warp, 4 warps, BLOCK_M = 64 (fewer registers, more
- * shared-memory traffic per flop). The benchmark measures both. */
-static const fwd_config fwd_configs[2][6] = {
+ * shared-memory traffic per flop). Family 2: family 0 with half the key block
+ * (smaller S fragment). The benchmark measures all three. */
+static const fwd_config fwd_configs[3][6] = {
     {{32, 128, 128, 4}, {64, 128, 64, 4}, {96, 128, 64, 4}, {128, 128, 64, 4}, {192, 128, 32, 8}, {256, 128, 32, 8}},
     {{32, 64, 128, 4}, {64, 64, 64, 4}, {96, 64, 64, 4}, {128, 64, 64, 4}, {192, 64, 32, 4}, {256, 64, 32, 4}},
+    {{32, 128, 64, 4}, {64, 128, 32, 4}, {96, 128, 32, 4}, {128, 128, 32, 4}, {192, 128, 32, 8}, {256, 128, 32, 8}},
 };
-static int fwd_family_default[6] = {0, 0, 0, 0, 0, 0};  /* per padded head dim, see RESULTS.md */
+/* Default family per padded head dim, without and with an upper visibility
+ * bound (causal / right window), from the measurements in bench/RESULTS.md. */
+static const int fwd_family_default[2][6] = {{0, 0, 0, 0, 0, 0}, {0, 0, 1, 1, 0, 0}};
 static int fwd_family_override = -1;
 
 /* Benchmark knob (not part of the API): -1 default, 0 or 1 force a family. */
@@ -515,7 +533,15 @@ static fwd_kernel_fn pick_variant(int bf16, int natural) {
 }
 
 static fwd_kernel_fn fwd_kernel_for(const fwd_config *c, int bf16, int natural) {
-    if (c->bm == 128) {
+    if (c->bm == 128 && c->bn == 32 && c->nw == 4) {
+        switch (c->hd) {
+        case 64: return pick_variant<64, 128, 32, 4>(bf16, natural);
+        case 96: return pick_variant<96, 128, 32, 4>(bf16, natural);
+        case 128: return pick_variant<128, 128, 32, 4>(bf16, natural);
+        }
+    } else if (c->bm == 128 && c->hd == 32 && c->bn == 64) {
+        return pick_variant<32, 128, 64, 4>(bf16, natural);
+    } else if (c->bm == 128) {
         switch (c->hd) {
         case 32: return pick_variant<32, 128, 128, 4>(bf16, natural);
         case 64: return pick_variant<64, 128, 64, 4>(bf16, natural);
@@ -629,7 +655,9 @@ extern "C" fa_status fa_cuda_forward(const fa_fwd_args *a, fa_error *err) {
     const fwd_config *cfg = NULL;
     for (int c = 0; c < 6; ++c)
         if (fwd_configs[0][c].hd >= pr->head_dim_qk) {
-            const int fam = fwd_family_override >= 0 ? fwd_family_override & 1 : fwd_family_default[c];
+            const int upper = pr->causal != FA_CAUSAL_NONE || pr->window_right >= 0;
+            const int fam = fwd_family_override >= 0 && fwd_family_override < 3 ? fwd_family_override
+                                                                                 : fwd_family_default[upper][c];
             cfg = &fwd_configs[fam][c];
             break;
         }

@@ -9,7 +9,7 @@
  * median of REPS (default 30). FLOPs = 2.5 * 4 * B * H * S * S * D, halved for
  * causal (the FA2/FA3 convention).
  * Output: one line per configuration: D S causal mode ms TFLOP/s.
- * Usage: bwd_bench [reps] [D-filter] */
+ * Usage: bwd_bench [reps] [D-filter] [S-filter] (0 = all) */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <stdint.h>
@@ -44,6 +44,7 @@ static uint16_t rand_bf16(void) { /* uniform-ish in [-1, 1] as bf16 */
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 30;
     int dfilter = argc > 2 ? atoi(argv[2]) : 0;
+    int sfilter = argc > 3 ? atoi(argv[3]) : 0;
     if (reps < 20) reps = 20;
     const int64_t tokens = 16384, hidden = 2048, max_elems = tokens * hidden;
     uint16_t *q, *k, *v, *o, *dout, *dq, *dk, *dv;
@@ -69,6 +70,7 @@ int main(int argc, char **argv) {
         if (dfilter && dims[di] != dfilter) continue;
         for (int si = 0; si < 6; si++)
             for (int causal = 0; causal < 2; causal++) {
+                if (sfilter && seqs[si] != sfilter) continue;
                 const int64_t D = dims[di], S = seqs[si], H = hidden / D, B = tokens / S;
                 fa_problem p;
                 memset(&p, 0, sizeof(p));
