@@ -386,7 +386,8 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
             }
         }
 
-        if (cfg->status_line && now - last_print >= 1000000000LL) {
+        int tty = isatty(2);
+        if (cfg->status_line && now - last_print >= (tty ? 1000000000LL : 10000000000LL)) {
             double dt = (double)(now - prev_t) * 1e-9;
             if (dt > 0 && prev_t != t0) rate = (double)(cur.cases - prev_cases) / dt;
             else if (elapsed > 0) rate = (double)cur.cases / elapsed;
@@ -394,10 +395,11 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
             prev_t = now;
             int alive = 0;
             for (int i = 0; i < n; i++) alive += pid[i] > 0;
-            fprintf(stderr, "\r[%6.0fs] cases %lld (%.1f cases/s, %.1f avg) execs %lld skipped %lld | worst err/bound %.3g | corpus +%lld | findings %lld%s | workers %d/%d   ",
-                    elapsed, (long long)cur.cases, rate, elapsed > 0 ? (double)cur.cases / elapsed : 0.0,
+            fprintf(stderr, "%s[%6.0fs] cases %lld (%.1f cases/s, %.1f avg) execs %lld skipped %lld | worst err/bound %.3g | corpus +%lld | findings %lld%s | workers %d/%d   ",
+                    tty ? "\r" : "", elapsed, (long long)cur.cases, rate, elapsed > 0 ? (double)cur.cases / elapsed : 0.0,
                     (long long)cur.execs, (long long)cur.skipped, cur.worst_ratio, (long long)cur.corpus,
                     (long long)cur.findings_new, cur.slow ? " (+slow harness cases)" : "", alive, n);
+            if (!tty) fprintf(stderr, "\n");
             last_print = now;
         }
         usleep(20000);
@@ -405,13 +407,14 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
 
     /* stop: ask, then insist */
     for (int i = 0; i < n; i++) __atomic_store_n(&slots[i].stop, 1, __ATOMIC_RELEASE);
-    int64_t deadline = mono_ns() + (int64_t)((cfg->case_timeout_s > 0 ? cfg->case_timeout_s : 60) * 1e9);
+    /* a short grace for the case in flight (it has not failed: killing it loses nothing) */
+    int64_t deadline = mono_ns() + 2000000000LL;
     for (int i = 0; i < n; i++) {
         if (pid[i] <= 0) continue;
         int status;
         while (waitpid(pid[i], &status, WNOHANG) == 0) {
             if (mono_ns() > deadline) {
-                /* a case still running at the end: treat like a hang only if it is past the timeout */
+                /* still running a case at the end: stop it (not a finding: it had not timed out) */
                 kill(pid[i], SIGKILL);
                 waitpid(pid[i], &status, 0);
                 break;
