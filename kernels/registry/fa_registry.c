@@ -97,8 +97,8 @@ fa_status fa_backend_by_name(const char *name, const fa_backend **out, fa_error 
             return fa_fail(err, FA_ERR_UNSUPPORTED, "backend", "backend 'cuda' is not available: this "
                            "flashcheck was built without CUDA; use 'cpu' or a .so path.");
         if (reg_cuda_device_count() <= 0)
-            return fa_fail(err, FA_ERR_UNSUPPORTED, "backend", "backend 'cuda' needs a CUDA device and "
-                           "none is visible (check the driver and CUDA_VISIBLE_DEVICES); use 'cpu'.");
+            return fa_fail(err, FA_ERR_UNSUPPORTED, "backend", "backend 'cuda' needs a GPU but no CUDA "
+                           "device is visible (check the driver and CUDA_VISIBLE_DEVICES); use 'cpu'.");
         *out = b;
         return FA_OK;
     }
