@@ -13,50 +13,44 @@
 #include <string.h>
 
 #include "oracle/orc_internal.h"
+#include "oracle/orc_simd.h"
 
 #define RT 8
-#define JB 256
 #define NMAT 10   /* per-(i,j) matrices of a chunk */
 
 // ----------------------------------------------------------------------------
 // one kv head in double, in the layouts the loops need
 
 typedef struct {
-    double *kt, *akt;   /* D x Sk  (scores) */
-    double *vt, *avt;   /* Dv x Sk (dP = dO.V) */
-    double *k, *ak;     /* Sk x D  (dQ = dS K) */
-    double *v, *av;     /* Sk x Dv (O = P V) */
+    double *kt;   /* D x Sk  (scores) */
+    double *vt;   /* Dv x Sk (dP = dO.V) */
+    double *k;    /* Sk x D  (dQ = dS K) */
+    double *v;    /* Sk x Dv (O = P V) */
 } bkv;
 
 static int bkv_load(const orc_ctx *c, int64_t b, int64_t hk, bkv *kv, int nth) {
     size_t nk = (size_t)(c->D * c->Sk) + 1, nv = (size_t)(c->Dv * c->Sk) + 1;
-    double **pk[4] = {&kv->kt, &kv->akt, &kv->k, &kv->ak}, **pv[4] = {&kv->vt, &kv->avt, &kv->v, &kv->av};
-    int ok = 1;
-    for (int i = 0; i < 4; i++) {
-        *pk[i] = malloc(nk * sizeof(double));
-        *pv[i] = malloc(nv * sizeof(double));
-        ok = ok && *pk[i] && *pv[i];
-    }
-    if (!ok) return 0;
+    kv->kt = malloc(nk * sizeof(double)); kv->k = malloc(nk * sizeof(double));
+    kv->vt = malloc(nv * sizeof(double)); kv->v = malloc(nv * sizeof(double));
+    if (!kv->kt || !kv->k || !kv->vt || !kv->v) return 0;
 #pragma omp parallel for schedule(static) num_threads(nth)
     for (int64_t j = 0; j < c->Sk; j++) {
         for (int64_t d = 0; d < c->D; d++) {
             double x = orc_ld(c->k, c->ks, b, j, hk, d, c->dt);
-            kv->kt[d * c->Sk + j] = x; kv->akt[d * c->Sk + j] = fabs(x);
-            kv->k[j * c->D + d] = x; kv->ak[j * c->D + d] = fabs(x);
+            kv->kt[d * c->Sk + j] = x;
+            kv->k[j * c->D + d] = x;
         }
         for (int64_t d = 0; d < c->Dv; d++) {
             double x = orc_ld(c->v, c->vs, b, j, hk, d, c->dt);
-            kv->vt[d * c->Sk + j] = x; kv->avt[d * c->Sk + j] = fabs(x);
-            kv->v[j * c->Dv + d] = x; kv->av[j * c->Dv + d] = fabs(x);
+            kv->vt[d * c->Sk + j] = x;
+            kv->v[j * c->Dv + d] = x;
         }
     }
     return 1;
 }
 
 static void bkv_free(bkv *kv) {
-    free(kv->kt); free(kv->akt); free(kv->vt); free(kv->avt);
-    free(kv->k); free(kv->ak); free(kv->v); free(kv->av);
+    free(kv->kt); free(kv->vt); free(kv->k); free(kv->v);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -112,39 +106,26 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
     for (int k = 0; k < T_N; k++) { T[k] = calloc(ns, sizeof(double)); ok = ok && T[k]; }
     uint8_t *vis = calloc(ns, 1);
     double *q = malloc((size_t)(RT * D) * sizeof(double)), *dO = malloc((size_t)(RT * Dv) * sizeof(double));
+    double *q16 = malloc((size_t)(RT * D) * sizeof(double));
+    double *wq = malloc((size_t)(span ? span : 1) * 2 * sizeof(double));
     size_t na = (size_t)RT * (size_t)(D > Dv ? D : Dv);
     double *acc = calloc(na * 8, sizeof(double));
-    if (!ok || !vis || !q || !dO || !acc) {
+    if (!ok || !vis || !q || !dO || !acc || !q16 || !wq) {
         for (int k = 0; k < T_N; k++) free(T[k]);
-        free(vis); free(q); free(dO); free(acc);
+        free(vis); free(q); free(dO); free(acc); free(q16); free(wq);
         return 0;
     }
     for (int r = 0; r < nr; r++) {
         int64_t i = g->rows[r0 + r];
-        for (int64_t d = 0; d < D; d++) q[r * D + d] = orc_ld(c->q, c->qs, b, i, h, d, c->dt);
+        for (int64_t d = 0; d < D; d++) {
+            q[r * D + d] = orc_ld(c->q, c->qs, b, i, h, d, c->dt);
+            q16[r * D + d] = orc_rd_fast(q[r * D + d] * c->scale, c->dt);
+        }
         for (int64_t d = 0; d < Dv; d++) dO[r * Dv + d] = orc_ld(c->dout, c->dos, b, i, h, d, c->dt);
     }
     /* S = q.k, A = |q|.|k|, S16 = rd(q scale).k, dP = dO.v, B = |dO|.|v| */
-    for (int64_t j0 = 0; j0 < span; j0 += JB) {
-        int64_t jn = span - j0 < JB ? span - j0 : JB;
-        for (int64_t d = 0; d < D; d++) {
-            const double *kt = kv->kt + d * Sk + jlo + j0, *akt = kv->akt + d * Sk + jlo + j0;
-            for (int r = 0; r < nr; r++) {
-                double qd = q[r * D + d], aq = fabs(qd), qs = orc_rd_fast(qd * c->scale, c->dt);
-                double *s = T[T_S] + r * span + j0, *a = T[T_A] + r * span + j0, *s16 = T[T_S16] + r * span + j0;
-                for (int64_t t = 0; t < jn; t++) { s[t] += qd * kt[t]; a[t] += aq * akt[t]; }
-                if (base) for (int64_t t = 0; t < jn; t++) s16[t] += qs * kt[t];
-            }
-        }
-        for (int64_t d = 0; d < Dv; d++) {
-            const double *vt = kv->vt + d * Sk + jlo + j0, *avt = kv->avt + d * Sk + jlo + j0;
-            for (int r = 0; r < nr; r++) {
-                double x = dO[r * Dv + d], ax = fabs(x);
-                double *p = T[T_DP] + r * span + j0, *bb = T[T_B] + r * span + j0;
-                for (int64_t t = 0; t < jn; t++) { p[t] += x * vt[t]; bb[t] += ax * avt[t]; }
-            }
-        }
-    }
+    orc_dots(nr, D, span, q, base ? q16 : NULL, kv->kt + jlo, Sk, T[T_S], T[T_A], T[T_S16], span);
+    orc_dots(nr, Dv, span, dO, NULL, kv->vt + jlo, Sk, T[T_DP], T[T_B], NULL, span);
     /* forward rows: weights, then O by P.V */
     orc_row_info ri[RT];
     double *num_hi = acc, *num_lo = acc + na, *num = acc + 2 * na, *bnd = acc + 3 * na;
@@ -161,19 +142,12 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
         int64_t tn = span - t0 < ORC_BLK ? span - t0 : ORC_BLK;
         for (int r = 0; r < nr; r++) {
             if (ri[r].kind != ROW_NORMAL) continue;
-            double *nm = num + r * Dv, *bd = bnd + r * Dv, *oc = orc + r * Dv, *ob = o16 + r * Dv;
-            for (int64_t d = 0; d < Dv; d++) nm[d] = 0;
-            for (int64_t t = t0; t < t0 + tn; t++) {
-                if (!vis[r * span + t]) continue;
-                const double *v = kv->v + (jlo + t) * Dv, *av = kv->av + (jlo + t) * Dv;
-                double w = T[T_W][r * span + t], cw = T[T_C][r * span + t], co = T[T_CO][r * span + t];
-                double p16 = T[T_P16][r * span + t];
-                for (int64_t d = 0; d < Dv; d++) { nm[d] += w * v[d]; bd[d] += cw * av[d]; oc[d] += co * av[d]; }
-                if (base) for (int64_t d = 0; d < Dv; d++) ob[d] += p16 * v[d];
-            }
+            int64_t o = r * span + t0;
+            orc_wsum(tn, vis + o, T[T_W] + o, T[T_C] + o, T[T_CO] + o, base ? T[T_P16] + o : NULL, 1,
+                     kv->v + (jlo + t0) * Dv, Dv, Dv, num + r * Dv, bnd + r * Dv, orc + r * Dv, o16 + r * Dv);
             for (int64_t d = 0; d < Dv; d++) {
                 double e;
-                two_sum(num_hi[r * Dv + d], nm[d], &num_hi[r * Dv + d], &e);
+                two_sum(num_hi[r * Dv + d], num[r * Dv + d], &num_hi[r * Dv + d], &e);
                 num_lo[r * Dv + d] += e;
             }
         }
@@ -298,25 +272,24 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
         if (slot < 0) continue;
         double *qh = calloc((size_t)D * 5, sizeof(double));
         if (!qh) { ok = 0; break; }
-        double *ql = qh + D, *qp = qh + 2 * D, *qe = qh + 3 * D, *q16 = qh + 4 * D;
+        double *ql = qh + D, *qp = qh + 2 * D, *qe = qh + 3 * D, *dq16 = qh + 4 * D;
         double n = (double)R->n;
         double kQ = (1 + orc_acc_coef(mk, n, n)) * (1 + mk->u_s) * (1 + mk->sigma) - 1;
         double kQo = (1 + orc_acc_coef(mo, n, (double)span)) * (1 + ORC_U_D) * (1 + mo->sigma) - 1;
         double *blkv = calloc((size_t)D, sizeof(double));
         if (!blkv) { free(qh); ok = 0; break; }
-        int cnt = 0;
-        for (int64_t j = jlo; j < jlo + span; j++) {
-            if (!mv[j]) continue;
-            const double *kr = kv->k + j * D, *akr = kv->ak + j * D;
-            double ds = m[M_DS][j], wk = m[M_DSE][j] + kQ * m[M_DSM][j], wo = m[M_DSEO][j] + kQo * m[M_DSM][j];
-            for (int64_t d = 0; d < D; d++) { blkv[d] += ds * kr[d]; qp[d] += wk * akr[d]; qe[d] += wo * akr[d]; }
-            if (base) { double d16 = m[M_DS16][j]; for (int64_t d = 0; d < D; d++) q16[d] += d16 * kr[d]; }
-            if (++cnt == ORC_BLK) {
-                for (int64_t d = 0; d < D; d++) { double e; two_sum(qh[d], blkv[d], &qh[d], &e); ql[d] += e; blkv[d] = 0; }
-                cnt = 0;
-            }
+        double *wkq = wq, *woq = wq + span;
+        for (int64_t t = 0; t < span; t++) {
+            int64_t j = jlo + t;
+            wkq[t] = mv[j] ? m[M_DSE][j] + kQ * m[M_DSM][j] : 0;
+            woq[t] = mv[j] ? m[M_DSEO][j] + kQo * m[M_DSM][j] : 0;
         }
-        for (int64_t d = 0; d < D; d++) { double e; two_sum(qh[d], blkv[d], &qh[d], &e); ql[d] += e; }
+        for (int64_t t0 = 0; t0 < span; t0 += ORC_BLK) {
+            int64_t tn = span - t0 < ORC_BLK ? span - t0 : ORC_BLK;
+            orc_wsum(tn, mv + jlo + t0, m[M_DS] + jlo + t0, wkq + t0, woq + t0, base ? m[M_DS16] + jlo + t0 : NULL, 1,
+                     kv->k + (jlo + t0) * D, D, D, blkv, qp, qe, dq16);
+            for (int64_t d = 0; d < D; d++) { double e; two_sum(qh[d], blkv[d], &qh[d], &e); ql[d] += e; }
+        }
         double sumsafe = ORC_SAFETY * (1 + orc_gamma(n + 16, ORC_U_D));
         orc_block *bq = &g->res->dq;
         for (int64_t d = 0; d < D; d++) {
@@ -330,7 +303,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             bq->bound[e] = bound;
             bq->flags[e] = orc_value_flags(val);
             if (g->row_bad[cr] || !isfinite(bound)) bq->flags[e] |= ORC_F_UNCHECKABLE;
-            if (bq->baseline) bq->baseline[e] = orc_rd_fast(orc_rd_fast(q16[d], c->dt) * c->scale, c->dt);
+            if (bq->baseline) bq->baseline[e] = orc_rd_fast(orc_rd_fast(dq16[d], c->dt) * c->scale, c->dt);
         }
         free(qh);
         free(blkv);
@@ -341,7 +314,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
         if (lse_ratio > g->lse_ratio) g->lse_ratio = lse_ratio;
     }
     for (int k = 0; k < T_N; k++) free(T[k]);
-    free(vis); free(q); free(dO); free(acc);
+    free(vis); free(q); free(dO); free(acc); free(q16); free(wq);
     return ok;
 }
 
@@ -365,43 +338,44 @@ typedef struct {
     double kK, kKo, accV, accVo; /* per-column error coefficients */
 } col_coef;
 
-/* Columns cols[0..nc) (one block, parallel unit) over the chunk rows: rows
- * outer so the per-(i, j) matrices are read along their rows. */
-static void phase_b_block(bgroup *g, const int64_t *cols, col_acc *accs, const col_coef *cc, int nc,
-                          const double *Qc, const double *Q16c, const double *dOc) {
+/* Column j over the chunk rows: gather its per-row weights (one cache line per
+ * row and matrix for consecutive columns), then weighted row sums of Q and dO. */
+static int phase_b_col(bgroup *g, int64_t j, col_acc *a, const col_coef *cc, const double *Qc,
+                       const double *dOc) {
     const orc_ctx *c = g->c;
-    int64_t D = c->D, Dv = c->Dv, Sk = c->Sk;
+    int64_t D = c->D, Dv = c->Dv, Sk = c->Sk, n = g->nrows;
     const orc_model *mk = g->mk;
-    for (int64_t r = 0; r < g->nrows; r++) {
-        const double *q = Qc + r * D, *qs = Q16c + r * D, *x = dOc + r * Dv;
-        for (int k = 0; k < nc; k++) {
-            int64_t j = cols[k];
-            if (!g->vis[r * Sk + j]) continue;
-            col_acc *a = &accs[k];
-            if (g->row_bad[r]) a->bad = 1;
-            int64_t e = r * Sk + j;
-            double cp = mk->u_p + cc[k].accV * (1 + mk->u_p);
-            double ds = g->mat[M_DS][e], P = g->mat[M_P][e];
-            double wk = g->mat[M_DSE][e] + cc[k].kK * g->mat[M_DSM][e];
-            double wo = g->mat[M_DSEO][e] + cc[k].kKo * g->mat[M_DSM][e];
-            double vk = g->mat[M_PPI][e] + g->mat[M_P1][e] * cp, vo = g->mat[M_PPIO][e] + g->mat[M_P1][e] * cc[k].accVo;
-            for (int64_t d = 0; d < D; d++) {
-                double aq = fabs(q[d]);
-                a->blk[d] += ds * q[d]; a->bnd[d] += wk * aq; a->orc[d] += wo * aq;
-            }
-            for (int64_t d = 0; d < Dv; d++) {
-                double ax = fabs(x[d]);
-                a->vblk[d] += P * x[d]; a->vbnd[d] += vk * ax; a->vorc[d] += vo * ax;
-            }
-            if (g->base) {
-                double d16 = g->mat[M_DS16][e], p16 = g->mat[M_P16][e];
-                for (int64_t d = 0; d < D; d++) a->b16[d] += d16 * qs[d];
-                for (int64_t d = 0; d < Dv; d++) a->v16[d] += p16 * x[d];
-            }
-            if (++a->cnt == ORC_BLK) col_fold(a, D, Dv);
-        }
+    enum { W_DS, W_K, W_KO, W_D16, W_P, W_V, W_VO, W_P16, W_N };
+    double *w = malloc((size_t)(n ? n : 1) * W_N * sizeof(double));
+    uint8_t *vis = malloc((size_t)(n ? n : 1));
+    if (!w || !vis) { free(w); free(vis); return 0; }
+    double cp = mk->u_p + cc->accV * (1 + mk->u_p);
+    for (int64_t r = 0; r < n; r++) {
+        int64_t e = r * Sk + j;
+        double *x = w + r * W_N;
+        vis[r] = g->vis[e];
+        if (!vis[r]) continue;
+        if (g->row_bad[r]) a->bad = 1;
+        x[W_DS] = g->mat[M_DS][e];
+        x[W_K] = g->mat[M_DSE][e] + cc->kK * g->mat[M_DSM][e];
+        x[W_KO] = g->mat[M_DSEO][e] + cc->kKo * g->mat[M_DSM][e];
+        x[W_P] = g->mat[M_P][e];
+        x[W_V] = g->mat[M_PPI][e] + g->mat[M_P1][e] * cp;
+        x[W_VO] = g->mat[M_PPIO][e] + g->mat[M_P1][e] * cc->accVo;
+        if (g->base) { x[W_D16] = g->mat[M_DS16][e]; x[W_P16] = g->mat[M_P16][e]; }
     }
-    for (int k = 0; k < nc; k++) col_fold(&accs[k], D, Dv);
+    for (int64_t r0 = 0; r0 < n; r0 += ORC_BLK) {
+        int64_t rn = n - r0 < ORC_BLK ? n - r0 : ORC_BLK;
+        const double *x = w + r0 * W_N;
+        orc_wsum(rn, vis + r0, x + W_DS, x + W_K, x + W_KO, g->base ? x + W_D16 : NULL, W_N, Qc + r0 * D, D, D,
+                 a->blk, a->bnd, a->orc, a->b16);
+        orc_wsum(rn, vis + r0, x + W_P, x + W_V, x + W_VO, g->base ? x + W_P16 : NULL, W_N, dOc + r0 * Dv, Dv, Dv,
+                 a->vblk, a->vbnd, a->vorc, a->v16);
+        col_fold(a, D, Dv);
+    }
+    free(w);
+    free(vis);
+    return 1;
 }
 
 // ----------------------------------------------------------------------------
@@ -473,11 +447,10 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
     int64_t *slots = malloc((size_t)(c.Sq > 0 ? c.Sq : 1) * sizeof(int64_t));
     int64_t *ncol = malloc((size_t)(Sk > 0 ? Sk : 1) * sizeof(int64_t));
     int64_t *colj = malloc((size_t)(Sk > 0 ? Sk : 1) * sizeof(int64_t));
-    double *Q16c = malloc((size_t)(RC * D) * sizeof(double));
     double *Qc = malloc((size_t)(RC * D) * sizeof(double)), *dOc = malloc((size_t)(RC * Dv) * sizeof(double));
     col_acc *ca = calloc((size_t)(Sk > 0 ? Sk : 1), sizeof(col_acc));
     double *cabuf = calloc((size_t)(Sk > 0 ? Sk : 1) * (size_t)(6 * D + 6 * Dv), sizeof(double));
-    ok = ok && Q16c && g.vis && g.row_bad && rows && slots && ncol && colj && Qc && dOc && ca && cabuf;
+    ok = ok && g.vis && g.row_bad && rows && slots && ncol && colj && Qc && dOc && ca && cabuf;
 
     for (int64_t gi = 0; ok && gi < c.B * c.Hkv; gi++) {
         int64_t b = gi / c.Hkv, hk = gi % c.Hkv;
@@ -535,11 +508,9 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 }
                 ok = tok;
                 if (!ok || ncs == 0) continue;
+                tok = 1;
                 for (int64_t r = 0; r < n; r++) {
-                    for (int64_t d = 0; d < D; d++) {
-                        Qc[r * D + d] = orc_ld(c.q, c.qs, b, g.rows[r], h, d, c.dt);
-                        Q16c[r * D + d] = orc_rd_fast(Qc[r * D + d] * c.scale, c.dt);
-                    }
+                    for (int64_t d = 0; d < D; d++) Qc[r * D + d] = orc_ld(c.q, c.qs, b, g.rows[r], h, d, c.dt);
                     for (int64_t d = 0; d < Dv; d++) dOc[r * Dv + d] = orc_ld(c.dout, c.dos, b, g.rows[r], h, d, c.dt);
                 }
 #define CB 8 /* columns per phase-B block */
@@ -557,8 +528,13 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                         cc[k].accV = orc_acc_coef(&mk, nn, nn);
                         cc[k].accVo = orc_acc_coef(&mo, nn, sp);
                     }
-                    phase_b_block(&g, colj + xb * CB, ca + xb * CB, cc, nck, Qc, Q16c, dOc);
+                    for (int k = 0; k < nck; k++)
+                        if (!phase_b_col(&g, colj[xb * CB + k], &ca[xb * CB + k], &cc[k], Qc, dOc)) {
+#pragma omp atomic write
+                            tok = 0;
+                        }
                 }
+                ok = tok;
             }
         }
         /* finalize the group's columns */
@@ -576,7 +552,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 res->dk.ref[e] = val; res->dk.orc_err[e] = eo; res->dk.bound[e] = ncol[j] ? bound : 0;
                 res->dk.flags[e] = orc_value_flags(val) | (ncol[j] ? 0 : ORC_F_MASKED_ROW) |
                                    ((a->bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0);
-                if (base) res->dk.baseline[e] = orc_rd_fast(a->b16[d], c.dt);
+                if (base) res->dk.baseline[e] = orc_rd_fast(orc_rd_fast(a->b16[d], c.dt) * c.scale, c.dt);
             }
             for (int64_t d = 0; d < Dv; d++) {
                 int64_t e = slot * Dv + d;
@@ -594,7 +570,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
     }
     for (int k = 0; k < NMAT; k++) free(g.mat[k]);
     free(g.vis); free(g.row_bad); free(rows); free(slots); free(ncol); free(colj);
-    free(Qc); free(Q16c); free(dOc); free(ca); free(cabuf);
+    free(Qc); free(dOc); free(ca); free(cabuf);
     if (!ok) {
         orc_bwd_free(res);
         return orc_fail(err, FA_ERR_NOMEM, "", "out of memory in the backward oracle.");

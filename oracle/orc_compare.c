@@ -68,9 +68,22 @@ static int bucket_of(double ratio) {
     return k < 0 ? 0 : k > ORC_HIST_BUCKETS - 1 ? ORC_HIST_BUCKETS - 1 : k;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+/* k-th smallest of a[0..n) (quickselect, reorders a); values are not NaN */
+static double select_kth(double *a, int64_t n, int64_t k) {
+    int64_t lo = 0, hi = n - 1;
+    while (lo < hi) {
+        double pivot = a[lo + (hi - lo) / 2];
+        int64_t i = lo, j = hi;
+        while (i <= j) {
+            while (a[i] < pivot) i++;
+            while (a[j] > pivot) j--;
+            if (i <= j) { double t = a[i]; a[i] = a[j]; a[j] = t; i++; j--; }
+        }
+        if (k <= j) hi = j;
+        else if (k >= i) lo = i;
+        else return a[k];
+    }
+    return a[k];
 }
 
 static void note_fail(orc_stats *s, const int64_t at[4]) {
@@ -115,9 +128,14 @@ static void stats_init(orc_stats *s, int has_baseline) {
 static void stats_finish(acc_stats *a, double factor) {
     orc_stats *s = a->s;
     if (a->nr > 0) {
-        qsort(a->ratios, (size_t)a->nr, sizeof(double), cmp_double);
-        s->median_ratio = a->nr % 2 ? a->ratios[a->nr / 2]
-                                    : 0.5 * (a->ratios[a->nr / 2 - 1] + a->ratios[a->nr / 2]);
+        double hi = select_kth(a->ratios, a->nr, a->nr / 2);
+        if (a->nr % 2) {
+            s->median_ratio = hi;
+        } else {
+            double lo = a->ratios[0]; /* max of the lower part */
+            for (int64_t i = 1; i < a->nr / 2; i++) if (a->ratios[i] > lo) lo = a->ratios[i];
+            s->median_ratio = 0.5 * (lo + hi);
+        }
     }
     if (s->has_baseline) {
         s->baseline_floor = 2 * a->floor_max;
@@ -132,7 +150,7 @@ static void note_baseline(acc_stats *a, const orc_block *blk, int64_t e, double 
     double be = fabs(blk->baseline[e] - ref);
     if (be > a->s->baseline_max_err || isnan(be)) a->s->baseline_max_err = be;
     double fl = f32 ? fabs((double)((float)((float)(ref + 0.3) - 0.3f)) - ref)
-                    : fabs(orc_rd(orc_rd(ref + 0.3, dt) - 0.3, dt) - ref);
+                    : fabs(orc_rd_fast(orc_rd_fast(ref + 0.3, dt) - 0.3, dt) - ref);
     if (fl > a->floor_max) a->floor_max = fl;
 }
 

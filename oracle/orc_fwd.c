@@ -11,42 +11,38 @@
 #include <string.h>
 
 #include "oracle/orc_internal.h"
+#include "oracle/orc_simd.h"
 
 #define RT 8      /* rows per tile */
-#define JB 256    /* key block of the score loop */
 
 // ----------------------------------------------------------------------------
-// one kv head in double: K^T, |K|^T (D x Sk), V, |V| (Sk x Dv)
+// one kv head in double: K^T (D x Sk), V (Sk x Dv)
 
 typedef struct {
-    double *kt, *akt, *v, *av;
+    double *kt, *v; /* K^T (D x Sk), V (Sk x Dv) */
 } kv_head;
 
 static int kv_load(const orc_ctx *c, int64_t b, int64_t hk, kv_head *kv, int nth) {
     size_t nk = (size_t)(c->D * c->Sk), nv = (size_t)(c->Sk * c->Dv);
     kv->kt = malloc((nk ? nk : 1) * sizeof(double));
-    kv->akt = malloc((nk ? nk : 1) * sizeof(double));
     kv->v = malloc((nv ? nv : 1) * sizeof(double));
-    kv->av = malloc((nv ? nv : 1) * sizeof(double));
-    if (!kv->kt || !kv->akt || !kv->v || !kv->av) return 0;
+    if (!kv->kt || !kv->v) return 0;
 #pragma omp parallel for schedule(static) num_threads(nth)
     for (int64_t j = 0; j < c->Sk; j++) {
         for (int64_t d = 0; d < c->D; d++) {
             double x = orc_ld(c->k, c->ks, b, j, hk, d, c->dt);
             kv->kt[d * c->Sk + j] = x;
-            kv->akt[d * c->Sk + j] = fabs(x);
         }
         for (int64_t d = 0; d < c->Dv; d++) {
             double x = orc_ld(c->v, c->vs, b, j, hk, d, c->dt);
             kv->v[j * c->Dv + d] = x;
-            kv->av[j * c->Dv + d] = fabs(x);
         }
     }
     return 1;
 }
 
 static void kv_free(kv_head *kv) {
-    free(kv->kt); free(kv->akt); free(kv->v); free(kv->av);
+    free(kv->kt); free(kv->v);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -226,11 +222,11 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
     double *CO = malloc(ns * sizeof(double)), *E = malloc(ns * sizeof(double));
     double *P16 = base ? malloc(ns * sizeof(double)) : NULL;
     uint8_t *vis = malloc(ns);
-    double *q = malloc((size_t)(RT * D) * sizeof(double));
+    double *q = malloc((size_t)(RT * D) * sizeof(double)), *q16 = malloc((size_t)(RT * D) * sizeof(double));
     double *acc = calloc((size_t)(RT * Dv) * 7, sizeof(double));
-    if (!S || !A || (base && (!S16 || !P16)) || !W || !C || !CO || !E || !vis || !q || !acc) {
+    if (!S || !A || (base && (!S16 || !P16)) || !W || !C || !CO || !E || !vis || !q || !q16 || !acc) {
         free(S); free(A); free(S16); free(W); free(C); free(CO); free(E); free(P16);
-        free(vis); free(q); free(acc);
+        free(vis); free(q); free(q16); free(acc);
         return 0;
     }
     double *num_hi = acc, *num_lo = acc + RT * Dv, *num = acc + 2 * RT * Dv;
@@ -239,26 +235,11 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
 
     /* scores: S = q.k, A = |q|.|k|, S16 = rd(q*scale).k over the tile span */
     for (int r = 0; r < nr; r++)
-        for (int64_t d = 0; d < D; d++) q[r * D + d] = orc_ld(c->q, c->qs, b, ix[r].s, h, d, c->dt);
-    for (int64_t j0 = 0; j0 < span; j0 += JB) {
-        int64_t jn = span - j0 < JB ? span - j0 : JB;
         for (int64_t d = 0; d < D; d++) {
-            const double *kt = kv->kt + d * Sk + jlo + j0, *akt = kv->akt + d * Sk + jlo + j0;
-            for (int r = 0; r < nr; r++) {
-                double qd = q[r * D + d], aq = fabs(qd);
-                double *s = S + r * span + j0, *a = A + r * span + j0;
-                for (int64_t t = 0; t < jn; t++) {
-                    s[t] += qd * kt[t];
-                    a[t] += aq * akt[t];
-                }
-                if (base) {
-                    double qs = orc_rd_fast(qd * c->scale, c->dt);
-                    double *s16 = S16 + r * span + j0;
-                    for (int64_t t = 0; t < jn; t++) s16[t] += qs * kt[t];
-                }
-            }
+            q[r * D + d] = orc_ld(c->q, c->qs, b, ix[r].s, h, d, c->dt);
+            q16[r * D + d] = orc_rd_fast(q[r * D + d] * c->scale, c->dt);
         }
-    }
+    orc_dots(nr, D, span, q, base ? q16 : NULL, kv->kt + jlo, Sk, S, A, S16, span);
 
     orc_row_info ri[RT];
     for (int r = 0; r < nr; r++) {
@@ -272,23 +253,10 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
         int64_t tn = span - t0 < ORC_BLK ? span - t0 : ORC_BLK;
         for (int r = 0; r < nr; r++) {
             if (ri[r].kind != ROW_NORMAL) continue;
-            double *nm = num + r * Dv, *bd = bnd + r * Dv, *oc = orc + r * Dv, *bb = b16 + r * Dv;
-            for (int64_t d = 0; d < Dv; d++) nm[d] = 0;
-            for (int64_t t = t0; t < t0 + tn; t++) {
-                if (!vis[r * span + t]) continue; /* invisible keys are never read */
-                const double *v = kv->v + (jlo + t) * Dv, *av = kv->av + (jlo + t) * Dv;
-                double w = W[r * span + t], cw = C[r * span + t], co = CO[r * span + t];
-                for (int64_t d = 0; d < Dv; d++) {
-                    nm[d] += w * v[d];
-                    bd[d] += cw * av[d];
-                    oc[d] += co * av[d];
-                }
-                if (base) {
-                    double p = P16[r * span + t];
-                    for (int64_t d = 0; d < Dv; d++) bb[d] += p * v[d];
-                }
-            }
-            double *hi = num_hi + r * Dv, *lo = num_lo + r * Dv;
+            int64_t o = r * span + t0;
+            orc_wsum(tn, vis + o, W + o, C + o, CO + o, base ? P16 + o : NULL, 1, kv->v + (jlo + t0) * Dv, Dv, Dv,
+                     num + r * Dv, bnd + r * Dv, orc + r * Dv, b16 + r * Dv);
+            double *hi = num_hi + r * Dv, *lo = num_lo + r * Dv, *nm = num + r * Dv;
             for (int64_t d = 0; d < Dv; d++) {
                 double e;
                 two_sum(hi[d], nm[d], &hi[d], &e);
@@ -361,7 +329,7 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
     job->esc += esc;
 
     free(S); free(A); free(S16); free(W); free(C); free(CO); free(E); free(P16);
-    free(vis); free(q); free(acc);
+    free(vis); free(q); free(q16); free(acc);
     return 1;
 }
 

@@ -1,0 +1,132 @@
+/* orc_simd.h: the two hot loops of the certified tier, register-blocked with
+ * GCC vector extensions (AVX2 + FMA when compiled with -mavx2 -mfma).
+ *
+ * Rounding: every product here is either exact (fp16/bf16 x fp16/bf16 in
+ * double) or one of the rounded products the error analysis already counts
+ * (BOUNDS.md section 1: a sum of n rounded products errs <= gamma_{n+1}); a
+ * fused multiply-add only removes roundings, so using fma keeps every bound.
+ * Summation order: plain recursive per lane, then the lanes are disjoint
+ * outputs (no reassociation of one sum). */
+#ifndef FLASHCHECK_ORC_SIMD_H
+#define FLASHCHECK_ORC_SIMD_H
+
+#include <stdint.h>
+#include <string.h>
+
+typedef double orc_v4 __attribute__((vector_size(32)));
+typedef int64_t orc_v4i __attribute__((vector_size(32)));
+
+static inline orc_v4 orc_v4_load(const double *p) {
+    orc_v4 x;
+    memcpy(&x, p, sizeof x);
+    return x;
+}
+static inline void orc_v4_store(double *p, orc_v4 x) { memcpy(p, &x, sizeof x); }
+static inline orc_v4 orc_v4_abs(orc_v4 x) {
+    const orc_v4i m = {INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX};
+    return (orc_v4)((orc_v4i)x & m);
+}
+static inline orc_v4 orc_v4_fma(orc_v4 a, orc_v4 b, orc_v4 c) {
+#if defined(__FMA__)
+    return __builtin_ia32_vfmaddpd256(a, b, c);
+#else
+    return a * b + c;
+#endif
+}
+static inline orc_v4 orc_v4_set1(double x) { return (orc_v4){x, x, x, x}; }
+
+/* Dot products of nr rows against span columns of a transposed matrix:
+ *   S[r*ld_s + t] = sum_d x[r*D + d] * Mt[d*ldm + t]
+ *   A[r*ld_s + t] = sum_d |x[r*D + d]| * |Mt[d*ldm + t]|
+ *   S2[r*ld_s + t] = sum_d x2[r*D + d] * Mt[d*ldm + t]     (if x2 != NULL)
+ * (sums over d in order d = 0..D-1). S, A, S2 are overwritten. */
+static inline void orc_dots(int nr, int64_t D, int64_t span, const double *x, const double *x2,
+                            const double *Mt, int64_t ldm, double *S, double *A, double *S2, int64_t ld_s) {
+    int64_t t = 0;
+    for (; t + 8 <= span; t += 8) {
+        for (int r = 0; r < nr; r++) {
+            orc_v4 s0 = {0}, s1 = {0}, a0 = {0}, a1 = {0}, u0 = {0}, u1 = {0};
+            const double *xr = x + r * D, *x2r = x2 ? x2 + r * D : NULL;
+            for (int64_t d = 0; d < D; d++) {
+                orc_v4 k0 = orc_v4_load(Mt + d * ldm + t), k1 = orc_v4_load(Mt + d * ldm + t + 4);
+                orc_v4 qd = orc_v4_set1(xr[d]), aq = orc_v4_set1(fabs(xr[d]));
+                s0 = orc_v4_fma(qd, k0, s0);
+                s1 = orc_v4_fma(qd, k1, s1);
+                a0 = orc_v4_fma(aq, orc_v4_abs(k0), a0);
+                a1 = orc_v4_fma(aq, orc_v4_abs(k1), a1);
+                if (x2r) {
+                    orc_v4 q2 = orc_v4_set1(x2r[d]);
+                    u0 = orc_v4_fma(q2, k0, u0);
+                    u1 = orc_v4_fma(q2, k1, u1);
+                }
+            }
+            orc_v4_store(S + r * ld_s + t, s0); orc_v4_store(S + r * ld_s + t + 4, s1);
+            orc_v4_store(A + r * ld_s + t, a0); orc_v4_store(A + r * ld_s + t + 4, a1);
+            if (x2r) { orc_v4_store(S2 + r * ld_s + t, u0); orc_v4_store(S2 + r * ld_s + t + 4, u1); }
+        }
+    }
+    for (; t < span; t++)
+        for (int r = 0; r < nr; r++) {
+            double s = 0, a = 0, u = 0;
+            for (int64_t d = 0; d < D; d++) {
+                double k = Mt[d * ldm + t];
+                s = fma(x[r * D + d], k, s);
+                a = fma(fabs(x[r * D + d]), fabs(k), a);
+                if (x2) u = fma(x2[r * D + d], k, u);
+            }
+            S[r * ld_s + t] = s; A[r * ld_s + t] = a;
+            if (x2) S2[r * ld_s + t] = u;
+        }
+}
+
+/* Weighted row sums over n rows of X (row t at X + t*ldx, dim columns),
+ * skipping rows with vis[t] == 0 (never read):
+ *   o0[d]  = sum_t w0[t] X[t][d]        (OVERWRITTEN: a plain block sum)
+ *   o1[d] += sum_t w1[t] |X[t][d]|
+ *   o2[d] += sum_t w2[t] |X[t][d]|
+ *   o3[d] += sum_t w3[t] X[t][d]        (if w3 != NULL)
+ * Weights are read at w*[t * ldw]. */
+static inline void orc_wsum(int64_t n, const uint8_t *vis, const double *w0, const double *w1,
+                            const double *w2, const double *w3, int64_t ldw, const double *X, int64_t ldx,
+                            int64_t dim, double *o0, double *o1, double *o2, double *o3) {
+    int64_t d0 = 0;
+    for (; d0 + 8 <= dim; d0 += 8) {
+        orc_v4 s0 = {0}, s1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0}, e0 = {0}, e1 = {0};
+        for (int64_t t = 0; t < n; t++) {
+            if (!vis[t]) continue;
+            const double *xr = X + t * ldx + d0;
+            orc_v4 x0 = orc_v4_load(xr), x1 = orc_v4_load(xr + 4);
+            orc_v4 ax0 = orc_v4_abs(x0), ax1 = orc_v4_abs(x1);
+            orc_v4 p = orc_v4_set1(w0[t * ldw]), q = orc_v4_set1(w1[t * ldw]), r = orc_v4_set1(w2[t * ldw]);
+            s0 = orc_v4_fma(p, x0, s0); s1 = orc_v4_fma(p, x1, s1);
+            b0 = orc_v4_fma(q, ax0, b0); b1 = orc_v4_fma(q, ax1, b1);
+            c0 = orc_v4_fma(r, ax0, c0); c1 = orc_v4_fma(r, ax1, c1);
+            if (w3) {
+                orc_v4 z = orc_v4_set1(w3[t * ldw]);
+                e0 = orc_v4_fma(z, x0, e0); e1 = orc_v4_fma(z, x1, e1);
+            }
+        }
+        orc_v4_store(o0 + d0, s0); orc_v4_store(o0 + d0 + 4, s1);
+        orc_v4_store(o1 + d0, orc_v4_load(o1 + d0) + b0); orc_v4_store(o1 + d0 + 4, orc_v4_load(o1 + d0 + 4) + b1);
+        orc_v4_store(o2 + d0, orc_v4_load(o2 + d0) + c0); orc_v4_store(o2 + d0 + 4, orc_v4_load(o2 + d0 + 4) + c1);
+        if (w3) {
+            orc_v4_store(o3 + d0, orc_v4_load(o3 + d0) + e0);
+            orc_v4_store(o3 + d0 + 4, orc_v4_load(o3 + d0 + 4) + e1);
+        }
+    }
+    for (; d0 < dim; d0++) {
+        double s = 0, b = 0, c = 0, e = 0;
+        for (int64_t t = 0; t < n; t++) {
+            if (!vis[t]) continue;
+            double x = X[t * ldx + d0], ax = fabs(x);
+            s = fma(w0[t * ldw], x, s);
+            b = fma(w1[t * ldw], ax, b);
+            c = fma(w2[t * ldw], ax, c);
+            if (w3) e = fma(w3[t * ldw], x, e);
+        }
+        o0[d0] = s; o1[d0] += b; o2[d0] += c;
+        if (w3) o3[d0] += e;
+    }
+}
+
+#endif /* FLASHCHECK_ORC_SIMD_H */
