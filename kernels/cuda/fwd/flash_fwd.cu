@@ -162,6 +162,33 @@ static __device__ __forceinline__ uint32_t swz(int r, int c) {
     return (uint32_t)(r * HD * 2 + pc * 16);
 }
 
+/* The same layout as an XOR on the byte address, for fragment loads whose
+ * chunk index is a compile-time even number plus a lane bit: the swizzle only
+ * touches address bits 4..6 (4..5 for HD/8 = 4, 12), which are zero in every
+ * tile and row start (tiles and rows are 128-byte multiples, 64 for 4/12), so
+ *   tile + swz(r, c) = (row_base + (c & ~M) * 16) ^ ((c & M) * 16)
+ * with row_base = tile + r * HD * 2 + ((sw(r) ^ lane_bit) * 16), c = c_even + lane_bit.
+ * Per fragment that is an add and an XOR of immediates on one register. */
+template <int HD>
+static __device__ __forceinline__ uint32_t swz_row_base(uint32_t tile, int r, int lane_bit) {
+    constexpr int NCH = HD / 8;
+    const int sw = (NCH % 8 == 0) ? (r & 7) : ((r >> 1) & 3);
+    return tile + (uint32_t)(r * HD * 2) + (uint32_t)((sw ^ lane_bit) * 16);
+}
+template <int HD>
+static __device__ __forceinline__ uint32_t swz_at(uint32_t row_base, int c_even) {
+    constexpr int M = ((HD / 8) % 8 == 0) ? 7 : 3;
+    return (row_base + (uint32_t)((c_even & ~M) * 16)) ^ (uint32_t)((c_even & M) * 16);
+}
+
+/* An opaque copy: the compiler may not hoist address arithmetic on it out of
+ * the key loop (hoisted per-fragment addresses cost registers and spills). */
+static __device__ __forceinline__ uint32_t opaque(uint32_t x) {
+    uint32_t y;
+    asm volatile("mov.b32 %0, %1;\n" : "=r"(y) : "r"(x));
+    return y;
+}
+
 /* Load ROWS rows of a [seq, HD] slice starting at row0 into smem; rows outside
  * [valid_lo, valid_hi) and columns >= head_dim are zero-filled (nothing read). */
 template <int ROWS, int HD, int THREADS>
@@ -286,7 +313,7 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
         // ---- main loop over key blocks, from the last to the first
         int stage = 0;
         for (int n = n_end - 1; n >= n_begin; --n, stage ^= 1) {
-            const uint32_t sK = sK0 + stage * KV_STAGE_BYTES, sV = sV0 + stage * KV_STAGE_BYTES;
+            const uint32_t sK = opaque(sK0 + stage * KV_STAGE_BYTES), sV = opaque(sV0 + stage * KV_STAGE_BYTES);
             const bool prefetch = n - 1 >= n_begin;
             cp_async_wait<1>();  // K(n) (and Q) landed; V(n) may fly
             // One barrier: K(n) is visible to all, and every warp has finished the
@@ -301,6 +328,10 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
             }
 
             // ---- S = Q K^T (raw fp32 dot products)
+            // per-lane fragment row bases (ldmatrix row = lane & 15 for A and V^T,
+            // keys (lane & 7) + 8 (lane >> 4) for K; the lane bit picks the chunk)
+            const uint32_t q_row = swz_row_base<HD>(opaque(sQ), warp * WM + (lane & 15), lane >> 4);
+            const uint32_t k_row = swz_row_base<HD>(sK, (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
             float acc_s[MT][NT][4];
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
@@ -313,12 +344,11 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
                 uint32_t qa[MT][4];
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
-                    ldmatrix_x4(qa[mt], sQ + swz<HD>(warp * WM + mt * 16 + (lane & 15), kk * 2 + (lane >> 4)));
+                    ldmatrix_x4(qa[mt], swz_at<HD>(q_row + mt * 16 * HD * 2, kk * 2));
 #pragma unroll
                 for (int np = 0; np < NT / 2; ++np) {
                     uint32_t kb[4];
-                    ldmatrix_x4(kb, sK + swz<HD>(np * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                                 kk * 2 + ((lane >> 3) & 1)));
+                    ldmatrix_x4(kb, swz_at<HD>(k_row + np * 16 * HD * 2, kk * 2));
 #pragma unroll
                     for (int mt = 0; mt < MT; ++mt) {
                         mma16816<BF16>(acc_s[mt][2 * np], qa[mt], kb[0], kb[1]);
@@ -435,6 +465,7 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
                 }
 
             // ---- O += P V
+            const uint32_t v_row = swz_row_base<HD>(sV, lane & 15, lane >> 4);
             if (prefetch) cp_async_wait<2>();  // V(n) landed
             else cp_async_wait<0>();
             __syncthreads();
@@ -443,7 +474,7 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
 #pragma unroll
                 for (int dp = 0; dp < DT / 2; ++dp) {
                     uint32_t vb[4];
-                    ldmatrix_x4_trans(vb, sV + swz<HD>(kk * 16 + (lane & 15), dp * 2 + (lane >> 4)));
+                    ldmatrix_x4_trans(vb, swz_at<HD>(v_row + kk * 16 * HD * 2, dp * 2));
 #pragma unroll
                     for (int mt = 0; mt < MT; ++mt) {
                         mma16816<BF16>(acc_o[mt][2 * dp], pa[mt][kk], vb[0], vb[1]);
