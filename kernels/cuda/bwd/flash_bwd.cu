@@ -427,19 +427,8 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
                     const int64_t d = dcol + h * 8 + 2 * t;
                     if (dcol + h * 8 < p.D) { /* D % 8 == 0: an 8-column tile is all in or all out */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-                        /* lanes t, t^1 swap halves: even t adds 4 columns of row g, odd t 4 of row g+8,
-                         * one 16-byte red.global.add.v4.f32 each */
-                        const bool odd = t & 1;
-                        float2 send = odd ? make_float2(c[h][0], c[h][1]) : make_float2(c[h][2], c[h][3]);
-                        float2 recv;
-                        recv.x = __shfl_xor_sync(0xffffffffu, send.x, 1);
-                        recv.y = __shfl_xor_sync(0xffffffffu, send.y, 1);
-                        const int64_t d4 = dcol + h * 8 + 2 * (t & 2);
-                        if (!odd && ia < p.Sq)
-                            atomicAdd(reinterpret_cast<float4 *>(dqa + d4), make_float4(c[h][0], c[h][1], recv.x, recv.y));
-                        if (odd && ib < p.Sq)
-                            atomicAdd(reinterpret_cast<float4 *>(dqb + d4), make_float4(recv.x, recv.y, c[h][2], c[h][3]));
-                        (void)d;
+                        if (ia < p.Sq) atomicAdd(reinterpret_cast<float2 *>(dqa + d), make_float2(c[h][0], c[h][1]));
+                        if (ib < p.Sq) atomicAdd(reinterpret_cast<float2 *>(dqb + d), make_float2(c[h][2], c[h][3]));
 #else
                         if (ia < p.Sq) { atomicAdd(dqa + d, c[h][0]); atomicAdd(dqa + d + 1, c[h][1]); }
                         if (ib < p.Sq) { atomicAdd(dqb + d, c[h][2]); atomicAdd(dqb + d + 1, c[h][3]); }

@@ -537,15 +537,19 @@ typedef struct {
  * 16 rows per warp with 8 warps above (register budget of the O accumulator).
  * Family 1: 16 rows per warp, 4 warps, BLOCK_M = 64 (fewer registers, more
  * shared-memory traffic per flop). Family 2: family 0 with half the key block
- * (smaller S fragment). The benchmark measures all three. */
-static const fwd_config fwd_configs[3][6] = {
+ * (smaller S fragment). Family 3: family 0 with 128-key blocks at D = 64.
+ * The benchmark measures them all. */
+static const fwd_config fwd_configs[4][6] = {
     {{32, 128, 128, 4}, {64, 128, 64, 4}, {96, 128, 64, 4}, {128, 128, 64, 4}, {192, 128, 32, 8}, {256, 128, 32, 8}},
     {{32, 64, 128, 4}, {64, 64, 64, 4}, {96, 64, 64, 4}, {128, 64, 64, 4}, {192, 64, 32, 4}, {256, 64, 32, 4}},
     {{32, 128, 64, 4}, {64, 128, 32, 4}, {96, 128, 32, 4}, {128, 128, 32, 4}, {192, 128, 32, 8}, {256, 128, 32, 8}},
+    {{32, 128, 128, 4}, {64, 128, 128, 4}, {96, 128, 64, 4}, {128, 128, 64, 4}, {192, 128, 32, 8}, {256, 128, 32, 8}},
 };
 /* Default family per padded head dim, without and with an upper visibility
- * bound (causal / right window), from the measurements in bench/RESULTS.md. */
-static const int fwd_family_default[2][6] = {{0, 0, 0, 0, 0, 0}, {0, 0, 1, 1, 0, 0}};
+ * bound (causal / right window) at Sq <= 2048, from the measurements in
+ * bench/RESULTS.md: 64-row blocks balance short causal problems better. */
+static const int fwd_family_default[2][6] = {{0, 3, 0, 0, 0, 0}, {0, 3, 1, 1, 0, 0}};
+#define FWD_SHORT_CAUSAL_SEQLEN 2048 /* the second row applies up to this Sq, the first above */
 static int fwd_family_override = -1;
 
 /* Benchmark knob (not part of the API): -1 default, 0 or 1 force a family. */
@@ -570,6 +574,8 @@ static fwd_kernel_fn fwd_kernel_for(const fwd_config *c, int bf16, int natural) 
         case 96: return pick_variant<96, 128, 32, 4>(bf16, natural);
         case 128: return pick_variant<128, 128, 32, 4>(bf16, natural);
         }
+    } else if (c->bm == 128 && c->hd == 64 && c->bn == 128) {
+        return pick_variant<64, 128, 128, 4>(bf16, natural);
     } else if (c->bm == 128 && c->hd == 32 && c->bn == 64) {
         return pick_variant<32, 128, 64, 4>(bf16, natural);
     } else if (c->bm == 128) {
@@ -686,8 +692,9 @@ extern "C" fa_status fa_cuda_forward(const fa_fwd_args *a, fa_error *err) {
     const fwd_config *cfg = NULL;
     for (int c = 0; c < 6; ++c)
         if (fwd_configs[0][c].hd >= pr->head_dim_qk) {
-            const int upper = pr->causal != FA_CAUSAL_NONE || pr->window_right >= 0;
-            const int fam = fwd_family_override >= 0 && fwd_family_override < 3 ? fwd_family_override
+            const int upper = (pr->causal != FA_CAUSAL_NONE || pr->window_right >= 0) &&
+                              pr->seqlen_q <= FWD_SHORT_CAUSAL_SEQLEN;
+            const int fam = fwd_family_override >= 0 && fwd_family_override < 4 ? fwd_family_override
                                                                                  : fwd_family_default[upper][c];
             cfg = &fwd_configs[fam][c];
             break;
