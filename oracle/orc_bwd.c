@@ -22,35 +22,36 @@
 // one kv head in double, in the layouts the loops need
 
 typedef struct {
-    double *kt;   /* D x Sk  (scores) */
-    double *vt;   /* Dv x Sk (dP = dO.V) */
-    double *k;    /* Sk x D  (dQ = dS K) */
-    double *v;    /* Sk x Dv (O = P V) */
+    double *kp8;   /* K, P8 layout: score dots */
+    double *vp8;   /* V, P8 layout: dP = dO.V dots */
+    double *kp64;  /* K, P64 layout: dQ = sum dS K */
+    double *vp64;  /* V, P64 layout: O = sum P V */
 } bkv;
 
 static int bkv_load(const orc_ctx *c, int64_t b, int64_t hk, bkv *kv, int nth) {
-    size_t nk = (size_t)(c->D * c->Sk) + 1, nv = (size_t)(c->Dv * c->Sk) + 1;
-    kv->kt = malloc(nk * sizeof(double)); kv->k = malloc(nk * sizeof(double));
-    kv->vt = malloc(nv * sizeof(double)); kv->v = malloc(nv * sizeof(double));
-    if (!kv->kt || !kv->k || !kv->vt || !kv->v) return 0;
+    kv->kp8 = calloc(orc_p8_size(c->Sk, c->D) + 1, sizeof(double));
+    kv->vp8 = calloc(orc_p8_size(c->Sk, c->Dv) + 1, sizeof(double));
+    kv->kp64 = calloc(orc_p64_size(c->Sk, c->D) + 1, sizeof(double));
+    kv->vp64 = calloc(orc_p64_size(c->Sk, c->Dv) + 1, sizeof(double));
+    if (!kv->kp8 || !kv->vp8 || !kv->kp64 || !kv->vp64) return 0;
 #pragma omp parallel for schedule(static) num_threads(nth)
     for (int64_t j = 0; j < c->Sk; j++) {
         for (int64_t d = 0; d < c->D; d++) {
             double x = orc_ld(c->k, c->ks, b, j, hk, d, c->dt);
-            kv->kt[d * c->Sk + j] = x;
-            kv->k[j * c->D + d] = x;
+            kv->kp8[orc_p8_at(j, d, c->D)] = x;
+            kv->kp64[orc_p64_at(j, d, c->D)] = x;
         }
         for (int64_t d = 0; d < c->Dv; d++) {
             double x = orc_ld(c->v, c->vs, b, j, hk, d, c->dt);
-            kv->vt[d * c->Sk + j] = x;
-            kv->v[j * c->Dv + d] = x;
+            kv->vp8[orc_p8_at(j, d, c->Dv)] = x;
+            kv->vp64[orc_p64_at(j, d, c->Dv)] = x;
         }
     }
     return 1;
 }
 
 static void bkv_free(bkv *kv) {
-    free(kv->kt); free(kv->vt); free(kv->k); free(kv->v);
+    free(kv->kp8); free(kv->vp8); free(kv->kp64); free(kv->vp64);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -107,7 +108,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
     uint8_t *vis = calloc(ns, 1);
     double *q = malloc((size_t)(RT * D) * sizeof(double)), *dO = malloc((size_t)(RT * Dv) * sizeof(double));
     double *q16 = malloc((size_t)(RT * D) * sizeof(double));
-    double *wq = malloc((size_t)(span ? span : 1) * 2 * sizeof(double));
+    double *wq = malloc((size_t)(Sk ? Sk : 1) * 2 * sizeof(double)); /* dQ weights by key index */
     size_t na = (size_t)RT * (size_t)(D > Dv ? D : Dv);
     double *acc = calloc(na * 8, sizeof(double));
     if (!ok || !vis || !q || !dO || !acc || !q16 || !wq) {
@@ -124,8 +125,8 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
         for (int64_t d = 0; d < Dv; d++) dO[r * Dv + d] = orc_ld(c->dout, c->dos, b, i, h, d, c->dt);
     }
     /* S = q.k, A = |q|.|k|, S16 = rd(q scale).k, dP = dO.v, B = |dO|.|v| */
-    orc_dots(nr, D, span, q, base ? q16 : NULL, kv->kt + jlo, Sk, T[T_S], T[T_A], T[T_S16], span);
-    orc_dots(nr, Dv, span, dO, NULL, kv->vt + jlo, Sk, T[T_DP], T[T_B], NULL, span);
+    orc_dots_p8(nr, D, jlo, span, q, base ? q16 : NULL, kv->kp8, T[T_S], T[T_A], T[T_S16], span);
+    orc_dots_p8(nr, Dv, jlo, span, dO, NULL, kv->vp8, T[T_DP], T[T_B], NULL, span);
     /* forward rows: weights, then O by P.V */
     orc_row_info ri[RT];
     double *num_hi = acc, *num_lo = acc + na, *num = acc + 2 * na, *bnd = acc + 3 * na;
@@ -138,13 +139,15 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
         if (base) orc_row_baseline(c, b, h, i, jlo, span, T[T_S16] + r * span, vis + r * span,
                                    T[T_P16] + r * span);
     }
-    for (int64_t t0 = 0; t0 < span; t0 += ORC_BLK) {
-        int64_t tn = span - t0 < ORC_BLK ? span - t0 : ORC_BLK;
+    int64_t nchv = orc_nch(Dv), nchk = orc_nch(D);
+    for (int64_t jb = span ? jlo / 64 * 64 : 0; span && jb <= jhi; jb += 64) {
+        int64_t kb = jlo > jb ? jlo - jb : 0, ke = jhi - jb + 1 < 64 ? jhi - jb + 1 : 64, off = jb - jlo;
+        const double *blk = kv->vp64 + (size_t)(jb / 64) * (size_t)nchv * 512;
         for (int r = 0; r < nr; r++) {
             if (ri[r].kind != ROW_NORMAL) continue;
-            int64_t o = r * span + t0;
-            orc_wsum(tn, vis + o, T[T_W] + o, T[T_C] + o, T[T_CO] + o, base ? T[T_P16] + o : NULL, 1,
-                     kv->v + (jlo + t0) * Dv, Dv, Dv, num + r * Dv, bnd + r * Dv, orc + r * Dv, o16 + r * Dv);
+            int64_t o = r * span;
+            orc_wsum_p64(kb, ke, off, vis + o, T[T_W] + o, T[T_C] + o, T[T_CO] + o, base ? T[T_P16] + o : NULL, 1,
+                         blk, Dv, num + r * Dv, bnd + r * Dv, orc + r * Dv, o16 + r * Dv);
             for (int64_t d = 0; d < Dv; d++) {
                 double e;
                 two_sum(num_hi[r * Dv + d], num[r * Dv + d], &num_hi[r * Dv + d], &e);
@@ -278,16 +281,15 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
         double kQo = (1 + orc_acc_coef(mo, n, (double)span)) * (1 + ORC_U_D) * (1 + mo->sigma) - 1;
         double *blkv = calloc((size_t)D, sizeof(double));
         if (!blkv) { free(qh); ok = 0; break; }
-        double *wkq = wq, *woq = wq + span;
-        for (int64_t t = 0; t < span; t++) {
-            int64_t j = jlo + t;
-            wkq[t] = mv[j] ? m[M_DSE][j] + kQ * m[M_DSM][j] : 0;
-            woq[t] = mv[j] ? m[M_DSEO][j] + kQo * m[M_DSM][j] : 0;
+        double *wkq = wq, *woq = wq + Sk;
+        for (int64_t j = jlo; j < jlo + span; j++) {
+            wkq[j] = mv[j] ? m[M_DSE][j] + kQ * m[M_DSM][j] : 0;
+            woq[j] = mv[j] ? m[M_DSEO][j] + kQo * m[M_DSM][j] : 0;
         }
-        for (int64_t t0 = 0; t0 < span; t0 += ORC_BLK) {
-            int64_t tn = span - t0 < ORC_BLK ? span - t0 : ORC_BLK;
-            orc_wsum(tn, mv + jlo + t0, m[M_DS] + jlo + t0, wkq + t0, woq + t0, base ? m[M_DS16] + jlo + t0 : NULL, 1,
-                     kv->k + (jlo + t0) * D, D, D, blkv, qp, qe, dq16);
+        for (int64_t jb = jlo / 64 * 64; jb <= jhi; jb += 64) {
+            int64_t kb = jlo > jb ? jlo - jb : 0, ke = jhi - jb + 1 < 64 ? jhi - jb + 1 : 64;
+            orc_wsum_p64(kb, ke, jb, mv, m[M_DS], wkq, woq, base ? m[M_DS16] : NULL, 1,
+                         kv->kp64 + (size_t)(jb / 64) * (size_t)nchk * 512, D, blkv, qp, qe, dq16);
             for (int64_t d = 0; d < D; d++) { double e; two_sum(qh[d], blkv[d], &qh[d], &e); ql[d] += e; }
         }
         double sumsafe = ORC_SAFETY * (1 + orc_gamma(n + 16, ORC_U_D));
@@ -340,8 +342,8 @@ typedef struct {
 
 /* Column j over the chunk rows: gather its per-row weights (one cache line per
  * row and matrix for consecutive columns), then weighted row sums of Q and dO. */
-static int phase_b_col(bgroup *g, int64_t j, col_acc *a, const col_coef *cc, const double *Qc,
-                       const double *dOc) {
+static int phase_b_col(bgroup *g, int64_t j, col_acc *a, const col_coef *cc, const double *Qp,
+                       const double *dOp) {
     const orc_ctx *c = g->c;
     int64_t D = c->D, Dv = c->Dv, Sk = c->Sk, n = g->nrows;
     const orc_model *mk = g->mk;
@@ -367,10 +369,12 @@ static int phase_b_col(bgroup *g, int64_t j, col_acc *a, const col_coef *cc, con
     for (int64_t r0 = 0; r0 < n; r0 += ORC_BLK) {
         int64_t rn = n - r0 < ORC_BLK ? n - r0 : ORC_BLK;
         const double *x = w + r0 * W_N;
-        orc_wsum(rn, vis + r0, x + W_DS, x + W_K, x + W_KO, g->base ? x + W_D16 : NULL, W_N, Qc + r0 * D, D, D,
-                 a->blk, a->bnd, a->orc, a->b16);
-        orc_wsum(rn, vis + r0, x + W_P, x + W_V, x + W_VO, g->base ? x + W_P16 : NULL, W_N, dOc + r0 * Dv, Dv, Dv,
-                 a->vblk, a->vbnd, a->vorc, a->v16);
+        (void)x;
+        const double *wb = w;
+        orc_wsum_p64(0, rn, r0, vis, wb + W_DS, wb + W_K, wb + W_KO, g->base ? wb + W_D16 : NULL, W_N,
+                     Qp + (size_t)(r0 / 64) * (size_t)orc_nch(D) * 512, D, a->blk, a->bnd, a->orc, a->b16);
+        orc_wsum_p64(0, rn, r0, vis, wb + W_P, wb + W_V, wb + W_VO, g->base ? wb + W_P16 : NULL, W_N,
+                     dOp + (size_t)(r0 / 64) * (size_t)orc_nch(Dv) * 512, Dv, a->vblk, a->vbnd, a->vorc, a->v16);
         col_fold(a, D, Dv);
     }
     free(w);
@@ -447,7 +451,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
     int64_t *slots = malloc((size_t)(c.Sq > 0 ? c.Sq : 1) * sizeof(int64_t));
     int64_t *ncol = malloc((size_t)(Sk > 0 ? Sk : 1) * sizeof(int64_t));
     int64_t *colj = malloc((size_t)(Sk > 0 ? Sk : 1) * sizeof(int64_t));
-    double *Qc = malloc((size_t)(RC * D) * sizeof(double)), *dOc = malloc((size_t)(RC * Dv) * sizeof(double));
+    double *Qc = calloc(orc_p64_size(RC, D) + 1, sizeof(double)), *dOc = calloc(orc_p64_size(RC, Dv) + 1, sizeof(double));
     col_acc *ca = calloc((size_t)(Sk > 0 ? Sk : 1), sizeof(col_acc));
     double *cabuf = calloc((size_t)(Sk > 0 ? Sk : 1) * (size_t)(6 * D + 6 * Dv), sizeof(double));
     ok = ok && g.vis && g.row_bad && rows && slots && ncol && colj && Qc && dOc && ca && cabuf;
@@ -510,8 +514,8 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 if (!ok || ncs == 0) continue;
                 tok = 1;
                 for (int64_t r = 0; r < n; r++) {
-                    for (int64_t d = 0; d < D; d++) Qc[r * D + d] = orc_ld(c.q, c.qs, b, g.rows[r], h, d, c.dt);
-                    for (int64_t d = 0; d < Dv; d++) dOc[r * Dv + d] = orc_ld(c.dout, c.dos, b, g.rows[r], h, d, c.dt);
+                    for (int64_t d = 0; d < D; d++) Qc[orc_p64_at(r, d, D)] = orc_ld(c.q, c.qs, b, g.rows[r], h, d, c.dt);
+                    for (int64_t d = 0; d < Dv; d++) dOc[orc_p64_at(r, d, Dv)] = orc_ld(c.dout, c.dos, b, g.rows[r], h, d, c.dt);
                 }
 #define CB 8 /* columns per phase-B block */
                 int64_t nblk = (ncs + CB - 1) / CB;

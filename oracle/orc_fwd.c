@@ -16,33 +16,27 @@
 #define RT 8      /* rows per tile */
 
 // ----------------------------------------------------------------------------
-// one kv head in double: K^T (D x Sk), V (Sk x Dv)
+// one kv head in double, in panel layouts
 
 typedef struct {
-    double *kt, *v; /* K^T (D x Sk), V (Sk x Dv) */
+    double *kp8;   /* K in P8 layout (orc_simd.h), for the score dots */
+    double *vp64;  /* V in P64 layout, for the P.V sums */
 } kv_head;
 
 static int kv_load(const orc_ctx *c, int64_t b, int64_t hk, kv_head *kv, int nth) {
-    size_t nk = (size_t)(c->D * c->Sk), nv = (size_t)(c->Sk * c->Dv);
-    kv->kt = malloc((nk ? nk : 1) * sizeof(double));
-    kv->v = malloc((nv ? nv : 1) * sizeof(double));
-    if (!kv->kt || !kv->v) return 0;
+    kv->kp8 = calloc(orc_p8_size(c->Sk, c->D) + 1, sizeof(double));
+    kv->vp64 = calloc(orc_p64_size(c->Sk, c->Dv) + 1, sizeof(double));
+    if (!kv->kp8 || !kv->vp64) return 0;
 #pragma omp parallel for schedule(static) num_threads(nth)
     for (int64_t j = 0; j < c->Sk; j++) {
-        for (int64_t d = 0; d < c->D; d++) {
-            double x = orc_ld(c->k, c->ks, b, j, hk, d, c->dt);
-            kv->kt[d * c->Sk + j] = x;
-        }
-        for (int64_t d = 0; d < c->Dv; d++) {
-            double x = orc_ld(c->v, c->vs, b, j, hk, d, c->dt);
-            kv->v[j * c->Dv + d] = x;
-        }
+        for (int64_t d = 0; d < c->D; d++) kv->kp8[orc_p8_at(j, d, c->D)] = orc_ld(c->k, c->ks, b, j, hk, d, c->dt);
+        for (int64_t d = 0; d < c->Dv; d++) kv->vp64[orc_p64_at(j, d, c->Dv)] = orc_ld(c->v, c->vs, b, j, hk, d, c->dt);
     }
     return 1;
 }
 
 static void kv_free(kv_head *kv) {
-    free(kv->kt); free(kv->v);
+    free(kv->kp8); free(kv->vp64);
     memset(kv, 0, sizeof *kv);
 }
 
@@ -239,7 +233,7 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
             q[r * D + d] = orc_ld(c->q, c->qs, b, ix[r].s, h, d, c->dt);
             q16[r * D + d] = orc_rd_fast(q[r * D + d] * c->scale, c->dt);
         }
-    orc_dots(nr, D, span, q, base ? q16 : NULL, kv->kt + jlo, Sk, S, A, S16, span);
+    orc_dots_p8(nr, D, jlo, span, q, base ? q16 : NULL, kv->kp8, S, A, S16, span);
 
     orc_row_info ri[RT];
     for (int r = 0; r < nr; r++) {
@@ -248,14 +242,17 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
         if (base) orc_row_baseline(c, b, h, ix[r].s, jlo, span, S16 + r * span, vis + r * span, P16 + r * span);
     }
 
-    /* P.V: value (blocked compensated), kernel bound, oracle bound, baseline */
-    for (int64_t t0 = 0; t0 < span; t0 += ORC_BLK) {
-        int64_t tn = span - t0 < ORC_BLK ? span - t0 : ORC_BLK;
+    /* P.V: value (blocked compensated), kernel bound, oracle bound, baseline; key
+     * blocks aligned to the 64-row panels of V */
+    int64_t nch = orc_nch(Dv);
+    for (int64_t jb = span ? jlo / 64 * 64 : 0; span && jb <= jhi; jb += 64) {
+        int64_t kb = jlo > jb ? jlo - jb : 0, ke = jhi - jb + 1 < 64 ? jhi - jb + 1 : 64, off = jb - jlo;
+        const double *blk = kv->vp64 + (size_t)(jb / 64) * (size_t)nch * 512;
         for (int r = 0; r < nr; r++) {
             if (ri[r].kind != ROW_NORMAL) continue;
-            int64_t o = r * span + t0;
-            orc_wsum(tn, vis + o, W + o, C + o, CO + o, base ? P16 + o : NULL, 1, kv->v + (jlo + t0) * Dv, Dv, Dv,
-                     num + r * Dv, bnd + r * Dv, orc + r * Dv, b16 + r * Dv);
+            int64_t o = r * span;
+            orc_wsum_p64(kb, ke, off, vis + o, W + o, C + o, CO + o, base ? P16 + o : NULL, 1, blk, Dv,
+                         num + r * Dv, bnd + r * Dv, orc + r * Dv, b16 + r * Dv);
             double *hi = num_hi + r * Dv, *lo = num_lo + r * Dv, *nm = num + r * Dv;
             for (int64_t d = 0; d < Dv; d++) {
                 double e;

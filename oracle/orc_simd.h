@@ -129,4 +129,95 @@ static inline void orc_wsum(int64_t n, const uint8_t *vis, const double *w0, con
     }
 }
 
+// ----------------------------------------------------------------------------
+// panel layouts: contiguous, conflict-free streams for the two loops above
+//   P8  (dots):  element (j, d) at ((j / 8) * D + d) * 8 + j % 8
+//   P64 (wsum):  element (t, d) at ((t / 64) * nch + d / 8) * 512 + (t % 64) * 8 + d % 8,
+//                nch = ceil(dim / 8); padding is zero.
+
+static inline size_t orc_p8_size(int64_t n, int64_t D) { return (size_t)((n + 7) / 8) * 8 * (size_t)D; }
+static inline size_t orc_p8_at(int64_t j, int64_t d, int64_t D) { return (size_t)(((j / 8) * D + d) * 8 + j % 8); }
+static inline int64_t orc_nch(int64_t dim) { return (dim + 7) / 8; }
+static inline size_t orc_p64_size(int64_t n, int64_t dim) { return (size_t)((n + 63) / 64) * (size_t)orc_nch(dim) * 512; }
+static inline size_t orc_p64_at(int64_t t, int64_t d, int64_t dim) {
+    return (size_t)(((t / 64) * orc_nch(dim) + d / 8) * 512 + (t % 64) * 8 + d % 8);
+}
+
+/* orc_dots over a P8 matrix: keys jlo .. jlo+span-1, results at t = j - jlo. */
+static inline void orc_dots_p8(int nr, int64_t D, int64_t jlo, int64_t span, const double *x, const double *x2,
+                               const double *P8, double *S, double *A, double *S2, int64_t ld_s) {
+    if (span <= 0) return;
+    for (int64_t pj = jlo / 8; pj * 8 < jlo + span; pj++) {
+        const double *blk = P8 + (size_t)pj * (size_t)D * 8;
+        for (int r = 0; r < nr; r++) {
+            orc_v4 s0 = {0}, s1 = {0}, a0 = {0}, a1 = {0}, u0 = {0}, u1 = {0};
+            const double *xr = x + r * D, *x2r = x2 ? x2 + r * D : NULL;
+            if (x2r) {
+                for (int64_t d = 0; d < D; d++) {
+                    orc_v4 k0 = orc_v4_load(blk + d * 8), k1 = orc_v4_load(blk + d * 8 + 4);
+                    orc_v4 qd = orc_v4_set1(xr[d]), aq = orc_v4_set1(fabs(xr[d])), q2 = orc_v4_set1(x2r[d]);
+                    s0 = orc_v4_fma(qd, k0, s0); s1 = orc_v4_fma(qd, k1, s1);
+                    a0 = orc_v4_fma(aq, orc_v4_abs(k0), a0); a1 = orc_v4_fma(aq, orc_v4_abs(k1), a1);
+                    u0 = orc_v4_fma(q2, k0, u0); u1 = orc_v4_fma(q2, k1, u1);
+                }
+            } else {
+                for (int64_t d = 0; d < D; d++) {
+                    orc_v4 k0 = orc_v4_load(blk + d * 8), k1 = orc_v4_load(blk + d * 8 + 4);
+                    orc_v4 qd = orc_v4_set1(xr[d]), aq = orc_v4_set1(fabs(xr[d]));
+                    s0 = orc_v4_fma(qd, k0, s0); s1 = orc_v4_fma(qd, k1, s1);
+                    a0 = orc_v4_fma(aq, orc_v4_abs(k0), a0); a1 = orc_v4_fma(aq, orc_v4_abs(k1), a1);
+                }
+            }
+            double vs[8], va[8], vu[8];
+            orc_v4_store(vs, s0); orc_v4_store(vs + 4, s1);
+            orc_v4_store(va, a0); orc_v4_store(va + 4, a1);
+            orc_v4_store(vu, u0); orc_v4_store(vu + 4, u1);
+            for (int k = 0; k < 8; k++) {
+                int64_t t = pj * 8 + k - jlo;
+                if (t < 0 || t >= span) continue;
+                S[r * ld_s + t] = vs[k];
+                A[r * ld_s + t] = va[k];
+                if (x2r) S2[r * ld_s + t] = vu[k];
+            }
+        }
+    }
+}
+
+/* orc_wsum over rows kb .. ke-1 of ONE P64 block (64 rows, nch chunks of 8
+ * columns); weights and vis are read at index (k + off). Same outputs as
+ * orc_wsum (o0 overwritten with the block sum, o1..o3 accumulated). */
+static inline void orc_wsum_p64(int64_t kb, int64_t ke, int64_t off, const uint8_t *vis, const double *w0,
+                                const double *w1, const double *w2, const double *w3, int64_t ldw,
+                                const double *blk, int64_t dim, double *o0, double *o1, double *o2, double *o3) {
+    int64_t nch = orc_nch(dim);
+    for (int64_t c = 0; c < nch; c++) {
+        const double *base = blk + c * 512;
+        orc_v4 s0 = {0}, s1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0}, e0 = {0}, e1 = {0};
+        for (int64_t k = kb; k < ke; k++) {
+            int64_t t = k + off;
+            if (!vis[t]) continue;
+            orc_v4 x0 = orc_v4_load(base + k * 8), x1 = orc_v4_load(base + k * 8 + 4);
+            orc_v4 ax0 = orc_v4_abs(x0), ax1 = orc_v4_abs(x1);
+            orc_v4 p = orc_v4_set1(w0[t * ldw]), q = orc_v4_set1(w1[t * ldw]), r = orc_v4_set1(w2[t * ldw]);
+            s0 = orc_v4_fma(p, x0, s0); s1 = orc_v4_fma(p, x1, s1);
+            b0 = orc_v4_fma(q, ax0, b0); b1 = orc_v4_fma(q, ax1, b1);
+            c0 = orc_v4_fma(r, ax0, c0); c1 = orc_v4_fma(r, ax1, c1);
+            if (w3) {
+                orc_v4 z = orc_v4_set1(w3[t * ldw]);
+                e0 = orc_v4_fma(z, x0, e0); e1 = orc_v4_fma(z, x1, e1);
+            }
+        }
+        double vs[8], vb[8], vc[8], ve[8];
+        orc_v4_store(vs, s0); orc_v4_store(vs + 4, s1);
+        orc_v4_store(vb, b0); orc_v4_store(vb + 4, b1);
+        orc_v4_store(vc, c0); orc_v4_store(vc + 4, c1);
+        orc_v4_store(ve, e0); orc_v4_store(ve + 4, e1);
+        for (int k = 0; k < 8 && c * 8 + k < dim; k++) {
+            int64_t d = c * 8 + k;
+            o0[d] = vs[k]; o1[d] += vb[k]; o2[d] += vc[k];
+            if (w3) o3[d] += ve[k];
+        }
+    }
+}
+
 #endif /* FLASHCHECK_ORC_SIMD_H */

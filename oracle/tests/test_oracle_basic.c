@@ -428,7 +428,58 @@ static void test_sampling(void) {
     t_free(&t);
 }
 
+// ----------------------------------------------------------------------------
+// compare-time escalation: an element whose error sits within orc_err of its
+// bound is recomputed in MPFR (forward row and backward column paths)
+
+static void test_compare_escalation(void) {
+    fa_precision pr = t_profile_fp32();
+    fa_problem p = t_problem(1, 4, 6, 2, 1, 8, 8, FA_F16, FA_CAUSAL_NONE, -1, -1);
+    t_prob t;
+    t_setup(&t, p, 0, 1, 1, 1, 0);
+    fa_fwd_args a = t_fwd_args(&t);
+    orc_fwd_result r;
+    CHECK(orc_fwd(&a, &pr, NULL, &r, NULL) == FA_OK, "fwd");
+    t_store_fwd(&t, &r); /* the "kernel" output: the reference rounded to fp16 */
+    orc_fwd_result r2 = r;
+    size_t ne = (size_t)(r.o.n * r.o.dim);
+    r2.o.bound = malloc(ne * sizeof(double));
+    memcpy(r2.o.bound, r.o.bound, ne * sizeof(double));
+    int64_t e0 = 5;
+    const orc_index *ix = &r.o.index[e0 / 8];
+    double k0 = orc_decode(t.o[ix->b * t.to.stride[0] + ix->s * t.to.stride[1] + ix->h * t.to.stride[2] + (e0 % 8)], p.dtype);
+    r2.o.bound[e0] = fabs(k0 - r.o.ref[e0]); /* undecidable by the double tier */
+    orc_stats s;
+    CHECK(orc_compare_fwd(&r2, &t.to, NULL, &s, NULL, NULL) == FA_OK, "cmp");
+    CHECK(s.escalations == 1 && s.checked == (int64_t)ne, "fwd compare escalations %lld checked %lld",
+          (long long)s.escalations, (long long)s.checked);
+    free(r2.o.bound);
+    /* backward: the same through a dK column */
+    fa_bwd_args ba = t_bwd_args(&t);
+    orc_bwd_result br;
+    CHECK(orc_bwd(&ba, &pr, NULL, &br, NULL) == FA_OK, "bwd");
+    int64_t nk = br.dk.n * br.dk.dim;
+    uint16_t *dk = malloc((size_t)nk * 2);
+    for (int64_t e = 0; e < nk; e++) dk[e] = orc_encode(br.dk.ref[e], p.dtype);
+    fa_tensor tk = {dk, {6 * 8, 8, 8, 1}};
+    orc_bwd_result b2 = br;
+    b2.dk.bound = malloc((size_t)nk * sizeof(double));
+    memcpy(b2.dk.bound, br.dk.bound, (size_t)nk * sizeof(double));
+    b2.dk.bound[3] = fabs(orc_decode(dk[3], p.dtype) - br.dk.ref[3]);
+    CHECK(orc_compare_bwd(&b2, NULL, &tk, NULL, NULL, &s, NULL, NULL) == FA_OK, "cmp bwd");
+    CHECK(s.escalations == 1 && s.checked == nk, "bwd compare escalations %lld", (long long)s.escalations);
+    /* with the true bounds nothing is undecided and nothing fails */
+    CHECK(orc_compare_bwd(&br, NULL, &tk, NULL, NULL, &s, NULL, NULL) == FA_OK && s.escalations == 0 && s.failed == 0,
+          "bwd compare clean: esc %lld failed %lld", (long long)s.escalations, (long long)s.failed);
+    free(b2.dk.bound);
+    free(dk);
+    orc_bwd_free(&br);
+    orc_fwd_free(&r);
+    t_free(&t);
+}
+
 int main(void) {
+    test_compare_escalation();
     test_q_zero();
     test_dominant_key();
     test_exact_integers();
