@@ -8,7 +8,10 @@
  * "weak" (a bound so loose that an all-zero output would pass). The
  * properties run on the cases listed for them and must PASS; a property
  * listed as applicable that reports SKIP is a failure (a test that silently
- * tests nothing). An unavailable backend is a failure, never a pass. */
+ * tests nothing), except for cases outside the backend's declared fa_limits
+ * (head dims, Dqk == Dv, unit last stride, pointer alignment), which are
+ * counted and reported as skipped. An unavailable backend, or a run in which
+ * nothing passed, is a failure, never a pass. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +42,19 @@ typedef struct {
     "layout.dk = order 0 2 1 3 pad 0 0 0 2 offset 4\n"             \
     "layout.dv = order 0 1 2 3 pad 3 3 3 0 offset 11\n"
 
+/* permuted outer dimensions, padded rows and heads, offsets: all multiples of 8
+   elements, unit last stride */
+#define ALIGNED_STRIDED                                            \
+    "layout.q = order 0 2 1 3 pad 0 8 0 0 offset 8\n"              \
+    "layout.k = order 2 0 1 3 pad 8 0 16 0 offset 16\n"            \
+    "layout.v = order 0 1 2 3 pad 0 0 8 0 offset 0\n"              \
+    "layout.do = order 1 0 2 3 pad 0 8 0 0 offset 8\n"             \
+    "layout.o = order 0 2 1 3 pad 0 0 8 0 offset 24\n"             \
+    "layout.lse = order 2 1 0 pad 1 0 3 offset 2\n"                \
+    "layout.dq = order 0 1 2 3 pad 8 8 8 0 offset 8\n"             \
+    "layout.dk = order 0 2 1 3 pad 0 0 8 0 offset 0\n"             \
+    "layout.dv = order 2 1 0 3 pad 16 0 0 0 offset 32\n"
+
 static const suite_case cases[] = {
     {"basic_fp16", "shape = 1 16 16 1 1 32 32\n",
      "determinism pow2_scale row_sums key_permutation key_translation linearity split_merge gradient_fd"},
@@ -57,6 +73,12 @@ static const suite_case cases[] = {
      "determinism leak slices pow2_scale row_sums"},
     {"strided_mask", "shape = 2 9 13 2 1 8 8\nmask = random_neginf density=0.3\nlayout.mask = order 3 1 0 2 pad 1 2 0 1 offset 3\n",
      "key_permutation"},
+    /* the same spread within a tensor-core backend's usual limits (head dims multiple of 8,
+       Dqk == Dv, unit last stride, 16-byte aligned views) */
+    {"gqa_bf16_d64_causal_br", "shape = 2 33 97 4 2 64 64\ndtype = bf16\ncausal = bottom_right\nseed = 17\n",
+     "determinism leak pow2_scale slices row_sums key_translation gradient_fd"},
+    {"aligned_strided_layouts", "shape = 2 21 67 4 2 32 32\ncausal = bottom_right\nseed = 18\n" ALIGNED_STRIDED,
+     "determinism leak slices pow2_scale row_sums"},
     {"sq_zero", "shape = 1 0 16 2 1 16 16\n", ""},
     {"sk_zero", "shape = 1 8 0 2 1 16 16\n", ""},
     {"sq_sk_one", "shape = 1 1 1 1 1 16 16\n", "row_sums"},
@@ -79,6 +101,28 @@ static const suite_case cases[] = {
 /* Tensors whose norms are legitimately not distinguishable from zero: tiny
  * inputs give O and gradients at the dtype's subnormal quantum. */
 static int weak_allowed(const char *name) { return strcmp(name, "dist_tiny") == 0; }
+
+/* Does the backend's fa_limits admit the case? (Else an UNSUPPORTED answer is
+ * legitimate and the case counts as skipped; within the limits it is a failure.) */
+static int admitted(const fa_backend *be, const fc_case *c, char *why, size_t n) {
+    const fa_limits *l = &be->limits;
+    int64_t dq = c->p.head_dim_qk, dv = c->p.head_dim_v;
+    if (dq > l->max_head_dim || dv > l->max_head_dim) return snprintf(why, n, "head dim above %lld", (long long)l->max_head_dim), 0;
+    if (l->head_dim_multiple > 1 && (dq % l->head_dim_multiple || dv % l->head_dim_multiple))
+        return snprintf(why, n, "head dims not multiples of %lld", (long long)l->head_dim_multiple), 0;
+    if (l->dqk_must_equal_dv && dq != dv) return snprintf(why, n, "Dqk != Dv"), 0;
+    const int four_d[8] = {FC_T_Q, FC_T_K, FC_T_V, FC_T_DO, FC_T_O, FC_T_DQ, FC_T_DK, FC_T_DV};
+    for (int i = 0; i < 8; i++) {
+        int t = four_d[i];
+        int64_t st[4];
+        fc_case_strides(c, t, st);
+        if (l->unit_last_stride && st[3] != 1) return snprintf(why, n, "%s stride[3] != 1", fc_tensor_name(t)), 0;
+        int64_t byte_off = (FC_GUARD_ELEMS + c->layout[t].offset) * (int64_t)fc_case_elem_size(c, t);
+        if (l->ptr_align_bytes > 1 && byte_off % l->ptr_align_bytes)
+            return snprintf(why, n, "%s view not %lld-byte aligned", fc_tensor_name(t), (long long)l->ptr_align_bytes), 0;
+    }
+    return 1;
+}
 
 /* ---------------------------------------------------------------------------
  * Driver
@@ -124,7 +168,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("suite: backend %s (%s memory)\n", be->name, be->memspace == FA_MEM_CUDA ? "CUDA" : "host");
-    int failures = 0, passes = 0, ran = 0;
+    int failures = 0, passes = 0, ran = 0, limit_skips = 0;
     clock_t t0 = clock();
     for (int k = 0; k < N_CASES; k++) {
         const suite_case *sc = &cases[k];
@@ -138,6 +182,8 @@ int main(int argc, char **argv) {
         }
         ran++;
         if (forward_only) c.backward = 0;
+        char why[128] = "";
+        int admit = admitted(be, &c, why, sizeof why);
         if (do_checks) {
             fc_verdict v;
             fc_check_opts o;
@@ -146,10 +192,14 @@ int main(int argc, char **argv) {
             int weak = 0;
             for (int t = 0; t < FC_T_COUNT; t++) weak += v.t[t].checked && v.t[t].weak;
             int ok = v.outcome == FC_PASS && (weak == 0 || weak_allowed(sc->name));
-            printf("%s %-28s checks: %s%s\n", ok ? "ok  " : "FAIL", sc->name, fc_outcome_name(v.outcome),
-                   weak ? (weak_allowed(sc->name) ? " (weak tensors: expected for this case)" : " (WEAK tensors)") : "");
-            if (!ok || verbose) fc_verdict_print(&v, stdout);
+            int limit_skip = !admit && v.outcome == FC_SKIP;
+            printf("%s %-28s checks: %s%s%s%s\n", ok ? "ok  " : limit_skip ? "skip" : "FAIL", sc->name,
+                   fc_outcome_name(v.outcome),
+                   weak ? (weak_allowed(sc->name) ? " (weak tensors: expected for this case)" : " (WEAK tensors)") : "",
+                   limit_skip ? " outside the backend's limits: " : "", limit_skip ? why : "");
+            if ((!ok && !limit_skip) || verbose) fc_verdict_print(&v, stdout);
             if (ok) passes++;
+            else if (limit_skip) limit_skips++;
             else failures++;
         }
         if (do_props) {
@@ -159,10 +209,12 @@ int main(int argc, char **argv) {
                 fc_verdict v;
                 pe->fn(be, &c, &v);
                 int ok = v.outcome == FC_PASS;
-                printf("%s %-28s property %-16s %s\n", ok ? "ok  " : "FAIL", sc->name, pe->name,
-                       fc_outcome_name(v.outcome));
-                if (!ok || verbose) fc_verdict_print(&v, stdout);
+                int limit_skip = !admit && v.outcome == FC_SKIP;
+                printf("%s %-28s property %-16s %s\n", ok ? "ok  " : limit_skip ? "skip" : "FAIL", sc->name,
+                       pe->name, fc_outcome_name(v.outcome));
+                if ((!ok && !limit_skip) || verbose) fc_verdict_print(&v, stdout);
                 if (ok) passes++;
+                else if (limit_skip) limit_skips++;
                 else failures++;
             }
         }
@@ -171,6 +223,11 @@ int main(int argc, char **argv) {
         printf("suite: FAIL: no case ran (--case=%s unknown?)\n", only ? only : "");
         return 1;
     }
-    printf("suite: %d passed, %d failed (%.1f s CPU)\n", passes, failures, (double)(clock() - t0) / CLOCKS_PER_SEC);
+    printf("suite: %d passed, %d failed, %d skipped as outside the backend's limits (%.1f s CPU)\n", passes, failures,
+           limit_skips, (double)(clock() - t0) / CLOCKS_PER_SEC);
+    if (passes == 0) {
+        printf("suite: FAIL: nothing passed; a suite that tests nothing is not a pass\n");
+        return 1;
+    }
     return failures ? 1 : 0;
 }
