@@ -37,6 +37,10 @@ static void bwd_setup(const bwd_case *bc, fa_dtype dt, tt_case *c) {
     if (fa_backend_cpu()->backward(&ba, &err) != FA_OK) fail_msg("%s: backward: %s", bc->name, err.msg);
 }
 
+/* Soft mode: count violations instead of failing (to show the check catches mutants). */
+static int bwd_soft = 0;
+static long bwd_violations = 0;
+
 /* Compare one gradient tensor; want[] is the reference value, extra[] an
  * additional allowed error (finite-difference error) or NULL. Returns worst ratio. */
 static double bwd_compare(const bwd_case *bc, fa_dtype dt, const char *what, const tt_tensor *t,
@@ -51,7 +55,8 @@ static double bwd_compare(const bwd_case *bc, fa_dtype dt, const char *what, con
                     double got = tt_get(t, a, b, c, d, bf16);
                     double bound = tol[x] + (extra ? extra[x] : 0.0);
                     double e = fabs(got - want[x]);
-                    if (!(e <= bound))
+                    if (!(e <= bound) && bwd_soft) bwd_violations++;
+                    else if (!(e <= bound))
                         fail_msg("%s %s: %s(%lld,%lld,%lld,%lld) = %.9g, reference %.12g, |err| %.3g > bound %.3g",
                                  bc->name, fa_dtype_name(dt), what, (long long)a, (long long)b, (long long)c,
                                  (long long)d, got, want[x], e, bound);
@@ -210,6 +215,54 @@ static void test_bwd_multitile_vs_analytic(void **state) {
         }
 }
 
+/* The bounded comparison flags the backward mutants on cases where their bugs
+ * show (the forward output and LSE handed to backward are the correct ones). */
+static void test_bwd_check_catches_mutants(void **state) {
+    (void)state;
+    static const struct { const char *mutant; bwd_case c; } bad[] = {
+        {"dq_tail_block_skipped", {"dqtail", 1, 16, 70, 1, 1, 8, 8, FA_CAUSAL_NONE, -1, -1, 0, TT_CONTIGUOUS, -1}},
+        {"dv_gqa_not_summed", {"dvgqa", 1, 16, 20, 4, 2, 8, 8, FA_CAUSAL_NONE, -1, -1, 0, TT_CONTIGUOUS, -1}},
+        {"delta_from_dout_squared", {"delta", 1, 16, 20, 1, 1, 8, 8, FA_CAUSAL_NONE, -1, -1, 0, TT_CONTIGUOUS, -1}},
+        {"gqa_head_modulo", {"gqa", 1, 16, 20, 4, 2, 8, 8, FA_CAUSAL_NONE, -1, -1, 0, TT_CONTIGUOUS, -1}},
+        {"causal_off_by_one", {"obo", 1, 16, 16, 1, 1, 8, 8, FA_CAUSAL_TOP_LEFT, -1, -1, 0, TT_CONTIGUOUS, -1}},
+        {"strides_from_shape", {"strides", 1, 16, 16, 2, 2, 8, 8, FA_CAUSAL_NONE, -1, -1, 0, TT_TRANSPOSED, -1}},
+    };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        long counts[2];
+        for (int pass = 0; pass < 2; pass++) {
+            const bwd_case *bc = &bad[k].c;
+            tt_case c;
+            fa_cpu_set_mutant(0);
+            fa_problem p = tt_problem(bc->B, bc->Sq, bc->Sk, bc->Hq, bc->Hkv, bc->Dqk, bc->Dv, FA_F16);
+            p.causal = bc->causal;
+            tt_case_init(&c, p, bc->layout, 17);
+            fa_fwd_args fa = tt_fwd_args(&c);
+            fa_bwd_args ba = tt_bwd_args(&c);
+            fa_error err;
+            assert_int_equal(fa_backend_cpu()->forward(&fa, &err), FA_OK);
+            if (pass == 1) fa_cpu_set_mutant(fa_cpu_mutant_id(bad[k].mutant));
+            assert_int_equal(fa_backend_cpu()->backward(&ba, &err), FA_OK);
+            fa_cpu_set_mutant(0);
+            ref_in in = ref_from_case(&c);
+            bwd_ref r;
+            bwd_ref_run(&in, &r);
+            bwd_soft = 1;
+            bwd_violations = 0;
+            bwd_compare(bc, FA_F16, "dQ", &c.dq, r.dq, r.tq, NULL);
+            bwd_compare(bc, FA_F16, "dK", &c.dk, r.dk, r.tk, NULL);
+            bwd_compare(bc, FA_F16, "dV", &c.dv, r.dv, r.tv, NULL);
+            bwd_soft = 0;
+            counts[pass] = bwd_violations;
+            bwd_ref_free(&r);
+            ref_free(&in);
+            tt_case_free(&c);
+        }
+        assert_int_equal(counts[0], 0); /* the correct backend passes the same case */
+        if (counts[1] == 0) fail_msg("mutant %s passes the bounded backward comparison", bad[k].mutant);
+        print_message("  %-34s caught: %ld gradient elements out of bound\n", bad[k].mutant, counts[1]);
+    }
+}
+
 // ----------------------------------------------------------------------------
 // determinism
 
@@ -254,6 +307,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bwd_vs_finite_differences),
         cmocka_unit_test(test_bwd_multitile_vs_analytic),
+        cmocka_unit_test(test_bwd_check_catches_mutants),
         cmocka_unit_test(test_determinism),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

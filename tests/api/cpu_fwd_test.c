@@ -13,6 +13,17 @@
 
 // ----------------------------------------------------------------------------
 // one case: run, compare every element, check the layout gaps stayed NaN
+//
+// In soft mode (used to show the check has teeth against mutants) a violation
+// is counted in fwd_violations instead of failing the test.
+
+static int fwd_soft = 0;
+static long fwd_violations = 0;
+#define FWD_FAIL(...)                                    \
+    do {                                                 \
+        if (fwd_soft) fwd_violations++;                  \
+        else fail_msg(__VA_ARGS__);                      \
+    } while (0)
 
 typedef struct {
     const char *name;
@@ -62,12 +73,12 @@ static double fwd_check(const fwd_case *fc, fa_dtype dt) {
                 if (lse[li] == -INFINITY) {
                     masked_rows++;
                     if (got_lse != -INFINITY)
-                        fail_msg("%s %s: row (%lld,%lld,%lld) has no visible key but LSE = %g", fc->name,
+                        FWD_FAIL("%s %s: row (%lld,%lld,%lld) has no visible key but LSE = %g", fc->name,
                                  fa_dtype_name(dt), (long long)b, (long long)h, (long long)i, got_lse);
                 } else {
                     double e = fabs(got_lse - lse[li]);
                     if (!(e <= tl[li]))
-                        fail_msg("%s %s: LSE(%lld,%lld,%lld) = %.9g, reference %.12g, |err| %.3g > bound %.3g",
+                        FWD_FAIL("%s %s: LSE(%lld,%lld,%lld) = %.9g, reference %.12g, |err| %.3g > bound %.3g",
                                  fc->name, fa_dtype_name(dt), (long long)b, (long long)h, (long long)i,
                                  got_lse, lse[li], e, tl[li]);
                     if (e / tl[li] > worst) worst = e / tl[li];
@@ -77,12 +88,12 @@ static double fwd_check(const fwd_case *fc, fa_dtype dt) {
                     const uint16_t bits = c.o.buf[tt_off(&c.o, b, i, h, d)];
                     const double got = fa_cpu_to_f32(bits, bf16);
                     if (lse[li] == -INFINITY) {
-                        if (bits != 0) fail_msg("%s: masked row O bits 0x%04x, expected +0", fc->name, bits);
+                        if (bits != 0) FWD_FAIL("%s: masked row O bits 0x%04x, expected +0", fc->name, bits);
                         continue;
                     }
                     double e = fabs(got - o[oi]);
                     if (!(e <= to[oi]))
-                        fail_msg("%s %s: O(%lld,%lld,%lld,%lld) = %.9g, reference %.12g, |err| %.3g > bound %.3g",
+                        FWD_FAIL("%s %s: O(%lld,%lld,%lld,%lld) = %.9g, reference %.12g, |err| %.3g > bound %.3g",
                                  fc->name, fa_dtype_name(dt), (long long)b, (long long)i, (long long)h,
                                  (long long)d, got, o[oi], e, to[oi]);
                     if (to[oi] > 0 && e / to[oi] > worst) worst = e / to[oi];
@@ -94,7 +105,8 @@ static double fwd_check(const fwd_case *fc, fa_dtype dt) {
     size_t elems = (size_t)(p.batch * p.seqlen_q * p.heads_q * p.head_dim_v);
     assert_true(written <= elems);
     if (fc->masked_row >= 0 && p.seqlen_q > 0) assert_true(masked_rows > 0);
-    print_message("  %-28s %s: worst |err|/bound = %.3f, fully masked rows %lld\n", fc->name,
+    if (!fwd_soft)
+        print_message("  %-28s %s: worst |err|/bound = %.3f, fully masked rows %lld\n", fc->name,
                   fa_dtype_name(dt), worst, (long long)masked_rows);
     free(o); free(to); free(lse); free(tl);
     ref_free(&in);
@@ -129,6 +141,39 @@ static void test_fwd_all_cases(void **state) {
     for (size_t k = 0; k < sizeof(fwd_cases) / sizeof(fwd_cases[0]); k++) {
         fwd_check(&fwd_cases[k], FA_F16);
         fwd_check(&fwd_cases[k], FA_BF16);
+    }
+}
+
+/* The same comparison flags broken backends: each mutant below, on a case
+ * where its bug shows, must produce at least one element outside the bound. */
+static void test_fwd_check_catches_mutants(void **state) {
+    (void)state;
+    static const struct { const char *mutant; fwd_case c; } bad[] = {
+        {"rescale_missing", {"rescale", 1, 16, 200, 1, 1, 16, 16, FA_CAUSAL_NONE, -1, -1, 0, TT_CONTIGUOUS, -1, 0, -1, 1.0f}},
+        {"causal_off_by_one", {"obo", 1, 20, 20, 1, 1, 16, 16, FA_CAUSAL_TOP_LEFT, -1, -1, 0, TT_CONTIGUOUS, -1, 0, -1, 0}},
+        {"causal_top_left_for_bottom_right", {"tlbr", 1, 10, 30, 1, 1, 16, 16, FA_CAUSAL_BOTTOM_RIGHT, -1, -1, 0, TT_CONTIGUOUS, -1, 0, -1, 0}},
+        {"ragged_tail_unmasked", {"tail", 1, 8, 70, 1, 1, 16, 16, FA_CAUSAL_NONE, -1, -1, 0, TT_CONTIGUOUS, -1, 0, -1, 0}},
+        {"strides_from_shape", {"strides", 1, 20, 20, 2, 2, 16, 16, FA_CAUSAL_NONE, -1, -1, 0, TT_TRANSPOSED, -1, 0, -1, 0}},
+        {"gqa_head_modulo", {"gqa", 1, 8, 20, 4, 2, 16, 16, FA_CAUSAL_NONE, -1, -1, 0, TT_CONTIGUOUS, -1, 0, -1, 0}},
+        {"masked_row_inf_minus_inf", {"nan", 1, 8, 20, 1, 1, 16, 16, FA_CAUSAL_NONE, -1, -1, 0, TT_CONTIGUOUS, 0.1, 0, 3, 0}},
+        {"lse_log2", {"log2", 1, 8, 20, 1, 1, 16, 16, FA_CAUSAL_NONE, -1, -1, 0, TT_CONTIGUOUS, -1, 0, -1, 0}},
+        {"p_not_max_shifted", {"noshift", 1, 8, 20, 1, 1, 16, 16, FA_CAUSAL_NONE, -1, -1, 0, TT_CONTIGUOUS, -1, 0, -1, 30.0f}},
+        {"window_off_by_one", {"window", 1, 30, 30, 1, 1, 16, 16, FA_CAUSAL_NONE, 3, -1, 0, TT_CONTIGUOUS, -1, 0, -1, 0}},
+        {"mask_bh_stride_ignored", {"maskbh", 2, 8, 20, 2, 2, 16, 16, FA_CAUSAL_NONE, -1, -1, 0, TT_CONTIGUOUS, 0.1, 0, -1, 0}},
+    };
+    for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+        /* the correct backend passes this very case */
+        fa_cpu_set_mutant(0);
+        fwd_soft = 1;
+        fwd_violations = 0;
+        fwd_check(&bad[k].c, FA_F16);
+        assert_int_equal(fwd_violations, 0);
+        assert_int_equal(fa_cpu_set_mutant(fa_cpu_mutant_id(bad[k].mutant)), 0);
+        fwd_check(&bad[k].c, FA_F16);
+        fa_cpu_set_mutant(0);
+        fwd_soft = 0;
+        if (fwd_violations == 0) fail_msg("mutant %s passes the bounded comparison", bad[k].mutant);
+        print_message("  %-34s caught: %ld elements out of bound\n", bad[k].mutant, fwd_violations);
     }
 }
 
@@ -168,6 +213,7 @@ int main(void) {
         cmocka_unit_test(test_profile_matches_derivation),
         cmocka_unit_test(test_fwd_all_cases),
         cmocka_unit_test(test_fwd_empty_writes_nothing),
+        cmocka_unit_test(test_fwd_check_catches_mutants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
