@@ -137,16 +137,16 @@ typedef struct {
 
 static __device__ __forceinline__ int bwd_clamp256(int64_t x) { return x < -256 ? -256 : (x > 256 ? 256 : (int)x); }
 
-template <int BC>
+template <int BC, int BR>
 static __device__ __forceinline__ bwd_tile bwd_tile_make(const bwd_params &p, int64_t i0, int64_t j0) {
     bwd_tile m;
     const int64_t dj0 = j0 - i0 - p.off;
-    m.qlim = p.Sq - i0 < BWD_BR ? (int)(p.Sq - i0) : BWD_BR;
+    m.qlim = p.Sq - i0 < BR ? (int)(p.Sq - i0) : BR;
     m.klim = p.Sk - j0 < BC ? (int)(p.Sk - j0) : BC;
     m.rr = p.has_right ? bwd_clamp256(p.right - dj0) : 256;
     m.ll = p.has_left ? bwd_clamp256(-p.left - dj0) : -256;
     /* jl - il ranges over [-(BR-1), BC-1] */
-    m.partial = m.qlim < BWD_BR || m.klim < BC || m.rr < BC - 1 || m.ll > -(BWD_BR - 1);
+    m.partial = m.qlim < BR || m.klim < BC || m.rr < BC - 1 || m.ll > -(BR - 1);
     return m;
 }
 
@@ -197,26 +197,27 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params p) {
 // 2. dK, dV (and dQ partials by atomics when !DET)
 
 /* NW warps, each owning 16 kv rows: BC = 16 NW kv rows per block. */
-template <int HD, int NW>
+template <int HD, int NW, int BR>
 struct bwd_dkdv_smem {
     static constexpr int BC = 16 * NW;
-    static constexpr size_t kv = (size_t)BC * HD;      /* elements of sK or sV */
-    static constexpr size_t qo = (size_t)BWD_BR * HD;  /* elements of one sQ or sdO buffer */
-    static constexpr size_t bytes = (2 * kv + 4 * qo + (size_t)BC * BWD_BR) * 2 + 4 * BWD_BR * 4;
+    static constexpr size_t kv = (size_t)BC * HD;  /* elements of sK or sV */
+    static constexpr size_t qo = (size_t)BR * HD;  /* elements of one sQ or sdO buffer */
+    /* sdS is [BC][64] (64-wide rows keep the 8-chunk swizzle) whatever BR is */
+    static constexpr size_t bytes = (2 * kv + 4 * qo + (size_t)BC * 64) * 2 + 4 * BR * 4;
 };
 
-template <int HD, int HO, int NW, bool BF16, bool DET>
+template <int HD, int HO, int NW, int BR, bool BF16, bool DET>
 __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_dkdv_kernel(const bwd_params p) {
     extern __shared__ __align__(128) unsigned char bwd_smem_raw[];
-    typedef bwd_dkdv_smem<HD, NW> L;
+    typedef bwd_dkdv_smem<HD, NW, BR> L;
     constexpr int BC = L::BC, NT = NW * 32;
     uint16_t *sK = reinterpret_cast<uint16_t *>(bwd_smem_raw);
     uint16_t *sV = sK + L::kv;
     uint16_t *sQ = sV + L::kv;       /* [2][BR][HD] */
     uint16_t *sdO = sQ + 2 * L::qo;  /* [2][BR][HD] */
     uint16_t *sdS = sdO + 2 * L::qo; /* [BC][BR]: dS^T */
-    float *sLse = reinterpret_cast<float *>(sdS + BC * BWD_BR); /* [2][BR] */
-    float *sDsum = sLse + 2 * BWD_BR;                                /* [2][BR] */
+    float *sLse = reinterpret_cast<float *>(sdS + BC * 64); /* [2][BR] */
+    float *sDsum = sLse + 2 * BR;                                /* [2][BR] */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -238,7 +239,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
     if (p.has_right) { int64_t x = j0 - p.off - p.right; if (x > i_lo) i_lo = x; }
     if (p.has_left) { int64_t x = j0 + kv_rows - p.off + p.left; if (x < i_hi) i_hi = x; }
     int64_t qb_lo = 0, nqb = 0;
-    if (i_lo < i_hi) { qb_lo = i_lo / BWD_BR; nqb = (i_hi + BWD_BR - 1) / BWD_BR - qb_lo; }
+    if (i_lo < i_hi) { qb_lo = i_lo / BR; nqb = (i_hi + BR - 1) / BR - qb_lo; }
     const int64_t n_it = nqb * p.group;
 
     /* K, V of this block */
@@ -250,20 +251,20 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
     /* issue the loads of iteration it into buffer buf */
     auto issue = [&](int64_t it, int buf) {
         const int64_t hq = hkv * p.group + it / nqb;
-        const int64_t i0 = (qb_lo + it % nqb) * BWD_BR;
-        const int64_t rows = p.Sq - i0 < BWD_BR ? p.Sq - i0 : BWD_BR;
-        bwd_load_tile<BWD_BR, HD, NT>(sQ + buf * L::qo, p.q + b * p.qs[0] + i0 * p.qs[1] + hq * p.qs[2], p.qs[1],
+        const int64_t i0 = (qb_lo + it % nqb) * BR;
+        const int64_t rows = p.Sq - i0 < BR ? p.Sq - i0 : BR;
+        bwd_load_tile<BR, HD, NT>(sQ + buf * L::qo, p.q + b * p.qs[0] + i0 * p.qs[1] + hq * p.qs[2], p.qs[1],
                                   rows, p.D, p.vec_q, tid);
-        bwd_load_tile<BWD_BR, HD, NT>(sdO + buf * L::qo, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2],
+        bwd_load_tile<BR, HD, NT>(sdO + buf * L::qo, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2],
                                   p.dos[1], rows, p.D, p.vec_do, tid);
         const int64_t ws = (b * p.Hq + hq) * p.Sq + i0;
-        if (tid < BWD_BR) {
+        if (tid < BR) {
             bool ok = tid < rows;
-            bwdx_cp4(bwdx_smem(sLse + buf * BWD_BR + tid), ok ? p.lse_ws + ws + tid : p.lse_ws, ok);
-        } else if (tid < 2 * BWD_BR) {
-            int r = tid - BWD_BR;
+            bwdx_cp4(bwdx_smem(sLse + buf * BR + tid), ok ? p.lse_ws + ws + tid : p.lse_ws, ok);
+        } else if (tid < 2 * BR) {
+            int r = tid - BR;
             bool ok = r < rows;
-            bwdx_cp4(bwdx_smem(sDsum + buf * BWD_BR + r), ok ? p.dsum_ws + ws + r : p.dsum_ws, ok);
+            bwdx_cp4(bwdx_smem(sDsum + buf * BR + r), ok ? p.dsum_ws + ws + r : p.dsum_ws, ok);
         }
     };
     if (n_it > 0) issue(0, 0);
@@ -283,16 +284,16 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
         bwdx_cp_commit();
 
         const int64_t hq = hkv * p.group + it / nqb;
-        const int64_t i0 = (qb_lo + it % nqb) * BWD_BR;
+        const int64_t i0 = (qb_lo + it % nqb) * BR;
         const uint16_t *sQb = sQ + buf * L::qo;
         const uint16_t *sdOb = sdO + buf * L::qo;
-        const float *lse_b = sLse + buf * BWD_BR;
-        const float *dsum_b = sDsum + buf * BWD_BR;
+        const float *lse_b = sLse + buf * BR;
+        const float *dsum_b = sDsum + buf * BR;
 
         /* S^T (16 kv rows of this warp x 64 query rows) = K Q^T */
-        float acc_s[8][4];
+        float acc_s[BR / 8][4];
 #pragma unroll
-        for (int n = 0; n < 8; n++)
+        for (int n = 0; n < BR / 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) acc_s[n][e] = 0.f;
 #pragma unroll
@@ -300,7 +301,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
             uint32_t a[4];
             bwdx_ldsm4(a, bwdx_smem(sK + bwdx_swz<HD>(warp * 16 + bwdx_row_A(lane), ks * 16 + bwdx_col_A(lane))));
 #pragma unroll
-            for (int np = 0; np < 4; np++) {
+            for (int np = 0; np < BR / 16; np++) {
                 uint32_t bb[4];
                 bwdx_ldsm4(bb, bwdx_smem(sQb + bwdx_swz<HD>(np * 16 + bwdx_row_Bn(lane), ks * 16 + bwdx_col_Bn(lane))));
                 bwdx_mma<BF16>(acc_s[2 * np], a, bb[0], bb[1]);
@@ -309,11 +310,11 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
         }
 
         /* P^T = exp(scale * S + mask - lse), rounded to the input type (A fragments) */
-        const bwd_tile tm = bwd_tile_make<BC>(p, i0, j0);
+        const bwd_tile tm = bwd_tile_make<BC, BR>(p, i0, j0);
         const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
-        uint32_t pa[4][4];
+        uint32_t pa[BR / 16][4];
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
+        for (int nt = 0; nt < BR / 8; nt++) {
             float pv[4];
 #pragma unroll
             for (int e = 0; e < 4; e++) {
@@ -332,7 +333,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
 
         /* dV += P^T dO (columns d_off .. d_off + HO) */
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
+        for (int kk = 0; kk < BR / 16; kk++) {
 #pragma unroll
             for (int np = 0; np < HO / 16; np++) {
                 uint32_t bb[4];
@@ -344,7 +345,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
 
         /* dP^T = V dO^T */
 #pragma unroll
-        for (int n = 0; n < 8; n++)
+        for (int n = 0; n < BR / 8; n++)
 #pragma unroll
             for (int e = 0; e < 4; e++) acc_s[n][e] = 0.f;
 #pragma unroll
@@ -352,7 +353,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
             uint32_t a[4];
             bwdx_ldsm4(a, bwdx_smem(sV + bwdx_swz<HD>(warp * 16 + bwdx_row_A(lane), ks * 16 + bwdx_col_A(lane))));
 #pragma unroll
-            for (int np = 0; np < 4; np++) {
+            for (int np = 0; np < BR / 16; np++) {
                 uint32_t bb[4];
                 bwdx_ldsm4(bb, bwdx_smem(sdOb + bwdx_swz<HD>(np * 16 + bwdx_row_Bn(lane), ks * 16 + bwdx_col_Bn(lane))));
                 bwdx_mma<BF16>(acc_s[2 * np], a, bb[0], bb[1]);
@@ -361,9 +362,9 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
         }
 
         /* dS^T = P^T (dP^T - Dsum), zero where P is zero, rounded (A fragments) */
-        uint32_t da[4][4];
+        uint32_t da[BR / 16][4];
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
+        for (int nt = 0; nt < BR / 8; nt++) {
             float dv4[4];
 #pragma unroll
             for (int h = 0; h < 2; h++) {
@@ -380,7 +381,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
 
         /* dK += dS^T Q (columns d_off .. d_off + HO) */
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
+        for (int kk = 0; kk < BR / 16; kk++) {
 #pragma unroll
             for (int np = 0; np < HO / 16; np++) {
                 uint32_t bb[4];
@@ -393,21 +394,21 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
         if (!DET) {
             /* dS^T to shared memory, then dQ rows (16 per warp) += dS K, added by atomics */
 #pragma unroll
-            for (int kk = 0; kk < 4; kk++) {
+            for (int kk = 0; kk < BR / 16; kk++) {
                 const int jl = warp * 16 + g, il = kk * 16 + 2 * t;
-                *reinterpret_cast<uint32_t *>(sdS + bwdx_swz<BWD_BR>(jl, il)) = da[kk][0];
-                *reinterpret_cast<uint32_t *>(sdS + bwdx_swz<BWD_BR>(jl + 8, il)) = da[kk][1];
-                *reinterpret_cast<uint32_t *>(sdS + bwdx_swz<BWD_BR>(jl, il + 8)) = da[kk][2];
-                *reinterpret_cast<uint32_t *>(sdS + bwdx_swz<BWD_BR>(jl + 8, il + 8)) = da[kk][3];
+                *reinterpret_cast<uint32_t *>(sdS + bwdx_swz<64>(jl, il)) = da[kk][0];
+                *reinterpret_cast<uint32_t *>(sdS + bwdx_swz<64>(jl + 8, il)) = da[kk][1];
+                *reinterpret_cast<uint32_t *>(sdS + bwdx_swz<64>(jl, il + 8)) = da[kk][2];
+                *reinterpret_cast<uint32_t *>(sdS + bwdx_swz<64>(jl + 8, il + 8)) = da[kk][3];
             }
             __syncthreads();
-            /* warp -> 16 query rows (rg) x CPW columns (cp) of dQ, k = the BC keys */
-            constexpr int CPW = HO / (NW / 4);
-            const int rg = warp & 3, cp = warp >> 2;
+            /* warp -> 16 query rows (rg of RG) x CPW columns (cp) of dQ, k = the BC keys */
+            constexpr int RG = BR / 16, CPW = HO / (NW / RG);
+            const int rg = warp % RG, cp = warp / RG;
             uint32_t qa[BC / 16][4];
 #pragma unroll
             for (int kk = 0; kk < BC / 16; kk++)
-                bwdx_ldsm4_t(qa[kk], bwdx_smem(sdS + bwdx_swz<BWD_BR>(kk * 16 + bwdx_row_At(lane), rg * 16 + bwdx_col_At(lane))));
+                bwdx_ldsm4_t(qa[kk], bwdx_smem(sdS + bwdx_swz<64>(kk * 16 + bwdx_row_At(lane), rg * 16 + bwdx_col_At(lane))));
             const int64_t ia = i0 + rg * 16 + g, ib = ia + 8;
             float *dqa = p.dq_ws + ((b * p.Hq + hq) * p.Sq + ia) * p.D;
             float *dqb = dqa + 8 * p.D;
@@ -573,7 +574,7 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kerne
                 bwdx_mma<BF16>(acc_s[2 * np + 1], a, bb[2], bb[3]);
             }
         }
-        const bwd_tile tm = bwd_tile_make<BWD_BC>(p, i0, j0);
+        const bwd_tile tm = bwd_tile_make<BWD_BC, BWD_BR>(p, i0, j0);
         const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
         uint32_t pa[8][2]; /* rounded P, packed pairs (row g / g+8) */
 #pragma unroll
@@ -690,26 +691,26 @@ static int bwd_vec4(const fa_tensor *t, int64_t nb, int64_t ns, int64_t nh) {
 }
 
 /* The dK/dV kernel (NW warps) for one mode. */
-template <int HD, int NW, bool BF16, bool DET>
+template <int HD, int NW, int BR, bool BF16, bool DET>
 static cudaError_t bwd_launch_dkdv(const bwd_params &p, cudaStream_t st) {
     constexpr int HO = HD < 128 ? HD : 128;
-    typedef bwd_dkdv_smem<HD, NW> L;
+    typedef bwd_dkdv_smem<HD, NW, BR> L;
     const int64_t grid = (p.Sk + L::BC - 1) / L::BC * p.nsplit * p.Hkv * p.B;
     if (grid > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
     if (grid == 0) return cudaSuccess;
-    cudaError_t e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, HO, NW, BF16, DET>,
+    cudaError_t e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, HO, NW, BR, BF16, DET>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes);
     if (e != cudaSuccess) return e;
-    bwd_dkdv_kernel<HD, HO, NW, BF16, DET><<<(unsigned)grid, NW * 32, L::bytes, st>>>(p);
+    bwd_dkdv_kernel<HD, HO, NW, BR, BF16, DET><<<(unsigned)grid, NW * 32, L::bytes, st>>>(p);
     return cudaGetLastError();
 }
 
-template <int HD, int NW, bool BF16>
+template <int HD, int NW, int BR, bool BF16>
 static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaStream_t st) {
     constexpr int HO = HD < 128 ? HD : 128;
     cudaError_t e;
     if (!deterministic) {
-        if ((e = bwd_launch_dkdv<HD, NW, BF16, false>(p, st)) != cudaSuccess) return e;
+        if ((e = bwd_launch_dkdv<HD, NW, BR, BF16, false>(p, st)) != cudaSuccess) return e;
         const int64_t npairs = p.B * p.Hq * p.Sq * (p.D / 2);
         if (npairs > 0) {
             int64_t blocks = (npairs + 255) / 256;
@@ -718,7 +719,7 @@ static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaS
             if ((e = cudaGetLastError()) != cudaSuccess) return e;
         }
     } else {
-        if ((e = bwd_launch_dkdv<HD, NW, BF16, true>(p, st)) != cudaSuccess) return e;
+        if ((e = bwd_launch_dkdv<HD, NW, BR, BF16, true>(p, st)) != cudaSuccess) return e;
         const int64_t grid_q = (p.Sq + BWD_BR - 1) / BWD_BR * p.nsplit * p.Hq * p.B;
         if (grid_q > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
         if (grid_q > 0) {
@@ -733,18 +734,21 @@ static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaS
 }
 
 template <bool BF16>
-static cudaError_t bwd_launch_all(const bwd_params &p, int hd, int nw, int deterministic, cudaStream_t st) {
+static cudaError_t bwd_launch_all(const bwd_params &p, int hd, int nw, int br, int deterministic, cudaStream_t st) {
     cudaError_t e;
     const int64_t nrows = p.B * p.Hq * p.Sq;
     if (nrows > 0) {
         bwd_prep_kernel<BF16><<<(unsigned)((nrows + 7) / 8), 256, 0, st>>>(p);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
-    if (hd == 64) return nw == 8 ? bwd_launch_main<64, 8, BF16>(p, deterministic, st)
-                                 : bwd_launch_main<64, 4, BF16>(p, deterministic, st);
-    if (hd == 128) return nw == 8 ? bwd_launch_main<128, 8, BF16>(p, deterministic, st)
-                                  : bwd_launch_main<128, 4, BF16>(p, deterministic, st);
-    return bwd_launch_main<256, 4, BF16>(p, deterministic, st);
+    /* nw: 8 (query blocks of br = 32 or 64 rows) or 4 (br = 64) */
+    if (hd == 64) return nw == 4 ? bwd_launch_main<64, 4, 64, BF16>(p, deterministic, st)
+                         : br == 32 ? bwd_launch_main<64, 8, 32, BF16>(p, deterministic, st)
+                                    : bwd_launch_main<64, 8, 64, BF16>(p, deterministic, st);
+    if (hd == 128) return nw == 4 ? bwd_launch_main<128, 4, 64, BF16>(p, deterministic, st)
+                          : br == 32 ? bwd_launch_main<128, 8, 32, BF16>(p, deterministic, st)
+                                     : bwd_launch_main<128, 8, 64, BF16>(p, deterministic, st);
+    return bwd_launch_main<256, 4, 64, BF16>(p, deterministic, st);
 }
 
 static const fa_limits bwd_limits = {
@@ -771,12 +775,15 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, fa_error *err, int dev) {
         return bwd_cuda_fail(err, e, "cudaDeviceGetAttribute");
     /* warps of the dK/dV kernel: 8 (128 kv rows per block) for head dims <= 128, else 4;
      * FLASHCHECK_BWD_WARPS=4|8 overrides it for tuning runs */
-    int nw = hd <= 128 ? 8 : 4;
+    int nw = hd <= 128 ? 8 : 4, br = hd <= 128 ? 32 : 64;
     const char *env = getenv("FLASHCHECK_BWD_WARPS");
     if (env && hd <= 128 && (env[0] == '4' || env[0] == '8') && env[1] == 0) nw = env[0] - '0';
-    size_t need = hd == 64    ? (nw == 8 ? bwd_dkdv_smem<64, 8>::bytes : bwd_dkdv_smem<64, 4>::bytes)
-                  : hd == 128 ? (nw == 8 ? bwd_dkdv_smem<128, 8>::bytes : bwd_dkdv_smem<128, 4>::bytes)
-                              : bwd_dkdv_smem<256, 4>::bytes;
+    env = getenv("FLASHCHECK_BWD_BR"); /* 32 | 64 query rows per block with 8 warps */
+    if (env && hd <= 128 && (!strcmp(env, "32") || !strcmp(env, "64"))) br = atoi(env);
+    if (nw == 4) br = 64;
+    size_t need = hd == 64    ? (nw == 4 ? bwd_dkdv_smem<64, 4, 64>::bytes : bwd_dkdv_smem<64, 8, 64>::bytes)
+                  : hd == 128 ? (nw == 4 ? bwd_dkdv_smem<128, 4, 64>::bytes : bwd_dkdv_smem<128, 8, 64>::bytes)
+                              : bwd_dkdv_smem<256, 4, 64>::bytes;
     size_t need_q = hd == 64 ? bwd_dq_smem<64>::bytes : hd == 128 ? bwd_dq_smem<128>::bytes : bwd_dq_smem<256>::bytes;
     if (a->deterministic && need_q > need) need = need_q;
     if ((size_t)optin < need)
@@ -852,8 +859,8 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, fa_error *err, int dev) {
     if (dq_bytes > 0 && (e = cudaMemsetAsync(p.dq_ws, 0, dq_bytes, st)) != cudaSuccess)
         return bwd_cuda_fail(err, e, "cudaMemsetAsync");
 
-    e = pr->dtype == FA_BF16 ? bwd_launch_all<true>(p, hd, nw, a->deterministic, st)
-                             : bwd_launch_all<false>(p, hd, nw, a->deterministic, st);
+    e = pr->dtype == FA_BF16 ? bwd_launch_all<true>(p, hd, nw, br, a->deterministic, st)
+                             : bwd_launch_all<false>(p, hd, nw, br, a->deterministic, st);
     if (e != cudaSuccess) return bwd_cuda_fail(err, e, "kernel launch");
     if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
     return FA_OK;

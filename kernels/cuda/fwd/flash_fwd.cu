@@ -28,6 +28,14 @@
  *   - the row sum l adds the fp32 p before they are rounded for the P.V product.
  *   - a row with no visible key keeps m = -inf, l = 0: O = 0, LSE = -inf.
  *   - LSE = m*scale + log(l) (natural log, logf), or m + log(l) with a mask.
+ *   - O is rescaled by 2^(m_old - m_new) only when some row of the warp moved
+ *     its max (a multiplication by exactly 1 is skipped: no bit changes).
+ * Non-finite inputs: K/V rows outside the query block's visible key range and
+ * past Sk are zero-filled by cp.async (never read), and hidden scores are
+ * replaced by -inf (never added to), so NaN there cannot reach O. Known
+ * limit (as in FlashAttention-2): a NaN/Inf in V at a key that is hidden from
+ * one row but inside a key block that another row of the same CTA sees (or
+ * hidden only by the additive mask) reaches that row through 0 * NaN in mma.
  * Every offset into a tensor is int64; positions inside a sequence are int32
  * (seqlens up to 2^31 - 1024, checked on the host).
  */
