@@ -142,6 +142,23 @@ int main(int argc, char **argv) {
     report("dK", &s3[1]);
     report("dV", &s3[2]);
 
+    // ------------------------------------------------- the same, baseline off
+    orc_options ob = opt;
+    ob.baseline = 0;
+    orc_fwd_result fr2;
+    orc_bwd_result br2;
+    t0 = now();
+    c0 = cpu();
+    orc_fwd(&fa, &be->precision, &ob, &fr2, &err);
+    double t_f2 = now() - t0, c_f2 = cpu() - c0;
+    t0 = now();
+    c0 = cpu();
+    orc_bwd(&ba, &be->precision, &ob, &br2, &err);
+    double t_b2 = now() - t0, c_b2 = cpu() - c0;
+    printf("baseline off: orc_fwd %.3f s wall, %.3f s cpu | orc_bwd %.3f s wall, %.3f s cpu\n", t_f2, c_f2, t_b2, c_b2);
+    orc_fwd_free(&fr2);
+    orc_bwd_free(&br2);
+
     // ---------------------------------------------------------- MPFR tier cost
     orc_options om = opt;
     om.tier = ORC_TIER_MPFR;

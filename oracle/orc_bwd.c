@@ -130,7 +130,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
     /* forward rows: weights, then O by P.V */
     orc_row_info ri[RT];
     double *num_hi = acc, *num_lo = acc + na, *num = acc + 2 * na, *bnd = acc + 3 * na;
-    double *orc = acc + 4 * na, *o16 = acc + 5 * na, *Oo = acc + 6 * na, *eO = acc + 7 * na;
+    double *orc = acc + 4 * na, *Oo = acc + 6 * na, *eO = acc + 7 * na;
     for (int r = 0; r < nr; r++) {
         int64_t i = g->rows[r0 + r];
         orc_row_weights(c, mk, mo, b, h, i, jlo, span, T[T_S] + r * span, T[T_A] + r * span,
@@ -146,8 +146,8 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
         for (int r = 0; r < nr; r++) {
             if (ri[r].kind != ROW_NORMAL) continue;
             int64_t o = r * span;
-            orc_wsum_p64(kb, ke, off, vis + o, T[T_W] + o, T[T_C] + o, T[T_CO] + o, base ? T[T_P16] + o : NULL, 1,
-                         blk, Dv, num + r * Dv, bnd + r * Dv, orc + r * Dv, o16 + r * Dv);
+            orc_wsum_p64(kb, ke, off, vis + o, T[T_W] + o, T[T_C] + o, T[T_CO] + o, NULL, 1,
+                         blk, Dv, num + r * Dv, bnd + r * Dv, orc + r * Dv, NULL);
             for (int64_t d = 0; d < Dv; d++) {
                 double e;
                 two_sum(num_hi[r * Dv + d], num[r * Dv + d], &num_hi[r * Dv + d], &e);
@@ -205,7 +205,6 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             dOaO += fabs(x) * fabs(O);
             dOdO += fabs(x) * (dev + e);
             dOaOg += fabs(x) * fabs(og);
-            if (base) o16[r * Dv + d] = orc_rd_fast(o16[r * Dv + d], c->dt);
         }
         double lse_g = c->lse[b * c->ls[0] + h * c->ls[1] + i * c->ls[2]];
         double dlse = fabs(lse_g - R->lse) + R->lse_orc;
