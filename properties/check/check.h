@@ -88,7 +88,7 @@ void fc_verdict_fail(fc_verdict *v, const char *check, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-/* Record a skip (outcome SKIP unless already FAIL). */
+/* Record a skip: a reason with check "skip"; outcome SKIP unless already FAIL. */
 void fc_verdict_skip(fc_verdict *v, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))

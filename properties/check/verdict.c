@@ -39,7 +39,7 @@ void fc_verdict_fail(fc_verdict *v, const char *check, const char *fmt, ...) {
 void fc_verdict_skip(fc_verdict *v, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    add_reason(v, "unsupported", fmt, ap);
+    add_reason(v, "skip", fmt, ap);
     va_end(ap);
     if (v->outcome != FC_FAIL) v->outcome = FC_SKIP;
 }
@@ -61,7 +61,7 @@ void fc_verdict_merge(fc_verdict *dst, const fc_verdict *src) {
 
 const char *fc_verdict_first_check(const fc_verdict *v) {
     for (int i = 0; i < v->n_reasons; i++)
-        if (strcmp(v->reason[i].check, "unsupported") != 0) return v->reason[i].check;
+        if (strcmp(v->reason[i].check, "skip") != 0) return v->reason[i].check;
     return "";
 }
 

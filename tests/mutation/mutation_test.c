@@ -69,7 +69,7 @@ static void record(mutant_result *m, const fc_verdict *v, const char *where, int
     }
     m->failures++;
     for (int i = 0; i < v->n_reasons; i++)
-        if (strcmp(v->reason[i].check, "unsupported")) note_check(m, v->reason[i].check);
+        if (strcmp(v->reason[i].check, "skip")) note_check(m, v->reason[i].check);
     if (verbose) {
         printf("    %s:\n", where);
         fc_verdict_print(v, stdout);

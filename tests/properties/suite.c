@@ -134,9 +134,44 @@ static int listed(const char *list, const char *name) {
     return 0;
 }
 
+/* One case from a text file (case/case.h format): the checks and every
+ * property; the verdicts as text, or as one JSON object per line (--json).
+ * Exit 0 when nothing failed (skips allowed), 1 on a failure, 2 on bad input. */
+static int check_case_file(const fa_backend *be, const char *path, int do_checks, int do_props, int forward_only,
+                           int json) {
+    fc_case c;
+    char msg[600];
+    if (fc_case_load(path, &c, msg, sizeof msg)) {
+        fprintf(stderr, "suite: %s\n", msg);
+        return 2;
+    }
+    if (forward_only) c.backward = 0;
+    int failed = 0;
+    for (int pi = do_checks ? -1 : 0; pi < (do_props ? fc_prop_count() : 0); pi++) {
+        fc_verdict v;
+        const char *what = pi < 0 ? "checks" : fc_prop_table[pi].name;
+        if (pi < 0) fc_check_case(be, &c, NULL, &v);
+        else fc_prop_table[pi].fn(be, &c, &v);
+        failed |= v.outcome == FC_FAIL;
+        if (json) {
+            size_t n = fc_verdict_json(&v, NULL, 0);
+            char *js = malloc(n + 1);
+            if (!js) return 2;
+            fc_verdict_json(&v, js, n + 1);
+            printf("{\"case\":\"%s\",\"test\":\"%s\",\"verdict\":%s}\n", path, what, js);
+            free(js);
+        } else {
+            printf("== %s: %s\n", what, fc_outcome_name(v.outcome));
+            if (v.outcome != FC_PASS) fc_verdict_print(&v, stdout);
+        }
+    }
+    return failed ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress visible in test logs */
-    const char *backend = NULL, *part = "all", *only = NULL;
+    const char *backend = NULL, *part = "all", *only = NULL, *case_file = NULL;
+    int json = 0;
     int verbose = 0, forward_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strncmp(argv[i], "--backend=", 10)) backend = argv[i] + 10;
@@ -144,8 +179,10 @@ int main(int argc, char **argv) {
         else if (!strncmp(argv[i], "--case=", 7)) only = argv[i] + 7;
         else if (!strcmp(argv[i], "-v")) verbose = 1;
         else if (!strcmp(argv[i], "--forward-only")) forward_only = 1;
+        else if (!strncmp(argv[i], "--case-file=", 12)) case_file = argv[i] + 12;
+        else if (!strcmp(argv[i], "--json")) json = 1;
         else {
-            fprintf(stderr, "usage: %s --backend=cpu|cuda|PATH.so [--part=checks|properties|all] [--case=NAME] [--forward-only] [-v]\n",
+            fprintf(stderr, "usage: %s --backend=cpu|cuda|PATH.so [--part=checks|properties|all] [--case=NAME] [--case-file=PATH [--json]] [--forward-only] [-v]\n",
                     argv[0]);
             return 2;
         }
@@ -167,7 +204,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "suite: FAIL: backend '%s' not available: %s\n", backend, err.msg);
         return 1;
     }
-    printf("suite: backend %s (%s memory)\n", be->name, be->memspace == FA_MEM_CUDA ? "CUDA" : "host");
+    fprintf(json ? stderr : stdout, "suite: backend %s (%s memory)\n", be->name,
+            be->memspace == FA_MEM_CUDA ? "CUDA" : "host");
+    if (case_file) return check_case_file(be, case_file, do_checks, do_props, forward_only, json);
     int failures = 0, passes = 0, ran = 0, limit_skips = 0;
     clock_t t0 = clock();
     for (int k = 0; k < N_CASES; k++) {
