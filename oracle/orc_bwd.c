@@ -15,7 +15,7 @@
 #include "oracle/orc_internal.h"
 #include "oracle/orc_simd.h"
 
-#define RT 8
+#define RT 16
 #define NMAT 10   /* per-(i,j) matrices of a chunk */
 
 // ----------------------------------------------------------------------------
@@ -140,9 +140,9 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
                                    T[T_P16] + r * span);
     }
     int64_t nchv = orc_nch(Dv), nchk = orc_nch(D);
-    for (int64_t jb = span ? jlo / 64 * 64 : 0; span && jb <= jhi; jb += 64) {
-        int64_t kb = jlo > jb ? jlo - jb : 0, ke = jhi - jb + 1 < 64 ? jhi - jb + 1 : 64, off = jb - jlo;
-        const double *blk = kv->vp64 + (size_t)(jb / 64) * (size_t)nchv * 512;
+    for (int64_t jb = span ? jlo / ORC_PB * ORC_PB : 0; span && jb <= jhi; jb += ORC_PB) {
+        int64_t kb = jlo > jb ? jlo - jb : 0, ke = jhi - jb + 1 < ORC_PB ? jhi - jb + 1 : ORC_PB, off = jb - jlo;
+        const double *blk = kv->vp64 + (size_t)(jb / ORC_PB) * (size_t)nchv * ORC_PB * 8;
         for (int r = 0; r < nr; r++) {
             if (ri[r].kind != ROW_NORMAL) continue;
             int64_t o = r * span;
@@ -285,10 +285,10 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             wkq[j] = mv[j] ? m[M_DSE][j] + kQ * m[M_DSM][j] : 0;
             woq[j] = mv[j] ? m[M_DSEO][j] + kQo * m[M_DSM][j] : 0;
         }
-        for (int64_t jb = jlo / 64 * 64; jb <= jhi; jb += 64) {
-            int64_t kb = jlo > jb ? jlo - jb : 0, ke = jhi - jb + 1 < 64 ? jhi - jb + 1 : 64;
+        for (int64_t jb = jlo / ORC_PB * ORC_PB; jb <= jhi; jb += ORC_PB) {
+            int64_t kb = jlo > jb ? jlo - jb : 0, ke = jhi - jb + 1 < ORC_PB ? jhi - jb + 1 : ORC_PB;
             orc_wsum_p64(kb, ke, jb, mv, m[M_DS], wkq, woq, base ? m[M_DS16] : NULL, 1,
-                         kv->kp64 + (size_t)(jb / 64) * (size_t)nchk * 512, D, blkv, qp, qe, dq16);
+                         kv->kp64 + (size_t)(jb / ORC_PB) * (size_t)nchk * ORC_PB * 8, D, blkv, qp, qe, dq16);
             for (int64_t d = 0; d < D; d++) { double e; two_sum(qh[d], blkv[d], &qh[d], &e); ql[d] += e; }
         }
         double sumsafe = ORC_SAFETY * (1 + orc_gamma(n + 16, ORC_U_D));
@@ -341,40 +341,51 @@ typedef struct {
 
 /* Column j over the chunk rows: gather its per-row weights (one cache line per
  * row and matrix for consecutive columns), then weighted row sums of Q and dO. */
-static int phase_b_col(bgroup *g, int64_t j, col_acc *a, const col_coef *cc, const double *Qp,
-                       const double *dOp) {
+enum { W_DS, W_K, W_KO, W_D16, W_P, W_V, W_VO, W_P16, W_N };
+
+/* Columns cols[0..nc) over the chunk rows. The per-(i, j) weights of all nc
+ * columns are gathered in one pass over the rows (rows outer: each row's
+ * matrix segment is one cache line for consecutive columns), then each column
+ * does weighted row sums of Q and dO. */
+static int phase_b_cols(bgroup *g, const int64_t *cols, int nc, col_acc *accs, const col_coef *cc,
+                        const double *Qp, const double *dOp) {
     const orc_ctx *c = g->c;
     int64_t D = c->D, Dv = c->Dv, Sk = c->Sk, n = g->nrows;
     const orc_model *mk = g->mk;
-    enum { W_DS, W_K, W_KO, W_D16, W_P, W_V, W_VO, W_P16, W_N };
-    double *w = malloc((size_t)(n ? n : 1) * W_N * sizeof(double));
-    uint8_t *vis = malloc((size_t)(n ? n : 1));
+    size_t per = (size_t)(n ? n : 1) * W_N;
+    double *w = malloc(per * (size_t)nc * sizeof(double));
+    uint8_t *vis = malloc((size_t)(n ? n : 1) * (size_t)nc);
     if (!w || !vis) { free(w); free(vis); return 0; }
-    double cp = mk->u_p + cc->accV * (1 + mk->u_p);
     for (int64_t r = 0; r < n; r++) {
-        int64_t e = r * Sk + j;
-        double *x = w + r * W_N;
-        vis[r] = g->vis[e];
-        if (!vis[r]) continue;
-        if (g->row_bad[r]) a->bad = 1;
-        x[W_DS] = g->mat[M_DS][e];
-        x[W_K] = g->mat[M_DSE][e] + cc->kK * g->mat[M_DSM][e];
-        x[W_KO] = g->mat[M_DSEO][e] + cc->kKo * g->mat[M_DSM][e];
-        x[W_P] = g->mat[M_P][e];
-        x[W_V] = g->mat[M_PPI][e] + g->mat[M_P1][e] * cp;
-        x[W_VO] = g->mat[M_PPIO][e] + g->mat[M_P1][e] * cc->accVo;
-        if (g->base) { x[W_D16] = g->mat[M_DS16][e]; x[W_P16] = g->mat[M_P16][e]; }
+        for (int k = 0; k < nc; k++) {
+            int64_t e = r * Sk + cols[k];
+            double *x = w + (size_t)k * per + (size_t)r * W_N;
+            uint8_t v = g->vis[e];
+            vis[(size_t)k * (size_t)n + (size_t)r] = v;
+            if (!v) continue;
+            if (g->row_bad[r]) accs[k].bad = 1;
+            double cp = mk->u_p + cc[k].accV * (1 + mk->u_p);
+            x[W_DS] = g->mat[M_DS][e];
+            x[W_K] = g->mat[M_DSE][e] + cc[k].kK * g->mat[M_DSM][e];
+            x[W_KO] = g->mat[M_DSEO][e] + cc[k].kKo * g->mat[M_DSM][e];
+            x[W_P] = g->mat[M_P][e];
+            x[W_V] = g->mat[M_PPI][e] + g->mat[M_P1][e] * cp;
+            x[W_VO] = g->mat[M_PPIO][e] + g->mat[M_P1][e] * cc[k].accVo;
+            if (g->base) { x[W_D16] = g->mat[M_DS16][e]; x[W_P16] = g->mat[M_P16][e]; }
+        }
     }
-    for (int64_t r0 = 0; r0 < n; r0 += ORC_BLK) {
-        int64_t rn = n - r0 < ORC_BLK ? n - r0 : ORC_BLK;
-        const double *x = w + r0 * W_N;
-        (void)x;
-        const double *wb = w;
-        orc_wsum_p64(0, rn, r0, vis, wb + W_DS, wb + W_K, wb + W_KO, g->base ? wb + W_D16 : NULL, W_N,
-                     Qp + (size_t)(r0 / 64) * (size_t)orc_nch(D) * 512, D, a->blk, a->bnd, a->orc, a->b16);
-        orc_wsum_p64(0, rn, r0, vis, wb + W_P, wb + W_V, wb + W_VO, g->base ? wb + W_P16 : NULL, W_N,
-                     dOp + (size_t)(r0 / 64) * (size_t)orc_nch(Dv) * 512, Dv, a->vblk, a->vbnd, a->vorc, a->v16);
-        col_fold(a, D, Dv);
+    for (int k = 0; k < nc; k++) {
+        col_acc *a = &accs[k];
+        const double *wb = w + (size_t)k * per;
+        const uint8_t *vk = vis + (size_t)k * (size_t)n;
+        for (int64_t r0 = 0; r0 < n; r0 += ORC_BLK) {
+            int64_t rn = n - r0 < ORC_BLK ? n - r0 : ORC_BLK;
+            orc_wsum_p64(0, rn, r0, vk, wb + W_DS, wb + W_K, wb + W_KO, g->base ? wb + W_D16 : NULL, W_N,
+                         Qp + (size_t)(r0 / ORC_PB) * (size_t)orc_nch(D) * ORC_PB * 8, D, a->blk, a->bnd, a->orc, a->b16);
+            orc_wsum_p64(0, rn, r0, vk, wb + W_P, wb + W_V, wb + W_VO, g->base ? wb + W_P16 : NULL, W_N,
+                         dOp + (size_t)(r0 / ORC_PB) * (size_t)orc_nch(Dv) * ORC_PB * 8, Dv, a->vblk, a->vbnd, a->vorc, a->v16);
+            col_fold(a, D, Dv);
+        }
     }
     free(w);
     free(vis);
@@ -531,11 +542,10 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                         cc[k].accV = orc_acc_coef(&mk, nn, nn);
                         cc[k].accVo = orc_acc_coef(&mo, nn, sp);
                     }
-                    for (int k = 0; k < nck; k++)
-                        if (!phase_b_col(&g, colj[xb * CB + k], &ca[xb * CB + k], &cc[k], Qc, dOc)) {
+                    if (!phase_b_cols(&g, colj + xb * CB, nck, ca + xb * CB, cc, Qc, dOc)) {
 #pragma omp atomic write
-                            tok = 0;
-                        }
+                        tok = 0;
+                    }
                 }
                 ok = tok;
             }

@@ -13,7 +13,7 @@
 #include "oracle/orc_internal.h"
 #include "oracle/orc_simd.h"
 
-#define RT 8      /* rows per tile */
+#define RT 16      /* rows per tile */
 
 // ----------------------------------------------------------------------------
 // one kv head in double, in panel layouts
@@ -243,11 +243,11 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
     }
 
     /* P.V: value (blocked compensated), kernel bound, oracle bound, baseline; key
-     * blocks aligned to the 64-row panels of V */
+     * blocks aligned to the ORC_PB-row panels of V */
     int64_t nch = orc_nch(Dv);
-    for (int64_t jb = span ? jlo / 64 * 64 : 0; span && jb <= jhi; jb += 64) {
-        int64_t kb = jlo > jb ? jlo - jb : 0, ke = jhi - jb + 1 < 64 ? jhi - jb + 1 : 64, off = jb - jlo;
-        const double *blk = kv->vp64 + (size_t)(jb / 64) * (size_t)nch * 512;
+    for (int64_t jb = span ? jlo / ORC_PB * ORC_PB : 0; span && jb <= jhi; jb += ORC_PB) {
+        int64_t kb = jlo > jb ? jlo - jb : 0, ke = jhi - jb + 1 < ORC_PB ? jhi - jb + 1 : ORC_PB, off = jb - jlo;
+        const double *blk = kv->vp64 + (size_t)(jb / ORC_PB) * (size_t)nch * ORC_PB * 8;
         for (int r = 0; r < nr; r++) {
             if (ri[r].kind != ROW_NORMAL) continue;
             int64_t o = r * span;

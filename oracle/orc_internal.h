@@ -14,7 +14,7 @@
 
 #define ORC_U_D 0x1p-53    /* double unit roundoff */
 #define ORC_U_F 0x1p-24    /* fp32 unit roundoff */
-#define ORC_BLK 64         /* plain-summation block of the compensated sums */
+#define ORC_BLK 32         /* plain-summation block of the compensated sums (= ORC_PB) */
 #define ORC_SAFETY (1.0 + 0x1p-30) /* covers rounding of the bound's own evaluation */
 
 // ----------------------------------------------------------------------------

@@ -132,15 +132,20 @@ static inline void orc_wsum(int64_t n, const uint8_t *vis, const double *w0, con
 // ----------------------------------------------------------------------------
 // panel layouts: contiguous, conflict-free streams for the two loops above
 //   P8  (dots):  element (j, d) at ((j / 8) * D + d) * 8 + j % 8
-//   P64 (wsum):  element (t, d) at ((t / 64) * nch + d / 8) * 512 + (t % 64) * 8 + d % 8,
+//   P64 (wsum):  element (t, d) at ((t / PB) * nch + d / 8) * PB*8 + (t % PB) * 8 + d % 8,
+//                PB = ORC_PB rows per block (one block of a chunk fits L1),
 //                nch = ceil(dim / 8); padding is zero.
+
+#define ORC_PB 32
 
 static inline size_t orc_p8_size(int64_t n, int64_t D) { return (size_t)((n + 7) / 8) * 8 * (size_t)D; }
 static inline size_t orc_p8_at(int64_t j, int64_t d, int64_t D) { return (size_t)(((j / 8) * D + d) * 8 + j % 8); }
 static inline int64_t orc_nch(int64_t dim) { return (dim + 7) / 8; }
-static inline size_t orc_p64_size(int64_t n, int64_t dim) { return (size_t)((n + 63) / 64) * (size_t)orc_nch(dim) * 512; }
+static inline size_t orc_p64_size(int64_t n, int64_t dim) {
+    return (size_t)((n + ORC_PB - 1) / ORC_PB) * (size_t)orc_nch(dim) * ORC_PB * 8;
+}
 static inline size_t orc_p64_at(int64_t t, int64_t d, int64_t dim) {
-    return (size_t)(((t / 64) * orc_nch(dim) + d / 8) * 512 + (t % 64) * 8 + d % 8);
+    return (size_t)(((t / ORC_PB) * orc_nch(dim) + d / 8) * ORC_PB * 8 + (t % ORC_PB) * 8 + d % 8);
 }
 
 /* orc_dots over a P8 matrix: keys jlo .. jlo+span-1, results at t = j - jlo. */
@@ -183,7 +188,7 @@ static inline void orc_dots_p8(int nr, int64_t D, int64_t jlo, int64_t span, con
     }
 }
 
-/* orc_wsum over rows kb .. ke-1 of ONE P64 block (64 rows, nch chunks of 8
+/* orc_wsum over rows kb .. ke-1 of ONE P64 block (ORC_PB rows, nch chunks of 8
  * columns); weights and vis are read at index (k + off). Same outputs as
  * orc_wsum (o0 overwritten with the block sum, o1..o3 accumulated). */
 static inline void orc_wsum_p64(int64_t kb, int64_t ke, int64_t off, const uint8_t *vis, const double *w0,
@@ -191,7 +196,7 @@ static inline void orc_wsum_p64(int64_t kb, int64_t ke, int64_t off, const uint8
                                 const double *blk, int64_t dim, double *o0, double *o1, double *o2, double *o3) {
     int64_t nch = orc_nch(dim);
     for (int64_t c = 0; c < nch; c++) {
-        const double *base = blk + c * 512;
+        const double *base = blk + c * ORC_PB * 8;
         orc_v4 s0 = {0}, s1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0}, e0 = {0}, e1 = {0};
         for (int64_t k = kb; k < ke; k++) {
             int64_t t = k + off;
