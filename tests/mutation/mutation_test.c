@@ -8,7 +8,10 @@
  *   mutation_test [-v]      (-v: print every failing verdict)
  *
  * The budget is not adapted per mutant: a mutant counts as caught when any
- * check or property of the budget fails on it. */
+ * check or property of the budget fails on it. Also required: every property
+ * catches at least one mutant (a property never seen failing proves nothing).
+ * Reported besides: how many mutants a property catches, and how many an
+ * oracle-free check (buffers, bitwise relations) catches. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,11 +101,29 @@ static void run_budget(const fa_backend *be, mutant_result *m, int verbose) {
     }
 }
 
+/* Checks that need no oracle: buffer checks, bitwise relations. */
+static int oracle_free(const char *check) {
+    static const char *const free_checks[] = {"guard", "input_modified", "unwritten", "status", "rejected_wrote",
+                                              "determinism", "property:leak", "property:pow2_scale",
+                                              "property:slices", "property:determinism"};
+    for (size_t i = 0; i < sizeof free_checks / sizeof free_checks[0]; i++)
+        if (!strcmp(check, free_checks[i])) return 1;
+    return 0;
+}
+
+static int has_word(const char *list, const char *w) {
+    size_t n = strlen(w);
+    for (const char *p = list; (p = strstr(p, w)) != NULL; p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == 0 || p[n] == ' ')) return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress visible in test logs */
     int verbose = argc > 1 && !strcmp(argv[1], "-v");
     const fa_backend *be = fa_backend_cpu();
-    int n = fa_cpu_mutant_count(), caught = 0, survivors = 0;
+    int n = fa_cpu_mutant_count(), caught = 0, survivors = 0, caught_free = 0, caught_props = 0;
+    int prop_fired[64] = {0};
     if (n < 15) {
         printf("FAIL: only %d mutants (need >= 14 plus the correct backend)\n", n - 1);
         return 1;
@@ -124,6 +145,20 @@ int main(int argc, char **argv) {
         run_budget(be, &m, verbose);
         if (m.failures) {
             caught++;
+            int is_free = 0, by_prop = 0;
+            char list[512];
+            snprintf(list, sizeof list, "%s", m.all_checks);
+            for (char *tok = strtok(list, " "); tok; tok = strtok(NULL, " ")) {
+                is_free |= oracle_free(tok);
+                by_prop |= !strncmp(tok, "property:", 9);
+            }
+            caught_free += is_free;
+            caught_props += by_prop;
+            for (int p = 0; p < fc_prop_count() && p < 64; p++) {
+                char name[48];
+                snprintf(name, sizeof name, "property:%s", fc_prop_table[p].name);
+                prop_fired[p] |= has_word(m.all_checks, name);
+            }
             printf("caught   %-34s by [%s] at %s (%d failing items)\n           %s\n           all checks that "
                    "fired: %s\n", fa_cpu_mutant_name(id), m.first_check, m.first_where, m.failures, m.first_text,
                    m.all_checks);
@@ -133,7 +168,16 @@ int main(int argc, char **argv) {
         }
     }
     fa_cpu_set_mutant(0);
+    /* every property must be shown able to fail: each catches at least one mutant */
+    int dead = 0;
+    for (int p = 0; p < fc_prop_count() && p < 64; p++)
+        if (!prop_fired[p]) {
+            printf("FAIL: property %s caught no mutant: nothing shows it can fail\n", fc_prop_table[p].name);
+            dead++;
+        }
+    printf("caught by a property: %d/%d; caught by an oracle-free check or property: %d/%d\n", caught_props, n - 1,
+           caught_free, n - 1);
     printf("mutation score: %d/%d caught; correct backend false alarms: %d (%.1f s CPU)\n", caught, n - 1, ok.failures,
            (double)(clock() - t0) / CLOCKS_PER_SEC);
-    return (survivors || ok.failures) ? 1 : 0;
+    return (survivors || ok.failures || dead) ? 1 : 0;
 }
