@@ -13,7 +13,7 @@ if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
   echo "gpu_bundle: $out exists and is not empty; give a new or empty directory (nothing was overwritten)" >&2; exit 2
 fi
 
-flags=(--platforms=@local_gpu//:with_gpu --dynamic_mode=off --compilation_mode=opt)
+flags=(--platforms=@local_gpu//:with_gpu --dynamic_mode=off)
 tests=$(bazel query 'attr(target_compatible_with, "local_gpu//:present", tests(//...))' 2>/dev/null | sort)
 tools=$(grep -v '^#' ci/bundle_tools.txt | sed '/^\s*$/d' | while read -r t; do
   if bazel query "$t" >/dev/null 2>&1 </dev/null; then echo "$t"; fi; done)
