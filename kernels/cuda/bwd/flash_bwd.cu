@@ -734,20 +734,18 @@ static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaS
 }
 
 template <bool BF16>
-static cudaError_t bwd_launch_all(const bwd_params &p, int hd, int nw, int br, int deterministic, cudaStream_t st) {
+static cudaError_t bwd_launch_all(const bwd_params &p, int hd, int nw, int deterministic, cudaStream_t st) {
     cudaError_t e;
     const int64_t nrows = p.B * p.Hq * p.Sq;
     if (nrows > 0) {
         bwd_prep_kernel<BF16><<<(unsigned)((nrows + 7) / 8), 256, 0, st>>>(p);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
-    /* nw: 8 (query blocks of br = 32 or 64 rows) or 4 (br = 64) */
+    /* query blocks of 64 rows; 32 was measured slower (160 vs 169 TFLOP/s, D=128 S=4096, see bench/RESULTS.md) */
     if (hd == 64) return nw == 4 ? bwd_launch_main<64, 4, 64, BF16>(p, deterministic, st)
-                         : br == 32 ? bwd_launch_main<64, 8, 32, BF16>(p, deterministic, st)
-                                    : bwd_launch_main<64, 8, 64, BF16>(p, deterministic, st);
+                                 : bwd_launch_main<64, 8, 64, BF16>(p, deterministic, st);
     if (hd == 128) return nw == 4 ? bwd_launch_main<128, 4, 64, BF16>(p, deterministic, st)
-                          : br == 32 ? bwd_launch_main<128, 8, 32, BF16>(p, deterministic, st)
-                                     : bwd_launch_main<128, 8, 64, BF16>(p, deterministic, st);
+                                  : bwd_launch_main<128, 8, 64, BF16>(p, deterministic, st);
     return bwd_launch_main<256, 4, 64, BF16>(p, deterministic, st);
 }
 
@@ -775,12 +773,9 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, fa_error *err, int dev) {
         return bwd_cuda_fail(err, e, "cudaDeviceGetAttribute");
     /* warps of the dK/dV kernel: 8 (128 kv rows per block) for head dims <= 128, else 4;
      * FLASHCHECK_BWD_WARPS=4|8 overrides it for tuning runs */
-    int nw = hd <= 128 ? 8 : 4, br = hd <= 128 ? 32 : 64;
+    int nw = hd <= 128 ? 8 : 4;
     const char *env = getenv("FLASHCHECK_BWD_WARPS");
     if (env && hd <= 128 && (env[0] == '4' || env[0] == '8') && env[1] == 0) nw = env[0] - '0';
-    env = getenv("FLASHCHECK_BWD_BR"); /* 32 | 64 query rows per block with 8 warps */
-    if (env && hd <= 128 && (!strcmp(env, "32") || !strcmp(env, "64"))) br = atoi(env);
-    if (nw == 4) br = 64;
     size_t need = hd == 64    ? (nw == 4 ? bwd_dkdv_smem<64, 4, 64>::bytes : bwd_dkdv_smem<64, 8, 64>::bytes)
                   : hd == 128 ? (nw == 4 ? bwd_dkdv_smem<128, 4, 64>::bytes : bwd_dkdv_smem<128, 8, 64>::bytes)
                               : bwd_dkdv_smem<256, 4, 64>::bytes;
@@ -859,8 +854,8 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, fa_error *err, int dev) {
     if (dq_bytes > 0 && (e = cudaMemsetAsync(p.dq_ws, 0, dq_bytes, st)) != cudaSuccess)
         return bwd_cuda_fail(err, e, "cudaMemsetAsync");
 
-    e = pr->dtype == FA_BF16 ? bwd_launch_all<true>(p, hd, nw, br, a->deterministic, st)
-                             : bwd_launch_all<false>(p, hd, nw, br, a->deterministic, st);
+    e = pr->dtype == FA_BF16 ? bwd_launch_all<true>(p, hd, nw, a->deterministic, st)
+                             : bwd_launch_all<false>(p, hd, nw, a->deterministic, st);
     if (e != cudaSuccess) return bwd_cuda_fail(err, e, "kernel launch");
     if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
     return FA_OK;
