@@ -93,6 +93,9 @@ static int records_equal(mrecord a, mrecord b) {
 // ----------------------------------------------------------------------------
 // the cases per mutant
 
+/* BASE sets every field; a case then overrides some (designated initializers
+ * may repeat a field, the last one wins: C11 6.7.9p19). */
+#pragma GCC diagnostic ignored "-Woverride-init"
 #define BASE .B = 1, .Sq = 64, .Sk = 64, .Hq = 1, .Hkv = 1, .D = 16, .causal = FA_CAUSAL_NONE, .wl = -1, \
              .align = FA_ALIGN_TOP_LEFT, .layout = TT_CONTIGUOUS, .mask = 0, .scale = 0, .nan_v_row = -1
 
