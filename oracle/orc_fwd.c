@@ -145,7 +145,10 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
         sum_pek += p * eta_k;
         sum_floor += fl;
     }
-    ri->kap_k = sum_pek + acc_k * (1 + eta_k_max) * (1 + mk->u_p) + mk->u_p * (1 + eta_k_max) + sum_floor;
+    /* the row sum l is formed from the UNROUNDED P (flash_api.h: p_rounded rounds P
+     * before P.V, dV and dP only), so P rounding does not enter the denominator */
+    (void)sum_floor;
+    ri->kap_k = sum_pek + acc_k * (1 + eta_k_max);
 
     /* LSE (section 4) */
     ri->logL = log(L);
