@@ -9,11 +9,27 @@ sees only C headers (extern "C").
 load("@local_cuda//:defs.bzl", "HAS_CUDA", "NVCC")
 load("@rules_cc//cc:defs.bzl", "cc_library")
 
+# Default: SASS for sm_80 (A100 class) and sm_90a (H100/H200), plus sm_90a PTX.
+# `--define=cuda_archs=sm_90a` builds sm_90a alone (the GPU bundle for an H100 host uses it: half the size).
 CUDA_ARCH_FLAGS = [
     "-gencode=arch=compute_80,code=sm_80",
     "-gencode=arch=compute_90a,code=sm_90a",
     "-gencode=arch=compute_90a,code=compute_90a",
 ]
+CUDA_ARCH_FLAGS_SM90A = ["-gencode=arch=compute_90a,code=sm_90a"]
+
+def _nvcc_cmd(src, copts, arch_flags):
+    return [
+        NVCC,
+        "-c",
+        "-O3",
+        "-std=c++17",
+        "-Xcompiler=-fPIC,-Wall",
+        "-Xptxas=-warn-spills",
+        "-lineinfo",
+        "-I.",
+        "-I$(GENDIR)",
+    ] + arch_flags + copts + ["-o $@", "$(location %s)" % src]
 
 def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], textual_hdrs = [], **kwargs):
     if not HAS_CUDA:
@@ -26,17 +42,10 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], textual_hdrs = []
             name = "%s_%s_nvcc" % (name, base),
             srcs = [src] + hdrs + textual_hdrs,
             outs = [obj],
-            cmd = " ".join([
-                NVCC,
-                "-c",
-                "-O3",
-                "-std=c++17",
-                "-Xcompiler=-fPIC,-Wall",
-                "-Xptxas=-warn-spills",
-                "-lineinfo",
-                "-I.",
-                "-I$(GENDIR)",
-            ] + CUDA_ARCH_FLAGS + copts + ["-o $@", "$(location %s)" % src]),
+            cmd = select({
+                "//build:cuda_archs_sm90a": " ".join(_nvcc_cmd(src, copts, CUDA_ARCH_FLAGS_SM90A)),
+                "//conditions:default": " ".join(_nvcc_cmd(src, copts, CUDA_ARCH_FLAGS)),
+            }),
             message = "nvcc %s" % src,
         )
         objs.append(obj)

@@ -14,6 +14,8 @@ if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
 fi
 
 flags=(--platforms=@local_gpu//:with_gpu --dynamic_mode=off)
+# FLASHCHECK_BUNDLE_ARCHS=sm_90a: an H100/H200-only bundle, about half the size (default: sm_80 + sm_90a).
+if [ "${FLASHCHECK_BUNDLE_ARCHS:-}" = "sm_90a" ]; then flags+=(--define=cuda_archs=sm_90a); fi
 tests=$(bazel query 'attr(target_compatible_with, "local_gpu//:present", tests(//...))' 2>/dev/null | sort)
 tools=$(grep -v '^#' ci/bundle_tools.txt | sed '/^\s*$/d' | while read -r t; do
   if bazel query "$t" >/dev/null 2>&1 </dev/null; then echo "$t"; fi; done)
@@ -29,7 +31,15 @@ copy_target() { # label kind
   dst="$out/$kind/${pkg//\//_}__$name"
   mkdir -p "$dst"
   cp -L "$bin/$pkg/$name" "$dst/$name"
-  if [ -d "$bin/$pkg/$name.runfiles" ]; then cp -rL "$bin/$pkg/$name.runfiles" "$dst/$name.runfiles"; fi
+  if [ -d "$bin/$pkg/$name.runfiles" ]; then
+    cp -rL "$bin/$pkg/$name.runfiles" "$dst/$name.runfiles"
+    # The runfiles tree holds the executable itself again: point it at the one copy instead.
+    local self="$dst/$name.runfiles/flashcheck/$pkg/$name"
+    if [ -f "$self" ]; then
+      local up; up=$(echo "flashcheck/$pkg" | sed 's|[^/]*|..|g')
+      rm -f "$self"; ln -s "$up/../$name" "$self"
+    fi
+  fi
   echo "$label $kind/${pkg//\//_}__$name/$name" >> "$out/MANIFEST"
 }
 : > "$out/MANIFEST"
