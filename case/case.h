@@ -95,6 +95,11 @@ typedef struct {
  *               quarter of 65504, so |x| <= 32000); bf16 amp = 2^44, because
  *               2^88 * D * scale must stay below FLT_MAX (bf16's own range,
  *               3.4e38, cannot be used for products accumulated in fp32).
+ *               Meant for V and dO. On Q and K at these amplitudes the fp32
+ *               score error alone exceeds exp's range, so no finite per-element
+ *               bound exists (the oracle marks such elements uncheckable and the
+ *               checks report SKIP); for large scores give Q, K a moderate amp
+ *               (e.g. amp=6 with D=32 gives |s| in the tens).
  *   TINY        +-2^e, e uniform over [emin_subnormal, emin_normal + 4]: a mix of
  *               subnormals and the smallest normals of the dtype.
  *   SPARSE_INT  with probability prob (default 0.8) zero, else an integer in

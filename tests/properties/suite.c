@@ -98,9 +98,14 @@ static const suite_case cases[] = {
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
-/* Tensors whose norms are legitimately not distinguishable from zero: tiny
- * inputs give O and gradients at the dtype's subnormal quantum. */
-static int weak_allowed(const char *name) { return strcmp(name, "dist_tiny") == 0; }
+/* Tensors allowed to be weak (bound >= norm, so an all-zero tensor would
+ * pass): with tiny (subnormal-range) inputs the exact dQ and dK are ~1e-10,
+ * below fp16's smallest subnormal, so 0 is the correctly rounded answer.
+ * Nothing else. (Heavy-tailed Q, K at amp 1000 would make dQ, dK weak too,
+ * near one-hot softmax; dist_heavy_tail uses amp=30 for that reason.) */
+static int weak_allowed(const char *name, int t) {
+    return strcmp(name, "dist_tiny") == 0 && (t == FC_T_DQ || t == FC_T_DK);
+}
 
 /* Does the backend's fa_limits admit the case? (Else an UNSUPPORTED answer is
  * legitimate and the case counts as skipped; within the limits it is a failure.) */
@@ -228,13 +233,17 @@ int main(int argc, char **argv) {
             fc_check_opts o;
             fc_check_opts_default(&o);
             fc_check_case(be, &c, &o, &v);
-            int weak = 0;
-            for (int t = 0; t < FC_T_COUNT; t++) weak += v.t[t].checked && v.t[t].weak;
-            int ok = v.outcome == FC_PASS && (weak == 0 || weak_allowed(sc->name));
+            int weak = 0, weak_bad = 0;
+            for (int t = 0; t < FC_T_COUNT; t++)
+                if (v.t[t].checked && v.t[t].weak) {
+                    weak++;
+                    weak_bad += !weak_allowed(sc->name, t);
+                }
+            int ok = v.outcome == FC_PASS && weak_bad == 0;
             int limit_skip = !admit && v.outcome == FC_SKIP;
             printf("%s %-28s checks: %s%s%s%s\n", ok ? "ok  " : limit_skip ? "skip" : "FAIL", sc->name,
                    fc_outcome_name(v.outcome),
-                   weak ? (weak_allowed(sc->name) ? " (weak tensors: expected for this case)" : " (WEAK tensors)") : "",
+                   weak ? (weak_bad ? " (WEAK tensors)" : " (weak dQ/dK: expected for this case)") : "",
                    limit_skip ? " outside the backend's limits: " : "", limit_skip ? why : "");
             if ((!ok && !limit_skip) || verbose) fc_verdict_print(&v, stdout);
             if (ok) passes++;
