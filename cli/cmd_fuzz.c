@@ -165,6 +165,9 @@ int cli_fuzz(int argc, char **argv)
     printf("  cases      %lld checked (%.1f cases/s), %lld executions (%.1f/s), %lld unsupported\n",
            (long long)st.cases, st.cases_per_s, (long long)st.execs, st.execs_per_s, (long long)st.skipped);
     printf("  elements   %lld output elements compared with the oracle\n", (long long)st.elements);
+    if (st.check_s > 0)
+        printf("  time       %.1f worker-s checking: %.1f%% inside the backend, %.1f%% harness (inputs, oracle, checks)\n",
+               st.check_s, 100.0 * st.backend_s / st.check_s, 100.0 * (st.check_s - st.backend_s) / st.check_s);
     printf("  worst      error/bound %.4g\n", st.worst_ratio);
     printf("  corpus     +%lld inputs in %s\n", (long long)st.corpus, cfg.corpus_dir);
     printf("  findings   %lld new, %lld duplicates (%lld crashes, %lld hangs) in %s\n", (long long)st.findings_new,

@@ -29,6 +29,7 @@ typedef struct {
     /* written by the worker */
     int64_t execs, cases, skipped, elements, findings_new, findings_dup, corpus_added;
     double worst_ratio;
+    double total_s, backend_s;  /* time in checks, and of it inside the backend */
     int state;                  /* 0 idle, 1 running the case in `text` */
     int phase;                  /* FZ_PHASE_*: inside the backend or the harness */
     int64_t case_start_ns;      /* CLOCK_MONOTONIC when the case started */
@@ -201,6 +202,8 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index)
         if (r.klass == FZ_OUT_SKIP) slot->skipped++;
         else slot->cases++;
         slot->elements += r.elements;
+        slot->total_s += r.total_s;
+        if (r.backend_s > 0) slot->backend_s += r.backend_s;
         if (r.worst_ratio > slot->worst_ratio) slot->worst_ratio = r.worst_ratio;
         if (fz_feat_novel(&map, &f) > 0 && r.klass == FZ_OUT_PASS) {
             char path[4200], msg[256];
@@ -282,6 +285,8 @@ static void sum_slots(camp_slot *slots, int n, fz_camp_stats *st, const fz_camp_
         st->cases += slots[i].cases;
         st->skipped += slots[i].skipped;
         st->elements += slots[i].elements;
+        st->check_s += slots[i].total_s;
+        st->backend_s += slots[i].backend_s;
         st->findings_new += slots[i].findings_new;
         st->findings_dup += slots[i].findings_dup;
         st->corpus += slots[i].corpus_added;

@@ -62,6 +62,7 @@ typedef struct {
                                    checks), saved under FINDINGS/harness-slow/, not findings */
     int64_t corpus;             /* inputs added to the corpus by this campaign */
     double worst_ratio;
+    double check_s, backend_s;  /* worker seconds spent checking cases, and of them in the backend */
     double seconds;
     double cases_per_s, execs_per_s;
 } fz_camp_stats;

@@ -6,7 +6,7 @@
  * never initializes CUDA, which does not survive fork), runs fz_run_case and
  * writes the result through a pipe. The parent waits at most timeout_s:
  *   - child exits normally   -> its result
- *   - child killed by signal -> FZ_OUT_CRASH, failure "crash:SIGSEGV" (etc.)
+ *   - child killed by signal -> FZ_OUT_CRASH, failure "crash:SEGV" (etc., the signal abbreviation)
  *   - timeout                -> child SIGKILLed, FZ_OUT_HANG, failure "hang"
  * ------------------------------------------------------------------------- */
 #ifndef FLASHCHECK_FZ_ISOLATE_H

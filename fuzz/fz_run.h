@@ -36,6 +36,8 @@ typedef struct {
     char tensor[8];          /* on failure: "o", "lse", "dq", "dk", "dv", or "-" */
     char failure[32];        /* on failure: the first failing check ("bound", "nan", "guard", ...) */
     char detail[1024];       /* on failure: the reasons, one a line */
+    double total_s;          /* wall time of the whole check (fz_run_case) */
+    double backend_s;        /* of which inside backend calls (-1 without the phase hook) */
 } fz_run_result;
 
 /* Check c on be (determinism re-run when `determinism`), fill r and, when f is
