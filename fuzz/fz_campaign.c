@@ -400,9 +400,9 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
             prev_t = now;
             int alive = 0;
             for (int i = 0; i < n; i++) alive += pid[i] > 0;
-            fprintf(stderr, "%s[%6.0fs] cases %lld (%.1f cases/s, %.1f avg) execs %lld skipped %lld | worst err/bound %.3g | corpus +%lld | findings %lld%s | workers %d/%d   ",
+            fprintf(stderr, "%s[%6.0fs] cases %lld (%.1f cases/s, %.1f avg) execs %lld (%.1f/s) skipped %lld | worst err/bound %.3g | corpus +%lld | findings %lld%s | workers %d/%d   ",
                     tty ? "\r" : "", elapsed, (long long)cur.cases, rate, elapsed > 0 ? (double)cur.cases / elapsed : 0.0,
-                    (long long)cur.execs, (long long)cur.skipped, cur.worst_ratio, (long long)cur.corpus,
+                    (long long)cur.execs, elapsed > 0 ? (double)cur.execs / elapsed : 0.0, (long long)cur.skipped, cur.worst_ratio, (long long)cur.corpus,
                     (long long)cur.findings_new, cur.slow ? " (+slow harness cases)" : "", alive, n);
             if (!tty) fprintf(stderr, "\n");
             last_print = now;

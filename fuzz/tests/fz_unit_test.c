@@ -1,0 +1,210 @@
+/* fz_unit_test.c: the fuzzing building blocks without a backend:
+ *   fz_gen   any bytes decode to a valid case; fitting honours a backend's limits;
+ *            mutation keeps cases valid; the text form round-trips; the biases show up
+ *   fz_store crash-state dedup, atomic no-clobber saving (also under a 4-process race)
+ *   fz_feat  ratio buckets; geometry features of known cases */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "fuzz/fz_feat.h"
+#include "fuzz/fz_gen.h"
+#include "fuzz/fz_store.h"
+
+static int failures, checks;
+#define CHECK(cond, ...) do { checks++; if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
+
+static int count_files(const char *dir, const char *suffix)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    if (!d) return 0;
+    while ((e = readdir(d)) != NULL) {
+        size_t l = strlen(e->d_name), sl = strlen(suffix);
+        if (l >= sl && strcmp(e->d_name + l - sl, suffix) == 0) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void test_gen(void)
+{
+    fz_budget b;
+    fz_budget_default(&b);
+    fa_limits cuda_like = { 256, 8, 0, 16, 1 };
+    fa_limits dqk_eq = { 128, 1, 1, 2, 0 };
+    fz_rng r;
+    fz_rng_seed(&r, 42);
+    uint8_t bytes[256];
+    char msg[256];
+    int tiles = 0, zero = 0, one = 0, prime = 0, gqa = 0, masked = 0, permuted = 0, n = 20000;
+    static char text[16384];
+    for (int i = 0; i < n; i++) {
+        size_t len = fz_rng_below(&r, sizeof bytes);
+        for (size_t k = 0; k < len; k++) bytes[k] = (uint8_t)fz_rng_next(&r);
+        fc_case c;
+        fz_case_from_bytes(bytes, len, &c);
+        const fa_limits *lim = i % 3 == 0 ? &cuda_like : i % 3 == 1 ? &dqk_eq : NULL;
+        fz_case_fit(&c, &b, lim, i % 2);
+        int ok = fc_case_check(&c, msg, sizeof msg) == 0;
+        CHECK(ok, "decoded case %d invalid: %s", i, msg);
+        if (!ok) break;
+        CHECK(c.p.seqlen_q <= b.max_seq && c.p.seqlen_k <= b.max_seq && c.p.head_dim_qk <= b.max_head_dim, "budget");
+        if (lim == &cuda_like) {
+            CHECK(c.p.head_dim_qk % 8 == 0 && c.p.head_dim_v % 8 == 0, "head dim multiple of 8: %lld %lld",
+                  (long long)c.p.head_dim_qk, (long long)c.p.head_dim_v);
+            for (int t = 0; t < FC_T_COUNT; t++) {
+                if (t == FC_T_MASK || t == FC_T_LSE) continue;
+                CHECK(c.layout[t].order[3] == 3 && c.layout[t].pad[3] == 0, "unit last stride for tensor %d", t);
+                CHECK(c.layout[t].offset % 8 == 0, "16-byte alignment of tensor %d offset %lld", t, (long long)c.layout[t].offset);
+            }
+        }
+        if (lim == &dqk_eq) CHECK(c.p.head_dim_qk == c.p.head_dim_v, "Dqk == Dv");
+        if (i % 2 == 0) CHECK(c.backward == 0, "forward-only backend gets no backward case");
+        /* mutation keeps it valid; the text form round-trips */
+        fz_case_mutate(&r, &c);
+        fz_case_fit(&c, &b, lim, 1);
+        CHECK(fc_case_check(&c, msg, sizeof msg) == 0, "mutated case invalid: %s", msg);
+        size_t tl = fc_case_write(&c, text, sizeof text);
+        fc_case back;
+        CHECK(tl < sizeof text && fc_case_parse(text, &back, msg, sizeof msg) == 0 && fc_case_equal(&c, &back),
+              "text round trip: %s", msg);
+        int64_t s = c.p.seqlen_q;
+        tiles += s == 15 || s == 16 || s == 17 || s == 63 || s == 64 || s == 65 || s == 127 || s == 128 || s == 129 || s == 255 || s == 256;
+        zero += s == 0;
+        one += s == 1;
+        prime += s == 97 || s == 113 || s == 251 || s == 131 || s == 61;
+        gqa += c.p.heads_q > c.p.heads_kv;
+        masked += c.mask.kind != FC_MASK_NONE;
+        for (int t = 0; t < FC_T_COUNT; t++) if (c.layout[t].order[0] != 0 || c.layout[t].pad[0] || c.layout[t].pad[1] || c.layout[t].pad[2]) { permuted++; break; }
+    }
+    /* the biased values must be common (a uniform draw over 0..256 would give ~4%% for all tiles) */
+    printf("bias over %d decoded+mutated cases: tile+-1 %d, zero %d, one %d, primes %d, gqa %d, masked %d, non-dense %d\n",
+           n, tiles, zero, one, prime, gqa, masked, permuted);
+    CHECK(tiles > n / 10, "tile boundaries +-1 are common (%d)", tiles);
+    CHECK(zero > n / 100 && one > n / 100, "0 and 1 occur (%d, %d)", zero, one);
+    CHECK(prime > n / 100, "primes occur (%d)", prime);
+    CHECK(gqa > n / 10 && masked > n / 5 && permuted > n / 10, "gqa %d masked %d layouts %d", gqa, masked, permuted);
+
+    /* the mutator API on text */
+    uint8_t out[16384];
+    const char *seed = "shape = 1 17 33 2 1 32 32\n";
+    size_t m = fz_mutate_input((const uint8_t *)seed, strlen(seed), out, sizeof out - 1, 7, &b, NULL, 1);
+    out[m] = 0;
+    fc_case c;
+    CHECK(m > 0 && fc_case_parse((char *)out, &c, msg, sizeof msg) == 0, "mutated text parses: %s", msg);
+    CHECK(fz_mutate_input((const uint8_t *)seed, strlen(seed), out, 16, 7, &b, NULL, 1) == 0, "too small a buffer gives 0");
+}
+
+static void test_store(const char *tmp)
+{
+    char dir[512], path[1024], msg[256], path2[1024];
+    snprintf(dir, sizeof dir, "%s/store", tmp);
+    fc_case c;
+    fc_case_default(&c);
+    fz_crash_state s;
+    fz_crash_state_make(&s, &c, "cpu", "fwd", "o", "bound");
+    CHECK(fz_store_save(dir, &s, &c, "bound: o: 3 elements\nsecond line", path, sizeof path, msg, sizeof msg) == 1, "first save new: %s", msg);
+    CHECK(fz_store_save(dir, &s, &c, "other detail", path2, sizeof path2, msg, sizeof msg) == 0 && strcmp(path, path2) == 0, "same state is a duplicate");
+    fc_case loaded;
+    CHECK(fc_case_load(path, &loaded, msg, sizeof msg) == 0 && fc_case_equal(&c, &loaded), "finding file is a valid case: %s", msg);
+    fc_case c2 = c;
+    c2.p.seqlen_q = 129;                                  /* another shape bucket */
+    fz_crash_state s2;
+    fz_crash_state_make(&s2, &c2, "cpu", "fwd", "o", "bound");
+    CHECK(fz_crash_state_hash(&s) != fz_crash_state_hash(&s2), "shape bucket is part of the state");
+    c2 = c;
+    c2.seed = 99;                                         /* same bucket: same state */
+    fz_crash_state_make(&s2, &c2, "cpu", "fwd", "o", "bound");
+    CHECK(fz_crash_state_hash(&s) == fz_crash_state_hash(&s2), "seed is not part of the state");
+    fz_crash_state_make(&s2, &c, "cpu", "fwd", "lse", "bound");
+    CHECK(fz_crash_state_hash(&s) != fz_crash_state_hash(&s2), "tensor is part of the state");
+
+    /* race: 4 processes save the same new state at once: exactly one file, no temp left */
+    char race[512];
+    snprintf(race, sizeof race, "%s/race", tmp);
+    fz_crash_state_make(&s2, &c, "cpu", "bwd", "dq", "nan");
+    for (int i = 0; i < 4; i++)
+        if (fork() == 0) {
+            int r = fz_store_save(race, &s2, &c, NULL, NULL, 0, msg, sizeof msg);
+            _exit(r == 1 ? 10 : r == 0 ? 11 : 12);
+        }
+    int news = 0, dups = 0, st;
+    for (int i = 0; i < 4; i++) {
+        wait(&st);
+        news += WEXITSTATUS(st) == 10;
+        dups += WEXITSTATUS(st) == 11;
+    }
+    CHECK(news == 1 && dups == 3, "race: %d new, %d duplicates", news, dups);
+    CHECK(count_files(race, ".case") == 1, "race: one file");
+    DIR *d = opendir(race);
+    struct dirent *e;
+    int temps = 0;
+    while (d && (e = readdir(d)) != NULL) temps += strncmp(e->d_name, ".tmp-", 5) == 0;
+    if (d) closedir(d);
+    CHECK(temps == 0, "no temp files left (%d)", temps);
+    /* atomic replace */
+    snprintf(path, sizeof path, "%s/atomic.txt", tmp);
+    CHECK(fz_write_atomic(path, "one", 3, msg, sizeof msg) == 0 && fz_write_atomic(path, "two", 3, msg, sizeof msg) == 0, "%s", msg);
+    FILE *f = fopen(path, "r");
+    char buf[8] = "";
+    if (f) { size_t k = fread(buf, 1, 7, f); buf[k] = 0; fclose(f); }
+    CHECK(strcmp(buf, "two") == 0, "atomic write replaced the content");
+}
+
+static void test_feat(void)
+{
+    CHECK(fz_feat_ratio_bucket(0) == 0, "exact is bucket 0");
+    int prev = 0;
+    for (double x = 1e-12; x < 1e4; x *= 1.7) {
+        int b = fz_feat_ratio_bucket(x);
+        CHECK(b >= prev && b < FZ_FEAT_RATIO_BUCKETS, "monotone bucket at %g", x);
+        prev = b;
+    }
+    CHECK(fz_feat_ratio_bucket(0.75) != fz_feat_ratio_bucket(1.5), "ratio 0.75 and 1.5 (pass/fail) differ");
+    CHECK(fz_feat_ratio_bucket(0.0 / 0.0) == FZ_FEAT_RATIO_BUCKETS - 1, "NaN goes to the top bucket");
+
+    /* causal bottom-right with Sq > Sk: the top rows see nothing */
+    fc_case c;
+    fc_case_default(&c);
+    c.p.seqlen_q = 70; c.p.seqlen_k = 33; c.p.causal = FA_CAUSAL_BOTTOM_RIGHT;
+    fz_feat f;
+    fz_feat_clear(&f);
+    fz_feat_geometry(&f, &c);
+    CHECK(f.c[FZ_FEAT_ROWS + 0] > 0, "fully masked rows detected");
+    CHECK(f.c[FZ_FEAT_TILES + 4 * 2 + 0] > 0 && f.c[FZ_FEAT_TILES + 4 * 2 + 1] > 0, "partial 64-tiles on both sides");
+    /* no mask, Sq = Sk = 64: no masked rows, no partial 64-tile */
+    fc_case_default(&c);
+    c.p.seqlen_q = c.p.seqlen_k = 64;
+    fz_feat_clear(&f);
+    fz_feat_geometry(&f, &c);
+    CHECK(f.c[FZ_FEAT_ROWS + 0] == 0 && f.c[FZ_FEAT_TILES + 4 * 2 + 0] == 0, "full tiles, no masked rows");
+    /* GQA group 4 and a full-column mask */
+    c.p.heads_q = 8; c.p.heads_kv = 2; c.mask.kind = FC_MASK_FULL_COLS;
+    fz_feat_clear(&f);
+    fz_feat_geometry(&f, &c);
+    CHECK(f.c[FZ_FEAT_GQA + 2] > 0, "group size 3-4 bucket");
+    CHECK(f.c[FZ_FEAT_ROWS + 2] > 0, "keys visible to no query detected");
+    /* novelty */
+    fz_feat_map map;
+    memset(&map, 0, sizeof map);
+    int n1 = fz_feat_novel(&map, &f), n2 = fz_feat_novel(&map, &f);
+    CHECK(n1 > 0 && n2 == 0 && fz_feat_map_size(&map) == n1, "novelty: %d then %d", n1, n2);
+}
+
+int main(void)
+{
+    const char *t = getenv("TEST_TMPDIR");
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s/fz_unit_%d", t ? t : "/tmp", (int)getpid());
+    test_gen();
+    test_store(tmp);
+    test_feat();
+    printf("%d checks, %d failed\n", checks, failures);
+    return failures != 0;
+}
