@@ -1,0 +1,39 @@
+#!/bin/bash
+# device_build.sh: build the forward's GPU-machine binaries without Bazel, fully static
+# (cudart, MPFR, GMP, libgomp), for sm_90a, into .device/fwd/ (git-ignored):
+#   flash_bench, fwd_certify_test, sanitize.sh
+# The GPU machine has no Bazel and no MPFR; carry .device/fwd with the `run` tool.
+# The backward is replaced by a stub (this build measures and certifies the forward only).
+# Usage, from the repository root: bash kernels/cuda/bench/device_build.sh
+set -euo pipefail
+out=.device/fwd
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$out"
+ARCH="-gencode=arch=compute_90a,code=sm_90a"
+NV="nvcc -O3 -std=c++17 -I. $ARCH -Xcompiler=-fPIC"
+cat > "$tmp/bwd_stub.cu" <<'STUB'
+#include "kernels/cuda/cuda_backend.h"
+extern "C" fa_status fa_cuda_backward(const fa_bwd_args *args, fa_error *err) {
+    (void)args;
+    return fa_fail(err, FA_ERR_UNSUPPORTED, "backward", "not in this forward-only device build");
+}
+STUB
+for f in oracle/orc_bwd.c oracle/orc_compare.c oracle/orc_fwd.c oracle/orc_mpfr.c oracle/orc_util.c; do
+    gcc -std=c11 -O3 -mavx2 -mfma -fopenmp -ffp-contract=off -D_GNU_SOURCE -I. -c "$f" -o "$tmp/$(basename "$f" .c).o"
+done
+for f in kernels/api/fa_api.c kernels/api/fa_validate.c; do
+    gcc -std=c11 -O2 -I. -c "$f" -o "$tmp/$(basename "$f" .c).o"
+done
+gcc -std=c11 -O2 -I. -I/usr/local/cuda/include -c kernels/cuda/tests/fwd_certify_test.c -o "$tmp/test.o"
+$NV -c kernels/cuda/fwd/flash_fwd.cu -o "$tmp/flash_fwd.o"
+$NV -c kernels/cuda/backend.cu -o "$tmp/backend.o"
+$NV -c "$tmp/bwd_stub.cu" -o "$tmp/bwd_stub.o"
+$NV -c kernels/cuda/bench/flash_bench.cu -o "$tmp/bench.o"
+common="$tmp/flash_fwd.o $tmp/backend.o $tmp/bwd_stub.o $tmp/fa_api.o $tmp/fa_validate.o"
+nvcc $ARCH -cudart static -o "$out/flash_bench" "$tmp/bench.o" $common
+gomp=$(gcc -print-file-name=libgomp.a)
+nvcc $ARCH -cudart static -o "$out/fwd_certify_test" "$tmp/test.o" $common "$tmp"/orc_*.o \
+    /usr/lib/x86_64-linux-gnu/libmpfr.a /usr/lib/x86_64-linux-gnu/libgmp.a "$gomp" -lpthread -ldl -lm
+cp kernels/cuda/tests/sanitize.sh "$out/"
+ls -la "$out"
