@@ -27,6 +27,7 @@ def _nvcc_cmd(src, copts, arch_flags):
         "-Xcompiler=-fPIC,-Wall",
         "-Xptxas=-warn-spills",
         "-lineinfo",
+        "--compress-mode=size",  # fatbinary ~4x smaller (12 MB -> 2.7 MB per binary), decompressed once at load
         "-I.",
         "-I$(GENDIR)",
     ] + arch_flags + copts + ["-o $@", "$(location %s)" % src]
@@ -55,5 +56,7 @@ def cuda_library(name, srcs, hdrs = [], deps = [], copts = [], textual_hdrs = []
         hdrs = hdrs,
         deps = deps + ["@local_cuda//:cudart_static"],
         linkopts = ["-lstdc++", "-lm"],
+        # Never a per-library .so: its device code must link against the static cudart in one image.
+        linkstatic = True,
         **kwargs
     )
