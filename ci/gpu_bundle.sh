@@ -45,5 +45,19 @@ copy_target() { # label kind
 : > "$out/MANIFEST"
 for t in $tests; do copy_target "$t" tests; done
 for t in $tools; do copy_target "$t" tools; done
+# Shared libraries the GPU host may lack (MPFR, GMP, OpenMP, cJSON...): carried in DIR/lib; run_all.sh and
+# DIR/env.sh put it on LD_LIBRARY_PATH. The C/C++ runtime itself (libc, libm, libstdc++, libgcc_s) is not.
+mkdir -p "$out/lib"
+find "$out/tests" "$out/tools" -type f -perm -u+x | while read -r f; do
+  file "$f" 2>/dev/null | grep -q ELF || continue
+  ldd "$f" 2>/dev/null | awk '$3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r soname path; do
+  case "$soname" in libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|libdl.so*|libpthread.so*|librt.so*) continue;; esac
+  cp -L "$path" "$out/lib/$soname"
+done
+cat > "$out/env.sh" <<'ENV'
+# Source this file before running the bundled tools by hand: . DIR/env.sh
+export LD_LIBRARY_PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+ENV
 cp ci/run_all.sh "$out/run_all.sh"; chmod +x "$out/run_all.sh"
 echo "gpu_bundle: wrote $out ($(du -sh "$out" | cut -f1)); on the GPU host run: $out/run_all.sh" >&2

@@ -7,6 +7,7 @@ set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 filter="${1:-.}"; limit="${TIMEOUT_S:-900}"
 passed=0; failed=0; logs="$here/logs"; mkdir -p "$logs"
+export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "run_all: no GPU visible (nvidia-smi -L failed): these are GPU tests; not run" >&2
   echo "0 passed, 0 failed, $(grep -c ' tests/' "$here/MANIFEST") skipped"; exit 1
