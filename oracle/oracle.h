@@ -151,6 +151,9 @@ typedef struct {
     double median_ratio;     /* median of |kernel - ref| / bound over finite elements */
     int64_t nan_unexpected;  /* kernel NaN/Inf where the reference is finite (fails) */
     int64_t nan_missing;     /* reference NaN/Inf where the kernel differs (fails) */
+    int64_t overflow_inf;    /* kernel +-Inf accepted for a finite reference that rounds
+                                to that Inf in the output dtype (|ref| + bound - orc_err >=
+                                the overflow threshold); counted in checked, not failed */
     int64_t first_fail_at[4];/* (b, s, h, d) of the first failure, -1 if none */
     int64_t ratio_hist[ORC_HIST_BUCKETS];
     /* Baseline-relative measure (FlashAttention style), when the result has a
@@ -188,6 +191,9 @@ void orc_stats_format(const orc_stats *s, const char *tensor, char *buf, size_t 
 double orc_decode(uint16_t bits, fa_dtype dt);
 /* Round a double to the nearest fp16 / bf16 (ties to even, overflow to Inf). */
 uint16_t orc_encode(double x, fa_dtype dt);
+/* Smallest |x| that round-to-nearest-even takes to Inf: largest finite plus half
+ * its ulp (65520 fp16, 0x1.ffp127 bf16); dt < 0 selects fp32 (0x1.ffffffp127). */
+double orc_overflow_threshold(int dt);
 /* Unit roundoff of the dtype: 2^-11 (fp16), 2^-8 (bf16). */
 double orc_unit_roundoff(fa_dtype dt);
 

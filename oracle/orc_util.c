@@ -69,6 +69,13 @@ uint16_t orc_encode(double x, fa_dtype dt) {
 
 double orc_unit_roundoff(fa_dtype dt) { return dt == FA_BF16 ? 0x1p-8 : 0x1p-11; }
 
+/* Exact: largest finite + half an ulp; RN-even sends that tie to Inf (the even
+ * neighbour is the next power of two). */
+double orc_overflow_threshold(int dt) {
+    if (dt < 0) return 0x1.ffffffp127;             /* fp32: (2 - 2^-23 + 2^-24) 2^127 */
+    return dt == FA_BF16 ? 0x1.ffp127 : 65520.0;   /* bf16: 0x1.fep127 + 2^119; fp16: 65504 + 16 */
+}
+
 // ----------------------------------------------------------------------------
 // visibility (flash_api.h): diag(i) = i (top-left) or i + Sk - Sq (bottom-right)
 

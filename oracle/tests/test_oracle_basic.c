@@ -478,7 +478,113 @@ static void test_compare_escalation(void) {
     t_free(&t);
 }
 
+// ----------------------------------------------------------------------------
+// overflow to Inf: a finite exact value beyond the dtype's range correctly
+// rounds to +-Inf (fp16: |x| >= 65520); compare accepts that Inf, and only it
+
+/* Judge one O element of r against a kernel value kv, with ref/bound/orc_err
+ * of element 0 replaced; returns the stats. Every other element is the
+ * reference rounded to fp16 (passes). */
+static orc_stats judge_one(const orc_fwd_result *r, t_prob *t, double ref, double bound, double oe,
+                           uint16_t kv) {
+    orc_fwd_result r2 = *r;
+    size_t ne = (size_t)(r->o.n * r->o.dim);
+    r2.o.ref = malloc(ne * sizeof(double));
+    r2.o.bound = malloc(ne * sizeof(double));
+    r2.o.orc_err = malloc(ne * sizeof(double));
+    memcpy(r2.o.ref, r->o.ref, ne * sizeof(double));
+    memcpy(r2.o.bound, r->o.bound, ne * sizeof(double));
+    memcpy(r2.o.orc_err, r->o.orc_err, ne * sizeof(double));
+    r2.o.ref[0] = ref; r2.o.bound[0] = bound; r2.o.orc_err[0] = oe;
+    const orc_index *ix = &r->o.index[0];
+    uint16_t *at = &t->o[ix->b * t->to.stride[0] + ix->s * t->to.stride[1] + ix->h * t->to.stride[2]];
+    uint16_t saved = *at;
+    *at = kv;
+    orc_stats s;
+    CHECK(orc_compare_fwd(&r2, &t->to, NULL, &s, NULL, NULL) == FA_OK, "cmp");
+    *at = saved;
+    free(r2.o.ref); free(r2.o.bound); free(r2.o.orc_err);
+    return s;
+}
+
+static void test_overflow_inf(void) {
+    CHECK(orc_overflow_threshold(FA_F16) == 65520.0, "fp16 threshold");
+    CHECK(orc_encode(65520.0, FA_F16) == 0x7c00 && orc_encode(nextafter(65520.0, 0), FA_F16) == 0x7bff,
+          "fp16 threshold is where RN-even overflows");
+    CHECK(orc_encode(orc_overflow_threshold(FA_BF16), FA_BF16) == 0x7f80 &&
+          orc_encode(nextafter(orc_overflow_threshold(FA_BF16), 0), FA_BF16) == 0x7f7f, "bf16 threshold");
+    CHECK(isinf((float)orc_overflow_threshold(-1)) && !isinf((float)nextafter(orc_overflow_threshold(-1), 0)),
+          "fp32 threshold");
+
+    /* synthetic verdicts on one element (the rest of the row is the rounded reference) */
+    fa_precision pr = t_profile_fp32();
+    fa_problem p = t_problem(1, 2, 4, 1, 1, 8, 8, FA_F16, FA_CAUSAL_NONE, -1, -1);
+    t_prob t;
+    t_setup(&t, p, 0, 1, 1, 1, 0);
+    fa_fwd_args a = t_fwd_args(&t);
+    orc_fwd_result r;
+    CHECK(orc_fwd(&a, &pr, NULL, &r, NULL) == FA_OK, "fwd");
+    t_store_fwd(&t, &r);
+    const uint16_t NINF = 0xfc00, PINF = 0x7c00, NMAX = 0xfbff; /* -inf, +inf, -65504 */
+    struct { double ref, bound; uint16_t kv; int pass, ovf; const char *what; } cs[] = {
+        {-271092, 200, NINF, 1, 1, "far beyond: -inf is the rounding"},
+        {-271092, 200, PINF, 0, 0, "far beyond: wrong sign"},
+        {-271092, 200, NMAX, 0, 0, "far beyond: largest finite is wrong"},
+        {-65500, 30, NINF, 1, 1, "straddles: -inf accepted"},
+        {-65500, 30, NMAX, 1, 0, "straddles: -65504 accepted"},
+        {-65400, 100, NINF, 0, 0, "|ref| + bound < 65520: -inf is wrong"},
+        {65519, 0.5, PINF, 1, 1, "reach 65519.5 + oe: exactly straddling through orc_err escalates"},
+        {0, 70000, PINF, 0, 0, "zero reference: no sign to overflow to"},
+    };
+    for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
+        if (k == 6) continue; /* an undecided case would escalate and recompute the real row */
+        orc_stats s = judge_one(&r, &t, cs[k].ref, cs[k].bound, 0x1p-40, cs[k].kv);
+        CHECK((s.failed == 0) == cs[k].pass && s.overflow_inf == cs[k].ovf &&
+              s.nan_unexpected == (cs[k].pass || cs[k].kv == NMAX ? 0 : 1) && s.checked == r.o.n * r.o.dim,
+              "case %zu (%s): failed %lld overflow_inf %lld nan_unexpected %lld", k, cs[k].what,
+              (long long)s.failed, (long long)s.overflow_inf, (long long)s.nan_unexpected);
+    }
+    orc_fwd_free(&r);
+    t_free(&t);
+
+    /* end to end: fp16 backward whose dQ lies far beyond 65504 (large K, dO, V); the
+     * kernel output is the reference rounded to fp16 (RN-even), i.e. a correct store */
+    p = t_problem(1, 3, 5, 1, 1, 8, 8, FA_F16, FA_CAUSAL_NONE, -1, -1);
+    t_setup(&t, p, 0, 0.01, 100, 2000, 0);
+    for (int64_t e = 0; e < 3 * 8; e++) t.dout[e] = orc_encode(1000 * orc_decode(t.dout[e], FA_F16), FA_F16);
+    a = t_fwd_args(&t);
+    CHECK(orc_fwd(&a, &pr, NULL, &r, NULL) == FA_OK, "fwd");
+    t_store_fwd(&t, &r);
+    fa_bwd_args ba = t_bwd_args(&t);
+    orc_bwd_result br;
+    CHECK(orc_bwd(&ba, &pr, NULL, &br, NULL) == FA_OK, "bwd");
+    int64_t nq = br.dq.n * br.dq.dim, beyond = 0;
+    uint16_t *dq = malloc((size_t)nq * 2);
+    for (int64_t e = 0; e < nq; e++) {
+        CHECK(isfinite(br.dq.ref[e]) && !(br.dq.flags[e] & ORC_F_UNCHECKABLE), "dq ref %lld finite", (long long)e);
+        dq[e] = orc_encode(br.dq.ref[e], FA_F16);
+        if (fabs(br.dq.ref[e]) >= 65520) beyond++;
+    }
+    CHECK(beyond > 0, "the case must overflow fp16 (largest |dQ| too small)");
+    fa_tensor tq = {dq, {3 * 8, 8, 8, 1}};
+    orc_stats s;
+    CHECK(orc_compare_bwd(&br, &tq, NULL, NULL, &s, NULL, NULL, NULL) == FA_OK, "cmp dq");
+    CHECK(s.failed == 0 && s.overflow_inf >= beyond && s.checked == nq,
+          "correctly rounded dQ: failed %lld overflow_inf %lld (beyond %lld) nan_unexpected %lld", (long long)s.failed,
+          (long long)s.overflow_inf, (long long)beyond, (long long)s.nan_unexpected);
+    /* flipping the sign of one overflowing element must fail */
+    for (int64_t e = 0; e < nq; e++)
+        if ((dq[e] & 0x7fff) == 0x7c00) { dq[e] ^= 0x8000; break; }
+    CHECK(orc_compare_bwd(&br, &tq, NULL, NULL, &s, NULL, NULL, NULL) == FA_OK && s.failed == 1 &&
+          s.nan_unexpected == 1, "wrong-sign Inf: failed %lld", (long long)s.failed);
+    free(dq);
+    orc_bwd_free(&br);
+    orc_fwd_free(&r);
+    t_free(&t);
+}
+
 int main(void) {
+    test_overflow_inf();
     test_compare_escalation();
     test_q_zero();
     test_dominant_key();
