@@ -41,8 +41,9 @@ static const char *certify_help =
     "options:\n"
     "  --backend B         cpu | cuda | PATH.so (default: CUDA when a GPU is present, else CPU)\n"
     "  --out DIR           report directory (default flashcheck-report-BACKEND-DATE); must not hold a report\n"
-    "  --baseline FILE     an earlier report.json: a category that passed and now fails, or whose worst\n"
-    "                      error/bound ratio more than doubled (one log2 bucket), is a regression\n"
+    "  --baseline FILE     an earlier report.json: a category that passed and now fails, or (fixed sweep\n"
+    "                      categories) whose worst error/bound ratio more than doubled (one log2\n"
+    "                      bucket), is a regression\n"
     "  --quick             a smaller sweep (about a quarter of the cases)\n"
     "  --fuzz-seconds N    fuzz budget (default 30; 0 skips the fuzz step)\n"
     "  --jobs N            fuzz workers (default: one per GPU, or the number of cores)\n"
@@ -76,6 +77,7 @@ static const char *cat_what[CAT_COUNT] = {
 
 typedef struct {
     int run;                 /* 0: not run (reason in note) */
+    int has_ratio;           /* some case compared elements with the oracle (worst_ratio is meaningful) */
     int64_t cases, passed, failed, skipped, not_judged;
     double worst_ratio;
     char note[256];
@@ -257,6 +259,7 @@ static void on_job(void *user, int64_t index, const fz_run_result *r)
     const fz_iso_job *j = &x->jobs[index];
     cr->run = 1;
     cr->cases++;
+    if (r->elements > 0) cr->has_ratio = 1;
     if (r->worst_ratio > cr->worst_ratio) cr->worst_ratio = r->worst_ratio;
     switch (r->klass) {
     case FZ_OUT_PASS: cr->passed++; break;
@@ -362,6 +365,7 @@ static void run_fuzz(certify_ctx *x, double seconds, int jobs)
     cr->skipped = st.skipped;
     cr->not_judged = st.slow;
     cr->worst_ratio = st.worst_ratio;
+    cr->has_ratio = st.elements > 0;
     snprintf(cr->note, sizeof cr->note, "%.0f s, %d worker(s), %.1f cases/s, %lld distinct findings in fuzz-findings/",
              st.seconds, cfg.workers, st.cases_per_s, (long long)st.findings_new);
 }
@@ -441,7 +445,8 @@ static cJSON *report_json(const certify_ctx *x, int pass, const char *date, cJSO
         cJSON_AddNumberToObject(o, "failed", (double)c->failed);
         cJSON_AddNumberToObject(o, "skipped", (double)c->skipped);
         cJSON_AddNumberToObject(o, "not_judged", (double)c->not_judged);
-        cJSON_AddNumberToObject(o, "worst_ratio", c->worst_ratio);
+        if (c->has_ratio) cJSON_AddNumberToObject(o, "worst_ratio", c->worst_ratio);
+        else cJSON_AddNullToObject(o, "worst_ratio");   /* no element compared with the oracle */
         cJSON_AddStringToObject(o, "note", c->note);
         cJSON *f = cJSON_AddArrayToObject(o, "failures");
         for (int k = 0; k < c->nfail_listed; k++) cJSON_AddItemToArray(f, cJSON_CreateString(c->failures[k]));
@@ -475,7 +480,8 @@ static cJSON *compare_baseline(const certify_ctx *x, const char *path, char *msg
         cJSON *failed = cJSON_GetObjectItemCaseSensitive(c, "failed");
         cJSON *passed = cJSON_GetObjectItemCaseSensitive(c, "passed");
         cJSON *worst = cJSON_GetObjectItemCaseSensitive(c, "worst_ratio");
-        if (!cJSON_IsString(name) || !cJSON_IsNumber(failed) || !cJSON_IsNumber(worst)) continue;
+        if (!cJSON_IsString(name) || !cJSON_IsNumber(failed)) continue;
+        double base_worst = cJSON_IsNumber(worst) ? worst->valuedouble : -1;   /* null: not measured */
         for (int i = 0; i < CAT_COUNT; i++) {
             if (strcmp(cat_names[i], name->valuestring) != 0) continue;
             const cat_result *now = &x->cat[i];
@@ -483,10 +489,10 @@ static cJSON *compare_baseline(const certify_ctx *x, const char *path, char *msg
             int was_pass = failed->valuedouble == 0 && cJSON_IsNumber(passed) && passed->valuedouble > 0;
             if (was_pass && now->run && now->failed > 0)
                 snprintf(line, sizeof line, "%s: passed in the baseline, now %lld failure(s)", cat_names[i], (long long)now->failed);
-            else if (now->run && worst->valuedouble > 0 && now->worst_ratio > 2.0 * worst->valuedouble)
+            else if (now->run && now->has_ratio && i != CAT_FUZZ && base_worst > 0 && now->worst_ratio > 2.0 * base_worst)
                 snprintf(line, sizeof line, "%s: worst error/bound grew from %.4g to %.4g (more than one log2 bucket)",
-                         cat_names[i], worst->valuedouble, now->worst_ratio);
-            else if (now->run && worst->valuedouble == 0 && now->worst_ratio > 0 && was_pass && i != CAT_FUZZ)
+                         cat_names[i], base_worst, now->worst_ratio);
+            else if (now->run && now->has_ratio && base_worst == 0 && now->worst_ratio > 0 && was_pass && i != CAT_FUZZ)
                 snprintf(line, sizeof line, "%s: exact in the baseline (error 0), now error/bound %.4g", cat_names[i], now->worst_ratio);
             if (line[0]) cJSON_AddItemToArray(regs, cJSON_CreateString(line));
         }
@@ -511,8 +517,11 @@ static int write_markdown(const certify_ctx *x, const char *path, int pass, cons
     MD("|---|---|---:|---:|---:|---:|---:|---:|---|\n");
     for (int i = 0; i < CAT_COUNT; i++) {
         const cat_result *c = &x->cat[i];
-        MD("| %s | %s | %lld | %lld | %lld | %lld | %lld | %.4g | %s |\n", cat_names[i], cat_status(c), (long long)c->cases,
-           (long long)c->passed, (long long)c->failed, (long long)c->skipped, (long long)c->not_judged, c->worst_ratio, cat_what[i]);
+        char ratio[32];
+        if (c->has_ratio) snprintf(ratio, sizeof ratio, "%.4g", c->worst_ratio);
+        else snprintf(ratio, sizeof ratio, "-");
+        MD("| %s | %s | %lld | %lld | %lld | %lld | %lld | %s | %s |\n", cat_names[i], cat_status(c), (long long)c->cases,
+           (long long)c->passed, (long long)c->failed, (long long)c->skipped, (long long)c->not_judged, ratio, cat_what[i]);
     }
     MD("\n");
     for (int i = 0; i < CAT_COUNT; i++) {
@@ -622,8 +631,11 @@ int cli_certify(int argc, char **argv)
     printf("  %-11s %-10s %7s %7s %7s %8s %11s %12s\n", "category", "status", "cases", "passed", "failed", "skipped", "not judged", "worst ratio");
     for (int i = 0; i < CAT_COUNT; i++) {
         const cat_result *c = &x->cat[i];
-        printf("  %-11s %-10s %7lld %7lld %7lld %8lld %11lld %12.4g\n", cat_names[i], cat_status(c), (long long)c->cases,
-               (long long)c->passed, (long long)c->failed, (long long)c->skipped, (long long)c->not_judged, c->worst_ratio);
+        char ratio[32];
+        if (c->has_ratio) snprintf(ratio, sizeof ratio, "%.4g", c->worst_ratio);
+        else snprintf(ratio, sizeof ratio, "-");
+        printf("  %-11s %-10s %7lld %7lld %7lld %8lld %11lld %12s\n", cat_names[i], cat_status(c), (long long)c->cases,
+               (long long)c->passed, (long long)c->failed, (long long)c->skipped, (long long)c->not_judged, ratio);
     }
     for (int i = 0; i < CAT_COUNT; i++)
         for (int k = 0; k < x->cat[i].nfail_listed; k++) printf("  FAIL %s: %s\n", cat_names[i], x->cat[i].failures[k]);

@@ -37,7 +37,7 @@ static const char *shrink_help =
     "usage: flashcheck shrink FILE [--backend B] [--timeout SEC] [--max-runs N] [--any-failure]\n"
     "\n"
     "Reduces a failing repro file while the failure persists (same pass and failure class, e.g.\n"
-    "fwd/bound or bwd/nan or crash:SIGSEGV): batch, heads (GQA groups and kv heads), Sq, Sk, Dqk,\n"
+    "fwd/bound or bwd/nan or crash:SEGV): batch, heads (GQA groups and kv heads), Sq, Sk, Dqk,\n"
     "Dv, then the mask (kind, density, broadcast), causal mode, window, layouts, value\n"
     "distributions and scale are simplified one step at a time. Each candidate runs in a child\n"
     "process with a watchdog. Writes FILE.min (atomically; the input file is never modified) and\n"
