@@ -296,8 +296,8 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
         for (int64_t d = 0; d < D; d++) {
             int64_t e = slot * D + d;
             double val = c->scale * (qh[d] + ql[d]);
-            double eo = c->scale * qe[d] * sumsafe * ORC_SAFETY;
-            double pre = c->scale * qp[d] * sumsafe;
+            double eo = fabs(c->scale) * qe[d] * sumsafe * ORC_SAFETY;
+            double pre = fabs(c->scale) * qp[d] * sumsafe;
             double bound = (pre + mk->u_out * (fabs(val) + eo + pre) + mk->f_out) * ORC_SAFETY;
             bq->ref[e] = val;
             bq->orc_err[e] = eo;
@@ -559,8 +559,8 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
             for (int64_t d = 0; d < D; d++) {
                 int64_t e = slot * D + d;
                 double val = c.scale * (a->hi[d] + a->lo[d]);
-                double eo = c.scale * a->orc[d] * sumsafe * ORC_SAFETY;
-                double pre = c.scale * a->bnd[d] * sumsafe;
+                double eo = fabs(c.scale) * a->orc[d] * sumsafe * ORC_SAFETY;
+                double pre = fabs(c.scale) * a->bnd[d] * sumsafe;
                 double bound = (pre + mk.u_out * (fabs(val) + eo + pre) + mk.f_out) * ORC_SAFETY;
                 res->dk.ref[e] = val; res->dk.orc_err[e] = eo; res->dk.bound[e] = ncol[j] ? bound : 0;
                 res->dk.flags[e] = orc_value_flags(val) | (ncol[j] ? 0 : ORC_F_MASKED_ROW) |

@@ -46,7 +46,7 @@ static void kv_free(kv_head *kv) {
 /* Score-stage error coefficient (section 2): |s' - s| <= ce * a + cm * |m|. */
 void orc_score_coefs(const orc_ctx *c, const orc_model *m, double *ce, double *cm) {
     double g = orc_gamma((double)c->D, m->u_dot), us = m->u_s;
-    *ce = c->scale * ((1 + m->sigma) * (1 + us) * (1 + us) * (1 + us) * (1 + g) - 1);
+    *ce = fabs(c->scale) * ((1 + m->sigma) * (1 + us) * (1 + us) * (1 + us) * (1 + g) - 1);
     *cm = orc_gamma(2, us);
 }
 
