@@ -154,7 +154,57 @@ static inline void orc_dots_p8(int nr, int64_t D, int64_t jlo, int64_t span, con
     if (span <= 0) return;
     for (int64_t pj = jlo / 8; pj * 8 < jlo + span; pj++) {
         const double *blk = P8 + (size_t)pj * (size_t)D * 8;
-        for (int r = 0; r < nr; r++) {
+        int r = 0;
+        /* two rows per pass over the key block: each K/V load feeds both rows and
+         * 8 (or 12) independent FMA chains hide the FMA latency; every output is
+         * still the same recursive sum over d = 0..D-1 */
+        for (; r + 2 <= nr; r += 2) {
+            orc_v4 s0 = {0}, s1 = {0}, a0 = {0}, a1 = {0}, u0 = {0}, u1 = {0};
+            orc_v4 t0 = {0}, t1 = {0}, c0 = {0}, c1 = {0}, w0 = {0}, w1 = {0};
+            const double *xr = x + r * D, *yr = x + (r + 1) * D;
+            const double *x2r = x2 ? x2 + r * D : NULL, *y2r = x2 ? x2 + (r + 1) * D : NULL;
+            if (x2r) {
+                for (int64_t d = 0; d < D; d++) {
+                    orc_v4 k0 = orc_v4_load(blk + d * 8), k1 = orc_v4_load(blk + d * 8 + 4);
+                    orc_v4 ak0 = orc_v4_abs(k0), ak1 = orc_v4_abs(k1);
+                    orc_v4 qd = orc_v4_set1(xr[d]), aq = orc_v4_set1(fabs(xr[d])), q2 = orc_v4_set1(x2r[d]);
+                    orc_v4 pd = orc_v4_set1(yr[d]), ap = orc_v4_set1(fabs(yr[d])), p2 = orc_v4_set1(y2r[d]);
+                    s0 = orc_v4_fma(qd, k0, s0); s1 = orc_v4_fma(qd, k1, s1);
+                    a0 = orc_v4_fma(aq, ak0, a0); a1 = orc_v4_fma(aq, ak1, a1);
+                    u0 = orc_v4_fma(q2, k0, u0); u1 = orc_v4_fma(q2, k1, u1);
+                    t0 = orc_v4_fma(pd, k0, t0); t1 = orc_v4_fma(pd, k1, t1);
+                    c0 = orc_v4_fma(ap, ak0, c0); c1 = orc_v4_fma(ap, ak1, c1);
+                    w0 = orc_v4_fma(p2, k0, w0); w1 = orc_v4_fma(p2, k1, w1);
+                }
+            } else {
+                for (int64_t d = 0; d < D; d++) {
+                    orc_v4 k0 = orc_v4_load(blk + d * 8), k1 = orc_v4_load(blk + d * 8 + 4);
+                    orc_v4 ak0 = orc_v4_abs(k0), ak1 = orc_v4_abs(k1);
+                    orc_v4 qd = orc_v4_set1(xr[d]), aq = orc_v4_set1(fabs(xr[d]));
+                    orc_v4 pd = orc_v4_set1(yr[d]), ap = orc_v4_set1(fabs(yr[d]));
+                    s0 = orc_v4_fma(qd, k0, s0); s1 = orc_v4_fma(qd, k1, s1);
+                    a0 = orc_v4_fma(aq, ak0, a0); a1 = orc_v4_fma(aq, ak1, a1);
+                    t0 = orc_v4_fma(pd, k0, t0); t1 = orc_v4_fma(pd, k1, t1);
+                    c0 = orc_v4_fma(ap, ak0, c0); c1 = orc_v4_fma(ap, ak1, c1);
+                }
+            }
+            double vs[2][8], va[2][8], vu[2][8];
+            orc_v4_store(vs[0], s0); orc_v4_store(vs[0] + 4, s1);
+            orc_v4_store(va[0], a0); orc_v4_store(va[0] + 4, a1);
+            orc_v4_store(vu[0], u0); orc_v4_store(vu[0] + 4, u1);
+            orc_v4_store(vs[1], t0); orc_v4_store(vs[1] + 4, t1);
+            orc_v4_store(va[1], c0); orc_v4_store(va[1] + 4, c1);
+            orc_v4_store(vu[1], w0); orc_v4_store(vu[1] + 4, w1);
+            for (int m = 0; m < 2; m++)
+                for (int k = 0; k < 8; k++) {
+                    int64_t t = pj * 8 + k - jlo;
+                    if (t < 0 || t >= span) continue;
+                    S[(r + m) * ld_s + t] = vs[m][k];
+                    A[(r + m) * ld_s + t] = va[m][k];
+                    if (x2r) S2[(r + m) * ld_s + t] = vu[m][k];
+                }
+        }
+        for (; r < nr; r++) {
             orc_v4 s0 = {0}, s1 = {0}, a0 = {0}, a1 = {0}, u0 = {0}, u1 = {0};
             const double *xr = x + r * D, *x2r = x2 ? x2 + r * D : NULL;
             if (x2r) {
