@@ -40,6 +40,22 @@ copy_target() { # label kind
       rm -f "$self"; ln -s "$up/../$name" "$self"
     fi
   fi
+  # The test's `args` as Bazel would pass them ($(location)/$(rootpath) become runfiles paths), one a line.
+  bazel query --output=build "$label" 2>/dev/null </dev/null | python3 -c '
+import ast, re, sys
+pkg = sys.argv[1]
+text = sys.stdin.read()
+m = re.search(r"^  args = (\[.*?\]),$", text, re.S | re.M)
+for a in (ast.literal_eval(m.group(1)) if m else []):
+    def loc(mm):
+        t = mm.group(2)
+        if t.startswith(":"): return pkg + "/" + t[1:]
+        if t.startswith("//"):
+            p, _, n = t[2:].partition(":")
+            return p + "/" + (n or p.split("/")[-1])
+        return pkg + "/" + t
+    print(re.sub(r"\$\((location|rootpath|execpath) ([^)]+)\)", loc, a))
+' "$pkg" > "$dst/args"
   echo "$label $kind/${pkg//\//_}__$name/$name" >> "$out/MANIFEST"
 }
 : > "$out/MANIFEST"

@@ -19,7 +19,8 @@ while read -r label path; do
   tmp=$(mktemp -d); log="$logs/$(echo "$label" | tr '/:' '__').log"
   start=$(date +%s)
   if [ -d "$rf/flashcheck" ]; then wd="$rf/flashcheck"; else wd="$(dirname "$exe")"; fi
-  ( cd "$wd" && TEST_SRCDIR="$rf" TEST_TMPDIR="$tmp" RUNFILES_DIR="$rf" timeout "$limit" "$exe" ) > "$log" 2>&1
+  args=(); [ -f "$(dirname "$exe")/args" ] && mapfile -t args < "$(dirname "$exe")/args"
+  ( cd "$wd" && TEST_SRCDIR="$rf" TEST_TMPDIR="$tmp" RUNFILES_DIR="$rf" timeout "$limit" "$exe" "${args[@]}" ) > "$log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - start ))
   if [ $rc -eq 0 ]; then passed=$((passed+1)); printf '%-60s PASSED in %ss\n' "$label" "$secs"
