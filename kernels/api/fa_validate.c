@@ -294,6 +294,44 @@ static fa_status val_views(val_view *views, int n, fa_error *err) {
 }
 
 // ----------------------------------------------------------------------------
+// the views of one call: each tensor takes the shape of Q, K, V or O (its gradient has the same)
+
+typedef enum { VAL_LIKE_Q, VAL_LIKE_K, VAL_LIKE_V, VAL_LIKE_O } val_like;
+
+static void val_add(val_view *views, int *n, const char *name, const fa_tensor *t, val_like like,
+                    const fa_problem *p, int64_t es, const fa_limits *lim, bool is_output) {
+    switch (like) {
+    case VAL_LIKE_Q:
+        val_set_data(&views[(*n)++], name, t, p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk,
+                     val_dims_tensor_q, es, lim, is_output);
+        break;
+    case VAL_LIKE_K:
+        val_set_data(&views[(*n)++], name, t, p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk,
+                     val_dims_tensor_k, es, lim, is_output);
+        break;
+    case VAL_LIKE_V:
+        val_set_data(&views[(*n)++], name, t, p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v,
+                     val_dims_tensor_v, es, lim, is_output);
+        break;
+    case VAL_LIKE_O:
+        val_set_data(&views[(*n)++], name, t, p->batch, p->seqlen_q, p->heads_q, p->head_dim_v,
+                     val_dims_tensor_o, es, lim, is_output);
+        break;
+    }
+}
+
+static void val_add_lse(val_view *views, int *n, const fa_lse *lse, const fa_problem *p, bool is_output) {
+    val_set(&views[(*n)++], "lse", lse->ptr, lse->stride, 3, p->batch, p->heads_q, p->seqlen_q, 1,
+            val_dims_lse, 4, is_output);
+}
+
+static void val_add_mask(val_view *views, int *n, const fa_mask *mask, const fa_problem *p) {
+    if (mask->ptr != NULL)
+        val_set(&views[(*n)++], "mask", mask->ptr, mask->stride, 4, p->batch, p->heads_q, p->seqlen_q,
+                p->seqlen_k, val_dims_mask, 4, false);
+}
+
+// ----------------------------------------------------------------------------
 // public entry points
 
 fa_status fa_validate_fwd(const fa_fwd_args *a, const fa_limits *lim, fa_error *err) {
@@ -304,19 +342,12 @@ fa_status fa_validate_fwd(const fa_fwd_args *a, const fa_limits *lim, fa_error *
     int64_t es = (int64_t)fa_dtype_size(p->dtype);
     val_view v[VAL_MAX_VIEWS];
     int n = 0;
-    val_set_data(&v[n++], "q", &a->q, p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk,
-                 val_dims_tensor_q, es, lim, false);
-    val_set_data(&v[n++], "k", &a->k, p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk,
-                 val_dims_tensor_k, es, lim, false);
-    val_set_data(&v[n++], "v", &a->v, p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v,
-                 val_dims_tensor_v, es, lim, false);
-    if (a->mask.ptr != NULL)
-        val_set(&v[n++], "mask", a->mask.ptr, a->mask.stride, 4, p->batch, p->heads_q, p->seqlen_q,
-                p->seqlen_k, val_dims_mask, 4, false);
-    val_set_data(&v[n++], "o", &a->o, p->batch, p->seqlen_q, p->heads_q, p->head_dim_v,
-                 val_dims_tensor_o, es, lim, true);
-    val_set(&v[n++], "lse", a->lse.ptr, a->lse.stride, 3, p->batch, p->heads_q, p->seqlen_q, 1,
-            val_dims_lse, 4, true);
+    val_add(v, &n, "q", &a->q, VAL_LIKE_Q, p, es, lim, false);
+    val_add(v, &n, "k", &a->k, VAL_LIKE_K, p, es, lim, false);
+    val_add(v, &n, "v", &a->v, VAL_LIKE_V, p, es, lim, false);
+    val_add_mask(v, &n, &a->mask, p);
+    val_add(v, &n, "o", &a->o, VAL_LIKE_O, p, es, lim, true);
+    val_add_lse(v, &n, &a->lse, p, true);
     return val_views(v, n, err);
 }
 
@@ -328,26 +359,15 @@ fa_status fa_validate_bwd(const fa_bwd_args *a, const fa_limits *lim, fa_error *
     int64_t es = (int64_t)fa_dtype_size(p->dtype);
     val_view v[VAL_MAX_VIEWS];
     int n = 0;
-    val_set_data(&v[n++], "q", &a->q, p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk,
-                 val_dims_tensor_q, es, lim, false);
-    val_set_data(&v[n++], "k", &a->k, p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk,
-                 val_dims_tensor_k, es, lim, false);
-    val_set_data(&v[n++], "v", &a->v, p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v,
-                 val_dims_tensor_v, es, lim, false);
-    val_set_data(&v[n++], "o", &a->o, p->batch, p->seqlen_q, p->heads_q, p->head_dim_v,
-                 val_dims_tensor_o, es, lim, false);
-    val_set_data(&v[n++], "dout", &a->dout, p->batch, p->seqlen_q, p->heads_q, p->head_dim_v,
-                 val_dims_tensor_o, es, lim, false);
-    val_set(&v[n++], "lse", a->lse.ptr, a->lse.stride, 3, p->batch, p->heads_q, p->seqlen_q, 1,
-            val_dims_lse, 4, false);
-    if (a->mask.ptr != NULL)
-        val_set(&v[n++], "mask", a->mask.ptr, a->mask.stride, 4, p->batch, p->heads_q, p->seqlen_q,
-                p->seqlen_k, val_dims_mask, 4, false);
-    val_set_data(&v[n++], "dq", &a->dq, p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk,
-                 val_dims_tensor_q, es, lim, true);
-    val_set_data(&v[n++], "dk", &a->dk, p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk,
-                 val_dims_tensor_k, es, lim, true);
-    val_set_data(&v[n++], "dv", &a->dv, p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v,
-                 val_dims_tensor_v, es, lim, true);
+    val_add(v, &n, "q", &a->q, VAL_LIKE_Q, p, es, lim, false);
+    val_add(v, &n, "k", &a->k, VAL_LIKE_K, p, es, lim, false);
+    val_add(v, &n, "v", &a->v, VAL_LIKE_V, p, es, lim, false);
+    val_add(v, &n, "o", &a->o, VAL_LIKE_O, p, es, lim, false);
+    val_add(v, &n, "dout", &a->dout, VAL_LIKE_O, p, es, lim, false);
+    val_add_lse(v, &n, &a->lse, p, false);
+    val_add_mask(v, &n, &a->mask, p);
+    val_add(v, &n, "dq", &a->dq, VAL_LIKE_Q, p, es, lim, true);
+    val_add(v, &n, "dk", &a->dk, VAL_LIKE_K, p, es, lim, true);
+    val_add(v, &n, "dv", &a->dv, VAL_LIKE_V, p, es, lim, true);
     return val_views(v, n, err);
 }
