@@ -56,7 +56,7 @@
 extern "C" {
 #endif
 
-#define FA_ABI_VERSION 1
+#define FA_ABI_VERSION 2 /* 2: fa_precision.flushes_subnormals */
 
 typedef enum {
     FA_OK = 0,
@@ -144,6 +144,9 @@ typedef struct {
     int ds_rounded;      /* 1: dS is rounded to the input dtype before dS.K and dS^T.Q */
     int out_rounded;     /* 1: O, dQ, dK, dV are rounded (RN) to the input dtype when stored */
     int max_rescales;    /* upper bound on online-softmax rescales per row per 1000 keys, or -1 unknown */
+    int flushes_subnormals; /* 1: fp32 intermediates and stored outputs below the normal range
+                               (|x| < 2^-126) may be flushed to zero (FTZ/DAZ, ex2.approx.ftz);
+                               the oracle then adds an absolute floor (oracle/BOUNDS.md) */
 } fa_precision;
 
 /* Limits a backend supports; used by fa_validate_*. */

@@ -24,6 +24,7 @@ static const fa_backend cpu_backend_table = {
         .ds_rounded = 0,        /* dS stays fp32 for dQ and dK */
         .out_rounded = 1,       /* O, dQ, dK, dV: fp32 value rounded (RNE) to the dtype */
         .max_rescales = 17,     /* one per 64-key tile: 1000 keys touch at most 17 tiles */
+        .flushes_subnormals = 0, /* IEEE fp32/fp64 with gradual underflow */
     },
     .limits = CPU_LIMITS_INIT,
     .forward = cpu_forward,

@@ -38,6 +38,7 @@ static const fa_backend fa_cuda_table = {
         1,       /* ds_rounded */
         1,       /* out_rounded */
         33,      /* max_rescales */
+        1,       /* flushes_subnormals: ex2.approx.ftz and fp32 FTZ (bf16 outputs below 2^-126 -> 0) */
     },
     {
         256, /* max_head_dim */
