@@ -165,6 +165,9 @@ int cli_fuzz(int argc, char **argv)
     printf("  cases      %lld checked (%.1f cases/s), %lld executions (%.1f/s), %lld unsupported\n",
            (long long)st.cases, st.cases_per_s, (long long)st.execs, st.execs_per_s, (long long)st.skipped);
     printf("  elements   %lld output elements compared with the oracle\n", (long long)st.elements);
+    if (st.cases > 0)
+        printf("  size       mean B*Hq*Sq*Sk*max(Dqk,Dv) %.4g per checked case; %.0f%% with backward\n",
+               st.work / (double)st.cases, 100.0 * (double)st.backward_cases / (double)st.cases);
     if (st.check_s > 0)
         printf("  time       %.1f worker-s checking: %.1f%% inside the backend, %.1f%% harness (inputs, oracle, checks)\n",
                st.check_s, 100.0 * st.backend_s / st.check_s, 100.0 * (st.check_s - st.backend_s) / st.check_s);

@@ -30,6 +30,8 @@ typedef struct {
     int64_t execs, cases, skipped, elements, findings_new, findings_dup, corpus_added;
     double worst_ratio;
     double total_s, backend_s;  /* time in checks, and of it inside the backend */
+    double work;                /* sum of fz_camp_case_work over checked cases */
+    int64_t backward_cases;     /* checked cases with the backward */
     int state;                  /* 0 idle, 1 running the case in `text` */
     int phase;                  /* FZ_PHASE_*: inside the backend or the harness */
     int64_t case_start_ns;      /* CLOCK_MONOTONIC when the case started */
@@ -61,6 +63,13 @@ void fz_camp_cfg_default(fz_camp_cfg *cfg)
     fz_budget_default(&cfg->budget);
     cfg->determinism = 1;
     cfg->status_line = 1;
+}
+
+double fz_camp_case_work(const fc_case *c)
+{
+    const fa_problem *p = &c->p;
+    int64_t d = p->head_dim_qk > p->head_dim_v ? p->head_dim_qk : p->head_dim_v;
+    return (double)p->batch * (double)p->heads_q * (double)p->seqlen_q * (double)p->seqlen_k * (double)d;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -200,7 +209,11 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index)
         /* account */
         slot->execs++;
         if (r.klass == FZ_OUT_SKIP) slot->skipped++;
-        else slot->cases++;
+        else {
+            slot->cases++;
+            slot->work += fz_camp_case_work(&c);
+            slot->backward_cases += c.backward != 0;
+        }
         slot->elements += r.elements;
         slot->total_s += r.total_s;
         if (r.backend_s > 0) slot->backend_s += r.backend_s;
@@ -287,6 +300,8 @@ static void sum_slots(camp_slot *slots, int n, fz_camp_stats *st, const fz_camp_
         st->elements += slots[i].elements;
         st->check_s += slots[i].total_s;
         st->backend_s += slots[i].backend_s;
+        st->work += slots[i].work;
+        st->backward_cases += slots[i].backward_cases;
         st->findings_new += slots[i].findings_new;
         st->findings_dup += slots[i].findings_dup;
         st->corpus += slots[i].corpus_added;

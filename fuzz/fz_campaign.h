@@ -63,11 +63,17 @@ typedef struct {
     int64_t corpus;             /* inputs added to the corpus by this campaign */
     double worst_ratio;
     double check_s, backend_s;  /* worker seconds spent checking cases, and of them in the backend */
+    double work;                /* sum over checked cases of B*Hq*Sq*Sk*max(Dqk, Dv) (fz_camp_case_work) */
+    int64_t backward_cases;     /* checked cases that ran the backward too */
     double seconds;
     double cases_per_s, execs_per_s;
 } fz_camp_stats;
 
 void fz_camp_cfg_default(fz_camp_cfg *cfg);
+
+/* The size of a case as the campaign reports it: B*Hq*Sq*Sk*max(Dqk, Dv),
+ * the same product fz_case_fit keeps under budget.max_work. */
+double fz_camp_case_work(const fc_case *c);
 
 /* Run the campaign until the time or case limit, or SIGINT/SIGTERM.
  * Returns 0 when it ran (see stats->findings_new), -1 with msg on setup errors. */
