@@ -207,19 +207,41 @@ double fc_round_to(fa_dtype d, double x) {
     return round_format(x, 11, -14, 65504.0);
 }
 
+/* Encoders: round-to-nearest-even straight from the bits of the double (exact
+ * integer arithmetic; no dependence on the FPU rounding mode except for the
+ * subnormal range, rounded by nearbyint in the default mode as round_format
+ * does). They give the same result as round_format followed by an exact
+ * re-encoding (case_test.c checks it on every fp16/bf16 value, every midpoint
+ * and its neighbours, and random doubles). */
+static uint16_t encode_rne(double x, int mant_bits, int emin, int emax) {
+    uint64_t u;
+    memcpy(&u, &x, 8);
+    uint16_t sign = (uint16_t)((u >> 48) & 0x8000);
+    uint64_t mag = u & 0x7FFFFFFFFFFFFFFFull;
+    int ebias = emax;                                  /* 15 (fp16) or 127 (bf16) */
+    uint16_t inf = (uint16_t)(((2 * ebias + 1) << mant_bits));
+    if (mag >= 0x7FF0000000000000ull) return sign | inf; /* +-inf (NaN handled by callers) */
+    int e = (int)(mag >> 52) - 1023;                    /* unbiased exponent (subnormal doubles: -1023) */
+    if (e < emin) {
+        /* subnormal of the target: an integer number of quanta 2^(emin - mant_bits), exact scaling */
+        double a;
+        memcpy(&a, &mag, 8);
+        double q = nearbyint(ldexp(a, mant_bits - emin)); /* 0 .. 2^mant_bits (the latter: min normal) */
+        return sign | (uint16_t)q;
+    }
+    if (e > emax) return sign | inf;
+    int shift = 52 - mant_bits;
+    uint64_t m = mag & 0x000FFFFFFFFFFFFFull;
+    uint64_t q = m >> shift, rem = m & (((uint64_t)1 << shift) - 1), half = (uint64_t)1 << (shift - 1);
+    if (rem > half || (rem == half && (q & 1))) q++;
+    /* a carry out of the mantissa moves into the exponent; past emax it becomes inf's encoding */
+    uint32_t enc = ((uint32_t)(e + ebias) << mant_bits) + (uint32_t)q;
+    return sign | (uint16_t)enc;
+}
+
 uint16_t fc_f16_from_double(double x) {
     if (isnan(x)) return 0x7E00;
-    double r = round_format(x, 11, -14, 65504.0);
-    uint16_t sign = signbit(r) ? 0x8000 : 0;
-    double a = fabs(r);
-    if (isinf(a)) return sign | 0x7C00;
-    if (a == 0.0) return sign;
-    int e;
-    frexp(a, &e);
-    int ue = e - 1;
-    if (ue < -14) return sign | (uint16_t)(a * 16777216.0); /* subnormal: a / 2^-24 */
-    uint16_t mant = (uint16_t)((ldexp(a, -ue) - 1.0) * 1024.0);
-    return sign | (uint16_t)((ue + 15) << 10) | mant;
+    return encode_rne(x, 10, -14, 15);
 }
 
 double fc_f16_to_double(uint16_t h) {
@@ -233,10 +255,7 @@ double fc_f16_to_double(uint16_t h) {
 
 uint16_t fc_bf16_from_double(double x) {
     if (isnan(x)) return 0x7FC0;
-    float f = (float)round_format(x, 8, -126, 0x1.FEp127); /* exactly representable */
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    return (uint16_t)(u >> 16);
+    return encode_rne(x, 7, -126, 127);
 }
 
 double fc_bf16_to_double(uint16_t h) {
@@ -267,83 +286,111 @@ double fc_rng_u01(uint64_t h) { return (double)(h >> 11) * 0x1.0p-53; }
 
 /* ---------------------------------------------------------------------------
  * Value generation
+ *
+ * fc_rng_hash(seed, t, lin, k) = S(S(S(S(seed) ^ t) ^ lin) ^ k) with S the
+ * splitmix64 finalizer, so the hashes of one element share the prefix
+ * P = S(S(S(seed) ^ t) ^ lin) and the per-tensor part S(S(seed) ^ t): each
+ * extra hash of an element is one S call. gen_ctx holds the per-tensor part;
+ * elem_prefix / elem_hash give bit-identical results to fc_rng_hash.
  * ------------------------------------------------------------------------- */
-static double gaussian(uint64_t seed, uint64_t t, uint64_t lin) {
-    double u1 = fc_rng_u01(fc_rng_hash(seed, t, lin, 1));
-    double u2 = fc_rng_u01(fc_rng_hash(seed, t, lin, 2));
+typedef struct {
+    uint64_t tensor_prefix;   /* S(S(seed) ^ (t + 1)) */
+    fc_dist_kind kind;
+    double amp, prob;         /* the distribution's parameters, defaults applied */
+    int bf;                   /* bf16 storage */
+} gen_ctx;
+
+static inline uint64_t elem_prefix(const gen_ctx *g, uint64_t lin) { return splitmix64(g->tensor_prefix ^ lin); }
+static inline uint64_t elem_hash(uint64_t prefix, uint64_t k) { return splitmix64(prefix ^ k); }
+
+static void gen_ctx_init(const fc_case *c, int t, gen_ctx *g) {
+    memset(g, 0, sizeof *g);
+    g->tensor_prefix = splitmix64(splitmix64(c->seed) ^ ((uint64_t)t + 1));
+    g->bf = c->p.dtype == FA_BF16;
+    if (t >= 0 && t < FC_N_DIST_INPUTS) {
+        const fc_dist *d = &c->dist[t];
+        g->kind = d->kind;
+        switch (d->kind) {
+        case FC_DIST_LARGE: g->amp = d->amp > 0 ? d->amp : (g->bf ? 0x1p44 : 16000.0); break;
+        case FC_DIST_SPARSE_INT: g->prob = d->prob > 0 ? d->prob : 0.8; break;
+        case FC_DIST_HEAVY_TAIL: g->amp = d->amp > 0 ? d->amp : 1000.0; break;
+        case FC_DIST_SPIKES:
+            g->amp = d->amp > 0 ? d->amp : 100.0;
+            g->prob = d->prob > 0 ? d->prob : 0.01;
+            break;
+        case FC_DIST_GAUSSIAN: g->amp = d->amp > 0 ? d->amp : 1.0; break;
+        default: g->amp = 1.0; break; /* CONST_ROWS, TIES: N(0,1) */
+        }
+    }
+}
+
+/* Box-Muller from the element's hashes 1 and 2 (u1 in [0,1): log1p(-u1) finite). */
+static double gaussian_of(uint64_t prefix) {
+    double u1 = fc_rng_u01(elem_hash(prefix, 1));
+    double u2 = fc_rng_u01(elem_hash(prefix, 2));
     return sqrt(-2.0 * log1p(-u1)) * cos(6.283185307179586 * u2);
 }
 
-static double dist_value(const fc_case *c, int t, const int64_t idx[4]) {
-    const fc_dist *d = &c->dist[t];
-    int64_t dim[4];
-    fc_case_dims(c, t, dim);
-    int64_t b = idx[0], s = idx[1], h = idx[2], e = idx[3];
-    if (d->kind == FC_DIST_CONST_ROWS) s = 0;
-    if (d->kind == FC_DIST_TIES) s &= ~(int64_t)1;
-    uint64_t lin = (uint64_t)(((b * dim[1] + s) * dim[2] + h) * dim[3] + e);
-    uint64_t seed = c->seed, tt = (uint64_t)t + 1;
-    int bf = c->p.dtype == FA_BF16;
-    double x;
-    switch (d->kind) {
-    case FC_DIST_LARGE: {
-        double amp = d->amp > 0 ? d->amp : (bf ? 0x1p44 : 16000.0);
-        double g = gaussian(seed, tt, lin);
-        x = amp * fmax(-2.0, fmin(2.0, g));
-        break;
-    }
+/* The unrounded value of a distribution input at linear counter lin
+ * (lin from the logical index with the distribution's sequence rule applied). */
+static double dist_raw(const gen_ctx *g, uint64_t lin) {
+    uint64_t pre = elem_prefix(g, lin);
+    switch (g->kind) {
+    case FC_DIST_LARGE: return g->amp * fmax(-2.0, fmin(2.0, gaussian_of(pre)));
     case FC_DIST_TINY: {
-        int lo = bf ? -133 : -24, hi = bf ? -122 : -10;
-        double u = fc_rng_u01(fc_rng_hash(seed, tt, lin, 1));
-        double m = fc_rng_u01(fc_rng_hash(seed, tt, lin, 2));
+        int lo = g->bf ? -133 : -24, hi = g->bf ? -122 : -10;
+        double u = fc_rng_u01(elem_hash(pre, 1));
+        double m = fc_rng_u01(elem_hash(pre, 2));
         int ex = lo + (int)(u * (hi - lo + 1));
-        double sign = (fc_rng_hash(seed, tt, lin, 3) & 1) ? -1.0 : 1.0;
-        x = sign * ldexp(1.0 + m, ex);
-        break;
+        double sign = (elem_hash(pre, 3) & 1) ? -1.0 : 1.0;
+        return sign * ldexp(1.0 + m, ex);
     }
     case FC_DIST_SPARSE_INT: {
-        double pz = d->prob > 0 ? d->prob : 0.8;
-        double u = fc_rng_u01(fc_rng_hash(seed, tt, lin, 1));
-        double v = fc_rng_u01(fc_rng_hash(seed, tt, lin, 2));
-        x = u < pz ? 0.0 : floor(v * 5.0) - 2.0;
-        break;
+        double u = fc_rng_u01(elem_hash(pre, 1));
+        double v = fc_rng_u01(elem_hash(pre, 2));
+        return u < g->prob ? 0.0 : floor(v * 5.0) - 2.0;
     }
     case FC_DIST_HEAVY_TAIL: {
-        double amp = d->amp > 0 ? d->amp : 1000.0;
-        double u = fc_rng_u01(fc_rng_hash(seed, tt, lin, 1));
-        x = tan(3.141592653589793 * (u - 0.5));
-        x = fmax(-amp, fmin(amp, x));
-        break;
+        double u = fc_rng_u01(elem_hash(pre, 1));
+        double x = tan(3.141592653589793 * (u - 0.5));
+        return fmax(-g->amp, fmin(g->amp, x));
     }
     case FC_DIST_SPIKES: {
-        double amp = d->amp > 0 ? d->amp : 100.0, pr = d->prob > 0 ? d->prob : 0.01;
-        double u = fc_rng_u01(fc_rng_hash(seed, tt, lin, 3));
-        x = gaussian(seed, tt, lin) * (u < pr ? amp : 1.0);
-        break;
+        double u = fc_rng_u01(elem_hash(pre, 3));
+        return gaussian_of(pre) * (u < g->prob ? g->amp : 1.0);
     }
     case FC_DIST_GAUSSIAN:
     case FC_DIST_CONST_ROWS:
     case FC_DIST_TIES:
-    default: {
-        double amp = (d->kind == FC_DIST_GAUSSIAN && d->amp > 0) ? d->amp : 1.0;
-        x = amp * gaussian(seed, tt, lin);
-        break;
+    default: return g->amp * gaussian_of(pre);
     }
-    }
-    return fc_round_to(c->p.dtype, x);
 }
 
-static double mask_value(const fc_case *c, const int64_t idx[4]) {
-    const fc_mask_spec *m = &c->mask;
-    const fa_problem *p = &c->p;
-    int64_t b = m->broadcast_batch ? 0 : idx[0], h = m->broadcast_heads ? 0 : idx[1];
-    int64_t i = idx[2], j = idx[3];
-    uint64_t seed = c->seed, tt = FC_T_MASK + 1;
+/* Sequence index the distribution draws from (CONST_ROWS: 0, TIES: pairs). */
+static inline int64_t dist_seq(fc_dist_kind k, int64_t s) {
+    if (k == FC_DIST_CONST_ROWS) return 0;
+    if (k == FC_DIST_TIES) return s & ~(int64_t)1;
+    return s;
+}
+
+static double dist_value(const fc_case *c, int t, const int64_t idx[4]) {
+    int64_t dim[4];
+    fc_case_dims(c, t, dim);
+    gen_ctx g;
+    gen_ctx_init(c, t, &g);
+    int64_t s = dist_seq(g.kind, idx[1]);
+    uint64_t lin = (uint64_t)(((idx[0] * dim[1] + s) * dim[2] + idx[2]) * dim[3] + idx[3]);
+    return fc_round_to(c->p.dtype, dist_raw(&g, lin));
+}
+
+/* Mask value at (b, h, i, j), b and h already forced to 0 where broadcast. */
+static double mask_raw(const fc_mask_spec *m, const fa_problem *p, const gen_ctx *g, int64_t b, int64_t h, int64_t i,
+                       int64_t j) {
     double density = m->density > 0 ? m->density : 0.3;
     switch (m->kind) {
     case FC_MASK_RANDOM_NEGINF: {
         uint64_t lin = (uint64_t)(((b * p->heads_q + h) * p->seqlen_q + i) * p->seqlen_k + j);
-        return fc_rng_u01(fc_rng_hash(seed, tt, lin, 1)) < density ? -INFINITY : 0.0;
+        return fc_rng_u01(elem_hash(elem_prefix(g, lin), 1)) < density ? -INFINITY : 0.0;
     }
     case FC_MASK_STRIPES: {
         int64_t w = m->width > 0 ? m->width : 4;
@@ -351,24 +398,32 @@ static double mask_value(const fc_case *c, const int64_t idx[4]) {
     }
     case FC_MASK_FULL_ROWS: {
         uint64_t lin = (uint64_t)((b * p->heads_q + h) * p->seqlen_q + i);
-        int masked = i == 0 || fc_rng_u01(fc_rng_hash(seed, tt, lin, 2)) < density;
+        int masked = i == 0 || fc_rng_u01(elem_hash(elem_prefix(g, lin), 2)) < density;
         return masked ? -INFINITY : 0.0;
     }
     case FC_MASK_FULL_COLS: {
         uint64_t lin = (uint64_t)((b * p->heads_q + h) * p->seqlen_k + j);
-        int masked = j == 0 || fc_rng_u01(fc_rng_hash(seed, tt, lin, 3)) < density;
+        int masked = j == 0 || fc_rng_u01(elem_hash(elem_prefix(g, lin), 3)) < density;
         return masked ? -INFINITY : 0.0;
     }
     case FC_MASK_RANDOM_FINITE: {
         double amp = m->amp > 0 ? m->amp : 4.0;
         uint64_t lin = (uint64_t)(((b * p->heads_q + h) * p->seqlen_q + i) * p->seqlen_k + j);
-        double u = fc_rng_u01(fc_rng_hash(seed, tt, lin, 4));
+        double u = fc_rng_u01(elem_hash(elem_prefix(g, lin), 4));
         return (double)(float)((2.0 * u - 1.0) * amp);
     }
     case FC_MASK_NONE:
     default:
         return 0.0;
     }
+}
+
+static double mask_value(const fc_case *c, const int64_t idx[4]) {
+    const fc_mask_spec *m = &c->mask;
+    gen_ctx g;
+    gen_ctx_init(c, FC_T_MASK, &g);
+    int64_t b = m->broadcast_batch ? 0 : idx[0], h = m->broadcast_heads ? 0 : idx[1];
+    return mask_raw(m, &c->p, &g, b, h, idx[2], idx[3]);
 }
 
 double fc_case_value(const fc_case *c, int t, const int64_t idx[4]) {
@@ -459,7 +514,8 @@ void fc_buf_set(fc_buf *b, const int64_t idx[4], double x) {
     memcpy((char *)b->alloc + (size_t)e * 2, &h, 2);
 }
 
-void fc_case_fill(const fc_case *c, fc_buf *b) {
+/* Generic fill: element by element through fc_case_value (any tensor). */
+static void fill_generic(const fc_case *c, fc_buf *b) {
     int64_t idx[4] = {0, 0, 0, 0}, total = 1;
     for (int k = 0; k < b->ndim; k++) total *= b->dim[k];
     for (int64_t n = 0; n < total; n++) {
@@ -470,4 +526,52 @@ void fc_case_fill(const fc_case *c, fc_buf *b) {
         }
         fc_buf_set(b, idx, fc_case_value(c, b->tensor, idx));
     }
+}
+
+/* Q, K, V, dO: nested loops over [B, S, H, D] with running storage offsets;
+ * the same values as fc_case_value (dist_raw at the same counter, encoded by
+ * the same rounding). */
+static void fill_dist(const fc_case *c, fc_buf *b) {
+    gen_ctx g;
+    gen_ctx_init(c, b->tensor, &g);
+    const int64_t *dim = b->dim, *st = b->stride;
+    uint16_t *base = (uint16_t *)b->alloc + b->guard + b->offset;
+    for (int64_t i0 = 0; i0 < dim[0]; i0++)
+        for (int64_t i1 = 0; i1 < dim[1]; i1++) {
+            int64_t s = dist_seq(g.kind, i1);
+            for (int64_t i2 = 0; i2 < dim[2]; i2++) {
+                uint64_t lin = (uint64_t)(((i0 * dim[1] + s) * dim[2] + i2) * dim[3]);
+                uint16_t *row = base + i0 * st[0] + i1 * st[1] + i2 * st[2];
+                for (int64_t i3 = 0; i3 < dim[3]; i3++) {
+                    double x = dist_raw(&g, lin + (uint64_t)i3);
+                    row[i3 * st[3]] = g.bf ? fc_bf16_from_double(x) : fc_f16_from_double(x);
+                }
+            }
+        }
+}
+
+/* Mask [B, Hq, Sq, Sk] (fp32). A broadcast dim has stride 0 and a value that
+ * ignores its index: it is written once. */
+static void fill_mask(const fc_case *c, fc_buf *b) {
+    gen_ctx g;
+    gen_ctx_init(c, FC_T_MASK, &g);
+    const fc_mask_spec *m = &c->mask;
+    const int64_t *dim = b->dim, *st = b->stride;
+    int64_t nb = m->broadcast_batch ? (dim[0] > 0 ? 1 : 0) : dim[0];
+    int64_t nh = m->broadcast_heads ? (dim[1] > 0 ? 1 : 0) : dim[1];
+    float *base = (float *)b->alloc + b->guard + b->offset;
+    for (int64_t i0 = 0; i0 < nb; i0++)
+        for (int64_t i1 = 0; i1 < nh; i1++)
+            for (int64_t i2 = 0; i2 < dim[2]; i2++) {
+                float *row = base + i0 * st[0] + i1 * st[1] + i2 * st[2];
+                for (int64_t i3 = 0; i3 < dim[3]; i3++)
+                    row[i3 * st[3]] = (float)mask_raw(m, &c->p, &g, i0, i1, i2, i3);
+            }
+}
+
+void fc_case_fill(const fc_case *c, fc_buf *b) {
+    if (!b->alloc) return;
+    if (b->tensor >= 0 && b->tensor < FC_N_DIST_INPUTS && b->elem_size == 2 && b->ndim == 4) fill_dist(c, b);
+    else if (b->tensor == FC_T_MASK && b->elem_size == 4 && b->ndim == 4) fill_mask(c, b);
+    else fill_generic(c, b);
 }
