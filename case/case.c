@@ -248,8 +248,12 @@ double fc_f16_to_double(uint16_t h) {
     int sign = h >> 15, ex = (h >> 10) & 0x1F, m = h & 0x3FF;
     double v;
     if (ex == 0x1F) v = m ? NAN : INFINITY;
-    else if (ex == 0) v = ldexp((double)m, -24);
-    else v = ldexp(1.0 + m / 1024.0, ex - 15);
+    else if (ex == 0) v = (double)m * 0x1p-24; /* subnormal: exact (m < 2^10, power-of-two scale) */
+    else {
+        /* normal: the same value as a double, built from its bits (exponent ex - 15, 10 mantissa bits) */
+        uint64_t u = ((uint64_t)(ex - 15 + 1023) << 52) | ((uint64_t)m << 42);
+        memcpy(&v, &u, 8);
+    }
     return sign ? -v : v;
 }
 
@@ -430,6 +434,24 @@ double fc_case_value(const fc_case *c, int t, const int64_t idx[4]) {
     if (t == FC_T_MASK) return mask_value(c, idx);
     if (t >= 0 && t < FC_N_DIST_INPUTS) return dist_value(c, t, idx);
     return NAN;
+}
+
+void fc_case_value_row(const fc_case *c, int t, const int64_t idx[4], int64_t n, double *out) {
+    gen_ctx g;
+    gen_ctx_init(c, t, &g);
+    if (t == FC_T_MASK) {
+        const fc_mask_spec *m = &c->mask;
+        int64_t b = m->broadcast_batch ? 0 : idx[0], h = m->broadcast_heads ? 0 : idx[1];
+        for (int64_t k = 0; k < n; k++) out[k] = mask_raw(m, &c->p, &g, b, h, idx[2], idx[3] + k);
+    } else if (t >= 0 && t < FC_N_DIST_INPUTS) {
+        int64_t dim[4];
+        fc_case_dims(c, t, dim);
+        int64_t s = dist_seq(g.kind, idx[1]);
+        uint64_t lin = (uint64_t)(((idx[0] * dim[1] + s) * dim[2] + idx[2]) * dim[3] + idx[3]);
+        for (int64_t k = 0; k < n; k++) out[k] = fc_round_to(c->p.dtype, dist_raw(&g, lin + (uint64_t)k));
+    } else {
+        for (int64_t k = 0; k < n; k++) out[k] = NAN;
+    }
 }
 
 /* ---------------------------------------------------------------------------

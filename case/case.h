@@ -211,6 +211,9 @@ int64_t fc_case_span(const fc_case *c, int t);
  * (Q, K, V, DO or MASK), exactly as stored (already rounded to the storage type).
  * Pure function of (c->seed, distribution, t, idx). */
 double fc_case_value(const fc_case *c, int t, const int64_t idx[4]);
+/* n consecutive values along the last dim from idx: out[k] = fc_case_value
+ * at (idx[0], idx[1], idx[2], idx[3] + k); the per-tensor setup done once. */
+void fc_case_value_row(const fc_case *c, int t, const int64_t idx[4], int64_t n, double *out);
 
 /* ---------------------------------------------------------------------------
  * Host buffers

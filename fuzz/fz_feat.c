@@ -138,22 +138,25 @@ void fz_feat_geometry(fz_feat *f, const fc_case *c)
 
     /* visibility of batch 0, head 0 */
     uint8_t *vis = malloc((size_t)(sq * sk));
-    if (!vis) return;
+    double *mrow = malloc(sizeof(double) * (size_t)sk);
+    if (!vis || !mrow) { free(vis); free(mrow); return; }
     int use_mask = mask_hides(c);
     int64_t rows_empty = 0;
     for (int64_t i = 0; i < sq; i++) {
         int64_t any = 0;
+        if (use_mask) {
+            int64_t idx[4] = { 0, 0, i, 0 };
+            fc_case_value_row(c, FC_T_MASK, idx, sk, mrow);
+        }
         for (int64_t j = 0; j < sk; j++) {
             int v = structurally_visible(p, i, j);
-            if (v && use_mask) {
-                int64_t idx[4] = { 0, 0, i, j };
-                v = !isinf(fc_case_value(c, FC_T_MASK, idx));
-            }
+            if (v && use_mask) v = !isinf(mrow[j]);
             vis[i * sk + j] = (uint8_t)v;
             any |= v;
         }
         rows_empty += !any;
     }
+    free(mrow);
     int64_t cols_empty = 0;
     for (int64_t j = 0; j < sk; j++) {
         int any = 0;
@@ -187,11 +190,10 @@ void fz_feat_geometry(fz_feat *f, const fc_case *c)
         double *qrow = malloc(sizeof(double) * (size_t)dqk);
         double *score = malloc(sizeof(double) * (size_t)sk);
         if (kmat && qrow && score) {
-            for (int64_t j = 0; j < sk; j++)
-                for (int64_t d = 0; d < dqk; d++) {
-                    int64_t idx[4] = { 0, j, 0, d };
-                    kmat[j * dqk + d] = fc_case_value(c, FC_T_K, idx);
-                }
+            for (int64_t j = 0; j < sk; j++) {
+                int64_t idx[4] = { 0, j, 0, 0 };
+                fc_case_value_row(c, FC_T_K, idx, dqk, kmat + j * dqk);
+            }
             double scale = fa_effective_scale(p);
             int64_t rows[4] = { 0, sq / 2, sq - 1, (int64_t)(c->seed % (uint64_t)sq) };
             int64_t most[4] = { 0, 0, 0, 0 };
