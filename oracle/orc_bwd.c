@@ -26,6 +26,7 @@ typedef struct {
     double *vp8;   /* V, P8 layout: dP = dO.V dots */
     double *kp64;  /* K, P64 layout: dQ = sum dS K */
     double *vp64;  /* V, P64 layout: O = sum P V */
+    double k1max, v1max; /* max_j sum_d |k_jd|, |v_jd| over finite rows (underflow floors) */
 } bkv;
 
 static int bkv_load(const orc_ctx *c, int64_t b, int64_t hk, bkv *kv, int nth) {
@@ -34,19 +35,28 @@ static int bkv_load(const orc_ctx *c, int64_t b, int64_t hk, bkv *kv, int nth) {
     kv->kp64 = calloc(orc_p64_size(c->Sk, c->D) + 1, sizeof(double));
     kv->vp64 = calloc(orc_p64_size(c->Sk, c->Dv) + 1, sizeof(double));
     if (!kv->kp8 || !kv->vp8 || !kv->kp64 || !kv->vp64) return 0;
-#pragma omp parallel for schedule(static) num_threads(nth)
+    double k1max = 0, v1max = 0;
+#pragma omp parallel for schedule(static) num_threads(nth) reduction(max : k1max, v1max)
     for (int64_t j = 0; j < c->Sk; j++) {
+        double k1 = 0, v1 = 0;
         for (int64_t d = 0; d < c->D; d++) {
             double x = orc_ld(c->k, c->ks, b, j, hk, d, c->dt);
             kv->kp8[orc_p8_at(j, d, c->D)] = x;
             kv->kp64[orc_p64_at(j, d, c->D)] = x;
+            k1 += fabs(x);
         }
         for (int64_t d = 0; d < c->Dv; d++) {
             double x = orc_ld(c->v, c->vs, b, j, hk, d, c->dt);
             kv->vp8[orc_p8_at(j, d, c->Dv)] = x;
             kv->vp64[orc_p64_at(j, d, c->Dv)] = x;
+            v1 += fabs(x);
         }
+        /* a non-finite key/value row makes every (i, j) that sees it NaN/Inf: skip it */
+        if (isfinite(k1) && k1 > k1max) k1max = k1;
+        if (isfinite(v1) && v1 > v1max) v1max = v1;
     }
+    kv->k1max = k1max * (1 + 0x1p-40); /* D-term sums in double: gamma_D(2^-53) < 2^-40 */
+    kv->v1max = v1max * (1 + 0x1p-40);
     return 1;
 }
 
@@ -73,7 +83,6 @@ typedef struct {
     uint8_t *vis;              /* [nrows * Sk] */
     double *mat[NMAT];         /* [nrows * Sk] each, see M_* */
     uint8_t *row_bad;          /* [nrows]: row cannot be bounded (input inconsistent) */
-    double accV_max;
     /* results of phase A */
     double o_ratio, lse_ratio;
     int64_t esc;
@@ -131,9 +140,13 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
     orc_row_info ri[RT];
     double *num_hi = acc, *num_lo = acc + na, *num = acc + 2 * na, *bnd = acc + 3 * na;
     double *orc = acc + 4 * na, *Oo = acc + 6 * na, *eO = acc + 7 * na;
+    double efl[RT]; /* score underflow floor per row (BOUNDS.md 9.1) */
     for (int r = 0; r < nr; r++) {
         int64_t i = g->rows[r0 + r];
-        orc_row_weights(c, mk, mo, b, h, i, jlo, span, T[T_S] + r * span, T[T_A] + r * span,
+        double q1 = 0;
+        for (int64_t d = 0; d < D; d++) q1 += fabs(q[r * D + d]);
+        efl[r] = orc_score_floor(c, mk, q1 * (1 + 0x1p-40), kv->k1max);
+        orc_row_weights(c, mk, mo, b, h, i, jlo, span, T[T_S] + r * span, T[T_A] + r * span, efl[r],
                         vis + r * span, T[T_W] + r * span, T[T_C] + r * span, T[T_CO] + r * span,
                         T[T_E] + r * span, &ri[r]);
         if (base) orc_row_baseline(c, b, h, i, jlo, span, T[T_S16] + r * span, vis + r * span,
@@ -191,7 +204,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             g->row_bad[cr] = R->kind == ROW_UNCHECKABLE;
             continue;
         }
-        double Dorc = 0, dOaO = 0, dOdO = 0, dOaOg = 0;
+        double Dorc = 0, dOaO = 0, dOdO = 0, dOaOg = 0, dO1 = 0, Og1 = 0;
         for (int64_t d = 0; d < Dv; d++) {
             double O, e, bd;
             orc_fwd_elem(mk, mo, R, num_hi[r * Dv + d] + num_lo[r * Dv + d], bnd[r * Dv + d],
@@ -205,7 +218,11 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             dOaO += fabs(x) * fabs(O);
             dOdO += fabs(x) * (dev + e);
             dOaOg += fabs(x) * fabs(og);
+            dO1 += fabs(x);
+            Og1 += fabs(og);
         }
+        /* underflow of dP_ij = dO_i.V_j, D_i = dO_i.O_i and their difference (9.3) */
+        double h_floor = mk->tau * (4 * (double)Dv + 2 * dO1 + kv->v1max + Og1 + 1) * (1 + 0x1p-40);
         double lse_g = c->lse[b * c->ls[0] + h * c->ls[1] + i * c->ls[2]];
         double dlse = fabs(lse_g - R->lse) + R->lse_orc;
         { double rt = fabs(lse_g - R->lse) / R->lse_bound; if (!(rt <= lse_ratio)) lse_ratio = rt; }
@@ -227,13 +244,14 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             double eo = ce_o * T[T_A][r * span + t] + cm_o * am;
             if (eo > Eo_max) Eo_max = eo;
         }
-        double lue_o = log1p(mo->u_e), lue_k = log1p(mk->u_e);
+        double lue_o = log1p(mo->u_e), lue_k = log1p(mk->u_e), sdsm = 0;
         for (int64_t t = 0; t < span; t++) {
             if (!vis[r * span + t]) continue;
             int64_t j = jlo + t;
             double s = T[T_S][r * span + t];
             double am = fabs(orc_mask_at(c, b, h, i, j));
-            double Eo = ce_o * T[T_A][r * span + t] + cm_o * am, Ek = ce_k * T[T_A][r * span + t] + cm_k * am;
+            double Eo = ce_o * T[T_A][r * span + t] + cm_o * am;
+            double Ek = ce_k * T[T_A][r * span + t] + cm_k * am + efl[r];
             double gap = R->lse - s + 2 * Eo_max + R->lse_orc;
             double P = exp(s - R->lse);
             double pio = orc_expm1_up(Eo + R->lse_orc + 3 * mo->u_s * (gap + Eo) + lue_o);
@@ -241,6 +259,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             double pik = orc_expm1_up(Ek + dlse + 3 * mk->u_s * (gap + Ek + dlse) + lue_k);
             double piP = (1 + pik) * (1 + mk->u_p) - 1, fP = 0;
             if (mk->u_p > 0 && P * (1 - pio) * (1 - pik) < mk->nmin_p) fP = mk->f_p;
+            fP += mk->tau; /* exp result below 2^-126 flushed (9.3) */
             double dP = T[T_DP][r * span + t], bij = T[T_B][r * span + t];
             double dSv = P * (dP - Dorc);
             double gup = fabs(dP - Dorc) + gdv_o * bij + dD_o;
@@ -249,19 +268,21 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             double dSe_o = Pup * pio * gup + Pup * (1 + pio) * ho + ORC_U_D * fabs(dSv);
             dSe_o *= ORC_SAFETY;
             /* kernel dS error */
-            double hk = gdv_k * bij + dD_k;
+            double hk = gdv_k * bij + dD_k + h_floor;
             hk += mk->u_s * (gup + hk);
             double Pk = Pup * (1 + piP) + fP;
             double dSe_k = Pup * piP * gup + Pk * hk + fP * gup;
             dSe_k += mk->u_s * Pk * (gup + hk) * (1 + mk->u_s);
+            dSe_k += 2 * mk->tau; /* the product P (dP - D) flushed */
             if (mk->u_ds > 0) dSe_k += mk->u_ds * (Pup * gup + dSe_k) + mk->f_ds;
             mv[j] = 1;
             m[M_P][j] = P;
             m[M_DS][j] = dSv;
             m[M_DSE][j] = dSe_k * ORC_SAFETY;
             m[M_DSM][j] = fabs(dSv) + dSe_o + dSe_k;
+            sdsm += m[M_DSM][j];
             m[M_DSEO][j] = dSe_o;
-            m[M_PPI][j] = (Pup * pik + fP * (1 + g->accV_max)) * ORC_SAFETY;
+            m[M_PPI][j] = (Pup * pik + fP) * ORC_SAFETY; /* x (1 + acc of the column) in phase B */
             m[M_P1][j] = Pup * (1 + pik) * ORC_SAFETY;
             m[M_PPIO][j] = Pup * pio * ORC_SAFETY;
             if (base) {
@@ -292,13 +313,17 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             for (int64_t d = 0; d < D; d++) { double e; two_sum(qh[d], blkv[d], &qh[d], &e); ql[d] += e; }
         }
         double sumsafe = ORC_SAFETY * (1 + orc_gamma(n + 16, ORC_U_D));
+        /* underflow of the dQ sum (9.4): k operand |dS| tau, product, add and scale
+         * multiply per term, final scale multiply and store */
+        double smax = fabs(c->scale) > 1 ? fabs(c->scale) : 1;
+        double fq = mk->tau * (fabs(c->scale) * sdsm * (1 + 0x1p-40) + n * (2 * smax + 1) + 3);
         orc_block *bq = &g->res->dq;
         for (int64_t d = 0; d < D; d++) {
             int64_t e = slot * D + d;
             double val = c->scale * (qh[d] + ql[d]);
             double eo = fabs(c->scale) * qe[d] * sumsafe * ORC_SAFETY;
             double pre = fabs(c->scale) * qp[d] * sumsafe;
-            double bound = (pre + mk->u_out * (fabs(val) + eo + pre) + mk->f_out) * ORC_SAFETY;
+            double bound = (pre + mk->u_out * (fabs(val) + eo + pre) + mk->f_out + fq) * ORC_SAFETY;
             bq->ref[e] = val;
             bq->orc_err[e] = eo;
             bq->bound[e] = bound;
@@ -327,6 +352,7 @@ typedef struct {
     double *vhi, *vlo, *vblk, *vbnd, *vorc, *v16; /* dV: [Dv] each */
     int cnt;
     uint8_t bad;
+    double sdsm, sp;   /* sum over rows of dSm_ij and of an upper bound on P'_ij (9.4, 9.5) */
 } col_acc;
 
 static void col_fold(col_acc *a, int64_t D, int64_t Dv) {
@@ -365,11 +391,13 @@ static int phase_b_cols(bgroup *g, const int64_t *cols, int nc, col_acc *accs, c
             if (!v) continue;
             if (g->row_bad[r]) accs[k].bad = 1;
             double cp = mk->u_p + cc[k].accV * (1 + mk->u_p);
+            accs[k].sdsm += g->mat[M_DSM][e];
+            accs[k].sp += g->mat[M_P1][e] * (1 + mk->u_p) + g->mat[M_PPI][e];
             x[W_DS] = g->mat[M_DS][e];
             x[W_K] = g->mat[M_DSE][e] + cc[k].kK * g->mat[M_DSM][e];
             x[W_KO] = g->mat[M_DSEO][e] + cc[k].kKo * g->mat[M_DSM][e];
             x[W_P] = g->mat[M_P][e];
-            x[W_V] = g->mat[M_PPI][e] + g->mat[M_P1][e] * cp;
+            x[W_V] = g->mat[M_PPI][e] * (1 + cc[k].accV) + g->mat[M_P1][e] * cp;
             x[W_VO] = g->mat[M_PPIO][e] + g->mat[M_P1][e] * cc[k].accVo;
             if (g->base) { x[W_D16] = g->mat[M_DS16][e]; x[W_P16] = g->mat[M_P16][e]; }
         }
@@ -447,12 +475,10 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
     int64_t RC = (800000 / (Sk > 0 ? Sk : 1)) / RT * RT;
     if (RC < RT) RC = RT;
     if (RC > c.Sq) RC = c.Sq > 0 ? c.Sq : 1;
-    double accV_max = orc_acc_coef(&mk, (double)(c.G * c.Sq + c.G), (double)(c.G * c.Sq + c.G));
 
     bgroup g;
     memset(&g, 0, sizeof g);
     g.c = &c; g.mk = &mk; g.mo = &mo; g.opt = &opt; g.res = res; g.base = base; g.Sk = Sk;
-    g.accV_max = accV_max;
     size_t nm = (size_t)RC * (size_t)(Sk > 0 ? Sk : 1);
     g.vis = malloc(nm);
     for (int k = 0; k < NMAT; k++) { g.mat[k] = malloc(nm * sizeof(double)); ok = ok && g.mat[k]; }
@@ -496,14 +522,18 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
             a->hi = p; a->lo = p + D; a->blk = p + 2 * D; a->bnd = p + 3 * D; a->orc = p + 4 * D; a->b16 = p + 5 * D;
             p += 6 * D;
             a->vhi = p; a->vlo = p + Dv; a->vblk = p + 2 * Dv; a->vbnd = p + 3 * Dv; a->vorc = p + 4 * Dv; a->v16 = p + 5 * Dv;
-            a->cnt = 0; a->bad = 0;
+            a->cnt = 0; a->bad = 0; a->sdsm = 0; a->sp = 0;
         }
         for (int64_t h = hk * c.G; ok && h < (hk + 1) * c.G; h++) {
             g.h = h;
             int64_t nr = 0;
             for (int64_t i = 0; i < c.Sq; i++) {
                 int64_t s = find_slot(iq, nq, b, h, i);
-                if (ncs == 0 && s < 0) continue;
+                if (s < 0) { /* not a sampled dQ row: needed only if it sees a key (dK, dV) */
+                    int64_t lo, hi;
+                    orc_row_range(&c.p, i, &lo, &hi);
+                    if (ncs == 0 || hi < lo) continue;
+                }
                 rows[nr] = i; slots[nr] = s; nr++;
             }
             for (int64_t r0 = 0; ok && r0 < nr; r0 += RC) {
@@ -556,12 +586,17 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
             col_acc *a = &ca[x];
             double nn = (double)(ncol[j] + c.G);
             double sumsafe = ORC_SAFETY * (1 + orc_gamma(nn + 16, ORC_U_D));
+            /* underflow floors (BOUNDS.md 9.4, 9.5): operand |dS| or P' times tau, product,
+             * add (and scale) per term, final scale multiply and store */
+            double smax = fabs(c.scale) > 1 ? fabs(c.scale) : 1;
+            double fk = mk.tau * (fabs(c.scale) * a->sdsm * (1 + 0x1p-40) + nn * (2 * smax + 1) + 3);
+            double fv = mk.tau * (a->sp * (1 + 0x1p-40) + 2 * nn + 2);
             for (int64_t d = 0; d < D; d++) {
                 int64_t e = slot * D + d;
                 double val = c.scale * (a->hi[d] + a->lo[d]);
                 double eo = fabs(c.scale) * a->orc[d] * sumsafe * ORC_SAFETY;
                 double pre = fabs(c.scale) * a->bnd[d] * sumsafe;
-                double bound = (pre + mk.u_out * (fabs(val) + eo + pre) + mk.f_out) * ORC_SAFETY;
+                double bound = (pre + mk.u_out * (fabs(val) + eo + pre) + mk.f_out + fk) * ORC_SAFETY;
                 res->dk.ref[e] = val; res->dk.orc_err[e] = eo; res->dk.bound[e] = ncol[j] ? bound : 0;
                 res->dk.flags[e] = orc_value_flags(val) | (ncol[j] ? 0 : ORC_F_MASKED_ROW) |
                                    ((a->bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0);
@@ -572,7 +607,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 double val = a->vhi[d] + a->vlo[d];
                 double eo = a->vorc[d] * sumsafe * ORC_SAFETY;
                 double pre = a->vbnd[d] * sumsafe;
-                double bound = (pre + mk.u_out * (fabs(val) + eo + pre) + mk.f_out) * ORC_SAFETY;
+                double bound = (pre + mk.u_out * (fabs(val) + eo + pre) + mk.f_out + fv) * ORC_SAFETY;
                 res->dv.ref[e] = val; res->dv.orc_err[e] = eo; res->dv.bound[e] = ncol[j] ? bound : 0;
                 res->dv.flags[e] = orc_value_flags(val) | (ncol[j] ? 0 : ORC_F_MASKED_ROW) |
                                    ((a->bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0);

@@ -21,17 +21,28 @@
 typedef struct {
     double *kp8;   /* K in P8 layout (orc_simd.h), for the score dots */
     double *vp64;  /* V in P64 layout, for the P.V sums */
+    double k1max;  /* max_j sum_d |k_jd| (underflow floor of the scores) */
 } kv_head;
 
 static int kv_load(const orc_ctx *c, int64_t b, int64_t hk, kv_head *kv, int nth) {
     kv->kp8 = calloc(orc_p8_size(c->Sk, c->D) + 1, sizeof(double));
     kv->vp64 = calloc(orc_p64_size(c->Sk, c->Dv) + 1, sizeof(double));
     if (!kv->kp8 || !kv->vp64) return 0;
-#pragma omp parallel for schedule(static) num_threads(nth)
+    double k1max = 0;
+#pragma omp parallel for schedule(static) num_threads(nth) reduction(max : k1max)
     for (int64_t j = 0; j < c->Sk; j++) {
-        for (int64_t d = 0; d < c->D; d++) kv->kp8[orc_p8_at(j, d, c->D)] = orc_ld(c->k, c->ks, b, j, hk, d, c->dt);
+        double k1 = 0;
+        for (int64_t d = 0; d < c->D; d++) {
+            double x = orc_ld(c->k, c->ks, b, j, hk, d, c->dt);
+            kv->kp8[orc_p8_at(j, d, c->D)] = x;
+            k1 += fabs(x);
+        }
+        /* a key with a non-finite entry makes every row that sees it NaN/Inf (not
+         * bounded), and one nobody sees must not matter: skip it */
+        if (isfinite(k1) && k1 > k1max) k1max = k1;
         for (int64_t d = 0; d < c->Dv; d++) kv->vp64[orc_p64_at(j, d, c->Dv)] = orc_ld(c->v, c->vs, b, j, hk, d, c->dt);
     }
+    kv->k1max = k1max * (1 + 0x1p-40); /* sum of D terms in double: gamma_D(2^-53) < 2^-40 */
     return 1;
 }
 
@@ -55,13 +66,14 @@ void orc_score_coefs(const orc_ctx *c, const orc_model *m, double *ce, double *c
  * indexed by t = j - jlo. */
 void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
                         int64_t b, int64_t h, int64_t i, int64_t jlo, int64_t span,
-                        double *S, const double *A, uint8_t *vis, double *W, double *C,
+                        double *S, const double *A, double e_floor, uint8_t *vis, double *W, double *C,
                         double *CO, double *E, orc_row_info *ri) {
     double ce_o, cm_o, ce_k, cm_k;
     orc_score_coefs(c, mo, &ce_o, &cm_o);
     orc_score_coefs(c, mk, &ce_k, &cm_k);
     orc_row_range(&c->p, i, &ri->lo, &ri->hi);
     ri->n = 0;
+    ri->floor_n = 0;
     ri->M = -INFINITY;
     int nan = 0, neg_inf = 0, overflow = 0;
     for (int64_t t = 0; t < span; t++) {
@@ -92,7 +104,7 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
     for (int64_t t = 0; t < span; t++) {
         if (!vis[t]) continue;
         double am = E[t];
-        double eo = ce_o * A[t] + cm_o * am, ek = ce_k * A[t] + cm_k * am;
+        double eo = ce_o * A[t] + cm_o * am, ek = ce_k * A[t] + cm_k * am + e_floor;
         if (eo > Eo_max) Eo_max = eo;
         if (ek > Ek_max) Ek_max = ek;
         E[t] = ek;
@@ -133,6 +145,8 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
     }
     double sum_pek = 0, sum_floor = 0;
     double floor_unit = mk->f_p * (1 + acc_k) * exp(2 * Ek_max) * (1 + eta_k_max) * pin * (1 + 0x1p-50);
+    /* underflow (section 9.2): per key tau (1+eta_max)(1+u_p)(1+acc) |v_j| in w units */
+    double tau_w = mk->tau * (1 + eta_k_max) * (1 + mk->u_p) * (1 + acc_k) * (1 + 0x1p-50);
     double floor_lim = mk->nmin_p * exp(Ek_max) * (1 + 0x1p-50); /* w (1-eta_o)(1-eta_k) e^-Ek < nmin */
     for (int64_t t = 0; t < span; t++) {
         if (!vis[t]) continue;
@@ -140,7 +154,7 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
         double p = W[t] * (1 + eta_o) * pin;
         double fl = 0;
         if (mk->u_p > 0 && W[t] * (1 - eta_o) * (1 - eta_k) < floor_lim) fl = floor_unit;
-        C[t] = p * (eta_k + (1 + eta_k) * (mk->u_p + acc_k * (1 + mk->u_p))) + fl;
+        C[t] = p * (eta_k + (1 + eta_k) * (mk->u_p + acc_k * (1 + mk->u_p))) + fl + tau_w * pin;
         CO[t] = p * (eta_o + (1 + eta_o) * acc_o);
         sum_pek += p * eta_k;
         sum_floor += fl;
@@ -148,7 +162,8 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
     /* the row sum l is formed from the UNROUNDED P (flash_api.h: p_rounded rounds P
      * before P.V, dV and dP only), so P rounding does not enter the denominator */
     (void)sum_floor;
-    ri->kap_k = sum_pek + acc_k * (1 + eta_k_max);
+    ri->kap_k = sum_pek + acc_k * (1 + eta_k_max) + tau_w * (2 * n + 2 * R) * pin;
+    ri->floor_n = tau_w * (3 * n + R) * pin;
 
     /* LSE (section 4) */
     ri->logL = log(L);
@@ -159,7 +174,7 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
     if (ri->kap_k >= 1) { ri->lse_bound = INFINITY; return; }
     double lkk = -log1p(-ri->kap_k);
     double bk = lkk + (mk->u_log + 4 * mk->u_s) * (fabs(ri->M) + Ek_max + fabs(ri->logL) + lkk);
-    ri->lse_bound = (bk + mk->u_lse * (fabs(ri->lse) + ri->lse_orc + bk)) * ORC_SAFETY;
+    ri->lse_bound = (bk + mk->u_lse * (fabs(ri->lse) + ri->lse_orc + bk) + 3 * mk->tau) * ORC_SAFETY;
 }
 
 /* Baseline row (FlashAttention's out_pt, in the input dtype): s = rd(rd(qs.k) + rd(m))
@@ -240,7 +255,10 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
 
     orc_row_info ri[RT];
     for (int r = 0; r < nr; r++) {
-        orc_row_weights(c, job->mk, job->mo, b, h, ix[r].s, jlo, span, S + r * span, A + r * span,
+        double q1 = 0;
+        for (int64_t d = 0; d < D; d++) q1 += fabs(q[r * D + d]);
+        double ef = orc_score_floor(c, job->mk, q1 * (1 + 0x1p-40), kv->k1max);
+        orc_row_weights(c, job->mk, job->mo, b, h, ix[r].s, jlo, span, S + r * span, A + r * span, ef,
                     vis + r * span, W + r * span, C + r * span, CO + r * span, E + r * span, &ri[r]);
         if (base) orc_row_baseline(c, b, h, ix[r].s, jlo, span, S16 + r * span, vis + r * span, P16 + r * span);
     }

@@ -50,6 +50,10 @@ typedef struct {
     double u_out, f_out;      /* output rounding to dtype (0 = none) */
     double u_lse;             /* LSE store rounding (fp32: 2^-24; oracle 0) */
     double u_div;             /* final normalisation (division) */
+    double tau;               /* underflow: absolute error of one fp32 operation whose result
+                                 or operand lies below 2^-126 (BOUNDS.md section 9): 2^-126
+                                 when the profile flushes subnormals, else 2^-149 (one
+                                 subnormal ulp, gradual underflow); 0 for the oracle */
 } orc_model;
 
 // ----------------------------------------------------------------------------
@@ -140,18 +144,28 @@ typedef struct {
     double M, L, logL;       /* max score, sum of exp(s - M) (oracle values) */
     double kap_o, kap_k;     /* relative perturbation of the denominator: oracle, kernel */
     double lse, lse_orc, lse_bound;
+    double floor_n;          /* kernel underflow floor of O's numerator, P units, without
+                                the |v| part (folded into C): BOUNDS.md 9.2 */
     int64_t n;               /* visible keys */
 } orc_row_info;
 
 /* Score-stage error coefficients of model m: |s' - s| <= ce * |q|.|k| + cm * |mask|. */
 void orc_score_coefs(const orc_ctx *c, const orc_model *m, double *ce, double *cm);
 
+/* Kernel score underflow floor of a row (BOUNDS.md 9.1): added to every E_j.
+ * q1 = sum_d |q_d| of the row, k1max = max_j sum_d |k_jd| over the kv head. */
+static inline double orc_score_floor(const orc_ctx *c, const orc_model *mk, double q1, double k1max) {
+    double sc = fabs(c->scale) > 1 ? fabs(c->scale) : 1;
+    return mk->tau * (sc * (2 * (double)c->D + q1 + k1max) + 8) * (1 + 0x1p-40);
+}
+
 /* Row i of head (b, h) over keys jlo .. jlo+span-1. In: S (raw dot q.k), A
- * (|q|.|k|). Out: S (score), vis, W (exp(s - M)), C (kernel weight of |v_j|),
- * CO (oracle weight), E (kernel eta_j), *ri. BOUNDS.md section 3. */
+ * (|q|.|k|), e_floor (orc_score_floor of the row). Out: S (score), vis, W
+ * (exp(s - M)), C (kernel weight of |v_j|), CO (oracle weight), E (kernel
+ * eta_j), *ri. BOUNDS.md sections 3 and 9. */
 void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
                      int64_t b, int64_t h, int64_t i, int64_t jlo, int64_t span,
-                     double *S, const double *A, uint8_t *vis, double *W, double *C,
+                     double *S, const double *A, double e_floor, uint8_t *vis, double *W, double *C,
                      double *CO, double *E, orc_row_info *ri);
 
 /* One O element from the row sums num = sum w v, bsum = sum C |v|, osum = sum CO |v|:
@@ -165,9 +179,9 @@ static inline void orc_fwd_elem(const orc_model *mk, const orc_model *mo, const 
     double e = (osum * sumsafe + fabs(o) * ko) / (1 - ko);
     e = (e + mo->u_div * (fabs(o) + e)) * ORC_SAFETY;
     double Om = fabs(o) + e;
-    double pre = (bsum * sumsafe + Om * kk) / (1 - kk);
-    double dv = mk->u_div * (Om + pre);
-    double out = mk->u_out * (Om + pre + dv) + mk->f_out;
+    double pre = (bsum * sumsafe + R->floor_n + Om * kk) / (1 - kk);
+    double dv = mk->u_div * (Om + pre) + mk->tau;               /* division, its underflow */
+    double out = mk->u_out * (Om + pre + dv) + mk->f_out + mk->tau; /* store, its underflow */
     *O = o;
     *eo = e;
     *bound = kk < 1 ? (pre + dv + out) * ORC_SAFETY : INFINITY;

@@ -140,6 +140,10 @@ void orc_model_kernel(const orc_ctx *c, const fa_precision *pr, orc_model *m) {
     if (pr->out_rounded) { m->u_out = u_in; m->f_out = f_in; }
     m->u_lse = ORC_U_F;
     m->u_div = 2 * m->u_s; /* reciprocal and multiply, or one division */
+    /* underflow of one fp32 operation (BOUNDS.md section 9): flushed to zero, a
+     * result or operand below 2^-126 is lost (< 2^-126); gradual underflow errs
+     * by at most one subnormal ulp, 2^-149 */
+    m->tau = pr->flushes_subnormals ? 0x1p-126 : 0x1p-149;
 }
 
 void orc_model_oracle(const orc_ctx *c, orc_model *m) {

@@ -1,5 +1,6 @@
 /* cpu_backend.c: the CPU backend's fa_backend table (host memory).
  * The arithmetic is in cpu_fwd.c / cpu_bwd.c; the profile below describes it. */
+#include "kernels/cpu/cpu_ftz.h"
 #include "kernels/cpu/cpu_internal.h"
 
 /* any head dim 1..512, any strides, pointers aligned to the element size */
@@ -32,3 +33,25 @@ static const fa_backend cpu_backend_table = {
 };
 
 const fa_backend *fa_backend_cpu(void) { return &cpu_backend_table; }
+
+// ----------------------------------------------------------------------------
+// flush-to-zero mode (cpu_ftz.h): the same arithmetic under MXCSR FTZ/DAZ
+
+static fa_status cpu_forward_ftz(const fa_fwd_args *a, fa_error *err) { return cpu_forward_mode(a, 1, err); }
+static fa_status cpu_backward_ftz(const fa_bwd_args *a, fa_error *err) { return cpu_backward_mode(a, 1, err); }
+
+static const fa_backend cpu_ftz_backend_table = {
+    .abi_version = FA_ABI_VERSION,
+    .name = "cpu_ftz",
+    .memspace = FA_MEM_HOST,
+    .precision = {
+        .u_acc = 0x1p-24, .exp_rel_err = 0x1p-23, .scores_fp32 = 1, .p_rounded = 1,
+        .ds_rounded = 0, .out_rounded = 1, .max_rescales = 17, /* as the cpu table */
+        .flushes_subnormals = 1, /* MXCSR FTZ + DAZ: results and operands below 2^-126 are 0 */
+    },
+    .limits = CPU_LIMITS_INIT,
+    .forward = cpu_forward_ftz,
+    .backward = cpu_backward_ftz,
+};
+
+const fa_backend *fa_backend_cpu_ftz(void) { return &cpu_ftz_backend_table; }

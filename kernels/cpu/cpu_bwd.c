@@ -246,10 +246,15 @@ static void cpu_bwd_dq_unit(const cpu_bwd_plan *pl, int64_t b, int64_t h, int64_
 // ----------------------------------------------------------------------------
 // entry point
 
-fa_status cpu_backward(const fa_bwd_args *a, fa_error *err) {
+fa_status cpu_backward(const fa_bwd_args *a, fa_error *err) { return cpu_backward_mode(a, 0, err); }
+
+fa_status cpu_backward_mode(const fa_bwd_args *a, int ftz, fa_error *err) {
     cpu_mutant_init();
     fa_status st = fa_validate_bwd(a, &cpu_limits, err);
     if (st != FA_OK) return st;
+    if (ftz && !CPU_HAS_FTZ)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "", "cpu_ftz: flush-to-zero mode needs x86 MXCSR; "
+                       "use the cpu backend on this machine.");
     const fa_problem *p = &a->p;
     if (p->batch == 0) return FA_OK;
 
@@ -284,6 +289,7 @@ fa_status cpu_backward(const fa_bwd_args *a, fa_error *err) {
     const int64_t bh = p->batch * p->heads_q;
 #pragma omp parallel num_threads(nthreads)
     {
+        const unsigned csr = cpu_ftz_enter(ftz); /* every thread of the team, restored below */
         int tid = 0;
 #ifdef _OPENMP
         tid = omp_get_thread_num();
@@ -307,6 +313,7 @@ fa_status cpu_backward(const fa_bwd_args *a, fa_error *err) {
             const int64_t qt = u % n_qt, bhq = u / n_qt;
             cpu_bwd_dq_unit(&pl, bhq / p->heads_q, bhq % p->heads_q, qt * CPU_TILE_Q, call_no, &w);
         }
+        cpu_ftz_leave(ftz, csr);
     }
     free(scratch);
     return FA_OK;

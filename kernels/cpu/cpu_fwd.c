@@ -187,10 +187,15 @@ static void cpu_fwd_unit(const cpu_fwd_plan *pl, int64_t b, int64_t h, int64_t i
 // ----------------------------------------------------------------------------
 // entry point
 
-fa_status cpu_forward(const fa_fwd_args *a, fa_error *err) {
+fa_status cpu_forward(const fa_fwd_args *a, fa_error *err) { return cpu_forward_mode(a, 0, err); }
+
+fa_status cpu_forward_mode(const fa_fwd_args *a, int ftz, fa_error *err) {
     cpu_mutant_init();
     fa_status st = fa_validate_fwd(a, &cpu_limits, err);
     if (st != FA_OK) return st;
+    if (ftz && !CPU_HAS_FTZ)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "", "cpu_ftz: flush-to-zero mode needs x86 MXCSR; "
+                       "use the cpu backend on this machine.");
     const fa_problem *p = &a->p;
     if (p->batch == 0 || p->seqlen_q == 0) return FA_OK;
 
@@ -219,16 +224,21 @@ fa_status cpu_forward(const fa_fwd_args *a, fa_error *err) {
 
     const int64_t n_qt = (p->seqlen_q + CPU_TILE_Q - 1) / CPU_TILE_Q;
     const int64_t units = p->batch * p->heads_q * n_qt;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nthreads)
-    for (int64_t u = 0; u < units; u++) {
+#pragma omp parallel num_threads(nthreads)
+    {
+        const unsigned csr = cpu_ftz_enter(ftz); /* every thread of the team, restored below */
         int tid = 0;
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
         cpu_fwd_scratch w = cpu_fwd_scratch_at(scratch + per_thread * (size_t)tid, p->head_dim_qk,
                                                p->head_dim_v);
-        const int64_t qt = u % n_qt, bh = u / n_qt;
-        cpu_fwd_unit(&pl, bh / p->heads_q, bh % p->heads_q, qt * CPU_TILE_Q, &w);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t u = 0; u < units; u++) {
+            const int64_t qt = u % n_qt, bh = u / n_qt;
+            cpu_fwd_unit(&pl, bh / p->heads_q, bh % p->heads_q, qt * CPU_TILE_Q, &w);
+        }
+        cpu_ftz_leave(ftz, csr);
     }
     free(scratch);
     return FA_OK;

@@ -44,7 +44,31 @@ static inline int cpu_mut(int id) { return cpu_mutant_selected == id; }
 
 fa_status cpu_forward(const fa_fwd_args *args, fa_error *err);
 fa_status cpu_backward(const fa_bwd_args *args, fa_error *err);
+/* The same in flush-to-zero mode (cpu_ftz.h); ftz = 0 is cpu_forward / cpu_backward. */
+fa_status cpu_forward_mode(const fa_fwd_args *args, int ftz, fa_error *err);
+fa_status cpu_backward_mode(const fa_bwd_args *args, int ftz, fa_error *err);
 extern const fa_limits cpu_limits;
+
+// ----------------------------------------------------------------------------
+// flush-to-zero mode (cpu_ftz.h): MXCSR FTZ (bit 15) and DAZ (bit 6), per thread
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#define CPU_HAS_FTZ 1
+/* Set FTZ and DAZ in the calling thread when on; returns the previous MXCSR. */
+static inline unsigned cpu_ftz_enter(int on) {
+    unsigned saved = _mm_getcsr();
+    if (on) _mm_setcsr(saved | 0x8040u);
+    return saved;
+}
+static inline void cpu_ftz_leave(int on, unsigned saved) {
+    if (on) _mm_setcsr(saved);
+}
+#else
+#define CPU_HAS_FTZ 0
+static inline unsigned cpu_ftz_enter(int on) { (void)on; return 0; }
+static inline void cpu_ftz_leave(int on, unsigned saved) { (void)on; (void)saved; }
+#endif
 
 // ----------------------------------------------------------------------------
 // visibility: the keys query row i may see are lo <= j <= hi (inclusive),

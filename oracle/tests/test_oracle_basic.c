@@ -583,7 +583,90 @@ static void test_overflow_inf(void) {
     t_free(&t);
 }
 
+/* Bug #175: a GQA group whose G * Sq visible-or-not rows reach 1 / u_acc (the
+ * CUDA certify case: G = 128, Sq = 131073, u_acc = 2^-23) made the dV weight
+ * use gamma_{G Sq + G}(u_acc) = +inf for every (i, j), and 0 * inf = NaN: every
+ * dV element UNCHECKABLE while dK was judged. The dV coefficient must come from
+ * the column's own count of visible rows. Two constructions of the same path:
+ * a coarse profile (u_acc = 2^-10, G Sq + G = 1204 > 2^10) on a tiny problem, and
+ * the certify case's shape at D = 8 with Sq = 65537 (G Sq + G > 2^23). */
+static void check_dv_judged(const char *what, const t_prob *t, fa_precision pr, int64_t max_rows) {
+    fa_bwd_args a = t_bwd_args(t);
+    orc_options o;
+    orc_options_init(&o);
+    o.max_rows = max_rows;
+    o.baseline = 0;
+    orc_bwd_result r;
+    fa_error e;
+    CHECK(orc_bwd(&a, &pr, &o, &r, &e) == FA_OK, "%s: %s", what, e.msg);
+    int64_t unch[2] = {0, 0}, judged[2] = {0, 0};
+    const orc_block *blk[2] = {&r.dk, &r.dv};
+    for (int k = 0; k < 2; k++)
+        for (int64_t x = 0; x < blk[k]->n * blk[k]->dim; x++) {
+            if (blk[k]->flags[x] & ORC_F_UNCHECKABLE) unch[k]++;
+            else if (!(blk[k]->flags[x] & ORC_F_MASKED_ROW)) {
+                judged[k]++;
+                CHECK(isfinite(blk[k]->bound[x]) && blk[k]->bound[x] > 0, "%s: bound %g", what, blk[k]->bound[x]);
+            }
+        }
+    printf("[%s] dK: %lld judged, %lld uncheckable; dV: %lld judged, %lld uncheckable\n", what,
+           (long long)judged[0], (long long)unch[0], (long long)judged[1], (long long)unch[1]);
+    CHECK(unch[0] == 0 && unch[1] == 0, "%s: uncheckable dK/dV elements", what);
+    CHECK(judged[1] > 0 && judged[1] == judged[0] * t->p.head_dim_v / t->p.head_dim_qk,
+          "%s: dV not judged like dK", what);
+    /* the reference itself, rounded to bf16, passes the comparison (elements judged) */
+    int64_t nv = t->p.batch * t->p.seqlen_k * t->p.heads_kv * t->p.head_dim_v;
+    uint16_t *dv = calloc((size_t)nv + 1, 2);
+    fa_tensor tv = {dv, {t->p.seqlen_k * t->p.heads_kv * t->p.head_dim_v, t->p.heads_kv * t->p.head_dim_v,
+                         t->p.head_dim_v, 1}};
+    for (int64_t x = 0; x < r.dv.n; x++)
+        for (int64_t d = 0; d < r.dv.dim; d++) {
+            const orc_index *ix = &r.dv.index[x];
+            dv[ix->b * tv.stride[0] + ix->s * tv.stride[1] + ix->h * tv.stride[2] + d] =
+                orc_encode(r.dv.ref[x * r.dv.dim + d], t->p.dtype);
+        }
+    orc_stats sv;
+    CHECK(orc_compare_bwd(&r, NULL, NULL, &tv, NULL, NULL, &sv, NULL) == FA_OK, "compare");
+    CHECK(sv.checked == judged[1] && sv.failed == 0 && sv.unchecked == 0, "%s: dV compare checked %lld failed %lld",
+          what, (long long)sv.checked, (long long)sv.failed);
+    free(dv);
+    orc_bwd_free(&r);
+}
+
+static void test_dv_large_group(void) {
+    t_prob t;
+    fa_problem p = t_problem(1, 300, 8, 4, 1, 16, 16, FA_BF16, FA_CAUSAL_BOTTOM_RIGHT, -1, -1);
+    t_setup(&t, p, 0, 1.0, 1.0, 1.0, 0);
+    fa_precision pr = t_profile_fp32();
+    pr.u_acc = 0x1p-10; /* 1 / u_acc = 1024 < G Sq + G = 1204 */
+    check_dv_judged("#175 small, u_acc 2^-10", &t, pr, 0);
+    t_free(&t);
+    /* the certify case's shape: B1 Hq128/Hkv1 Sk65 bf16 causal bottom-right, window 40 */
+    p = t_problem(1, 65537, 65, 128, 1, 8, 8, FA_BF16, FA_CAUSAL_BOTTOM_RIGHT, 40, -1);
+    t_setup(&t, t_problem(1, 65, 65, 1, 1, 8, 8, FA_BF16, FA_CAUSAL_NONE, -1, -1), 0, 1.5, 1.5, 1.0, 0);
+    /* Q, O, dO of the big shape: zero, except the rows that see a key (i >= Sq - Sk) */
+    t.p = p;
+    int64_t nq = p.seqlen_q * p.heads_q * p.head_dim_qk, row0 = p.seqlen_q - p.seqlen_k;
+    free(t.q); free(t.o); free(t.dout); free(t.lse);
+    t.q = calloc((size_t)nq, 2); t.o = calloc((size_t)nq, 2); t.dout = calloc((size_t)nq, 2);
+    t.lse = calloc((size_t)(p.heads_q * p.seqlen_q), sizeof(float));
+    for (int64_t e = row0 * p.heads_q * p.head_dim_qk; e < nq; e++) {
+        t.q[e] = orc_encode(t_gauss() * 1.5, p.dtype);
+        t.dout[e] = orc_encode(t_gauss(), p.dtype);
+    }
+    int64_t st[4] = {nq, p.heads_q * p.head_dim_qk, p.head_dim_qk, 1};
+    t.tq.ptr = t.q; t.to.ptr = t.o; t.tdo.ptr = t.dout; t.tlse.ptr = t.lse;
+    memcpy(t.tq.stride, st, sizeof st); memcpy(t.to.stride, st, sizeof st); memcpy(t.tdo.stride, st, sizeof st);
+    t.tlse.stride[0] = p.heads_q * p.seqlen_q; t.tlse.stride[1] = p.seqlen_q; t.tlse.stride[2] = 1;
+    pr = t_profile_fp32();
+    pr.u_acc = 0x1p-23; /* the CUDA profile's: 2^23 < G Sq + G = 8388864 */
+    pr.flushes_subnormals = 1;
+    check_dv_judged("#175 shape, Sq 65537 G 128", &t, pr, 32);
+    t_free(&t);
+}
+
 int main(void) {
+    test_dv_large_group();
     test_overflow_inf();
     test_compare_escalation();
     test_q_zero();

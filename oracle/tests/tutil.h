@@ -141,9 +141,11 @@ static fa_problem t_problem(int64_t B, int64_t Sq, int64_t Sk, int64_t Hq, int64
     return p;
 }
 
-/* An fp32-accumulating profile (RN), P and dS rounded, outputs rounded. */
+/* An fp32-accumulating profile (RN), P and dS rounded, outputs rounded, IEEE
+ * gradual underflow (no flush to zero). */
 static fa_precision t_profile_fp32(void) {
-    fa_precision pr = {0x1p-24, 0x1p-22, 1, 1, 1, 1, -1};
+    fa_precision pr = {.u_acc = 0x1p-24, .exp_rel_err = 0x1p-22, .scores_fp32 = 1, .p_rounded = 1,
+                       .ds_rounded = 1, .out_rounded = 1, .max_rescales = -1, .flushes_subnormals = 0};
     return pr;
 }
 
