@@ -564,6 +564,12 @@ static void fill_dist(const fc_case *c, fc_buf *b) {
             for (int64_t i2 = 0; i2 < dim[2]; i2++) {
                 uint64_t lin = (uint64_t)(((i0 * dim[1] + s) * dim[2] + i2) * dim[3]);
                 uint16_t *row = base + i0 * st[0] + i1 * st[1] + i2 * st[2];
+                if (s != i1) {
+                    /* CONST_ROWS / TIES: the row equals row s (< i1), already written */
+                    const uint16_t *src = base + i0 * st[0] + s * st[1] + i2 * st[2];
+                    for (int64_t i3 = 0; i3 < dim[3]; i3++) row[i3 * st[3]] = src[i3 * st[3]];
+                    continue;
+                }
                 for (int64_t i3 = 0; i3 < dim[3]; i3++) {
                     double x = dist_raw(&g, lin + (uint64_t)i3);
                     row[i3 * st[3]] = g.bf ? fc_bf16_from_double(x) : fc_f16_from_double(x);
