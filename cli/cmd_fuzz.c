@@ -142,12 +142,15 @@ int cli_fuzz(int argc, char **argv)
     }
     cfg.workers = (int)jobs;
     for (int i = 0; i < cfg.workers; i++) cfg.gpu[i] = nids ? ids[i % nids] : NULL;
-    /* each worker's own threads: one core each unless the user says otherwise */
+    /* each worker's own threads: one core each unless the user says otherwise (OMP_NUM_THREADS
+       in the environment, read by libgomp at program start, is then left alone) */
     if (!getenv("OMP_NUM_THREADS")) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        long per = cores > cfg.workers ? cores / cfg.workers : 1;
         char t[32];
-        snprintf(t, sizeof t, "%ld", cores > cfg.workers ? cores / cfg.workers : 1);
-        setenv("OMP_NUM_THREADS", t, 1);
+        snprintf(t, sizeof t, "%ld", per);
+        setenv("OMP_NUM_THREADS", t, 1);   /* for processes the workers start */
+        cfg.omp_threads = (int)per;         /* for the workers themselves */
     }
 
     fprintf(stderr, "flashcheck fuzz: backend %s, %d worker%s%s, budget S<=%lld D<=%lld B<=%lld Hq<=%lld%s, corpus %s, findings %s\n",

@@ -4,6 +4,8 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <malloc.h>
+#include <omp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,6 +160,13 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index)
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     signal(SIGINT, SIG_IGN);           /* the supervisor decides when to stop */
     if (cfg->gpu[index]) setenv("CUDA_VISIBLE_DEVICES", cfg->gpu[index], 1);
+    /* One OpenMP team size for the oracle and host backends of this worker:
+       N workers x (cores by default) threads would oversubscribe the machine. */
+    if (cfg->omp_threads > 0) omp_set_num_threads(cfg->omp_threads);
+    /* Case buffers of a few MB come and go every case: keep them in the heap
+       (no mmap per allocation, no trimming) instead of faulting fresh pages in each time. */
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 256 << 20);
     const fa_backend *be = fz_iso_backend(cfg->backend);
     if (!be) _exit(3);
     fz_run_set_phase_hook(&slot->phase);

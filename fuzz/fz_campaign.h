@@ -49,6 +49,9 @@ typedef struct {
     int determinism;            /* run each case twice and compare bitwise (default 1) */
     int status_line;            /* print the live status line to stderr */
     int quiet;                  /* no per-finding lines */
+    int omp_threads;            /* > 0: each worker calls omp_set_num_threads(omp_threads) before its
+                                   first case (OMP_NUM_THREADS set by the caller after program start
+                                   is not seen: libgomp reads it when it loads); 0: leave as is */
 } fz_camp_cfg;
 
 typedef struct {
