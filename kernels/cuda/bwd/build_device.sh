@@ -19,6 +19,9 @@ ORC="gcc -O3 -std=c11 -mavx2 -mfma -fopenmp -ffp-contract=off -D_GNU_SOURCE -I."
 for f in orc_bwd orc_compare orc_fwd orc_mpfr orc_util; do $ORC -c oracle/$f.c -o $OUT/obj/$f.o & done
 wait
 ORCLIBS="$OUT/obj/orc_bwd.o $OUT/obj/orc_compare.o $OUT/obj/orc_fwd.o $OUT/obj/orc_mpfr.o $OUT/obj/orc_util.o"
+$CC -D_GNU_SOURCE -c case/case.c -o $OUT/obj/case.o
+$CC -D_GNU_SOURCE -c case/case_text.c -o $OUT/obj/case_text.o
+ORCLIBS="$ORCLIBS $OUT/obj/case.o $OUT/obj/case_text.o"
 STATIC="/usr/lib/x86_64-linux-gnu/libmpfr.a /usr/lib/x86_64-linux-gnu/libgmp.a $(gcc -print-file-name=libgomp.a)"
 $CC -fopenmp kernels/cuda/bwd/tests/bwd_certify_test.c $LIBS $ORCLIBS $STATIC $LINK -o $OUT/bwd_certify_test
 $CC kernels/cuda/bwd/tests/bwd_selfcheck.c $LIBS $LINK -o $OUT/bwd_selfcheck

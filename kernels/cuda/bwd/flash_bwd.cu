@@ -155,6 +155,129 @@ static __device__ __forceinline__ bool bwd_tile_vis(const bwd_tile &m, int il, i
 }
 
 // ----------------------------------------------------------------------------
+// non-finite inputs and dS overflow: the exact slow path's triggers
+//
+// A hidden (query i, key j) pair must contribute nothing (flash_api.h), also when
+// an input is NaN/Inf. Per-entry products (S = Q K^T, dP = dO V^T) are safe: P and
+// dS are selected, not multiplied, at hidden entries. P of a hidden entry is stored
+// as -0 (a visible P = ex2(..) is never -0), which marks it for the dS select and
+// the slow paths. The three products that SUM over the hidden index are not safe on
+// the tensor cores: dV += P^T dO (hidden P = 0 times a NaN dO row is NaN), dK += dS^T Q
+// and dQ += dS K. They can only leak when the tile has row-dependent visibility
+// (partial tile or an additive mask) AND the summed operand holds a non-finite value;
+// such a tile runs the slow path: scalar fp32 FMAs that skip hidden entries. The same
+// scalar path also takes a tile whose dS does not fit the 16-bit type (|dS| at or
+// above the rounding-to-Inf threshold: fp16 65520), keeping dS in fp32 there instead
+// of rounding it to Inf (Inf - Inf in dS K was the fuzz finding a63605906157a3f1).
+// Scalar fp32 (round to nearest) and unrounded dS have no larger error than the
+// profile's tensor-core truncation and rounded dS, so the oracle's bounds still hold.
+
+/* Smallest |x| that rounds to Inf in the 16-bit type (fp16 65520, bf16 0x1.ffp127). */
+template <bool BF16>
+static __device__ __forceinline__ float bwd_ovf16(void) {
+    return BF16 ? __uint_as_float(0x7f7f8000u) : 65520.f;
+}
+
+/* Nonzero when either 16-bit half of w is NaN or Inf (exponent all ones). */
+template <bool BF16>
+static __device__ __forceinline__ uint32_t bwd_nonfinite2(uint32_t w) {
+    const uint32_t m = BF16 ? 0x7f807f80u : 0x7c007c00u;
+    return __vcmpeq2(w & m, m);
+}
+
+/* 1 when a 16-bit tile of ELEMS elements (a multiple of 8, 16-byte aligned) holds a
+ * NaN or Inf; this thread's share only (the caller combines with __syncthreads_or). */
+template <bool BF16, int ELEMS, int NT>
+static __device__ __forceinline__ int bwd_tile_nonfinite(const uint16_t *tile, int tid) {
+    const uint4 *t4 = reinterpret_cast<const uint4 *>(tile);
+    uint32_t bad = 0;
+#pragma unroll 2
+    for (int x = tid; x < ELEMS / 8; x += NT) {
+        const uint4 w = t4[x];
+        bad |= bwd_nonfinite2<BF16>(w.x) | bwd_nonfinite2<BF16>(w.y) | bwd_nonfinite2<BF16>(w.z) |
+               bwd_nonfinite2<BF16>(w.w);
+    }
+    return bad != 0;
+}
+
+/* A packed pair's low / high element is the hidden marker -0 (0x8000). */
+static __device__ __forceinline__ bool bwd_hid_lo(uint32_t u) { return (u & 0xffffu) == 0x8000u; }
+static __device__ __forceinline__ bool bwd_hid_hi(uint32_t u) { return (u & 0xffff0000u) == 0x80000000u; }
+/* An fp32 scratch value is the hidden marker -0. */
+static __device__ __forceinline__ bool bwd_hid32(float x) { return __float_as_uint(x) == 0x80000000u; }
+
+/* dS of one entry for the slow path's fp32 scratch: -0 when hidden, else P (dP - Dsum)
+ * with a visible -0 turned into +0 (the sum of zero products is 0 either way). */
+static __device__ __forceinline__ float bwd_ds_scratch(bool hid, float pv, float dpm) {
+    return hid ? -0.f : pv * dpm + 0.f;
+}
+
+/* Slow path of a per-warp product acc[16 x HO] += A[16 x BR] B[BR x HO] (dkdv kernel:
+ * dV += P^T dO, dK += dS^T Q): A in fp32 rows of the scratch (row stride BR, -0 =
+ * hidden, skipped), B the swizzled 16-bit tile sB from column d_off; scalar FMAs in
+ * row order. acc is this thread's fragment [HO/8][4] flattened, in local memory: the
+ * caller copies it out and back only on this path, and the call is not inlined,
+ * so the fast path's registers are untouched. */
+template <int HD, int HO, int BR, bool BF16>
+static __device__ __noinline__ void bwd_rows_slow(float *acc_mem, const float *rows, const uint16_t *sB, int lane,
+                                                  int d_off) {
+    const int g = lane >> 2, t = lane & 3;
+    float acc[HO / 8][4];
+#pragma unroll
+    for (int n = 0; n < HO / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc[n][e] = acc_mem[n * 4 + e];
+#pragma unroll 1
+    for (int i = 0; i < BR; i++) {
+        const float a0 = rows[g * BR + i], a1 = rows[(g + 8) * BR + i];
+        const bool h0 = bwd_hid32(a0), h1 = bwd_hid32(a1);
+#pragma unroll
+        for (int n = 0; n < HO / 8; n++) {
+            const float2 x = bwdx_unpack<BF16>(*reinterpret_cast<const uint32_t *>(sB + bwdx_swz<HD>(i, d_off + n * 8 + 2 * t)));
+            if (!h0) { acc[n][0] = fmaf(a0, x.x, acc[n][0]); acc[n][1] = fmaf(a0, x.y, acc[n][1]); }
+            if (!h1) { acc[n][2] = fmaf(a1, x.x, acc[n][2]); acc[n][3] = fmaf(a1, x.y, acc[n][3]); }
+        }
+    }
+#pragma unroll
+    for (int n = 0; n < HO / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc_mem[n * 4 + e] = acc[n][e];
+}
+
+/* Slow path of the default-mode dQ product (dkdv kernel), CTA-uniform: the warps whose
+ * dS^T was rounded (slow_w == 0) copy it exactly into their fp32 scratch rows; then each
+ * warp forms its 16 query rows (rg) x CPW columns from dc0 by scalar FMAs in key order,
+ * skipping hidden (-0) entries, and adds them to the fp32 workspace rows dqa, dqb
+ * (when a_ok / b_ok) by atomics. Not inlined, so that its registers do not weigh on
+ * the fast path. Contains a __syncthreads: every thread of the CTA must call it. */
+template <int HD, int BR, int BC, int CPW, bool BF16>
+static __device__ __noinline__ void bwd_dq_slow(float *sdSf, const uint16_t *sdS, const uint16_t *sK, int warp, int lane,
+                                                int slow_w, int rg, int dc0, int D, float *dqa, float *dqb, bool a_ok,
+                                                bool b_ok) {
+    const int g = lane >> 2, t = lane & 3;
+    if (!slow_w)
+        for (int x = lane; x < 16 * BR; x += 32)
+            sdSf[(warp * 16 + x / BR) * BR + x % BR] = bwdx_to_float<BF16>(sdS[bwdx_swz<64>(warp * 16 + x / BR, x % BR)]);
+    __syncthreads();
+    const int ila = rg * 16 + g;
+#pragma unroll 1
+    for (int n = 0; n < CPW / 8; n++) {
+        const int dc = dc0 + n * 8;
+        if (dc >= D) break; /* D % 8 == 0: an 8-column group is all in or all out */
+        float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll 4
+        for (int j = 0; j < BC; j++) {
+            const float s0 = sdSf[j * BR + ila], s1 = sdSf[j * BR + ila + 8];
+            const float2 x = bwdx_unpack<BF16>(*reinterpret_cast<const uint32_t *>(sK + bwdx_swz<HD>(j, dc + 2 * t)));
+            if (!bwd_hid32(s0)) { c[0] = fmaf(s0, x.x, c[0]); c[1] = fmaf(s0, x.y, c[1]); }
+            if (!bwd_hid32(s1)) { c[2] = fmaf(s1, x.x, c[2]); c[3] = fmaf(s1, x.y, c[3]); }
+        }
+        if (a_ok) { atomicAdd(dqa + dc + 2 * t, c[0]); atomicAdd(dqa + dc + 2 * t + 1, c[1]); }
+        if (b_ok) { atomicAdd(dqb + dc + 2 * t, c[2]); atomicAdd(dqb + dc + 2 * t + 1, c[3]); }
+    }
+}
+
+// ----------------------------------------------------------------------------
 // 1. preprocess: Dsum = rowsum(dO * O), compact LSE
 
 template <bool BF16>
@@ -202,8 +325,9 @@ struct bwd_dkdv_smem {
     static constexpr int BC = 16 * NW;
     static constexpr size_t kv = (size_t)BC * HD;  /* elements of sK or sV */
     static constexpr size_t qo = (size_t)BR * HD;  /* elements of one sQ or sdO buffer */
-    /* sdS is [BC][64] (64-wide rows keep the 8-chunk swizzle) whatever BR is */
-    static constexpr size_t bytes = (2 * kv + 4 * qo + (size_t)BC * 64) * 2 + 4 * BR * 4;
+    /* sdS is [BC][64] (64-wide rows keep the 8-chunk swizzle) whatever BR is; then
+     * sLse, sDsum [2][BR] fp32, then the slow path's fp32 scratch sdSf [BC][BR] */
+    static constexpr size_t bytes = (2 * kv + 4 * qo + (size_t)BC * 64) * 2 + 4 * BR * 4 + (size_t)BC * BR * 4;
 };
 
 template <int HD, int HO, int NW, int BR, bool BF16, bool DET>
@@ -218,6 +342,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
     uint16_t *sdS = sdO + 2 * L::qo; /* [BC][BR]: dS^T */
     float *sLse = reinterpret_cast<float *>(sdS + BC * 64); /* [2][BR] */
     float *sDsum = sLse + 2 * BR;                                /* [2][BR] */
+    float *sdSf = sDsum + 2 * BR; /* [BC][BR]: slow path only: P^T, then dS^T, fp32, -0 = hidden */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -276,12 +401,16 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
 #pragma unroll
         for (int e = 0; e < 4; e++) acc_dk[n][e] = acc_dv[n][e] = 0.f;
 
+    int kbad = 0; /* the K block holds a NaN/Inf (the dQ product's summed operand) */
+    float *myf = sdSf + warp * 16 * BR; /* this warp's 16 rows of the scratch */
+
     for (int64_t it = 0; it < n_it; it++) {
         const int buf = (int)(it & 1);
         bwdx_cp_wait_all();
-        __syncthreads(); /* buffer buf is complete; every warp is done with buf^1 and sdS */
+        __syncthreads(); /* buffer buf is complete; every warp is done with buf^1, sdS and sdSf */
         if (it + 1 < n_it) issue(it + 1, buf ^ 1);
         bwdx_cp_commit();
+        if (!DET && it == 0) kbad = __syncthreads_or(bwd_tile_nonfinite<BF16, BC * HD, NT>(sK, tid));
 
         const int64_t hq = hkv * p.group + it / nqb;
         const int64_t i0 = (qb_lo + it % nqb) * BR;
@@ -290,105 +419,182 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
         const float *lse_b = sLse + buf * BR;
         const float *dsum_b = sDsum + buf * BR;
 
-        /* S^T (16 kv rows of this warp x 64 query rows) = K Q^T */
-        float acc_s[BR / 8][4];
-#pragma unroll
-        for (int n = 0; n < BR / 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc_s[n][e] = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < HD / 16; ks++) {
-            uint32_t a[4];
-            bwdx_ldsm4(a, bwdx_smem(sK + bwdx_swz<HD>(warp * 16 + bwdx_row_A(lane), ks * 16 + bwdx_col_A(lane))));
-#pragma unroll
-            for (int np = 0; np < BR / 16; np++) {
-                uint32_t bb[4];
-                bwdx_ldsm4(bb, bwdx_smem(sQb + bwdx_swz<HD>(np * 16 + bwdx_row_Bn(lane), ks * 16 + bwdx_col_Bn(lane))));
-                bwdx_mma<BF16>(acc_s[2 * np], a, bb[0], bb[1]);
-                bwdx_mma<BF16>(acc_s[2 * np + 1], a, bb[2], bb[3]);
-            }
-        }
-
-        /* P^T = exp(scale * S + mask - lse), rounded to the input type (A fragments) */
+        /* slow path for the summed products: row-dependent visibility and a NaN/Inf in Q, dO or K */
         const bwd_tile tm = bwd_tile_make<BC, BR>(p, i0, j0);
+        int nf = 0;
+        if (tm.partial || p.mask)
+            nf = __syncthreads_or(kbad || bwd_tile_nonfinite<BF16, BR * HD, NT>(sQb, tid) ||
+                                  bwd_tile_nonfinite<BF16, BR * HD, NT>(sdOb, tid));
+
         const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
-        uint32_t pa[BR / 16][4];
+        /* S^T (16 kv rows of this warp x 64 query rows) = K Q^T, then
+         * P^T = exp(scale * S + mask - lse), rounded to the input type (A fragments); -0 where hidden.
+         * A lambda: the slow dK path recomputes it rather than keeping it live. */
+        auto compute_p = [&](uint32_t (&pa)[BR / 16][4]) {
+            float acc_s[BR / 8][4];
 #pragma unroll
-        for (int nt = 0; nt < BR / 8; nt++) {
-            float pv[4];
+            for (int n = 0; n < BR / 8; n++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int il = nt * 8 + 2 * t + (e & 1);
-                const int jl = warp * 16 + g + ((e >> 1) << 3);
-                bool vis = true;
-                if (tm.partial) vis = bwd_tile_vis(tm, il, jl);
-                float mval = 0.f;
-                if (mrow && vis) mval = __ldg(mrow + il * p.ms[2] + jl * p.ms[3]);
-                const float x = fmaf(acc_s[nt][e], p.scale, mval) - lse_b[il];
-                pv[e] = vis ? bwdx_exp2(x * BWD_LOG2E) : 0.f;
+                for (int e = 0; e < 4; e++) acc_s[n][e] = 0.f;
+#pragma unroll
+            for (int ks = 0; ks < HD / 16; ks++) {
+                uint32_t a[4];
+                bwdx_ldsm4(a, bwdx_smem(sK + bwdx_swz<HD>(warp * 16 + bwdx_row_A(lane), ks * 16 + bwdx_col_A(lane))));
+#pragma unroll
+                for (int np = 0; np < BR / 16; np++) {
+                    uint32_t bb[4];
+                    bwdx_ldsm4(bb, bwdx_smem(sQb + bwdx_swz<HD>(np * 16 + bwdx_row_Bn(lane), ks * 16 + bwdx_col_Bn(lane))));
+                    bwdx_mma<BF16>(acc_s[2 * np], a, bb[0], bb[1]);
+                    bwdx_mma<BF16>(acc_s[2 * np + 1], a, bb[2], bb[3]);
+                }
             }
-            pa[nt >> 1][(nt & 1) * 2 + 0] = bwdx_pack<BF16>(pv[0], pv[1]);
-            pa[nt >> 1][(nt & 1) * 2 + 1] = bwdx_pack<BF16>(pv[2], pv[3]);
-        }
+#pragma unroll
+            for (int nt = 0; nt < BR / 8; nt++) {
+                float pv[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int il = nt * 8 + 2 * t + (e & 1);
+                    const int jl = warp * 16 + g + ((e >> 1) << 3);
+                    bool vis = true;
+                    if (tm.partial) vis = bwd_tile_vis(tm, il, jl);
+                    float mval = 0.f;
+                    if (mrow && vis) {
+                        mval = __ldg(mrow + il * p.ms[2] + jl * p.ms[3]);
+                        vis = mval != -INFINITY;
+                    }
+                    const float x = fmaf(acc_s[nt][e], p.scale, mval) - lse_b[il];
+                    pv[e] = vis ? bwdx_exp2(x * BWD_LOG2E) : -0.f;
+                }
+                pa[nt >> 1][(nt & 1) * 2 + 0] = bwdx_pack<BF16>(pv[0], pv[1]);
+                pa[nt >> 1][(nt & 1) * 2 + 1] = bwdx_pack<BF16>(pv[2], pv[3]);
+            }
+        };
+        /* dP^T = V dO^T */
+        auto compute_dp = [&](float (&acc_s)[BR / 8][4]) {
+#pragma unroll
+            for (int n = 0; n < BR / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc_s[n][e] = 0.f;
+#pragma unroll
+            for (int ks = 0; ks < HD / 16; ks++) {
+                uint32_t a[4];
+                bwdx_ldsm4(a, bwdx_smem(sV + bwdx_swz<HD>(warp * 16 + bwdx_row_A(lane), ks * 16 + bwdx_col_A(lane))));
+#pragma unroll
+                for (int np = 0; np < BR / 16; np++) {
+                    uint32_t bb[4];
+                    bwdx_ldsm4(bb, bwdx_smem(sdOb + bwdx_swz<HD>(np * 16 + bwdx_row_Bn(lane), ks * 16 + bwdx_col_Bn(lane))));
+                    bwdx_mma<BF16>(acc_s[2 * np], a, bb[0], bb[1]);
+                    bwdx_mma<BF16>(acc_s[2 * np + 1], a, bb[2], bb[3]);
+                }
+            }
+        };
+        uint32_t pa[BR / 16][4];
+        compute_p(pa);
 
         /* dV += P^T dO (columns d_off .. d_off + HO) */
+        if (!nf) {
 #pragma unroll
-        for (int kk = 0; kk < BR / 16; kk++) {
+            for (int kk = 0; kk < BR / 16; kk++) {
 #pragma unroll
-            for (int np = 0; np < HO / 16; np++) {
-                uint32_t bb[4];
-                bwdx_ldsm4_t(bb, bwdx_smem(sdOb + bwdx_swz<HD>(kk * 16 + bwdx_row_Bk(lane), d_off + np * 16 + bwdx_col_Bk(lane))));
-                bwdx_mma<BF16>(acc_dv[2 * np], pa[kk], bb[0], bb[1]);
-                bwdx_mma<BF16>(acc_dv[2 * np + 1], pa[kk], bb[2], bb[3]);
+                for (int np = 0; np < HO / 16; np++) {
+                    uint32_t bb[4];
+                    bwdx_ldsm4_t(bb, bwdx_smem(sdOb + bwdx_swz<HD>(kk * 16 + bwdx_row_Bk(lane), d_off + np * 16 + bwdx_col_Bk(lane))));
+                    bwdx_mma<BF16>(acc_dv[2 * np], pa[kk], bb[0], bb[1]);
+                    bwdx_mma<BF16>(acc_dv[2 * np + 1], pa[kk], bb[2], bb[3]);
+                }
             }
+        } else {
+            /* slow: P^T rows of this warp to the scratch, then scalar FMAs that skip hidden entries */
+#pragma unroll
+            for (int nt = 0; nt < BR / 8; nt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+                    *reinterpret_cast<float2 *>(myf + (g + 8 * h) * BR + nt * 8 + 2 * t) =
+                        bwdx_unpack<BF16>(pa[nt >> 1][(nt & 1) * 2 + h]);
+            __syncwarp();
+            float mem[HO / 2];
+#pragma unroll
+            for (int n = 0; n < HO / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) mem[n * 4 + e] = acc_dv[n][e];
+            bwd_rows_slow<HD, HO, BR, BF16>(mem, myf, sdOb, lane, d_off);
+#pragma unroll
+            for (int n = 0; n < HO / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc_dv[n][e] = mem[n * 4 + e];
+            __syncwarp();
         }
 
         /* dP^T = V dO^T */
-#pragma unroll
-        for (int n = 0; n < BR / 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc_s[n][e] = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < HD / 16; ks++) {
-            uint32_t a[4];
-            bwdx_ldsm4(a, bwdx_smem(sV + bwdx_swz<HD>(warp * 16 + bwdx_row_A(lane), ks * 16 + bwdx_col_A(lane))));
-#pragma unroll
-            for (int np = 0; np < BR / 16; np++) {
-                uint32_t bb[4];
-                bwdx_ldsm4(bb, bwdx_smem(sdOb + bwdx_swz<HD>(np * 16 + bwdx_row_Bn(lane), ks * 16 + bwdx_col_Bn(lane))));
-                bwdx_mma<BF16>(acc_s[2 * np], a, bb[0], bb[1]);
-                bwdx_mma<BF16>(acc_s[2 * np + 1], a, bb[2], bb[3]);
-            }
-        }
+        float acc_s[BR / 8][4];
+        compute_dp(acc_s);
 
-        /* dS^T = P^T (dP^T - Dsum), zero where P is zero, rounded (A fragments) */
+        /* dS^T = P^T (dP^T - Dsum), zero where hidden, rounded (A fragments) */
         uint32_t da[BR / 16][4];
+        float ds_max = 0.f; /* largest |dS| (NaN ignored): does the 16-bit rounding overflow? */
 #pragma unroll
         for (int nt = 0; nt < BR / 8; nt++) {
             float dv4[4];
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const float2 pr = bwdx_unpack<BF16>(pa[nt >> 1][(nt & 1) * 2 + h]);
+                const uint32_t pp = pa[nt >> 1][(nt & 1) * 2 + h];
+                const float2 pr = bwdx_unpack<BF16>(pp);
                 const int il = nt * 8 + 2 * t;
                 const float d0 = acc_s[nt][2 * h] - dsum_b[il];
                 const float d1 = acc_s[nt][2 * h + 1] - dsum_b[il + 1];
-                dv4[2 * h] = pr.x != 0.f ? pr.x * d0 : 0.f;
-                dv4[2 * h + 1] = pr.y != 0.f ? pr.y * d1 : 0.f;
+                dv4[2 * h] = bwd_hid_lo(pp) ? 0.f : pr.x * d0;
+                dv4[2 * h + 1] = bwd_hid_hi(pp) ? 0.f : pr.y * d1;
             }
+#pragma unroll
+            for (int e = 0; e < 4; e++) ds_max = fmaxf(ds_max, fabsf(dv4[e]));
             da[nt >> 1][(nt & 1) * 2 + 0] = bwdx_pack<BF16>(dv4[0], dv4[1]);
             da[nt >> 1][(nt & 1) * 2 + 1] = bwdx_pack<BF16>(dv4[2], dv4[3]);
         }
+        /* warp-uniform: this warp's dS^T goes through the fp32 scratch */
+        const int slow_w = nf || __any_sync(0xffffffffu, ds_max >= bwd_ovf16<BF16>());
 
         /* dK += dS^T Q (columns d_off .. d_off + HO) */
+        if (!slow_w) {
 #pragma unroll
-        for (int kk = 0; kk < BR / 16; kk++) {
+            for (int kk = 0; kk < BR / 16; kk++) {
 #pragma unroll
-            for (int np = 0; np < HO / 16; np++) {
-                uint32_t bb[4];
-                bwdx_ldsm4_t(bb, bwdx_smem(sQb + bwdx_swz<HD>(kk * 16 + bwdx_row_Bk(lane), d_off + np * 16 + bwdx_col_Bk(lane))));
-                bwdx_mma<BF16>(acc_dk[2 * np], da[kk], bb[0], bb[1]);
-                bwdx_mma<BF16>(acc_dk[2 * np + 1], da[kk], bb[2], bb[3]);
+                for (int np = 0; np < HO / 16; np++) {
+                    uint32_t bb[4];
+                    bwdx_ldsm4_t(bb, bwdx_smem(sQb + bwdx_swz<HD>(kk * 16 + bwdx_row_Bk(lane), d_off + np * 16 + bwdx_col_Bk(lane))));
+                    bwdx_mma<BF16>(acc_dk[2 * np], da[kk], bb[0], bb[1]);
+                    bwdx_mma<BF16>(acc_dk[2 * np + 1], da[kk], bb[2], bb[3]);
+                }
             }
+        } else {
+            /* slow: P^T and dP^T recomputed (bitwise the same), fp32 dS^T rows of this warp to
+             * the scratch (-0 = hidden), then scalar FMAs */
+            uint32_t pa2[BR / 16][4];
+            float dp2[BR / 8][4];
+            compute_p(pa2);
+            compute_dp(dp2);
+#pragma unroll
+            for (int nt = 0; nt < BR / 8; nt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const uint32_t pp = pa2[nt >> 1][(nt & 1) * 2 + h];
+                    const float2 pr = bwdx_unpack<BF16>(pp);
+                    const int il = nt * 8 + 2 * t;
+                    float2 v;
+                    v.x = bwd_ds_scratch(bwd_hid_lo(pp), pr.x, dp2[nt][2 * h] - dsum_b[il]);
+                    v.y = bwd_ds_scratch(bwd_hid_hi(pp), pr.y, dp2[nt][2 * h + 1] - dsum_b[il + 1]);
+                    *reinterpret_cast<float2 *>(myf + (g + 8 * h) * BR + il) = v;
+                }
+            __syncwarp();
+            float mem[HO / 2];
+#pragma unroll
+            for (int n = 0; n < HO / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) mem[n * 4 + e] = acc_dk[n][e];
+            bwd_rows_slow<HD, HO, BR, BF16>(mem, myf, sQb, lane, d_off);
+#pragma unroll
+            for (int n = 0; n < HO / 8; n++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc_dk[n][e] = mem[n * 4 + e];
         }
 
         if (!DET) {
@@ -401,17 +607,24 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
                 *reinterpret_cast<uint32_t *>(sdS + bwdx_swz<64>(jl, il + 8)) = da[kk][2];
                 *reinterpret_cast<uint32_t *>(sdS + bwdx_swz<64>(jl + 8, il + 8)) = da[kk][3];
             }
-            __syncthreads();
+            /* CTA-uniform: some warp's dS^T is in the fp32 scratch (overflow or NaN/Inf path) */
+            const int slow_q = __syncthreads_or(slow_w);
             /* warp -> 16 query rows (rg of RG) x CPW columns (cp) of dQ, k = the BC keys */
             constexpr int RG = BR / 16, CPW = HO / (NW / RG);
             const int rg = warp % RG, cp = warp / RG;
+            const int64_t ia = i0 + rg * 16 + g, ib = ia + 8;
+            float *dqa = p.dq_ws + ((b * p.Hq + hq) * p.Sq + ia) * p.D;
+            float *dqb = dqa + 8 * p.D;
+            if (slow_q) {
+                /* out of line: the fast path keeps its registers */
+                bwd_dq_slow<HD, BR, BC, CPW, BF16>(sdSf, sdS, sK, warp, lane, slow_w, rg, d_off + cp * CPW, (int)p.D, dqa,
+                                                   dqb, ia < p.Sq, ib < p.Sq);
+                continue;
+            }
             uint32_t qa[BC / 16][4];
 #pragma unroll
             for (int kk = 0; kk < BC / 16; kk++)
                 bwdx_ldsm4_t(qa[kk], bwdx_smem(sdS + bwdx_swz<64>(kk * 16 + bwdx_row_At(lane), rg * 16 + bwdx_col_At(lane))));
-            const int64_t ia = i0 + rg * 16 + g, ib = ia + 8;
-            float *dqa = p.dq_ws + ((b * p.Hq + hq) * p.Sq + ia) * p.D;
-            float *dqb = dqa + 8 * p.D;
 #pragma unroll
             for (int np = 0; np < CPW / 16; np++) {
                 const int dcol = d_off + cp * CPW + np * 16;
@@ -484,7 +697,8 @@ __global__ void __launch_bounds__(256) bwd_dq_convert_kernel(const bwd_params p)
 template <int HD>
 struct bwd_dq_smem {
     static constexpr size_t t = (size_t)BWD_BR * HD; /* BR == BC */
-    static constexpr size_t bytes = 6 * t * 2;       /* sQ, sdO, sK[2], sV[2] */
+    /* sQ, sdO, sK[2], sV[2]; then the slow path's fp32 scratch [BWD_WARPS][16][BWD_BC] */
+    static constexpr size_t bytes = 6 * t * 2 + (size_t)BWD_WARPS * 16 * BWD_BC * 4;
 };
 
 template <int HD, int HO, bool BF16>
@@ -495,9 +709,11 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kerne
     uint16_t *sdO = sQ + L::t;
     uint16_t *sK = sdO + L::t; /* [2] */
     uint16_t *sV = sK + 2 * L::t; /* [2] */
+    float *sdSf = reinterpret_cast<float *>(sV + 2 * L::t); /* [warp][16][BC], slow path only */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
+    float *myf = sdSf + warp * 16 * BWD_BC;
 
     int64_t bid = blockIdx.x;
     const int64_t nqb = (p.Sq + BWD_BR - 1) / BWD_BR;
@@ -556,88 +772,139 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kerne
         const uint16_t *sKb = sK + buf * L::t;
         const uint16_t *sVb = sV + buf * L::t;
 
-        /* S (16 query rows of this warp x 64 keys) = Q K^T */
-        float acc_s[8][4];
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc_s[n][e] = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < HD / 16; ks++) {
-            uint32_t a[4];
-            bwdx_ldsm4(a, bwdx_smem(sQ + bwdx_swz<HD>(warp * 16 + bwdx_row_A(lane), ks * 16 + bwdx_col_A(lane))));
-#pragma unroll
-            for (int np = 0; np < 4; np++) {
-                uint32_t bb[4];
-                bwdx_ldsm4(bb, bwdx_smem(sKb + bwdx_swz<HD>(np * 16 + bwdx_row_Bn(lane), ks * 16 + bwdx_col_Bn(lane))));
-                bwdx_mma<BF16>(acc_s[2 * np], a, bb[0], bb[1]);
-                bwdx_mma<BF16>(acc_s[2 * np + 1], a, bb[2], bb[3]);
-            }
-        }
+        /* slow path for dQ += dS K: row-dependent visibility and a NaN/Inf in this K block */
         const bwd_tile tm = bwd_tile_make<BWD_BC, BWD_BR>(p, i0, j0);
+        int nf = 0;
+        if (tm.partial || p.mask) nf = __syncthreads_or(bwd_tile_nonfinite<BF16, BWD_BC * HD, BWD_THREADS>(sKb, tid));
+
         const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
-        uint32_t pa[8][2]; /* rounded P, packed pairs (row g / g+8) */
+        /* S (16 query rows of this warp x 64 keys) = Q K^T, then P rounded, packed pairs
+         * (row g / g+8), -0 where hidden. A lambda: the slow path recomputes it. */
+        auto compute_p = [&](uint32_t (&pa)[8][2]) {
+            float acc_s[8][4];
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-            float pv[4];
+            for (int n = 0; n < 8; n++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int jl = nt * 8 + 2 * t + (e & 1);
-                const int il = ila + ((e >> 1) << 3);
-                bool vis = true;
-                if (tm.partial) vis = bwd_tile_vis(tm, il, jl);
-                float mval = 0.f;
-                if (mrow && vis) mval = __ldg(mrow + il * p.ms[2] + jl * p.ms[3]);
-                const float x = fmaf(acc_s[nt][e], p.scale, mval) - ((e >> 1) ? lse_b : lse_a);
-                pv[e] = vis ? bwdx_exp2(x * BWD_LOG2E) : 0.f;
+                for (int e = 0; e < 4; e++) acc_s[n][e] = 0.f;
+#pragma unroll
+            for (int ks = 0; ks < HD / 16; ks++) {
+                uint32_t a[4];
+                bwdx_ldsm4(a, bwdx_smem(sQ + bwdx_swz<HD>(warp * 16 + bwdx_row_A(lane), ks * 16 + bwdx_col_A(lane))));
+#pragma unroll
+                for (int np = 0; np < 4; np++) {
+                    uint32_t bb[4];
+                    bwdx_ldsm4(bb, bwdx_smem(sKb + bwdx_swz<HD>(np * 16 + bwdx_row_Bn(lane), ks * 16 + bwdx_col_Bn(lane))));
+                    bwdx_mma<BF16>(acc_s[2 * np], a, bb[0], bb[1]);
+                    bwdx_mma<BF16>(acc_s[2 * np + 1], a, bb[2], bb[3]);
+                }
             }
-            pa[nt][0] = bwdx_pack<BF16>(pv[0], pv[1]);
-            pa[nt][1] = bwdx_pack<BF16>(pv[2], pv[3]);
-        }
-
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) {
+                float pv[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int jl = nt * 8 + 2 * t + (e & 1);
+                    const int il = ila + ((e >> 1) << 3);
+                    bool vis = true;
+                    if (tm.partial) vis = bwd_tile_vis(tm, il, jl);
+                    float mval = 0.f;
+                    if (mrow && vis) {
+                        mval = __ldg(mrow + il * p.ms[2] + jl * p.ms[3]);
+                        vis = mval != -INFINITY;
+                    }
+                    const float x = fmaf(acc_s[nt][e], p.scale, mval) - ((e >> 1) ? lse_b : lse_a);
+                    pv[e] = vis ? bwdx_exp2(x * BWD_LOG2E) : -0.f;
+                }
+                pa[nt][0] = bwdx_pack<BF16>(pv[0], pv[1]);
+                pa[nt][1] = bwdx_pack<BF16>(pv[2], pv[3]);
+            }
+        };
         /* dP = dO V^T */
+        auto compute_dp = [&](float (&acc_s)[8][4]) {
 #pragma unroll
-        for (int n = 0; n < 8; n++)
+            for (int n = 0; n < 8; n++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) acc_s[n][e] = 0.f;
+                for (int e = 0; e < 4; e++) acc_s[n][e] = 0.f;
 #pragma unroll
-        for (int ks = 0; ks < HD / 16; ks++) {
-            uint32_t a[4];
-            bwdx_ldsm4(a, bwdx_smem(sdO + bwdx_swz<HD>(warp * 16 + bwdx_row_A(lane), ks * 16 + bwdx_col_A(lane))));
+            for (int ks = 0; ks < HD / 16; ks++) {
+                uint32_t a[4];
+                bwdx_ldsm4(a, bwdx_smem(sdO + bwdx_swz<HD>(warp * 16 + bwdx_row_A(lane), ks * 16 + bwdx_col_A(lane))));
 #pragma unroll
-            for (int np = 0; np < 4; np++) {
-                uint32_t bb[4];
-                bwdx_ldsm4(bb, bwdx_smem(sVb + bwdx_swz<HD>(np * 16 + bwdx_row_Bn(lane), ks * 16 + bwdx_col_Bn(lane))));
-                bwdx_mma<BF16>(acc_s[2 * np], a, bb[0], bb[1]);
-                bwdx_mma<BF16>(acc_s[2 * np + 1], a, bb[2], bb[3]);
+                for (int np = 0; np < 4; np++) {
+                    uint32_t bb[4];
+                    bwdx_ldsm4(bb, bwdx_smem(sVb + bwdx_swz<HD>(np * 16 + bwdx_row_Bn(lane), ks * 16 + bwdx_col_Bn(lane))));
+                    bwdx_mma<BF16>(acc_s[2 * np], a, bb[0], bb[1]);
+                    bwdx_mma<BF16>(acc_s[2 * np + 1], a, bb[2], bb[3]);
+                }
             }
-        }
+        };
+        uint32_t pa[8][2];
+        compute_p(pa);
+        float acc_s[8][4];
+        compute_dp(acc_s);
 
-        /* dS = P (dP - Dsum), rounded, as A fragments (k = key) */
+        /* dS = P (dP - Dsum), zero where hidden, rounded, as A fragments (k = key) */
         uint32_t da[4][4];
+        float ds_max = 0.f; /* largest |dS| (NaN ignored): does the 16-bit rounding overflow? */
 #pragma unroll
         for (int nt = 0; nt < 8; nt++) {
             float dv4[4];
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const float2 pr = bwdx_unpack<BF16>(pa[nt][h]);
+                const uint32_t pp = pa[nt][h];
+                const float2 pr = bwdx_unpack<BF16>(pp);
                 const float dsum = h ? ds_b : ds_a;
-                dv4[2 * h] = pr.x != 0.f ? pr.x * (acc_s[nt][2 * h] - dsum) : 0.f;
-                dv4[2 * h + 1] = pr.y != 0.f ? pr.y * (acc_s[nt][2 * h + 1] - dsum) : 0.f;
+                dv4[2 * h] = bwd_hid_lo(pp) ? 0.f : pr.x * (acc_s[nt][2 * h] - dsum);
+                dv4[2 * h + 1] = bwd_hid_hi(pp) ? 0.f : pr.y * (acc_s[nt][2 * h + 1] - dsum);
             }
+#pragma unroll
+            for (int e = 0; e < 4; e++) ds_max = fmaxf(ds_max, fabsf(dv4[e]));
             da[nt >> 1][(nt & 1) * 2 + 0] = bwdx_pack<BF16>(dv4[0], dv4[1]);
             da[nt >> 1][(nt & 1) * 2 + 1] = bwdx_pack<BF16>(dv4[2], dv4[3]);
         }
 
         /* dQ += dS K (columns d_off .. d_off + HO) */
+        if (!nf && !__any_sync(0xffffffffu, ds_max >= bwd_ovf16<BF16>())) {
 #pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
+            for (int kk = 0; kk < 4; kk++) {
 #pragma unroll
-            for (int np = 0; np < HO / 16; np++) {
-                uint32_t bb[4];
-                bwdx_ldsm4_t(bb, bwdx_smem(sKb + bwdx_swz<HD>(kk * 16 + bwdx_row_Bk(lane), d_off + np * 16 + bwdx_col_Bk(lane))));
-                bwdx_mma<BF16>(acc_dq[2 * np], da[kk], bb[0], bb[1]);
-                bwdx_mma<BF16>(acc_dq[2 * np + 1], da[kk], bb[2], bb[3]);
+                for (int np = 0; np < HO / 16; np++) {
+                    uint32_t bb[4];
+                    bwdx_ldsm4_t(bb, bwdx_smem(sKb + bwdx_swz<HD>(kk * 16 + bwdx_row_Bk(lane), d_off + np * 16 + bwdx_col_Bk(lane))));
+                    bwdx_mma<BF16>(acc_dq[2 * np], da[kk], bb[0], bb[1]);
+                    bwdx_mma<BF16>(acc_dq[2 * np + 1], da[kk], bb[2], bb[3]);
+                }
+            }
+        } else {
+            /* slow (warp-uniform): P and dP recomputed (bitwise the same), fp32 dS rows of this
+             * warp to its scratch (-0 = hidden), scalar FMAs in key order */
+            uint32_t pa2[8][2];
+            float dp2[8][4];
+            compute_p(pa2);
+            compute_dp(dp2);
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const uint32_t pp = pa2[nt][h];
+                    const float2 pr = bwdx_unpack<BF16>(pp);
+                    const float dsum = h ? ds_b : ds_a;
+                    float2 v;
+                    v.x = bwd_ds_scratch(bwd_hid_lo(pp), pr.x, dp2[nt][2 * h] - dsum);
+                    v.y = bwd_ds_scratch(bwd_hid_hi(pp), pr.y, dp2[nt][2 * h + 1] - dsum);
+                    *reinterpret_cast<float2 *>(myf + (g + 8 * h) * BWD_BC + nt * 8 + 2 * t) = v;
+                }
+            __syncwarp();
+#pragma unroll 1
+            for (int j = 0; j < BWD_BC; j++) {
+                const float s0 = myf[g * BWD_BC + j], s1 = myf[(g + 8) * BWD_BC + j];
+                const bool h0 = bwd_hid32(s0), h1 = bwd_hid32(s1);
+#pragma unroll
+                for (int n = 0; n < HO / 8; n++) {
+                    const float2 x = bwdx_unpack<BF16>(*reinterpret_cast<const uint32_t *>(sKb + bwdx_swz<HD>(j, d_off + n * 8 + 2 * t)));
+                    if (!h0) { acc_dq[n][0] = fmaf(s0, x.x, acc_dq[n][0]); acc_dq[n][1] = fmaf(s0, x.y, acc_dq[n][1]); }
+                    if (!h1) { acc_dq[n][2] = fmaf(s1, x.x, acc_dq[n][2]); acc_dq[n][3] = fmaf(s1, x.y, acc_dq[n][3]); }
+                }
             }
         }
     }

@@ -11,8 +11,16 @@
  *      (all for small cases, a seeded sample of max_rows / max_cols for big
  *      ones): orc_compare_bwd reports no failure and checks > 0 elements,
  *   3. a second deterministic run is bitwise identical to the first.
- * Plus a batch-heavy determinism case repeated many times, and rejections
- * (bad arguments return a status and leave the outputs untouched).
+ * Plus a batch-heavy determinism case repeated many times, rejections
+ * (bad arguments return a status and leave the outputs untouched), and the
+ * special cases (section "special cases" below):
+ *   - non-finite inputs at hidden positions: a NaN or Inf in K, V, dO or Q
+ *     placed where some rows of the same kernel tile see it and others do not
+ *     (causal diagonal, window edge, -inf mask entries, fully masked rows), fp16
+ *     and bf16, both modes: the oracle (which never reads hidden positions)
+ *     judges every element, NaN/Inf included, and the rows/columns the value is
+ *     hidden from must come out finite;
+ *   - GPU fuzz findings replayed from their case text (fuzz/gpu_findings/...).
  *
  * Grid (shared with kernels/cuda/tests/fwd_certify_test.c, whose case
  * generator is copied here): seqlens 1 3 17 63 64 65 97 113 127 128 239 513
@@ -23,6 +31,9 @@
  * and (unless --no-big) a Q/O/dO/dQ tensor of more than 2^31 elements.
  *
  * usage: bwd_certify_test [--quick] [--no-big] [--sanitize] [--rows N] [--threads N] [--det-reps N]
+ *                         [--special-only] [--no-special]
+ * --sanitize: the small grid subset and the small special subset, no big case and
+ * no determinism repetitions (for compute-sanitizer runs).
  * Exit status: 0 when every case passed, 1 otherwise (2: setup error). */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -31,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "case/case.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/flash_api.h"
 #include "oracle/oracle.h"
@@ -635,11 +647,398 @@ static int check_rejections(void) {
     return ok;
 }
 
+
+// ----------------------------------------------------------------------------
+// special cases 1: NaN / Inf at positions hidden from some rows of a tile
+//
+// One problem per (geometry, injection, dtype): B 1, Sq = Sk = 150, Hq 2, Hkv 1,
+// D 64 (fp16) or 128 (bf16). The kernels tile keys by 128 (dK/dV kernel) or 64
+// (dQ kernel) and queries by 64, so key 100 and query row 90 both sit in tiles
+// whose visibility differs from row to row. O and LSE come from the oracle's
+// forward (rounded to the storage types), not from the CUDA forward, so that a
+// forward bug cannot mask or fake a backward one. Then, for both modes:
+//   - orc_compare_bwd: every element within its bound, NaN where the oracle says
+//     NaN, the same Inf where it says Inf, finite where it is finite;
+//   - the injection must have produced at least one non-finite reference element
+//     (the case exercises propagation), and the tensors the hidden value could
+//     leak into (the "guarded" one: dQ for K/V injections, dK and dV for dO/Q
+//     injections) must keep at least one finite, judged element.
+
+enum { NF_CAUSAL = 0, NF_WINDOW, NF_MASK_ENTRIES, NF_DEAD_ROWS, NF_GEOM_COUNT };
+static const char *nf_geom_name[NF_GEOM_COUNT] = {"causal-diagonal", "window-edge", "mask-entries", "dead-rows"};
+enum { NF_K_NAN = 0, NF_K_INF, NF_V_NAN, NF_DO_NAN, NF_Q_INF, NF_INJ_COUNT };
+static const char *nf_inj_name[NF_INJ_COUNT] = {"K[key 100] NaN", "K[key 100] -Inf", "V[key 100] NaN",
+                                                "dO[row 90] NaN", "Q[row 90] +Inf"};
+#define NF_KEY 100
+#define NF_ROW 90
+
+/* the additive mask of a geometry, [Sq, Sk] broadcast over heads; NULL for none */
+static float *nf_mask(int geom, int64_t Sq, int64_t Sk, uint64_t seed) {
+    if (geom != NF_MASK_ENTRIES && geom != NF_DEAD_ROWS) return NULL;
+    float *m = (float *)hmalloc(sizeof(float) * (size_t)(Sq * Sk));
+    uint64_t s = seed;
+    for (int64_t i = 0; i < Sq; ++i)
+        for (int64_t j = 0; j < Sk; ++j) {
+            float v = (float)(2.0 * rng_uniform(&s));
+            if (geom == NF_MASK_ENTRIES) {
+                /* key NF_KEY hidden from the even rows; row NF_ROW hides the odd keys */
+                if (j == NF_KEY && i % 2 == 0) v = -INFINITY;
+                if (i == NF_ROW && j % 2 == 1) v = -INFINITY;
+            } else if (i == NF_ROW || i == 3) {
+                v = -INFINITY; /* fully masked rows */
+            }
+            m[i * Sk + j] = v;
+        }
+    return m;
+}
+
+/* number of elements of a block whose reference is NaN/Inf, and finite judged ones */
+static void nf_count(const orc_block *blk, int64_t *nonfinite, int64_t *finite) {
+    *nonfinite = *finite = 0;
+    for (int64_t e = 0; e < blk->n * blk->dim; ++e) {
+        uint8_t f = blk->flags[e];
+        if (f & (ORC_F_NAN | ORC_F_INF)) ++*nonfinite;
+        else if (!(f & ORC_F_UNCHECKABLE)) ++*finite;
+    }
+}
+
+static int nf_case(int idx, int geom, int inj, fa_dtype dt) {
+    const int64_t B = 1, Sq = 150, Sk = 150, Hq = 2, Hkv = 1, D = dt == FA_F16 ? 64 : 128;
+    const uint64_t seed = 0x7a70000ull + (uint64_t)idx * 104729;
+    char label[160];
+    snprintf(label, sizeof(label), "nonfinite #%d %s %s, %s D%lld", idx, fa_dtype_name(dt), nf_geom_name[geom],
+             nf_inj_name[inj], (long long)D);
+
+    fa_problem p;
+    memset(&p, 0, sizeof(p));
+    p.batch = B; p.seqlen_q = Sq; p.seqlen_k = Sk; p.heads_q = Hq; p.heads_kv = Hkv;
+    p.head_dim_qk = p.head_dim_v = D; p.dtype = dt; p.window_left = p.window_right = -1;
+    if (geom == NF_CAUSAL) p.causal = FA_CAUSAL_TOP_LEFT;
+    if (geom == NF_WINDOW) { p.window_left = 20; p.window_right = 5; }
+
+    // ---- inputs (dense BSHD), then the one non-finite value
+    const int64_t nq = B * Sq * Hq * D, nk = B * Sk * Hkv * D;
+    const int64_t sq[4] = {Sq * Hq * D, Hq * D, D, 1}, sk[4] = {Sk * Hkv * D, Hkv * D, D, 1};
+    uint16_t *hq = (uint16_t *)hmalloc(2 * (size_t)nq), *hk = (uint16_t *)hmalloc(2 * (size_t)nk);
+    uint16_t *hv = (uint16_t *)hmalloc(2 * (size_t)nk), *hdo = (uint16_t *)hmalloc(2 * (size_t)nq);
+    fill_half(hq, nq, dt, 1.5, seed + 1, 0);
+    fill_half(hk, nk, dt, 1.5, seed + 2, 0);
+    fill_half(hv, nk, dt, 1.0, seed + 3, 0);
+    fill_half(hdo, nq, dt, 1.0, seed + 4, 0);
+    const uint16_t nan16 = 0x7e00, /* quiet NaN in both fp16 and bf16 */
+        pinf16 = dt == FA_F16 ? 0x7c00 : 0x7f80, ninf16 = pinf16 | 0x8000;
+    switch (inj) {
+    case NF_K_NAN: hk[NF_KEY * sk[1] + 3] = nan16; break;
+    case NF_K_INF: hk[NF_KEY * sk[1] + 5] = ninf16; break;
+    case NF_V_NAN: hv[NF_KEY * sk[1] + 7] = nan16; break;
+    case NF_DO_NAN: hdo[NF_ROW * sq[1] + 1 * sq[2] + 2] = nan16; break; /* head 1 */
+    case NF_Q_INF: hq[NF_ROW * sq[1] + 0 * sq[2] + 4] = pinf16; break;  /* head 0 */
+    }
+    float *hm = nf_mask(geom, Sq, Sk, seed + 5);
+    fa_mask mask;
+    memset(&mask, 0, sizeof(mask));
+    if (hm) { mask.stride[2] = Sk; mask.stride[3] = 1; }
+
+    // ---- O and LSE from the oracle's forward, rounded to the storage types
+    fa_fwd_args fa;
+    memset(&fa, 0, sizeof(fa));
+    fa.p = p;
+    fa.q.ptr = hq; fa.k.ptr = hk; fa.v.ptr = hv;
+    memcpy(fa.q.stride, sq, 32); memcpy(fa.k.stride, sk, 32); memcpy(fa.v.stride, sk, 32);
+    fa.mask = mask; fa.mask.ptr = hm;
+    uint16_t *ho = (uint16_t *)hmalloc(2 * (size_t)nq);
+    float *hl = (float *)hmalloc(sizeof(float) * (size_t)(B * Hq * Sq));
+    fa.o.ptr = ho; memcpy(fa.o.stride, sq, 32);
+    fa.lse.ptr = hl; fa.lse.stride[0] = Hq * Sq; fa.lse.stride[1] = Sq; fa.lse.stride[2] = 1;
+    fa_precision prof = fa_backend_cuda()->precision;
+    orc_options opt;
+    orc_options_init(&opt);
+    opt.threads = omp_threads;
+    opt.baseline = 0;
+    opt.seed = seed;
+    fa_error err;
+    memset(&err, 0, sizeof(err));
+    orc_fwd_result fr;
+    int ok = 1;
+    if (orc_fwd(&fa, &prof, &opt, &fr, &err) != FA_OK) {
+        printf("FAIL %s: oracle forward refused: %s: %s\n", label, err.arg, err.msg);
+        return 0;
+    }
+    for (int64_t v = 0; v < fr.o.n; ++v) {
+        const orc_index ix = fr.o.index[v];
+        for (int64_t d = 0; d < D; ++d)
+            ho[ix.b * sq[0] + ix.s * sq[1] + ix.h * sq[2] + d] = orc_encode(fr.o.ref[v * D + d], dt);
+        hl[(ix.b * Hq + ix.h) * Sq + ix.s] = (float)fr.lse.ref[v];
+    }
+    orc_fwd_free(&fr);
+
+    // ---- device copies, both modes
+    uint16_t *d_in[5];
+    const uint16_t *h_in[5] = {hq, hk, hv, ho, hdo};
+    const int64_t n_in[5] = {nq, nk, nk, nq, nq};
+    for (int t = 0; t < 5; ++t) {
+        d_in[t] = (uint16_t *)dmalloc(2 * (size_t)n_in[t]);
+        CK(cudaMemcpy(d_in[t], h_in[t], 2 * (size_t)n_in[t], cudaMemcpyHostToDevice));
+    }
+    float *d_l = (float *)dmalloc(sizeof(float) * (size_t)(B * Hq * Sq)), *d_m = NULL;
+    CK(cudaMemcpy(d_l, hl, sizeof(float) * (size_t)(B * Hq * Sq), cudaMemcpyHostToDevice));
+    if (hm) {
+        d_m = (float *)dmalloc(sizeof(float) * (size_t)(Sq * Sk));
+        CK(cudaMemcpy(d_m, hm, sizeof(float) * (size_t)(Sq * Sk), cudaMemcpyHostToDevice));
+    }
+    fa_bwd_args ba;
+    memset(&ba, 0, sizeof(ba));
+    ba.p = p;
+    fa_tensor *ti[5] = {&ba.q, &ba.k, &ba.v, &ba.o, &ba.dout};
+    for (int t = 0; t < 5; ++t) { ti[t]->ptr = d_in[t]; memcpy(ti[t]->stride, (t == 1 || t == 2) ? sk : sq, 32); }
+    ba.lse.ptr = d_l; memcpy(ba.lse.stride, fa.lse.stride, sizeof(fa.lse.stride));
+    ba.mask = mask; ba.mask.ptr = d_m;
+    memcpy(ba.dq.stride, sq, 32); memcpy(ba.dk.stride, sk, 32); memcpy(ba.dv.stride, sk, 32);
+    tc_view vdq = {{sq[0], sq[1], sq[2], sq[3]}, nq}, vdk = {{sk[0], sk[1], sk[2], sk[3]}, nk};
+    tc_grads g[2];
+    for (int r = 0; r < 2; ++r) {
+        g[r].dq = (uint16_t *)dmalloc(2 * (size_t)nq); g[r].dk = (uint16_t *)dmalloc(2 * (size_t)nk);
+        g[r].dv = (uint16_t *)dmalloc(2 * (size_t)nk);
+        g[r].hq = (uint16_t *)hmalloc(2 * (size_t)nq); g[r].hk = (uint16_t *)hmalloc(2 * (size_t)nk);
+        g[r].hv = (uint16_t *)hmalloc(2 * (size_t)nk);
+        fa_status st = run_bwd(&ba, r, &vdq, &vdk, &vdk, &g[r], &err);
+        if (st != FA_OK) {
+            printf("FAIL %s: backward (%s) returned %s: %s\n", label, r ? "det" : "default", fa_status_name(st), err.msg);
+            ok = 0;
+        }
+    }
+
+    // ---- oracle backward on the host inputs, compare both modes
+    if (ok) {
+        fa_bwd_args h = ba;
+        h.q.ptr = hq; h.k.ptr = hk; h.v.ptr = hv; h.o.ptr = ho; h.dout.ptr = hdo; h.lse.ptr = hl; h.mask.ptr = hm;
+        orc_bwd_result res;
+        if (orc_bwd(&h, &prof, &opt, &res, &err) != FA_OK) {
+            printf("FAIL %s: oracle backward refused: %s: %s\n", label, err.arg, err.msg);
+            ok = 0;
+        } else {
+            int64_t nf_q, fin_q, nf_k, fin_k, nf_v, fin_v;
+            nf_count(&res.dq, &nf_q, &fin_q);
+            nf_count(&res.dk, &nf_k, &fin_k);
+            nf_count(&res.dv, &nf_v, &fin_v);
+            const int guard_dq = inj == NF_K_NAN || inj == NF_K_INF || inj == NF_V_NAN;
+            /* dead rows: a non-finite dO or Q row that sees nothing reaches nothing */
+            const int expect_nonfinite = !(geom == NF_DEAD_ROWS && (inj == NF_DO_NAN || inj == NF_Q_INF));
+            if ((expect_nonfinite && nf_q + nf_k + nf_v == 0) || (!expect_nonfinite && nf_q + nf_k + nf_v != 0) ||
+                (guard_dq ? fin_q == 0 : (fin_k == 0 || fin_v == 0))) {
+                printf("FAIL %s: test setup: reference non-finite dQ/dK/dV %lld/%lld/%lld, finite %lld/%lld/%lld\n",
+                       label, (long long)nf_q, (long long)nf_k, (long long)nf_v, (long long)fin_q, (long long)fin_k,
+                       (long long)fin_v);
+                ok = 0;
+            }
+            for (int r = 0; r < 2 && ok; ++r) {
+                fa_tensor tq = h.dq, tk = h.dk, tv = h.dv;
+                tq.ptr = g[r].hq; tk.ptr = g[r].hk; tv.ptr = g[r].hv;
+                orc_stats s3[3];
+                if (orc_compare_bwd(&res, &tq, &tk, &tv, &s3[0], &s3[1], &s3[2], &err) != FA_OK) {
+                    printf("FAIL %s: compare error: %s\n", label, err.msg);
+                    ok = 0;
+                    break;
+                }
+                if (s3[0].failed || s3[1].failed || s3[2].failed || s3[0].checked == 0 || s3[1].checked == 0 ||
+                    s3[2].checked == 0) {
+                    char b[3][400];
+                    orc_stats_format(&s3[0], "dQ", b[0], sizeof(b[0]));
+                    orc_stats_format(&s3[1], "dK", b[1], sizeof(b[1]));
+                    orc_stats_format(&s3[2], "dV", b[2], sizeof(b[2]));
+                    printf("FAIL %s (%s mode):\n    %s\n    %s\n    %s\n", label, r ? "det" : "default", b[0], b[1], b[2]);
+                    ok = 0;
+                } else {
+                    printf("ok   %s %s: reference non-finite dQ/dK/dV %lld/%lld/%lld, finite %lld/%lld/%lld all matched;"
+                           " worst dQ %.3g dK %.3g dV %.3g\n", label, r ? "det" : "atm", (long long)nf_q, (long long)nf_k,
+                           (long long)nf_v, (long long)fin_q, (long long)fin_k, (long long)fin_v, s3[0].worst_ratio,
+                           s3[1].worst_ratio, s3[2].worst_ratio);
+                }
+            }
+            orc_bwd_free(&res);
+        }
+    }
+    for (int r = 0; r < 2; ++r) {
+        cudaFree(g[r].dq); cudaFree(g[r].dk); cudaFree(g[r].dv); free(g[r].hq); free(g[r].hk); free(g[r].hv);
+    }
+    for (int t = 0; t < 5; ++t) cudaFree(d_in[t]);
+    cudaFree(d_l); cudaFree(d_m);
+    free(hq); free(hk); free(hv); free(hdo); free(ho); free(hl); free(hm);
+    fflush(stdout);
+    return ok;
+}
+
+// ----------------------------------------------------------------------------
+// special cases 2: GPU fuzz findings, replayed from their case text
+//
+// Inputs materialized by case/ exactly as the campaign did (same seed, layouts,
+// distributions); O and LSE from fa_cuda_forward as in the campaign; both modes
+// judged by the oracle like every grid case.
+
+static const char *finding_a63605906157a3f1 = /* fuzz/gpu_findings/cuda-h100-2026-11-22/a63605906157a3f1.case:
+    fp16 dS past 65504 rounded to Inf, then Inf - Inf in dS K gave NaN dQ/dK */
+    "shape = 2 193 20 8 1 128 128\n"
+    "dtype = fp16\n"
+    "scale = 0.00100000005\n"
+    "causal = none\n"
+    "window = -1 127\n"
+    "window_align = bottom_right\n"
+    "mask = full_rows density=0.050000000000000003 amp=0.5 width=2 shift=3\n"
+    "mask_broadcast = heads\n"
+    "dist.q = gaussian amp=0 prob=0.01\n"
+    "dist.k = gaussian amp=0 prob=0\n"
+    "dist.v = gaussian amp=1000 prob=0\n"
+    "dist.do = large amp=0 prob=0.5\n"
+    "seed = 0xd6820771424faf39\n"
+    "backward = 1\n"
+    "deterministic = 0\n";
+
+static void *upload_buf(const fc_buf *b) {
+    void *d = dmalloc(b->elem_size * (size_t)b->alloc_elems);
+    if (b->alloc_elems) CK(cudaMemcpy(d, b->alloc, b->elem_size * (size_t)b->alloc_elems, cudaMemcpyHostToDevice));
+    return d;
+}
+/* device pointer of element (0,0,0,0) of an uploaded buffer */
+static void *dev_view(void *d, const fc_buf *b) { return (char *)d + b->elem_size * (size_t)(b->guard + b->offset); }
+
+static int finding_case(const char *name, const char *text) {
+    fc_case c;
+    char msg[300];
+    if (fc_case_parse(text, &c, msg, sizeof(msg)) != 0) {
+        printf("FAIL finding %s: case text: %s\n", name, msg);
+        return 0;
+    }
+    const int ins[5] = {FC_T_Q, FC_T_K, FC_T_V, FC_T_DO, FC_T_MASK};
+    fc_buf buf[FC_T_COUNT];
+    memset(buf, 0, sizeof(buf));
+    int ok = 1;
+    for (int t = 0; t < FC_T_COUNT && ok; ++t) {
+        if (t == FC_T_MASK && c.mask.kind == FC_MASK_NONE) continue;
+        if (fc_buf_alloc(&c, t, 0, FC_POISON_A, &buf[t], msg, sizeof(msg)) != 0) {
+            printf("FAIL finding %s: buffer %s: %s\n", name, fc_tensor_name(t), msg);
+            ok = 0;
+        }
+    }
+    if (!ok) return 0;
+    for (int x = 0; x < 5; ++x)
+        if (buf[ins[x]].alloc) fc_case_fill(&c, &buf[ins[x]]);
+    void *dv[FC_T_COUNT];
+    for (int t = 0; t < FC_T_COUNT; ++t) dv[t] = buf[t].alloc ? upload_buf(&buf[t]) : NULL;
+    fa_tensor tt[FC_T_COUNT];
+    for (int t = 0; t < FC_T_COUNT; ++t) {
+        memset(&tt[t], 0, sizeof(tt[t]));
+        if (dv[t]) tt[t].ptr = dev_view(dv[t], &buf[t]);
+        for (int k = 0; k < 4; ++k) tt[t].stride[k] = buf[t].stride[k];
+    }
+    fa_fwd_args a;
+    memset(&a, 0, sizeof(a));
+    a.p = c.p;
+    a.q = tt[FC_T_Q]; a.k = tt[FC_T_K]; a.v = tt[FC_T_V]; a.o = tt[FC_T_O];
+    if (dv[FC_T_MASK]) { a.mask.ptr = (const float *)tt[FC_T_MASK].ptr; memcpy(a.mask.stride, tt[FC_T_MASK].stride, 32); }
+    a.lse.ptr = (float *)tt[FC_T_LSE].ptr; memcpy(a.lse.stride, tt[FC_T_LSE].stride, 24);
+    fa_error err;
+    memset(&err, 0, sizeof(err));
+    if (fa_cuda_forward(&a, &err) != FA_OK) {
+        printf("FAIL finding %s: forward: %s\n", name, err.msg);
+        ok = 0;
+    }
+    /* host copies of O and LSE for the oracle */
+    if (ok) {
+        CK(cudaMemcpy(buf[FC_T_O].alloc, dv[FC_T_O], 2 * (size_t)buf[FC_T_O].alloc_elems, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(buf[FC_T_LSE].alloc, dv[FC_T_LSE], 4 * (size_t)buf[FC_T_LSE].alloc_elems, cudaMemcpyDeviceToHost));
+    }
+    fa_bwd_args ba;
+    memset(&ba, 0, sizeof(ba));
+    ba.p = c.p; ba.q = a.q; ba.k = a.k; ba.v = a.v; ba.o = a.o; ba.lse = a.lse; ba.mask = a.mask;
+    ba.dout = tt[FC_T_DO]; ba.dq = tt[FC_T_DQ]; ba.dk = tt[FC_T_DK]; ba.dv = tt[FC_T_DV];
+    /* host result copies per mode (the poison around the views stays, which is fine: compared by view) */
+    void *hres[2][3] = {{NULL, NULL, NULL}, {NULL, NULL, NULL}};
+    const int outs[3] = {FC_T_DQ, FC_T_DK, FC_T_DV};
+    for (int r = 0; r < 2 && ok; ++r) {
+        for (int x = 0; x < 3; ++x) CK(cudaMemset(dv[outs[x]], 0xff, 2 * (size_t)buf[outs[x]].alloc_elems));
+        ba.deterministic = r;
+        fa_status st = fa_cuda_backward(&ba, &err);
+        if (st != FA_OK) {
+            printf("FAIL finding %s: backward (%s) returned %s: %s\n", name, r ? "det" : "default", fa_status_name(st), err.msg);
+            ok = 0;
+            break;
+        }
+        for (int x = 0; x < 3; ++x) {
+            hres[r][x] = hmalloc(2 * (size_t)buf[outs[x]].alloc_elems);
+            CK(cudaMemcpy(hres[r][x], dv[outs[x]], 2 * (size_t)buf[outs[x]].alloc_elems, cudaMemcpyDeviceToHost));
+        }
+    }
+    if (ok) {
+        fa_bwd_args h = ba;
+        fa_tensor *hp[5] = {&h.q, &h.k, &h.v, &h.o, &h.dout};
+        const int hid[5] = {FC_T_Q, FC_T_K, FC_T_V, FC_T_O, FC_T_DO};
+        for (int x = 0; x < 5; ++x) hp[x]->ptr = fc_buf_view(&buf[hid[x]]);
+        h.lse.ptr = (float *)fc_buf_view(&buf[FC_T_LSE]);
+        h.mask.ptr = buf[FC_T_MASK].alloc ? (const float *)fc_buf_view(&buf[FC_T_MASK]) : NULL;
+        fa_precision prof = fa_backend_cuda()->precision;
+        orc_options opt;
+        orc_options_init(&opt);
+        opt.threads = omp_threads;
+        opt.baseline = 0;
+        orc_bwd_result res;
+        if (orc_bwd(&h, &prof, &opt, &res, &err) != FA_OK) {
+            printf("FAIL finding %s: oracle refused: %s: %s\n", name, err.arg, err.msg);
+            ok = 0;
+        } else {
+            for (int r = 0; r < 2 && ok; ++r) {
+                fa_tensor o3[3];
+                for (int x = 0; x < 3; ++x) {
+                    o3[x] = tt[outs[x]];
+                    o3[x].ptr = (char *)hres[r][x] + 2 * (size_t)(buf[outs[x]].guard + buf[outs[x]].offset);
+                }
+                orc_stats s3[3];
+                if (orc_compare_bwd(&res, &o3[0], &o3[1], &o3[2], &s3[0], &s3[1], &s3[2], &err) != FA_OK) {
+                    printf("FAIL finding %s: compare error: %s\n", name, err.msg);
+                    ok = 0;
+                    break;
+                }
+                char b[3][400];
+                orc_stats_format(&s3[0], "dQ", b[0], sizeof(b[0]));
+                orc_stats_format(&s3[1], "dK", b[1], sizeof(b[1]));
+                orc_stats_format(&s3[2], "dV", b[2], sizeof(b[2]));
+                const int good = !s3[0].failed && !s3[1].failed && !s3[2].failed && s3[0].checked > 0 &&
+                                 s3[1].checked > 0 && s3[2].checked > 0;
+                printf("%s finding %s (%s mode):\n    %s\n    %s\n    %s\n", good ? "ok  " : "FAIL", name,
+                       r ? "det" : "default", b[0], b[1], b[2]);
+                ok &= good;
+            }
+            orc_bwd_free(&res);
+        }
+    }
+    for (int r = 0; r < 2; ++r)
+        for (int x = 0; x < 3; ++x) free(hres[r][x]);
+    for (int t = 0; t < FC_T_COUNT; ++t) { if (dv[t]) cudaFree(dv[t]); fc_buf_free(&buf[t]); }
+    fflush(stdout);
+    return ok;
+}
+
+/* small: the subset for compute-sanitizer runs (one K and one dO injection, on the
+ * causal diagonal and on mask entries, both dtypes) */
+static int check_special(int *ran, int small) {
+    int failed = 0, idx = 0;
+    for (int geom = 0; geom < NF_GEOM_COUNT; ++geom)
+        for (int inj = 0; inj < NF_INJ_COUNT; ++inj)
+            for (int dt = 0; dt < 2; ++dt, ++idx) {
+                if (small && !((geom == NF_CAUSAL || geom == NF_MASK_ENTRIES) && (inj == NF_K_NAN || inj == NF_DO_NAN)))
+                    continue;
+                failed += !nf_case(idx, geom, inj, dt ? FA_BF16 : FA_F16);
+                ++*ran;
+            }
+    failed += !finding_case("a63605906157a3f1", finding_a63605906157a3f1);
+    ++*ran;
+    return failed;
+}
+
 // ----------------------------------------------------------------------------
 // main
 
 int main(int argc, char **argv) {
-    int quick = 0, big = 1, sanitize = 0, det_reps = 30;
+    int quick = 0, big = 1, sanitize = 0, det_reps = 30, special = 1, special_only = 0;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--no-big")) big = 0;
@@ -647,8 +1046,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows_sample = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) omp_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--det-reps") && i + 1 < argc) det_reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--special-only")) special_only = 1;
+        else if (!strcmp(argv[i], "--no-special")) special = 0;
         else {
-            fprintf(stderr, "usage: %s [--quick] [--no-big] [--sanitize] [--rows N] [--threads N] [--det-reps N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--quick] [--no-big] [--sanitize] [--rows N] [--threads N] [--det-reps N]"
+                            " [--special-only] [--no-special]\n", argv[0]);
             return 2;
         }
     }
@@ -656,8 +1058,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "FAIL: no CUDA device; this is a GPU test and must run on a GPU host\n");
         return 1;
     }
-    build_grid(quick || sanitize, big && !sanitize);
     int failed = 0, ran = 0;
+    if (special) failed += check_special(&ran, sanitize);
+    if (special_only) {
+        printf("%d special cases%s: %d failed\n", ran, sanitize ? " (sanitize subset)" : "", failed);
+        return failed ? 1 : 0;
+    }
+    build_grid(quick || sanitize, big && !sanitize);
     for (int i = 0; i < tc_n; ++i) {
         const tc_case *c = &tc_list[i];
         if (sanitize && (c->Sq > 300 || c->Sk > 300 || c->B * c->Hq > 64 || i % 3 != 0)) continue;
@@ -666,6 +1073,6 @@ int main(int argc, char **argv) {
     }
     if (!sanitize) failed += !check_determinism(det_reps);
     failed += !check_rejections();
-    printf("%d cases + determinism + rejections: %d failed\n", ran, failed);
+    printf("%d cases (grid and special) + determinism + rejections: %d failed\n", ran, failed);
     return failed ? 1 : 0;
 }
