@@ -60,7 +60,10 @@ typedef struct {
     uint64_t seed;          /* sampling seed (same seed, same sample) */
     int baseline;           /* 1 (default): also compute the naive same-dtype reference */
     double escalate_ratio;  /* escalate at reference time when orc_err > ratio * bound;
-                               default 2^-20; 0 escalates every element (testing) */
+                               default 2^-10 (verdicts are certain for any ratio: compare
+                               escalates what orc_err leaves undecided; the ratio only
+                               limits how far err/bound statistics may be off);
+                               0 escalates every element (testing) */
 } orc_options;
 
 /* Fill *opt with the defaults above. */

@@ -244,7 +244,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             double eo = ce_o * T[T_A][r * span + t] + cm_o * am;
             if (eo > Eo_max) Eo_max = eo;
         }
-        double lue_o = log1p(mo->u_e), lue_k = log1p(mk->u_e), sdsm = 0;
+        double lue_o = mo->lue, lue_k = mk->lue, sdsm = 0;
         for (int64_t t = 0; t < span; t++) {
             if (!vis[r * span + t]) continue;
             int64_t j = jlo + t;

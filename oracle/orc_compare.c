@@ -221,7 +221,7 @@ static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind 
                 kv = ((const float *)kptr)[ix->b * st[0] + ix->h * st[1] + ix->s * st[2]];
                 at[3] = 0;
             } else {
-                kv = orc_decode(((const uint16_t *)kptr)[ix->b * st[0] + ix->s * st[1] + ix->h * st[2] +
+                kv = orc_decode_fast(((const uint16_t *)kptr)[ix->b * st[0] + ix->s * st[1] + ix->h * st[2] +
                                                          d * st[3]], c->dt);
             }
             double ref = blk->ref[e], oe = blk->orc_err[e];

@@ -119,7 +119,7 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
 
     /* oracle model: eta_o per key, kappa_o (section 3.5) */
     double acc_o = orc_acc_coef(mo, n, (double)span);
-    double lue_o = log1p(mo->u_e), eta_o_max = 0, sum_pe = 0;
+    double lue_o = mo->lue, eta_o_max = 0, sum_pe = 0;
     for (int64_t t = 0; t < span; t++) {
         if (!vis[t]) continue;
         double gap = ri->M - S[t] + 2 * Eo_max;
@@ -134,7 +134,7 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
 
     /* kernel model: eta_k, floors, kappa_k */
     double R = mk->R, acc_k = orc_acc_coef(mk, n + R, n + R);
-    double lue_k = (R + 1) * log1p(mk->u_e), eta_k_max = 0;
+    double lue_k = (R + 1) * mk->lue, eta_k_max = 0;
     for (int64_t t = 0; t < span; t++) {
         if (!vis[t]) continue;
         double gap = ri->M - S[t] + 2 * Eo_max;

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "oracle/oracle.h"
 
@@ -43,6 +44,7 @@ typedef struct {
     double u_s;        /* unit of scalar score-stage ops (scale, mask add, subtract) */
     double sigma;      /* relative error of the softmax scale used */
     double u_e;        /* exp relative error */
+    double lue;        /* log1p(u_e), rounded up (1 + 2^-50) */
     double u_log;      /* log relative error */
     double R;          /* online-softmax rescales per row (forward) */
     double u_p, f_p, nmin_p;  /* P rounding: unit, absolute floor, smallest normal (0 = none) */
@@ -68,9 +70,32 @@ void orc_model_oracle(const orc_ctx *c, orc_model *m);
 /* Key range [*lo, *hi] visible to query i from causal/window (empty: hi < lo). */
 void orc_row_range(const fa_problem *p, int64_t i, int64_t *lo, int64_t *hi);
 
+/* Exact value of an fp16 / bf16 bit pattern, by assembling the double's bits
+ * (the same value as orc_decode, which test_oracle_basic checks for all 2^16
+ * patterns of both types; orc_decode's ldexp is 10x slower). */
+static inline double orc_decode_fast(uint16_t bits, fa_dtype dt) {
+    if (dt == FA_BF16) { /* the top half of an fp32: exact in float, then in double */
+        uint32_t u = (uint32_t)bits << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return (double)f;
+    }
+    uint64_t sign = (uint64_t)(bits >> 15) << 63;
+    unsigned e = (bits >> 10) & 31u, m = bits & 1023u;
+    double x;
+    if (e == 31) return m ? NAN : (sign ? -INFINITY : INFINITY);
+    if (e == 0) {
+        x = (double)m * 0x1p-24; /* subnormal: m 2^-24, exact */
+        return sign ? -x : x;
+    }
+    uint64_t u = sign | ((uint64_t)(e - 15 + 1023) << 52) | ((uint64_t)m << 42);
+    memcpy(&x, &u, 8);
+    return x;
+}
+
 static inline double orc_ld(const uint16_t *base, const int64_t st[4], int64_t b, int64_t s,
                             int64_t h, int64_t d, fa_dtype dt) {
-    return orc_decode(base[b * st[0] + s * st[1] + h * st[2] + d * st[3]], dt);
+    return orc_decode_fast(base[b * st[0] + s * st[1] + h * st[2] + d * st[3]], dt);
 }
 static inline double orc_mask_at(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int64_t j) {
     if (!c->mask) return 0.0;

@@ -665,7 +665,30 @@ static void test_dv_large_group(void) {
     t_free(&t);
 }
 
+/* orc_decode against an independent decoder (sign, exponent, mantissa, ldexp)
+ * for every 16-bit pattern of both types, and orc_encode(orc_decode(x)) == x
+ * for every non-NaN pattern. */
+static void test_decode_all(void) {
+    for (int dt = 0; dt < 2; dt++) {
+        int mb = dt ? 7 : 10, eb = dt ? 8 : 5, bias = dt ? 127 : 15;
+        int64_t bad = 0, bad_rt = 0;
+        for (uint32_t x = 0; x < 65536; x++) {
+            int e = (int)(x >> mb) & ((1 << eb) - 1), m = (int)(x & ((1u << mb) - 1));
+            double sg = (x & 0x8000) ? -1.0 : 1.0, ref;
+            if (e == (1 << eb) - 1) ref = m ? NAN : sg * INFINITY;
+            else if (e == 0) ref = sg * ldexp((double)m, 1 - bias - mb);
+            else ref = sg * ldexp((double)(m | (1 << mb)), e - bias - mb);
+            double got = orc_decode((uint16_t)x, (fa_dtype)dt);
+            if (isnan(ref) ? !isnan(got) : (got != ref || signbit(got) != signbit(ref))) bad++;
+            if (!isnan(ref) && orc_encode(got, (fa_dtype)dt) != x) bad_rt++;
+        }
+        CHECK(bad == 0 && bad_rt == 0, "%s: %lld decode mismatches, %lld round-trip mismatches",
+              dt ? "bf16" : "fp16", (long long)bad, (long long)bad_rt);
+    }
+}
+
 int main(void) {
+    test_decode_all();
     test_dv_large_group();
     test_overflow_inf();
     test_compare_escalation();
