@@ -5,7 +5,11 @@
  * Kernels, run in order on args->stream:
  *   1. bwd_prep_kernel   one warp per query row: Dsum_i = dO_i . O_i (fp32) and a
  *                        compact copy of the LSE (+inf for a dead row, so that
- *                        exp(s - lse) = 0 without a test); workspace [B, Hq, Sq].
+ *                        exp(s - lse) = 0 without a test); workspace [B, Hq, Sq];
+ *                        plus the screen (NaN/Inf in Q, dO, K; bounds of |dS|),
+ *                        read back by the host, which picks the fast kernels or
+ *                        the exact ones (EXACT: slow paths per tile, see "non-finite
+ *                        inputs and dS overflow" below).
  *   2. bwd_dkdv_kernel   one CTA per (batch, kv head, KV block of 64, column half):
  *                        K and V stay in shared memory while the query blocks of
  *                        every query head of the GQA group stream through (double
@@ -31,8 +35,9 @@
  *   mode (order varies) or summed in the mma accumulator in kv order (deterministic);
  *   dQ and dK multiplied by scale in fp32, then every output rounded (RN) once.
  *
- * Tiles: 4 warps, 64 kv rows x 64 query rows; head dims padded to 64, 128 or 256 with
- * zeros (loads zero-fill), the dK/dV/dQ columns split in halves of 128 for 256.
+ * Tiles (dK/dV kernel): 8 warps, 128 kv rows x 64 query rows (4 warps, 64 x 64 for head
+ * dim 256); dQ kernel: 4 warps, 64 x 64. Head dims padded to 64, 128 or 256 with zeros
+ * (loads zero-fill), the dK/dV/dQ columns split in halves of 128 for 256.
  * All global offsets are 64-bit. */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -67,6 +72,7 @@ typedef struct {
     float *lse_ws;  /* [B, Hq, Sq] compact LSE, +inf for dead rows */
     float *dsum_ws; /* [B, Hq, Sq] rowsum(dO * O) */
     float *dq_ws;   /* [B, Hq, Sq, D] fp32 dQ accumulator (default mode) */
+    unsigned *screen; /* [4], zeroed per call, filled by the preprocess (bwd_prep_kernel) */
     int64_t B, Sq, Sk, Hq, Hkv, group, D;
     float scale;
     /* visibility: dj = j - i - off; visible iff (!has_right || dj <= right) && (!has_left || dj >= -left) */
@@ -171,6 +177,10 @@ static __device__ __forceinline__ bool bwd_tile_vis(const bwd_tile &m, int il, i
 // of rounding it to Inf (Inf - Inf in dS K was the fuzz finding a63605906157a3f1).
 // Scalar fp32 (round to nearest) and unrounded dS have no larger error than the
 // profile's tensor-core truncation and rounded dS, so the oracle's bounds still hold.
+// The slow paths exist only in the EXACT instantiations of the kernels; a call runs
+// them only when the preprocess's screen finds a NaN/Inf in Q, dO or K with
+// row-dependent visibility, or cannot rule out a dS overflow (bwd_needs_exact). The
+// fast instantiations keep only the selects (-0 P, mask -inf, hidden dS = 0).
 
 /* Smallest |x| that rounds to Inf in the 16-bit type (fp16 65520, bf16 0x1.ffp127). */
 template <bool BF16>
@@ -278,19 +288,85 @@ static __device__ __noinline__ void bwd_dq_slow(float *sdSf, const uint16_t *sdS
 }
 
 // ----------------------------------------------------------------------------
-// 1. preprocess: Dsum = rowsum(dO * O), compact LSE
+// 1. preprocess: Dsum = rowsum(dO * O), compact LSE, and the screen
+//
+// The screen decides, once per call, whether the exact kernels (EXACT = true: the slow
+// paths above, per tile) are needed; the common case runs the fast ones, whose code
+// has no slow path at all. Words (uint32, fp32 bits for the maxima; a NaN compares
+// above +Inf as an unsigned, so a NaN maximum reads as "unbounded"):
+//   screen[0]  1 when an element of Q, dO or K (the summed operands) is NaN or Inf
+//   screen[1]  max over query rows of ||dO_i||^2 (fp32)
+//   screen[2]  max over key rows of ||V_j||^2 (fp32)
+//   screen[3]  max over query rows of |Dsum_i|
+// |dS_ij| = P_ij |dP_ij - Dsum_i| <= ||dO_i|| ||V_j|| + |Dsum_i| (P <= 1, Cauchy-Schwarz),
+// so dS cannot reach the 16-bit overflow threshold when sqrt(s1 s2) + s3 is below half
+// of it (the half absorbs the fp32 rounding of the norms and of dP). bwd_needs_exact.
 
+/* sum of squares over one row of D 16-bit elements (lane-strided), and whether one is
+ * NaN/Inf (this lane's share) */
+template <bool BF16>
+static __device__ __forceinline__ float bwd_row_sq(const uint16_t *x, int64_t D, int vec, int lane, uint32_t *bad) {
+    float s2 = 0.f;
+    if (vec) {
+        for (int64_t d = lane * 8; d < D; d += 256) {
+            const uint4 v = *reinterpret_cast<const uint4 *>(x + d);
+            const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const float2 f = bwdx_unpack<BF16>(w[k]);
+                s2 = fmaf(f.x, f.x, s2);
+                s2 = fmaf(f.y, f.y, s2);
+                *bad |= bwd_nonfinite2<BF16>(w[k]);
+            }
+        }
+    } else {
+        for (int64_t d = lane; d < D; d += 32) {
+            const uint16_t h = x[d];
+            const float f = bwdx_to_float<BF16>(h);
+            s2 = fmaf(f, f, s2);
+            *bad |= bwd_nonfinite2<BF16>(h);
+        }
+    }
+    return s2;
+}
+
+/* atomicMax of a non-negative fp32 (or NaN) as its bits, skipped when not larger */
+static __device__ __forceinline__ void bwd_screen_max(unsigned *w, float x) {
+    const unsigned bits = __float_as_uint(x) & 0x7fffffffu;
+    if (bits > *(volatile unsigned *)w) atomicMax(w, bits);
+}
+
+/* one warp per row: rows [0, B Hq Sq) are query rows (b, hq, i), then B Hkv Sk key rows (b, hkv, j) */
 template <bool BF16>
 __global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params p) {
     const int lane = threadIdx.x & 31;
-    const int64_t row = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); /* (b, hq, i) flattened */
-    const int64_t nrows = p.B * p.Hq * p.Sq;
-    if (row >= nrows) return;
+    const int64_t row = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
+    const int64_t nrows = p.B * p.Hq * p.Sq, nkrows = p.B * p.Hkv * p.Sk;
+    if (row >= nrows + nkrows) return;
+    uint32_t bad = 0;
+    if (row >= nrows) {
+        const int64_t r = row - nrows, j = r % p.Sk, bh = r / p.Sk;
+        const int64_t hkv = bh % p.Hkv, b = bh / p.Hkv;
+        const uint16_t *k = p.k + b * p.ks[0] + j * p.ks[1] + hkv * p.ks[2];
+        const uint16_t *v = p.v + b * p.vs[0] + j * p.vs[1] + hkv * p.vs[2];
+        uint32_t unused = 0;
+        bwd_row_sq<BF16>(k, p.D, p.vec_k, lane, &bad);
+        float v2 = bwd_row_sq<BF16>(v, p.D, p.vec_v, lane, &unused);
+#pragma unroll
+        for (int m = 16; m >= 1; m >>= 1) v2 += __shfl_xor_sync(0xffffffffu, v2, m);
+        const int any_bad = __any_sync(0xffffffffu, bad != 0);
+        if (lane == 0) {
+            if (any_bad) atomicOr(p.screen, 1u);
+            bwd_screen_max(p.screen + 2, v2);
+        }
+        return;
+    }
     const int64_t i = row % p.Sq;
     const int64_t bh = row / p.Sq;
     const int64_t hq = bh % p.Hq, b = bh / p.Hq;
     const uint16_t *o = p.o + b * p.os[0] + i * p.os[1] + hq * p.os[2];
     const uint16_t *g = p.dout + b * p.dos[0] + i * p.dos[1] + hq * p.dos[2];
+    const uint16_t *q = p.q + b * p.qs[0] + i * p.qs[1] + hq * p.qs[2];
     float acc = 0.f;
     if (p.vec_o_prep && p.vec_do_prep) {
         for (int64_t d = lane * 8; d < p.D; d += 256) {
@@ -307,12 +383,21 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params p) {
     } else {
         for (int64_t d = lane; d < p.D; d += 32) acc = fmaf(bwdx_to_float<BF16>(o[d]), bwdx_to_float<BF16>(g[d]), acc);
     }
+    float g2 = bwd_row_sq<BF16>(g, p.D, p.vec_do_prep, lane, &bad);
+    bwd_row_sq<BF16>(q, p.D, p.vec_q, lane, &bad);
 #pragma unroll
-    for (int m = 16; m >= 1; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+    for (int m = 16; m >= 1; m >>= 1) {
+        acc += __shfl_xor_sync(0xffffffffu, acc, m);
+        g2 += __shfl_xor_sync(0xffffffffu, g2, m);
+    }
+    const int any_bad = __any_sync(0xffffffffu, bad != 0);
     if (lane == 0) {
         float l = p.lse[b * p.lses[0] + hq * p.lses[1] + i * p.lses[2]];
         p.lse_ws[row] = (l == -INFINITY) ? INFINITY : l;
         p.dsum_ws[row] = acc;
+        if (any_bad) atomicOr(p.screen, 1u);
+        bwd_screen_max(p.screen + 1, g2);
+        bwd_screen_max(p.screen + 3, fabsf(acc));
     }
 }
 
@@ -330,7 +415,7 @@ struct bwd_dkdv_smem {
     static constexpr size_t bytes = (2 * kv + 4 * qo + (size_t)BC * 64) * 2 + 4 * BR * 4 + (size_t)BC * BR * 4;
 };
 
-template <int HD, int HO, int NW, int BR, bool BF16, bool DET>
+template <int HD, int HO, int NW, int BR, bool BF16, bool DET, bool EXACT>
 __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_dkdv_kernel(const bwd_params p) {
     extern __shared__ __align__(128) unsigned char bwd_smem_raw[];
     typedef bwd_dkdv_smem<HD, NW, BR> L;
@@ -410,7 +495,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
         __syncthreads(); /* buffer buf is complete; every warp is done with buf^1, sdS and sdSf */
         if (it + 1 < n_it) issue(it + 1, buf ^ 1);
         bwdx_cp_commit();
-        if (!DET && it == 0) kbad = __syncthreads_or(bwd_tile_nonfinite<BF16, BC * HD, NT>(sK, tid));
+        if (EXACT && !DET && it == 0) kbad = __syncthreads_or(bwd_tile_nonfinite<BF16, BC * HD, NT>(sK, tid));
 
         const int64_t hq = hkv * p.group + it / nqb;
         const int64_t i0 = (qb_lo + it % nqb) * BR;
@@ -422,7 +507,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
         /* slow path for the summed products: row-dependent visibility and a NaN/Inf in Q, dO or K */
         const bwd_tile tm = bwd_tile_make<BC, BR>(p, i0, j0);
         int nf = 0;
-        if (tm.partial || p.mask)
+        if (EXACT && (tm.partial || p.mask))
             nf = __syncthreads_or(kbad || bwd_tile_nonfinite<BF16, BR * HD, NT>(sQb, tid) ||
                                   bwd_tile_nonfinite<BF16, BR * HD, NT>(sdOb, tid));
 
@@ -492,7 +577,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
         compute_p(pa);
 
         /* dV += P^T dO (columns d_off .. d_off + HO) */
-        if (!nf) {
+        if (!EXACT || !nf) {
 #pragma unroll
             for (int kk = 0; kk < BR / 16; kk++) {
 #pragma unroll
@@ -551,7 +636,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
             da[nt >> 1][(nt & 1) * 2 + 1] = bwdx_pack<BF16>(dv4[2], dv4[3]);
         }
         /* warp-uniform: this warp's dS^T goes through the fp32 scratch */
-        const int slow_w = nf || __any_sync(0xffffffffu, ds_max >= bwd_ovf16<BF16>());
+        const int slow_w = EXACT && (nf || __any_sync(0xffffffffu, ds_max >= bwd_ovf16<BF16>()));
 
         /* dK += dS^T Q (columns d_off .. d_off + HO) */
         if (!slow_w) {
@@ -608,7 +693,9 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
                 *reinterpret_cast<uint32_t *>(sdS + bwdx_swz<64>(jl + 8, il + 8)) = da[kk][3];
             }
             /* CTA-uniform: some warp's dS^T is in the fp32 scratch (overflow or NaN/Inf path) */
-            const int slow_q = __syncthreads_or(slow_w);
+            int slow_q = 0;
+            if (EXACT) slow_q = __syncthreads_or(slow_w);
+            else __syncthreads();
             /* warp -> 16 query rows (rg of RG) x CPW columns (cp) of dQ, k = the BC keys */
             constexpr int RG = BR / 16, CPW = HO / (NW / RG);
             const int rg = warp % RG, cp = warp / RG;
@@ -701,7 +788,7 @@ struct bwd_dq_smem {
     static constexpr size_t bytes = 6 * t * 2 + (size_t)BWD_WARPS * 16 * BWD_BC * 4;
 };
 
-template <int HD, int HO, bool BF16>
+template <int HD, int HO, bool BF16, bool EXACT>
 __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kernel(const bwd_params p) {
     extern __shared__ __align__(128) unsigned char bwd_smem_raw[];
     typedef bwd_dq_smem<HD> L;
@@ -775,7 +862,7 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kerne
         /* slow path for dQ += dS K: row-dependent visibility and a NaN/Inf in this K block */
         const bwd_tile tm = bwd_tile_make<BWD_BC, BWD_BR>(p, i0, j0);
         int nf = 0;
-        if (tm.partial || p.mask) nf = __syncthreads_or(bwd_tile_nonfinite<BF16, BWD_BC * HD, BWD_THREADS>(sKb, tid));
+        if (EXACT && (tm.partial || p.mask)) nf = __syncthreads_or(bwd_tile_nonfinite<BF16, BWD_BC * HD, BWD_THREADS>(sKb, tid));
 
         const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
         /* S (16 query rows of this warp x 64 keys) = Q K^T, then P rounded, packed pairs
@@ -864,7 +951,7 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kerne
         }
 
         /* dQ += dS K (columns d_off .. d_off + HO) */
-        if (!nf && !__any_sync(0xffffffffu, ds_max >= bwd_ovf16<BF16>())) {
+        if (!EXACT || (!nf && !__any_sync(0xffffffffu, ds_max >= bwd_ovf16<BF16>()))) {
 #pragma unroll
             for (int kk = 0; kk < 4; kk++) {
 #pragma unroll
@@ -958,26 +1045,26 @@ static int bwd_vec4(const fa_tensor *t, int64_t nb, int64_t ns, int64_t nh) {
 }
 
 /* The dK/dV kernel (NW warps) for one mode. */
-template <int HD, int NW, int BR, bool BF16, bool DET>
+template <int HD, int NW, int BR, bool BF16, bool DET, bool EXACT>
 static cudaError_t bwd_launch_dkdv(const bwd_params &p, cudaStream_t st) {
     constexpr int HO = HD < 128 ? HD : 128;
     typedef bwd_dkdv_smem<HD, NW, BR> L;
     const int64_t grid = (p.Sk + L::BC - 1) / L::BC * p.nsplit * p.Hkv * p.B;
     if (grid > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
     if (grid == 0) return cudaSuccess;
-    cudaError_t e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, HO, NW, BR, BF16, DET>,
+    cudaError_t e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, HO, NW, BR, BF16, DET, EXACT>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes);
     if (e != cudaSuccess) return e;
-    bwd_dkdv_kernel<HD, HO, NW, BR, BF16, DET><<<(unsigned)grid, NW * 32, L::bytes, st>>>(p);
+    bwd_dkdv_kernel<HD, HO, NW, BR, BF16, DET, EXACT><<<(unsigned)grid, NW * 32, L::bytes, st>>>(p);
     return cudaGetLastError();
 }
 
-template <int HD, int NW, int BR, bool BF16>
+template <int HD, int NW, int BR, bool BF16, bool EXACT>
 static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaStream_t st) {
     constexpr int HO = HD < 128 ? HD : 128;
     cudaError_t e;
     if (!deterministic) {
-        if ((e = bwd_launch_dkdv<HD, NW, BR, BF16, false>(p, st)) != cudaSuccess) return e;
+        if ((e = bwd_launch_dkdv<HD, NW, BR, BF16, false, EXACT>(p, st)) != cudaSuccess) return e;
         const int64_t npairs = p.B * p.Hq * p.Sq * (p.D / 2);
         if (npairs > 0) {
             int64_t blocks = (npairs + 255) / 256;
@@ -986,14 +1073,15 @@ static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaS
             if ((e = cudaGetLastError()) != cudaSuccess) return e;
         }
     } else {
-        if ((e = bwd_launch_dkdv<HD, NW, BR, BF16, true>(p, st)) != cudaSuccess) return e;
+        if ((e = bwd_launch_dkdv<HD, NW, BR, BF16, true, EXACT>(p, st)) != cudaSuccess) return e;
         const int64_t grid_q = (p.Sq + BWD_BR - 1) / BWD_BR * p.nsplit * p.Hq * p.B;
         if (grid_q > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
         if (grid_q > 0) {
             const size_t smem_q = bwd_dq_smem<HD>::bytes;
-            e = cudaFuncSetAttribute(bwd_dq_kernel<HD, HO, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q);
+            e = cudaFuncSetAttribute(bwd_dq_kernel<HD, HO, BF16, EXACT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)smem_q);
             if (e != cudaSuccess) return e;
-            bwd_dq_kernel<HD, HO, BF16><<<(unsigned)grid_q, BWD_THREADS, smem_q, st>>>(p);
+            bwd_dq_kernel<HD, HO, BF16, EXACT><<<(unsigned)grid_q, BWD_THREADS, smem_q, st>>>(p);
             if ((e = cudaGetLastError()) != cudaSuccess) return e;
         }
     }
@@ -1001,19 +1089,36 @@ static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaS
 }
 
 template <bool BF16>
-static cudaError_t bwd_launch_all(const bwd_params &p, int hd, int nw, int deterministic, cudaStream_t st) {
-    cudaError_t e;
-    const int64_t nrows = p.B * p.Hq * p.Sq;
-    if (nrows > 0) {
-        bwd_prep_kernel<BF16><<<(unsigned)((nrows + 7) / 8), 256, 0, st>>>(p);
-        if ((e = cudaGetLastError()) != cudaSuccess) return e;
-    }
-    /* query blocks of 64 rows; 32 was measured slower (160 vs 169 TFLOP/s, D=128 S=4096, see bench/RESULTS.md) */
-    if (hd == 64) return nw == 4 ? bwd_launch_main<64, 4, 64, BF16>(p, deterministic, st)
-                                 : bwd_launch_main<64, 8, 64, BF16>(p, deterministic, st);
-    if (hd == 128) return nw == 4 ? bwd_launch_main<128, 4, 64, BF16>(p, deterministic, st)
-                                  : bwd_launch_main<128, 8, 64, BF16>(p, deterministic, st);
-    return bwd_launch_main<256, 4, 64, BF16>(p, deterministic, st);
+static cudaError_t bwd_launch_prep(const bwd_params &p, cudaStream_t st) {
+    const int64_t nrows = p.B * p.Hq * p.Sq + p.B * p.Hkv * p.Sk;
+    if (nrows == 0) return cudaSuccess;
+    if ((nrows + 7) / 8 > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+    bwd_prep_kernel<BF16><<<(unsigned)((nrows + 7) / 8), 256, 0, st>>>(p);
+    return cudaGetLastError();
+}
+
+/* dK/dV kernel: 8 warps (128 kv rows x 64 query rows per step) for head dims <= 128,
+ * 4 warps for 256; query blocks of 64 rows (32 was measured slower, bench/RESULTS.md) */
+template <bool BF16>
+static cudaError_t bwd_launch_body(const bwd_params &p, int hd, int deterministic, int exact, cudaStream_t st) {
+    if (hd == 64) return exact ? bwd_launch_main<64, 8, 64, BF16, true>(p, deterministic, st)
+                               : bwd_launch_main<64, 8, 64, BF16, false>(p, deterministic, st);
+    if (hd == 128) return exact ? bwd_launch_main<128, 8, 64, BF16, true>(p, deterministic, st)
+                                : bwd_launch_main<128, 8, 64, BF16, false>(p, deterministic, st);
+    return exact ? bwd_launch_main<256, 4, 64, BF16, true>(p, deterministic, st)
+                 : bwd_launch_main<256, 4, 64, BF16, false>(p, deterministic, st);
+}
+
+/* The screen's verdict (words documented at bwd_prep_kernel): 1 when this call needs
+ * the exact kernels. */
+static int bwd_needs_exact(const unsigned scr[4], const bwd_params *p, fa_dtype dt) {
+    float w[4];
+    memcpy(w, scr, sizeof(w));
+    const int rowdep = p->has_left || p->has_right || p->mask != NULL;
+    if (scr[0] != 0 && rowdep) return 1;
+    const double ovf = dt == FA_F16 ? 65520.0 : 0x1.ffp127; /* |x| that rounds to Inf in the 16-bit type */
+    const double bound = sqrt((double)w[1]) * sqrt((double)w[2]) + (double)w[3];
+    return !(bound < 0.5 * ovf); /* NaN: exact */
 }
 
 static const fa_limits bwd_limits = {
@@ -1038,13 +1143,8 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, fa_error *err, int dev) {
     int optin = 0;
     if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
         return bwd_cuda_fail(err, e, "cudaDeviceGetAttribute");
-    /* warps of the dK/dV kernel: 8 (128 kv rows per block) for head dims <= 128, else 4;
-     * FLASHCHECK_BWD_WARPS=4|8 overrides it for tuning runs */
-    int nw = hd <= 128 ? 8 : 4;
-    const char *env = getenv("FLASHCHECK_BWD_WARPS");
-    if (env && hd <= 128 && (env[0] == '4' || env[0] == '8') && env[1] == 0) nw = env[0] - '0';
-    size_t need = hd == 64    ? (nw == 4 ? bwd_dkdv_smem<64, 4, 64>::bytes : bwd_dkdv_smem<64, 8, 64>::bytes)
-                  : hd == 128 ? (nw == 4 ? bwd_dkdv_smem<128, 4, 64>::bytes : bwd_dkdv_smem<128, 8, 64>::bytes)
+    size_t need = hd == 64 ? bwd_dkdv_smem<64, 8, 64>::bytes
+                  : hd == 128 ? bwd_dkdv_smem<128, 8, 64>::bytes
                               : bwd_dkdv_smem<256, 4, 64>::bytes;
     size_t need_q = hd == 64 ? bwd_dq_smem<64>::bytes : hd == 128 ? bwd_dq_smem<128>::bytes : bwd_dq_smem<256>::bytes;
     if (a->deterministic && need_q > need) need = need_q;
@@ -1094,11 +1194,11 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, fa_error *err, int dev) {
     p.w32_dk = bwd_vec4(&a->dk, p.B, p.Sk, p.Hkv);
     p.w32_dv = bwd_vec4(&a->dv, p.B, p.Sk, p.Hkv);
 
-    /* workspace: lse, dsum [B*Hq*Sq] and (default mode) dq [B*Hq*Sq*D], fp32 */
+    /* workspace: lse, dsum [B*Hq*Sq], the screen (256 bytes) and (default mode) dq [B*Hq*Sq*D], fp32 */
     const int64_t nrows = p.B * p.Hq * p.Sq;
     const size_t rows_bytes = ((size_t)nrows * 4 + 255) / 256 * 256;
     const size_t dq_bytes = a->deterministic ? 0 : (size_t)nrows * (size_t)D * 4;
-    const size_t ws_bytes = 2 * rows_bytes + dq_bytes;
+    const size_t ws_bytes = 2 * rows_bytes + 256 + dq_bytes;
     if (ws_bytes > bwd_ws_size[dev]) {
         if (bwd_ws_ptr[dev]) {
             if ((e = cudaFree(bwd_ws_ptr[dev])) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaFree");
@@ -1117,12 +1217,22 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, fa_error *err, int dev) {
     char *ws = (char *)bwd_ws_ptr[dev];
     p.lse_ws = (float *)ws;
     p.dsum_ws = (float *)(ws + rows_bytes);
-    p.dq_ws = a->deterministic ? NULL : (float *)(ws + 2 * rows_bytes);
-    if (dq_bytes > 0 && (e = cudaMemsetAsync(p.dq_ws, 0, dq_bytes, st)) != cudaSuccess)
+    p.screen = (unsigned *)(ws + 2 * rows_bytes);
+    p.dq_ws = a->deterministic ? NULL : (float *)(ws + 2 * rows_bytes + 256);
+    if ((e = cudaMemsetAsync(ws + 2 * rows_bytes, 0, 256 + dq_bytes, st)) != cudaSuccess)
         return bwd_cuda_fail(err, e, "cudaMemsetAsync");
 
-    e = pr->dtype == FA_BF16 ? bwd_launch_all<true>(p, hd, nw, a->deterministic, st)
-                             : bwd_launch_all<false>(p, hd, nw, a->deterministic, st);
+    /* preprocess and screen, then the fast or the exact kernels (bwd_needs_exact) */
+    const int bf16 = pr->dtype == FA_BF16;
+    e = bf16 ? bwd_launch_prep<true>(p, st) : bwd_launch_prep<false>(p, st);
+    if (e != cudaSuccess) return bwd_cuda_fail(err, e, "preprocess launch");
+    unsigned scr[4];
+    if ((e = cudaMemcpyAsync(scr, p.screen, sizeof(scr), cudaMemcpyDeviceToHost, st)) != cudaSuccess)
+        return bwd_cuda_fail(err, e, "cudaMemcpyAsync (screen)");
+    if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
+    const int exact = bwd_needs_exact(scr, &p, pr->dtype);
+    e = bf16 ? bwd_launch_body<true>(p, hd, a->deterministic, exact, st)
+             : bwd_launch_body<false>(p, hd, a->deterministic, exact, st);
     if (e != cudaSuccess) return bwd_cuda_fail(err, e, "kernel launch");
     if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
     return FA_OK;
