@@ -72,7 +72,8 @@ typedef struct {
 
 static int bucket_of(double ratio) {
     if (!(ratio > 0)) return 0;
-    int k = (int)floor(log2(ratio)) + 48;
+    if (isinf(ratio)) return ORC_HIST_BUCKETS - 1;
+    int k = ilogb(ratio) + 48; /* floor(log2(ratio)), exact (subnormals too) */
     return k < 0 ? 0 : k > ORC_HIST_BUCKETS - 1 ? ORC_HIST_BUCKETS - 1 : k;
 }
 
