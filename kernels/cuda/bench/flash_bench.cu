@@ -15,7 +15,9 @@
  * 0.05 (far above any fp16/bf16 rounding of outputs bounded by max|V| = 1)
  * marks the row FAIL and makes the exit status 1.
  *
- * usage: flash_bench [--iters N] [--warmup N] [--d 64|128] [--quick] [--family 0|1]
+ * usage: flash_bench [--iters N] [--warmup N] [--d 64|128] [--s S] [--causal 0|1] [--dtype bf16|fp16]
+ *                    [--quick] [--family 0..3]
+ *   --d, --s, --causal, --dtype: run only the matching shapes (e.g. one shape under ncu).
  *   --family forces a tile family of the forward (see fwd/flash_fwd.cu); default: the tuned choice.
  */
 #include <cuda_runtime.h>
@@ -183,14 +185,21 @@ static int bench_one(int64_t D, int64_t S, int causal, int bf16, int warmup, int
 // main
 
 int main(int argc, char **argv) {
-    int iters = 30, warmup = 5, only_d = 0, quick = 0;
+    int iters = 30, warmup = 5, only_d = 0, quick = 0, only_s = 0, only_causal = -1, only_bf16 = -1;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--d") && i + 1 < argc) only_d = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--s") && i + 1 < argc) only_s = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--causal") && i + 1 < argc) only_causal = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) only_bf16 = !strcmp(argv[++i], "bf16");
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--family") && i + 1 < argc) fa_cuda_fwd_set_family(atoi(argv[++i]));
-        else { fprintf(stderr, "usage: %s [--iters N] [--warmup N] [--d 64|128] [--quick] [--family 0|1]\n", argv[0]); return 2; }
+        else {
+            fprintf(stderr, "usage: %s [--iters N] [--warmup N] [--d 64|128] [--s S] [--causal 0|1] "
+                            "[--dtype bf16|fp16] [--quick] [--family 0..3]\n", argv[0]);
+            return 2;
+        }
     }
     if (iters < 1) iters = 1;
     if (fa_cuda_device_count() < 1) { fprintf(stderr, "no CUDA device\n"); return 2; }
@@ -206,9 +215,11 @@ int main(int argc, char **argv) {
     for (int bf16 = 1; bf16 >= 0; --bf16)
         for (int di = 0; di < 2; ++di) {
             if (only_d && ds[di] != only_d) continue;
+            if (only_bf16 >= 0 && bf16 != only_bf16) continue;
             for (int causal = 0; causal < 2; ++causal)
                 for (int si = 0; si < 6; ++si) {
                     if (quick && ss[si] != 2048 && ss[si] != 8192) continue;
+                    if ((only_s && ss[si] != only_s) || (only_causal >= 0 && causal != only_causal)) continue;
                     all_ok &= bench_one(ds[di], ss[si], causal, bf16, warmup, iters);
                 }
         }

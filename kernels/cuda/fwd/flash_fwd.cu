@@ -28,14 +28,33 @@
  *   - the row sum l adds the fp32 p before they are rounded for the P.V product.
  *   - a row with no visible key keeps m = -inf, l = 0: O = 0, LSE = -inf.
  *   - LSE = m*scale + log(l) (natural log, logf), or m + log(l) with a mask.
- *   - O is rescaled by 2^(m_old - m_new) only when some row of the warp moved
- *     its max (a multiplication by exactly 1 is skipped: no bit changes).
- * Non-finite inputs: K/V rows outside the query block's visible key range and
- * past Sk are zero-filled by cp.async (never read), and hidden scores are
- * replaced by -inf (never added to), so NaN there cannot reach O. Known
- * limit (as in FlashAttention-2): a NaN/Inf in V at a key that is hidden from
- * one row but inside a key block that another row of the same CTA sees (or
- * hidden only by the additive mask) reaches that row through 0 * NaN in mma.
+ *   - O is rescaled by 2^(m_old - m_new) after every key block; a row whose
+ *     max did not move has exactly 2^0 = 1, and x * 1 = x changes no bit.
+ *     (Skipping the multiplications behind a warp vote was 4-5% slower at
+ *     D = 128: bench/RESULTS.md.)
+ * Non-finite inputs: a hidden key contributes nothing (flash_api.h).
+ *   - K/V rows outside the query block's visible key range and past Sk are
+ *     zero-filled by cp.async (never read).
+ *   - K: hidden scores are replaced by -inf (selected, never added to) before
+ *     the row max, so a NaN/Inf q.k of a hidden key reaches neither m, l nor P.
+ *   - V: P = 0 at a hidden key, but 0 * NaN = NaN in the P.V mma. Only boundary
+ *     blocks (some key hidden from some row of the CTA: causal diagonal, window
+ *     edge, tail, every block with an additive mask) can hold such a key. For
+ *     those, the block's first barrier waits for V too, each thread tests the
+ *     V chunks it copied itself (exponent bits all ones) and replaces NaN/Inf
+ *     there by 0 in shared memory (rare), and the barrier ORs the result
+ *     (__syncthreads_or); a hit writes a flag in pinned host memory. After the kernel the host reads the flag (no
+ *     device work on the common path) and, when raised, runs a fix-up that adds
+ *     to every row the exact IEEE value of its visible NaN/Inf V entries
+ *     (flash_fwd_fix_nonfinite_v: NaN, +Inf or -Inf per column). Rows that see
+ *     none are not touched, so they are bitwise what they would be without
+ *     the NaN/Inf. Interior blocks (every row sees every key) need no test and
+ *     multiply visible NaN/Inf in the mma (p * Inf = Inf; a p that rounded to
+ *     0 gives 0 * Inf = NaN there, as the arithmetic says).
+ *   - l = NaN (a visible NaN score) gives O = NaN and LSE = NaN, not the
+ *     empty-row result (only l == 0 means no visible key).
+ * FWD_NONFINITE_GUARD=0 (compile flag) builds the old, leaking kernel for the
+ * regression test's demonstration; the default is 1.
  * Every offset into a tensor is int64; positions inside a sequence are int32
  * (seqlens up to 2^31 - 1024, checked on the host).
  */
@@ -44,6 +63,8 @@
 #include <stdio.h>
 #include <math.h>
 
+#include <cuda_fp16.h>
+
 #include "kernels/cuda/cuda_backend.h"
 
 /* Unroll factor of the k loop of S = Q K^T (register pressure vs. ILP). */
@@ -51,6 +72,14 @@
 #define FWD_QK_UNROLL 16
 #endif
 static constexpr int fwd_qk_unroll = FWD_QK_UNROLL;
+
+/* Largest head dim (also in the host limits below). */
+#define FWD_LIMITS_MAX_HEAD_DIM_DEV 256
+
+/* 1: hidden keys with non-finite V cannot leak (see the header). 0: the old kernel (tests only). */
+#ifndef FWD_NONFINITE_GUARD
+#define FWD_NONFINITE_GUARD 1
+#endif
 
 // ----------------------------------------------------------------------------
 // kernel parameters
@@ -77,6 +106,7 @@ typedef struct {
     int has_hi, has_lo;
     int64_t hi_off, lo_off;
     int reverse_m;              /* 1: launch the heaviest (last) query blocks first */
+    int *nonfinite_flag;        /* set to 1 when a boundary block's V held NaN/Inf (host-mapped) */
 } fwd_params;
 
 // ----------------------------------------------------------------------------
@@ -109,16 +139,24 @@ static __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t
                  : "r"(addr));
 }
 
+/* Development experiment: mma as a non-volatile asm (pure register operation) so
+ * that the compiler may move it across the volatile ldmatrix statements. */
+#ifdef FWD_DEV_MMA_NONVOLATILE
+#define FWD_MMA_ASM asm
+#else
+#define FWD_MMA_ASM asm volatile
+#endif
+
 /* c += a * b, m16n8k16, fp32 accumulate. */
 template <bool BF16>
 static __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     if (BF16) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        FWD_MMA_ASM("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     } else {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        FWD_MMA_ASM("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -153,6 +191,30 @@ static __device__ __forceinline__ void st_global16(void *p, uint4 v) {
     asm volatile("st.global.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z),
                  "r"(v.w)
                  : "memory");
+}
+
+static __device__ __forceinline__ void st_shared16(uint32_t addr, uint4 v) {
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+}
+
+// ----------------------------------------------------------------------------
+// non-finite fp16/bf16 values (exponent bits all ones)
+
+/* Per 16-bit half of w: bit 15 of the half is set iff the half is NaN or Inf.
+ * (exponent field + one exponent unit carries into bit 15 only from all ones;
+ * the low half cannot carry into the high one.) OR these together, test 0x80008000. */
+template <bool BF16>
+static __device__ __forceinline__ uint32_t nonfinite_bits(uint32_t w) {
+    constexpr uint32_t EXP = BF16 ? 0x7F807F80u : 0x7C007C00u;
+    constexpr uint32_t ONE = BF16 ? 0x00800080u : 0x04000400u;
+    return ((w & EXP) + ONE) & 0x80008000u;
+}
+
+/* 0xFFFF in each half whose bit 15 is set in b (b from nonfinite_bits). */
+static __device__ __forceinline__ uint32_t zero_mask(uint32_t b) {
+    uint32_t m;
+    asm("prmt.b32 %0, %1, 0, 0xBB99;\n" : "=r"(m) : "r"(b));
+    return m;
 }
 
 // ----------------------------------------------------------------------------
@@ -239,6 +301,52 @@ static __device__ __forceinline__ void load_tile(uint32_t s_base, const uint16_t
     }
 }
 
+/* The chunks that THIS thread copied into a ROWS x HD tile with load_tile (the
+ * same chunk assignment): returns 1 when one holds a NaN/Inf, and rewrites such
+ * a chunk in place with its NaN/Inf halves replaced by +0 (rare; a finite chunk
+ * is only read). Valid once this thread's own cp.async group of the tile has
+ * completed; a barrier must follow before other threads read the tile. */
+template <int ROWS, int HD, int THREADS, bool BF16>
+static __device__ __forceinline__ uint32_t sanitize_own_chunks(uint32_t s_base) {
+    constexpr int NCH = HD / 8;
+    constexpr int N = (THREADS % NCH == 0) ? ROWS / (THREADS % NCH == 0 ? THREADS / NCH : 1) : ROWS * NCH / THREADS;
+    uint32_t any = 0;
+    // opaque: keeps the per-chunk addresses from being hoisted out of the key loop
+    const int tx = (int)opaque(threadIdx.x);
+#pragma unroll
+    for (int it = 0; it < N; ++it) {
+        uint32_t addr;
+        if (THREADS % NCH == 0) {
+            constexpr int STEP = THREADS % NCH == 0 ? THREADS / NCH : 1;
+            addr = s_base + swz<HD>(tx / NCH + it * STEP, tx % NCH);
+        } else {
+            const int idx = it * THREADS + tx;
+            addr = s_base + swz<HD>(idx / NCH, idx % NCH);
+        }
+        uint4 x;
+        ld_shared16(addr, &x);
+        const uint32_t bx = nonfinite_bits<BF16>(x.x), by = nonfinite_bits<BF16>(x.y);
+        const uint32_t bz = nonfinite_bits<BF16>(x.z), bw = nonfinite_bits<BF16>(x.w);
+        if (bx | by | bz | bw) {
+            any = 1;
+            x.x &= ~zero_mask(bx); x.y &= ~zero_mask(by); x.z &= ~zero_mask(bz); x.w &= ~zero_mask(bw);
+            st_shared16(addr, x);
+        }
+    }
+    return any;
+}
+
+/* The visible keys [lo, hi] of query row i (hi = -1: none; rows past Sq see nothing). */
+static __device__ __forceinline__ void row_key_range(const fwd_params &p, int i, int *lo, int *hi) {
+    const int Sq = p.seqlen_q, Sk = p.seqlen_k;
+    int64_t lo64 = p.has_lo ? (int64_t)i + p.lo_off : 0;
+    int64_t hi64 = p.has_hi ? (int64_t)i + p.hi_off : (int64_t)Sk - 1;
+    lo64 = lo64 < 0 ? 0 : (lo64 > Sk ? Sk : lo64);
+    hi64 = hi64 > (int64_t)Sk - 1 ? (int64_t)Sk - 1 : (hi64 < -1 ? -1 : hi64);
+    *lo = (int)lo64;
+    *hi = i < Sq ? (int)hi64 : -1;
+}
+
 // ----------------------------------------------------------------------------
 // the kernel
 
@@ -249,8 +357,22 @@ static constexpr int fwd_min_blocks(int hd, int bm, int bn, int nw) {
     return nw == 8 ? 1 : (bm / nw == 32 ? 2 : ((232448 / ((bm + 4 * bn) * hd * 2)) >= 3 ? 3 : ((232448 / ((bm + 4 * bn) * hd * 2)) >= 2 ? 2 : 1)));
 }
 
+#ifdef FWD_DEV_ONE_VARIANT
+#ifndef FWD_DEV_BM
+#define FWD_DEV_BM 128
+#define FWD_DEV_BN 64
+#define FWD_DEV_NW 4
+#endif
+#ifdef FWD_DEV_MINB
+#define FWD_MIN_BLOCKS(hd, bm, bn, nw) FWD_DEV_MINB
+#endif
+#endif
+#ifndef FWD_MIN_BLOCKS
+#define FWD_MIN_BLOCKS(hd, bm, bn, nw) fwd_min_blocks(hd, bm, bn, nw)
+#endif
+
 template <int HD, int BM, int BN, int NW, bool BF16, bool NATURAL>
-__global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash_fwd_kernel(const fwd_params p) {
+__global__ void __launch_bounds__(NW * 32, FWD_MIN_BLOCKS(HD, BM, BN, NW)) flash_fwd_kernel(const fwd_params p) {
     constexpr int THREADS = NW * 32;
     constexpr int WM = BM / NW;  // rows per warp
     constexpr int MT = WM / 16;  // m16 tiles per warp
@@ -323,10 +445,27 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
         for (int n = n_end - 1; n >= n_begin; --n, stage ^= 1) {
             const uint32_t sK = opaque(sK0 + stage * KV_STAGE_BYTES), sV = opaque(sV0 + stage * KV_STAGE_BYTES);
             const bool prefetch = n - 1 >= n_begin;
-            cp_async_wait<1>();  // K(n) (and Q) landed; V(n) may fly
+            // boundary block: some key of it hidden from some row of the CTA
+            // (diagonal, window edge, tail, additive mask): needs the element mask
+            const bool boundary = natural || (int64_t)n * BN + BN - 1 > hi_first || (int64_t)n * BN < lo_last ||
+                                  n * BN + BN > Sk;
             // One barrier: K(n) is visible to all, and every warp has finished the
             // previous iteration, so its stage (the other one) may be refilled now.
-            __syncthreads();
+            if (FWD_NONFINITE_GUARD && boundary) {
+                // NaN/Inf in V(n) would reach a row it is hidden from as 0 * NaN:
+                // wait for V(n) too, each thread tests the V chunks it copied and
+                // zeroes NaN/Inf in place, the barrier ORs the result, and a hit
+                // raises the call's flag (the host then adds the exact IEEE
+                // contribution, flash_fwd_fix_nonfinite_v). Interior blocks need
+                // no test. Done here, before S = Q K^T, where few registers live.
+                cp_async_wait<0>();
+                if (__syncthreads_or((int)sanitize_own_chunks<BN, HD, THREADS, BF16>(sV)) && tid == 0)
+                    *p.nonfinite_flag = 1;
+            } else {
+                cp_async_wait<1>();  // K(n) (and Q) landed; V(n) may fly
+                __syncthreads();
+            }
+#ifndef FWD_DEV_LATE_PREFETCH
             if (prefetch) {
                 const uint32_t off = (stage ^ 1) * KV_STAGE_BYTES;
                 load_tile<BN, HD, THREADS>(sK0 + off, k_base, p.k_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
@@ -334,6 +473,7 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
                 load_tile<BN, HD, THREADS>(sV0 + off, v_base, p.v_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
                 cp_async_commit();
             }
+#endif
 
             // ---- S = Q K^T (raw fp32 dot products)
             // per-lane fragment row bases (ldmatrix row = lane & 15 for A and V^T,
@@ -365,8 +505,19 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
                 }
             }
 
+#ifdef FWD_DEV_LATE_PREFETCH  /* development experiment: issue the next K/V loads after S = Q K^T */
+            if (prefetch) {
+                const uint32_t off = (stage ^ 1) * KV_STAGE_BYTES;
+                load_tile<BN, HD, THREADS>(sK0 + off, k_base, p.k_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
+                cp_async_commit();
+                load_tile<BN, HD, THREADS>(sV0 + off, v_base, p.v_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
+                cp_async_commit();
+            }
+#endif
+
             // ---- scores: element mask where needed (tail, diagonal, window, additive mask)
-            const int key0 = n * BN;
+            // (the same test as `boundary`, recomputed: one register less across Q K^T)
+            const int key0 = (int)opaque((uint32_t)n) * BN;
             const bool elem_mask = natural || (int64_t)key0 + BN - 1 > hi_first || (int64_t)key0 < lo_last ||
                                    key0 + BN > Sk;
             if (elem_mask) {
@@ -376,11 +527,8 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
                     for (int hf = 0; hf < 2; ++hf) {
                         // this row's visible keys [lo, hi] (rows past Sq see nothing)
                         const int i = m0 + warp * WM + mt * 16 + g + hf * 8;
-                        int64_t lo64 = p.has_lo ? (int64_t)i + p.lo_off : 0;
-                        int64_t hi64 = p.has_hi ? (int64_t)i + p.hi_off : (int64_t)Sk - 1;
-                        lo64 = lo64 < 0 ? 0 : (lo64 > Sk ? Sk : lo64);
-                        hi64 = hi64 > (int64_t)Sk - 1 ? (int64_t)Sk - 1 : (hi64 < -1 ? -1 : hi64);
-                        const int row_lo = (int)lo64, row_hi = i < Sq ? (int)hi64 : -1;
+                        int row_lo, row_hi;
+                        row_key_range(p, i, &row_lo, &row_hi);
                         const float *mrow = use_mask && i < Sq
                                                 ? p.mask + (int64_t)b * p.mask_sb + (int64_t)h * p.mask_sh +
                                                       (int64_t)i * p.mask_sq
@@ -405,7 +553,9 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
 
             // ---- online softmax: new row max, rescale O and l, p = 2^(...)
             float row_alpha[MT][2];
+#ifdef FWD_DEV_RESCALE_VOTE
             bool rescale = false;
+#endif
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -446,12 +596,18 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
                     }
                     row_l[mt][hf] = row_l[mt][hf] * alpha + sum;  // per-thread partial sum
                     row_alpha[mt][hf] = alpha;
+#ifdef FWD_DEV_RESCALE_VOTE
                     rescale |= alpha != 1.0f;
+#endif
                 }
-            // Rescale O only when some row of the warp changed its max (after the
-            // first blocks it rarely does); multiplying by exactly 1 is skipped,
-            // which changes no bit.
-            if (__any_sync(0xffffffffu, rescale)) {
+            // Rescale O every block: alpha is exactly 1 for a row whose max did not
+            // move (x * 1 = x, no bit changes). A warp vote that skipped the
+            // multiplications when no row moved was slower (it splits the block's
+            // code at a branch the scheduler cannot cross).
+#ifdef FWD_DEV_RESCALE_VOTE  /* development experiment: the old vote */
+            if (__any_sync(0xffffffffu, rescale))
+#endif
+            {
 #pragma unroll
                 for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -501,7 +657,8 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
                 float l = row_l[mt][hf];
                 l += __shfl_xor_sync(0xffffffffu, l, 1);
                 l += __shfl_xor_sync(0xffffffffu, l, 2);
-                const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+                // l == 0: no visible key (O = 0, LSE = -inf); l = NaN (a visible NaN score) stays NaN
+                const float inv = l == 0.0f ? 0.0f : 1.0f / l;
                 const int r = warp * WM + mt * 16 + g + hf * 8;
                 const int i = m0 + r;
 #pragma unroll
@@ -512,8 +669,8 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
                 if (t == 0 && i < Sq) {
                     const float m = row_m[mt][hf];
                     float lse;
-                    if (l > 0.0f) lse = (natural ? m : m * p.scale) + logf(l);
-                    else lse = -INFINITY;
+                    if (l == 0.0f) lse = -INFINITY;
+                    else lse = (natural ? m : m * p.scale) + logf(l);
                     p.lse[(int64_t)b * p.lse_sb + (int64_t)h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
                 }
             }
@@ -531,6 +688,86 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
             }
         }
         __syncthreads();  // smem is reused by the next (batch, head) of this CTA
+    }
+}
+
+// ----------------------------------------------------------------------------
+// the exact contribution of NaN/Inf in V (rare path: only after a raised flag)
+
+/* 1 when the fp16/bf16 bit pattern h (low 16 bits) is NaN or Inf. */
+static __device__ __forceinline__ int half_nonfinite(uint32_t h, int bf16) {
+    const uint32_t e = bf16 ? 0x7F80u : 0x7C00u;
+    return (h & e) == e;
+}
+
+/* mark[(b * Hkv + hk) * Sk + j] = 1 when the V row (b, j, hk) holds a NaN/Inf, else 0.
+ * One warp per row. */
+__global__ void flash_fwd_mark_nonfinite_v(const fwd_params p, int heads_kv, unsigned char *mark, int bf16) {
+    const int64_t rows = (int64_t)(p.bh_total / p.group) * p.seqlen_k;
+    const int64_t w = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = (int)threadIdx.x % 32;
+    if (w >= rows) return;
+    const int64_t bk = w / p.seqlen_k;
+    const int j = (int)(w % p.seqlen_k), b = (int)(bk / heads_kv), hk = (int)(bk % heads_kv);
+    const uint16_t *vrow = p.v + (int64_t)b * p.v_sb + (int64_t)j * p.v_ss + (int64_t)hk * p.v_sh;
+    int any = 0;
+    for (int d = lane; d < p.head_dim; d += 32) any |= half_nonfinite(vrow[d], bf16);
+    any = __any_sync(0xffffffffu, any);
+    if (lane == 0) mark[w] = (unsigned char)any;
+}
+
+/* For every query row and column d: the keys j the row sees (key range and
+ * mask != -inf) whose v_jd is NaN/Inf contribute, in exact arithmetic (p > 0),
+ *   NaN if one is NaN or both +Inf and -Inf occur, else +Inf or -Inf.
+ * The main kernel zeroed such values in boundary blocks (where a hidden row
+ * would have turned 0 * NaN into NaN) and let interior blocks multiply them
+ * in the mma. O := O + that value, in fp32 then rounded (IEEE: an O already
+ * +-Inf/NaN from an interior block combines as Inf + Inf = Inf, Inf - Inf =
+ * NaN, NaN + x = NaN; a finite O becomes the value). Rows that see no NaN/Inf
+ * in V are not written. LSE does not depend on V. 64 threads per row. */
+__global__ void flash_fwd_fix_nonfinite_v(const fwd_params p, int heads_kv, const unsigned char *mark, int bf16) {
+    const int64_t nrows = (int64_t)p.bh_total * p.seqlen_q;
+    constexpr int COLS = FWD_LIMITS_MAX_HEAD_DIM_DEV / 64;
+    for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
+        const int bh = (int)(r / p.seqlen_q), i = (int)(r % p.seqlen_q);
+        const int b = bh / p.heads_q, h = bh % p.heads_q, hk = h / p.group;
+        int lo, hi;
+        row_key_range(p, i, &lo, &hi);
+        const float *mrow = p.mask != NULL
+                                ? p.mask + (int64_t)b * p.mask_sb + (int64_t)h * p.mask_sh + (int64_t)i * p.mask_sq
+                                : NULL;
+        const unsigned char *mk = mark + ((int64_t)b * heads_kv + hk) * p.seqlen_k;
+        uint32_t cls[COLS];  // bit 0: +Inf seen, bit 1: -Inf, bit 2: NaN
+#pragma unroll
+        for (int c = 0; c < COLS; ++c) cls[c] = 0;
+        for (int j = lo; j <= hi; ++j) {
+            if (!mk[j]) continue;
+            if (mrow != NULL && mrow[(int64_t)j * p.mask_sk] == -INFINITY) continue;
+            const uint16_t *vrow = p.v + (int64_t)b * p.v_sb + (int64_t)j * p.v_ss + (int64_t)hk * p.v_sh;
+#pragma unroll
+            for (int c = 0; c < COLS; ++c) {
+                const int d = (int)threadIdx.x + 64 * c;
+                if (d >= p.head_dim) break;
+                const uint32_t v = vrow[d];
+                if (!half_nonfinite(v, bf16)) continue;
+                const uint32_t mant = v & (bf16 ? 0x007Fu : 0x03FFu);
+                cls[c] |= mant ? 4u : ((v & 0x8000u) ? 2u : 1u);
+            }
+        }
+        uint16_t *orow = p.o + (int64_t)b * p.o_sb + (int64_t)i * p.o_ss + (int64_t)h * p.o_sh;
+#pragma unroll
+        for (int c = 0; c < COLS; ++c) {
+            const int d = (int)threadIdx.x + 64 * c;
+            if (d >= p.head_dim || cls[c] == 0) continue;
+            const float add = (cls[c] & 4u) || cls[c] == 3u ? __int_as_float(0x7FC00000) : (cls[c] == 1u ? INFINITY : -INFINITY);
+            const uint32_t ob = orow[d];
+            const float o = (bf16 ? __uint_as_float(ob << 16) : __half2float(__ushort_as_half((unsigned short)ob))) + add;
+            // o is NaN or +-Inf: its dtype pattern
+            uint16_t res;
+            if (o != o) res = bf16 ? 0x7FC0u : 0x7E00u;
+            else res = (uint16_t)((o > 0 ? 0x0000u : 0x8000u) | (bf16 ? 0x7F80u : 0x7C00u));
+            orow[d] = res;
+        }
     }
 }
 
@@ -576,6 +813,10 @@ static fwd_kernel_fn pick_variant(int bf16, int natural) {
 }
 
 static fwd_kernel_fn fwd_kernel_for(const fwd_config *c, int bf16, int natural) {
+#ifdef FWD_DEV_ONE_VARIANT  /* development only: compile one kernel (D=128, bf16, raw) for quick experiments */
+    (void)c; (void)bf16; (void)natural;
+    return flash_fwd_kernel<128, FWD_DEV_BM, FWD_DEV_BN, FWD_DEV_NW, true, false>;
+#else
     if (c->bm == 128 && c->bn == 32 && c->nw == 4) {
         switch (c->hd) {
         case 64: return pick_variant<64, 128, 32, 4>(bf16, natural);
@@ -606,6 +847,7 @@ static fwd_kernel_fn fwd_kernel_for(const fwd_config *c, int bf16, int natural) 
         }
     }
     return NULL;
+#endif
 }
 
 // ----------------------------------------------------------------------------
@@ -707,6 +949,12 @@ extern "C" fa_status fa_cuda_forward(const fa_fwd_args *a, fa_error *err) {
             cfg = &fwd_configs[fam][c];
             break;
         }
+#ifdef FWD_DEV_ONE_VARIANT
+    static const fwd_config dev_cfg = {128, FWD_DEV_BM, FWD_DEV_BN, FWD_DEV_NW};
+    if (pr->head_dim_qk != 128 || pr->dtype != FA_BF16 || a->mask.ptr != NULL)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "head_dim_qk", "development build: D = 128, bf16, no mask only");
+    cfg = &dev_cfg;
+#endif
     if (cfg == NULL) return fa_fail(err, FA_ERR_INTERNAL, "head_dim_qk", "no tile configuration");
     const float scale = fa_effective_scale(pr);
     const int natural = a->mask.ptr != NULL || !(scale > 0.0f);
@@ -763,6 +1011,21 @@ extern "C" fa_status fa_cuda_forward(const fa_fwd_args *a, fa_error *err) {
     p.lo_off = diag_off - (wl >= 0 ? wl : 0);
     p.reverse_m = p.has_hi;
 
+    // ---- the NaN/Inf flag: pinned host memory the kernel writes through its
+    // mapping (no device work on the common path), one per host thread (calls on
+    // one thread are synchronous, so they cannot share it concurrently)
+    static thread_local int *nonfinite_flag_host = NULL;
+    if (nonfinite_flag_host == NULL) {
+        e = cudaHostAlloc((void **)&nonfinite_flag_host, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable);
+        if (e != cudaSuccess) {
+            nonfinite_flag_host = NULL;
+            return fwd_device_error(err, e, "cudaHostAlloc (non-finite flag)");
+        }
+    }
+    *(volatile int *)nonfinite_flag_host = 0;
+    e = cudaHostGetDevicePointer((void **)&p.nonfinite_flag, nonfinite_flag_host, 0);
+    if (e != cudaSuccess) return fwd_device_error(err, e, "cudaHostGetDevicePointer (non-finite flag)");
+
     // ---- launch
     const int64_t m_blocks = (Sq + cfg->bm - 1) / cfg->bm;
     dim3 grid((unsigned)m_blocks, (unsigned)(p.bh_total < 65535 ? p.bh_total : 65535), 1);
@@ -773,5 +1036,23 @@ extern "C" fa_status fa_cuda_forward(const fa_fwd_args *a, fa_error *err) {
     if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_kernel launch");
     e = cudaStreamSynchronize(stream);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaStreamSynchronize after flash_fwd_kernel");
+
+    // ---- rare path: a boundary block held NaN/Inf in V; add its exact contribution
+    if (*(volatile int *)nonfinite_flag_host) {
+        const int bf16 = pr->dtype == FA_BF16;
+        const int64_t kv_rows = pr->batch * pr->heads_kv * Sk, q_rows = pr->batch * pr->heads_q * Sq;
+        unsigned char *mark = NULL;
+        e = cudaMallocAsync((void **)&mark, (size_t)kv_rows, stream);
+        if (e != cudaSuccess) return fwd_device_error(err, e, "cudaMallocAsync (non-finite V marks)");
+        flash_fwd_mark_nonfinite_v<<<(unsigned)((kv_rows + 7) / 8), 256, 0, stream>>>(p, (int)pr->heads_kv, mark, bf16);
+        flash_fwd_fix_nonfinite_v<<<(unsigned)(q_rows < 1048576 ? q_rows : 1048576), 64, 0, stream>>>(
+            p, (int)pr->heads_kv, mark, bf16);
+        e = cudaGetLastError();
+        cudaError_t e2 = cudaFreeAsync(mark, stream);
+        if (e != cudaSuccess) return fwd_device_error(err, e, "non-finite V fix-up launch");
+        if (e2 != cudaSuccess) return fwd_device_error(err, e2, "cudaFreeAsync (non-finite V marks)");
+        e = cudaStreamSynchronize(stream);
+        if (e != cudaSuccess) return fwd_device_error(err, e, "cudaStreamSynchronize after the non-finite V fix-up");
+    }
     return FA_OK;
 }
