@@ -73,6 +73,8 @@ typedef struct {
     float *dsum_ws; /* [B, Hq, Sq] rowsum(dO * O) */
     float *dq_ws;   /* [B, Hq, Sq, D] fp32 dQ accumulator (default mode) */
     unsigned *screen; /* [4], zeroed per call, filled by the preprocess (bwd_prep_kernel) */
+    int scan_nf;      /* screen: look for NaN/Inf in Q, dO, K (visibility is row-dependent) */
+    int scan_norm;    /* screen: bound |dS| (fp16; bf16 has fp32's range) */
     int64_t B, Sq, Sk, Hq, Hkv, group, D;
     float scale;
     /* visibility: dj = j - i - off; visible iff (!has_right || dj <= right) && (!has_left || dj >= -left) */
@@ -292,7 +294,9 @@ static __device__ __noinline__ void bwd_dq_slow(float *sdSf, const uint16_t *sdS
 //
 // The screen decides, once per call, whether the exact kernels (EXACT = true: the slow
 // paths above, per tile) are needed; the common case runs the fast ones, whose code
-// has no slow path at all. Words (uint32, fp32 bits for the maxima; a NaN compares
+// has no slow path at all. It runs only for what can happen: NaN/Inf words when the
+// visibility is row-dependent (causal, window, mask), norms for fp16 (p.scan_*); a
+// bf16 call without causal/window/mask skips it and the host read-back. Words (uint32, fp32 bits for the maxima; a NaN compares
 // above +Inf as an unsigned, so a NaN maximum reads as "unbounded"):
 //   screen[0]  1 when an element of Q, dO or K (the summed operands) is NaN or Inf
 //   screen[1]  max over query rows of ||dO_i||^2 (fp32)
@@ -330,74 +334,91 @@ static __device__ __forceinline__ float bwd_row_sq(const uint16_t *x, int64_t D,
     return s2;
 }
 
-/* atomicMax of a non-negative fp32 (or NaN) as its bits, skipped when not larger */
-static __device__ __forceinline__ void bwd_screen_max(unsigned *w, float x) {
-    const unsigned bits = __float_as_uint(x) & 0x7fffffffu;
-    if (bits > *(volatile unsigned *)w) atomicMax(w, bits);
-}
-
-/* one warp per row: rows [0, B Hq Sq) are query rows (b, hq, i), then B Hkv Sk key rows (b, hkv, j) */
+/* one warp per row, grid-stride: rows [0, B Hq Sq) are query rows (b, hq, i), then (when
+ * screening) B Hkv Sk key rows (b, hkv, j). The screen is reduced per block in shared
+ * memory and added by one set of atomics per block (unsigned max of fp32 bits: the
+ * values are >= 0 or NaN, and a NaN's bits are above +Inf's). */
 template <bool BF16>
 __global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params p) {
-    const int lane = threadIdx.x & 31;
-    const int64_t row = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5);
-    const int64_t nrows = p.B * p.Hq * p.Sq, nkrows = p.B * p.Hkv * p.Sk;
-    if (row >= nrows + nkrows) return;
+    __shared__ unsigned red[4][8];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int screening = p.scan_nf || p.scan_norm;
+    const int64_t nrows = p.B * p.Hq * p.Sq, nkrows = screening ? p.B * p.Hkv * p.Sk : 0;
     uint32_t bad = 0;
-    if (row >= nrows) {
-        const int64_t r = row - nrows, j = r % p.Sk, bh = r / p.Sk;
-        const int64_t hkv = bh % p.Hkv, b = bh / p.Hkv;
-        const uint16_t *k = p.k + b * p.ks[0] + j * p.ks[1] + hkv * p.ks[2];
-        const uint16_t *v = p.v + b * p.vs[0] + j * p.vs[1] + hkv * p.vs[2];
-        uint32_t unused = 0;
-        bwd_row_sq<BF16>(k, p.D, p.vec_k, lane, &bad);
-        float v2 = bwd_row_sq<BF16>(v, p.D, p.vec_v, lane, &unused);
+    float do2max = 0.f, v2max = 0.f, dmax = 0.f; /* fmaxf drops NaN: NaN is tracked in bad2 */
+    uint32_t nan_norm = 0;
+    for (int64_t row = (int64_t)blockIdx.x * 8 + warp; row < nrows + nkrows; row += (int64_t)gridDim.x * 8) {
+        if (row >= nrows) {
+            const int64_t r = row - nrows, j = r % p.Sk, bh = r / p.Sk;
+            const int64_t hkv = bh % p.Hkv, b = bh / p.Hkv;
+            if (p.scan_nf) bwd_row_sq<BF16>(p.k + b * p.ks[0] + j * p.ks[1] + hkv * p.ks[2], p.D, p.vec_k, lane, &bad);
+            if (p.scan_norm) {
+                uint32_t unused = 0;
+                float v2 = bwd_row_sq<BF16>(p.v + b * p.vs[0] + j * p.vs[1] + hkv * p.vs[2], p.D, p.vec_v, lane, &unused);
 #pragma unroll
-        for (int m = 16; m >= 1; m >>= 1) v2 += __shfl_xor_sync(0xffffffffu, v2, m);
-        const int any_bad = __any_sync(0xffffffffu, bad != 0);
-        if (lane == 0) {
-            if (any_bad) atomicOr(p.screen, 1u);
-            bwd_screen_max(p.screen + 2, v2);
-        }
-        return;
-    }
-    const int64_t i = row % p.Sq;
-    const int64_t bh = row / p.Sq;
-    const int64_t hq = bh % p.Hq, b = bh / p.Hq;
-    const uint16_t *o = p.o + b * p.os[0] + i * p.os[1] + hq * p.os[2];
-    const uint16_t *g = p.dout + b * p.dos[0] + i * p.dos[1] + hq * p.dos[2];
-    const uint16_t *q = p.q + b * p.qs[0] + i * p.qs[1] + hq * p.qs[2];
-    float acc = 0.f;
-    if (p.vec_o_prep && p.vec_do_prep) {
-        for (int64_t d = lane * 8; d < p.D; d += 256) {
-            uint4 ov = *reinterpret_cast<const uint4 *>(o + d);
-            uint4 gv = *reinterpret_cast<const uint4 *>(g + d);
-            const uint32_t ow[4] = {ov.x, ov.y, ov.z, ov.w}, gw[4] = {gv.x, gv.y, gv.z, gv.w};
-#pragma unroll
-            for (int x = 0; x < 4; x++) {
-                float2 a = bwdx_unpack<BF16>(ow[x]), c = bwdx_unpack<BF16>(gw[x]);
-                acc = fmaf(a.x, c.x, acc);
-                acc = fmaf(a.y, c.y, acc);
+                for (int m = 16; m >= 1; m >>= 1) v2 += __shfl_xor_sync(0xffffffffu, v2, m);
+                nan_norm |= v2 != v2;
+                v2max = fmaxf(v2max, v2);
             }
+            continue;
         }
-    } else {
-        for (int64_t d = lane; d < p.D; d += 32) acc = fmaf(bwdx_to_float<BF16>(o[d]), bwdx_to_float<BF16>(g[d]), acc);
-    }
-    float g2 = bwd_row_sq<BF16>(g, p.D, p.vec_do_prep, lane, &bad);
-    bwd_row_sq<BF16>(q, p.D, p.vec_q, lane, &bad);
+        const int64_t i = row % p.Sq;
+        const int64_t bh = row / p.Sq;
+        const int64_t hq = bh % p.Hq, b = bh / p.Hq;
+        const uint16_t *o = p.o + b * p.os[0] + i * p.os[1] + hq * p.os[2];
+        const uint16_t *g = p.dout + b * p.dos[0] + i * p.dos[1] + hq * p.dos[2];
+        float acc = 0.f;
+        if (p.vec_o_prep && p.vec_do_prep) {
+            for (int64_t d = lane * 8; d < p.D; d += 256) {
+                uint4 ov = *reinterpret_cast<const uint4 *>(o + d);
+                uint4 gv = *reinterpret_cast<const uint4 *>(g + d);
+                const uint32_t ow[4] = {ov.x, ov.y, ov.z, ov.w}, gw[4] = {gv.x, gv.y, gv.z, gv.w};
 #pragma unroll
-    for (int m = 16; m >= 1; m >>= 1) {
-        acc += __shfl_xor_sync(0xffffffffu, acc, m);
-        g2 += __shfl_xor_sync(0xffffffffu, g2, m);
+                for (int x = 0; x < 4; x++) {
+                    float2 a = bwdx_unpack<BF16>(ow[x]), c = bwdx_unpack<BF16>(gw[x]);
+                    acc = fmaf(a.x, c.x, acc);
+                    acc = fmaf(a.y, c.y, acc);
+                }
+            }
+        } else {
+            for (int64_t d = lane; d < p.D; d += 32) acc = fmaf(bwdx_to_float<BF16>(o[d]), bwdx_to_float<BF16>(g[d]), acc);
+        }
+#pragma unroll
+        for (int m = 16; m >= 1; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
+        if (lane == 0) {
+            float l = p.lse[b * p.lses[0] + hq * p.lses[1] + i * p.lses[2]];
+            p.lse_ws[row] = (l == -INFINITY) ? INFINITY : l;
+            p.dsum_ws[row] = acc;
+        }
+        if (screening) {
+            float g2 = bwd_row_sq<BF16>(g, p.D, p.vec_do_prep, lane, &bad); /* dO again: from L1/L2 */
+            if (p.scan_nf) bwd_row_sq<BF16>(p.q + b * p.qs[0] + i * p.qs[1] + hq * p.qs[2], p.D, p.vec_q, lane, &bad);
+#pragma unroll
+            for (int m = 16; m >= 1; m >>= 1) g2 += __shfl_xor_sync(0xffffffffu, g2, m);
+            nan_norm |= (g2 != g2) | (acc != acc);
+            do2max = fmaxf(do2max, g2);
+            dmax = fmaxf(dmax, fabsf(acc));
+        }
     }
-    const int any_bad = __any_sync(0xffffffffu, bad != 0);
+    if (!screening) return; /* uniform over the grid */
+    bad = __any_sync(0xffffffffu, bad != 0) | __any_sync(0xffffffffu, nan_norm != 0) << 1;
     if (lane == 0) {
-        float l = p.lse[b * p.lses[0] + hq * p.lses[1] + i * p.lses[2]];
-        p.lse_ws[row] = (l == -INFINITY) ? INFINITY : l;
-        p.dsum_ws[row] = acc;
-        if (any_bad) atomicOr(p.screen, 1u);
-        bwd_screen_max(p.screen + 1, g2);
-        bwd_screen_max(p.screen + 3, fabsf(acc));
+        red[0][warp] = bad;
+        red[1][warp] = __float_as_uint(do2max);
+        red[2][warp] = __float_as_uint(v2max);
+        red[3][warp] = __float_as_uint(dmax);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned r[4] = {0, 0, 0, 0};
+        for (int w = 0; w < 8; w++) {
+            r[0] |= red[0][w];
+            for (int k = 1; k < 4; k++) r[k] = red[k][w] > r[k] ? red[k][w] : r[k];
+        }
+        if (r[0] & 1) atomicOr(p.screen, 1u);
+        if (r[0] & 2) r[1] = 0x7fc00000u; /* a NaN norm or Dsum: unbounded */
+        for (int k = 1; k < 4; k++)
+            if (r[k] > *(volatile unsigned *)(p.screen + k)) atomicMax(p.screen + k, r[k]);
     }
 }
 
@@ -1090,10 +1111,11 @@ static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaS
 
 template <bool BF16>
 static cudaError_t bwd_launch_prep(const bwd_params &p, cudaStream_t st) {
-    const int64_t nrows = p.B * p.Hq * p.Sq + p.B * p.Hkv * p.Sk;
+    const int64_t nrows = p.B * p.Hq * p.Sq + ((p.scan_nf || p.scan_norm) ? p.B * p.Hkv * p.Sk : 0);
     if (nrows == 0) return cudaSuccess;
-    if ((nrows + 7) / 8 > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
-    bwd_prep_kernel<BF16><<<(unsigned)((nrows + 7) / 8), 256, 0, st>>>(p);
+    int64_t blocks = (nrows + 7) / 8;
+    if (blocks > 4096) blocks = 4096; /* grid-stride; few blocks keep the screen's atomics few */
+    bwd_prep_kernel<BF16><<<(unsigned)blocks, 256, 0, st>>>(p);
     return cudaGetLastError();
 }
 
@@ -1111,12 +1133,12 @@ static cudaError_t bwd_launch_body(const bwd_params &p, int hd, int deterministi
 
 /* The screen's verdict (words documented at bwd_prep_kernel): 1 when this call needs
  * the exact kernels. */
-static int bwd_needs_exact(const unsigned scr[4], const bwd_params *p, fa_dtype dt) {
+static int bwd_needs_exact(const unsigned scr[4], const bwd_params *p) {
     float w[4];
     memcpy(w, scr, sizeof(w));
-    const int rowdep = p->has_left || p->has_right || p->mask != NULL;
-    if (scr[0] != 0 && rowdep) return 1;
-    const double ovf = dt == FA_F16 ? 65520.0 : 0x1.ffp127; /* |x| that rounds to Inf in the 16-bit type */
+    if (p->scan_nf && scr[0] != 0) return 1;
+    if (!p->scan_norm) return 0;
+    const double ovf = 65520.0; /* |x| that rounds to Inf in fp16 */
     const double bound = sqrt((double)w[1]) * sqrt((double)w[2]) + (double)w[3];
     return !(bound < 0.5 * ovf); /* NaN: exact */
 }
@@ -1184,6 +1206,11 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, fa_error *err, int dev) {
     p.left = p.has_left ? pr->window_left : 0;
 
     p.nsplit = hd == 256 ? 2 : 1;
+    /* the screen: NaN/Inf can only leak where visibility differs from row to row; the
+     * |dS| bound only matters for fp16 (bf16 rounds dS to Inf only at the top of fp32's
+     * range, where dP itself has already left the precision profile) */
+    p.scan_nf = p.has_left || p.has_right || p.mask != NULL;
+    p.scan_norm = pr->dtype == FA_F16;
     p.vec_q = bwd_vec16(&a->q, p.B, p.Sq, p.Hq);
     p.vec_k = bwd_vec16(&a->k, p.B, p.Sk, p.Hkv);
     p.vec_v = bwd_vec16(&a->v, p.B, p.Sk, p.Hkv);
@@ -1226,11 +1253,14 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, fa_error *err, int dev) {
     const int bf16 = pr->dtype == FA_BF16;
     e = bf16 ? bwd_launch_prep<true>(p, st) : bwd_launch_prep<false>(p, st);
     if (e != cudaSuccess) return bwd_cuda_fail(err, e, "preprocess launch");
-    unsigned scr[4];
-    if ((e = cudaMemcpyAsync(scr, p.screen, sizeof(scr), cudaMemcpyDeviceToHost, st)) != cudaSuccess)
-        return bwd_cuda_fail(err, e, "cudaMemcpyAsync (screen)");
-    if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
-    const int exact = bwd_needs_exact(scr, &p, pr->dtype);
+    int exact = 0;
+    if (p.scan_nf || p.scan_norm) {
+        unsigned scr[4];
+        if ((e = cudaMemcpyAsync(scr, p.screen, sizeof(scr), cudaMemcpyDeviceToHost, st)) != cudaSuccess)
+            return bwd_cuda_fail(err, e, "cudaMemcpyAsync (screen)");
+        if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
+        exact = bwd_needs_exact(scr, &p);
+    }
     e = bf16 ? bwd_launch_body<true>(p, hd, a->deterministic, exact, st)
              : bwd_launch_body<false>(p, hd, a->deterministic, exact, st);
     if (e != cudaSuccess) return bwd_cuda_fail(err, e, "kernel launch");
