@@ -52,6 +52,7 @@ typedef struct {
 } input_cache;
 
 static _Thread_local input_cache run_cache;
+#define FC_RUN_CACHE_MAX_BYTES ((size_t)64 << 20) /* per tensor */
 
 /* Call fn(dst_elem_ptr, src_elem_ptr, n) for each innermost run of logical
  * elements: n elements at element steps dst_step / src_step. Both buffers
@@ -124,8 +125,11 @@ int fc_run_init(fc_run *r, const fc_case *c, int poison, char *msg, size_t msgle
             continue;
         }
         fc_case_fill(c, &r->buf[t]);
-        /* keep a copy for the next run of this case (best effort: no copy, no cache) */
+        /* keep a copy for the next run of this case (best effort: no copy, no cache; large
+           tensors, e.g. a certify-sized mask, are generated again rather than held twice) */
+        if (buf_bytes(&r->buf[t]) > FC_RUN_CACHE_MAX_BYTES) continue;
         fc_buf *cb = &run_cache.buf[t];
+        fc_buf_free(cb);
         *cb = r->buf[t];
         size_t bytes = ((size_t)(cb->alloc_elems > 0 ? cb->alloc_elems : 1) * cb->elem_size + 63) & ~(size_t)63;
         cb->alloc = aligned_alloc(64, bytes);
