@@ -8,11 +8,12 @@
  *                            undecided the MPFR value is taken as exact.
  * Non-finite: a reference NaN needs a kernel NaN, a reference Inf the same
  * Inf; a kernel NaN against a finite reference fails. A kernel +-Inf against a
- * finite reference passes when the exact value, moved by at most the bound in
- * its own direction, reaches the dtype's overflow threshold (RN to the dtype
- * then gives that Inf): sign agrees and |ref| + bound - orc_err >= threshold
- * (counted in overflow_inf); it fails when |ref| + bound + orc_err < threshold
- * or the sign differs, and is escalated in between. A finite kernel value where
+ * finite reference passes when the exact value, moved by at most the bound
+ * toward that Inf's sign, reaches the dtype's overflow threshold (RN to the
+ * dtype then gives that Inf): dir*ref + bound - orc_err >= threshold with
+ * dir = sign of the Inf (counted in overflow_inf; when bound > |ref| either
+ * sign can qualify); it fails when dir*ref + bound + orc_err < threshold, and
+ * is escalated in between. A finite kernel value where
  * |ref| - bound exceeds the largest finite number fails through the ordinary
  * |kernel - ref| > bound test.
  * Pure: nothing in the result is modified, no global state is touched. */
@@ -114,14 +115,16 @@ static int judge(acc_stats *a, double kv, double ref, double bound, double oe, u
     if (isinf(kv) && !isnan(ref)) {
         /* A finite reference may still round to +-Inf in the output dtype: the
          * kernel's value before the store lies within bound of the exact value,
-         * which lies within oe of ref, and RN overflows at |x| >= thr. The Inf
-         * is correct (certainly) when the sign agrees and |ref| + bound - oe >=
-         * thr; certainly not when |ref| + bound + oe < thr; else undecided. */
-        double reach = fabs(ref) + bound;
-        int sign_ok = (kv > 0) == (ref > 0) && ref != 0;
-        if (!final && sign_ok && !(reach - oe >= a->thr) && reach + oe >= a->thr) return 1;
+         * which lies within oe of ref, and RN overflows at |x| >= thr. Measured
+         * in the direction of kv's sign, the farthest the pre-store value may
+         * reach is dir*ref + bound (dir = +-1): when bound > |ref| the interval
+         * straddles 0 and either sign of Inf can be correct. The Inf is correct
+         * (certainly) when dir*ref + bound - oe >= thr; certainly not when
+         * dir*ref + bound + oe < thr; else undecided. */
+        double reach = (kv > 0 ? ref : -ref) + bound;
+        if (!final && !(reach - oe >= a->thr) && reach + oe >= a->thr) return 1;
         s->checked++;
-        if (sign_ok && reach - oe >= a->thr) { s->overflow_inf++; return 0; }
+        if (reach - oe >= a->thr) { s->overflow_inf++; return 0; }
         s->nan_unexpected++; note_fail(s, at); return 0;
     }
     if (!isfinite(kv)) { s->checked++; s->nan_unexpected++; note_fail(s, at); return 0; }

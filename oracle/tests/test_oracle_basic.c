@@ -534,7 +534,13 @@ static void test_overflow_inf(void) {
         {-65500, 30, NMAX, 1, 0, "straddles: -65504 accepted"},
         {-65400, 100, NINF, 0, 0, "|ref| + bound < 65520: -inf is wrong"},
         {65519, 0.5, PINF, 1, 1, "reach 65519.5 + oe: exactly straddling through orc_err escalates"},
-        {0, 70000, PINF, 0, 0, "zero reference: no sign to overflow to"},
+        /* the pre-store value lies anywhere in ref +- bound: when bound > |ref| it may
+         * reach either threshold (a false alarm on the CPU backend once:
+         * fuzz/regressions/bwd/inf_opposite_sign_wide_bound.case) */
+        {0, 70000, PINF, 1, 1, "zero reference, bound past the threshold: +inf admissible"},
+        {100, 70000, NINF, 1, 1, "bound > |ref|: the opposite sign's inf is admissible"},
+        {0, 60000, PINF, 0, 0, "zero reference, bound short of the threshold: inf is wrong"},
+        {100, 65450, NINF, 0, 0, "opposite sign reaches only 65350: -inf is wrong"},
     };
     for (size_t k = 0; k < sizeof cs / sizeof cs[0]; k++) {
         if (k == 6) continue; /* an undecided case would escalate and recompute the real row */
