@@ -38,7 +38,8 @@ static const char *verify_help =
     "  --scale S        softmax scale (default 1/sqrt(head_dim))\n"
     "  --profile P      precision the implementation promises, which sets the bounds:\n"
     "                     tensorcore (default): fp32 scores, truncating fp32 accumulation (u = 2^-23),\n"
-    "                       approximate exp (rel. err 2^-21), P and dS rounded to the input dtype\n"
+    "                       approximate exp (rel. err 2^-21), P and dS rounded to the input dtype,\n"
+    "                       subnormals may flush to zero (ex2.approx.ftz; absolute floor ~2^-126)\n"
     "                     fp32: everything in fp32 round-to-nearest (u = 2^-24), P and dS not rounded\n"
     "  --json FILE      also write the result as JSON\n"
     "\n"
@@ -135,6 +136,9 @@ static void set_profile(fa_precision *p, int fp32)
         p->exp_rel_err = 0x1p-21;
         p->p_rounded = 1;
         p->ds_rounded = 1;
+        /* GPU kernels (FlashAttention, cuDNN, Triton) use ex2.approx.ftz: values
+         * below 2^-126 may become 0; oracle/BOUNDS.md section 9 adds the floor */
+        p->flushes_subnormals = 1;
     }
 }
 
