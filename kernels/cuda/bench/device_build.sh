@@ -8,19 +8,7 @@
 # The backward is replaced by a stub (this build measures and certifies the forward only).
 # Usage, from the repository root: [NOGUARD=1] bash kernels/cuda/bench/device_build.sh
 set -euo pipefail
-out=.device/fwd
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$out"
-ARCH="-gencode=arch=compute_90a,code=sm_90a"
-NV="nvcc -O3 -std=c++17 -I. $ARCH -Xcompiler=-fPIC ${NVCC_EXTRA:-}"
-cat > "$tmp/bwd_stub.cu" <<'STUB'
-#include "kernels/cuda/cuda_backend.h"
-extern "C" fa_status fa_cuda_backward(const fa_bwd_args *args, fa_error *err) {
-    (void)args;
-    return fa_fail(err, FA_ERR_UNSUPPORTED, "backward", "not in this forward-only device build");
-}
-STUB
+source "$(dirname "$0")/device_common.sh"
 for f in oracle/orc_bwd.c oracle/orc_compare.c oracle/orc_fwd.c oracle/orc_mpfr.c oracle/orc_util.c; do
     gcc -std=c11 -O3 -mavx2 -mfma -fopenmp -ffp-contract=off -D_GNU_SOURCE -I. -c "$f" -o "$tmp/$(basename "$f" .c).o"
 done

@@ -139,24 +139,16 @@ static __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t r[4], uint32_t
                  : "r"(addr));
 }
 
-/* Development experiment: mma as a non-volatile asm (pure register operation) so
- * that the compiler may move it across the volatile ldmatrix statements. */
-#ifdef FWD_DEV_MMA_NONVOLATILE
-#define FWD_MMA_ASM asm
-#else
-#define FWD_MMA_ASM asm volatile
-#endif
-
 /* c += a * b, m16n8k16, fp32 accumulate. */
 template <bool BF16>
 static __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     if (BF16) {
-        FWD_MMA_ASM("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     } else {
-        FWD_MMA_ASM("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
                      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
                      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
@@ -465,7 +457,6 @@ __global__ void __launch_bounds__(NW * 32, FWD_MIN_BLOCKS(HD, BM, BN, NW)) flash
                 cp_async_wait<1>();  // K(n) (and Q) landed; V(n) may fly
                 __syncthreads();
             }
-#ifndef FWD_DEV_LATE_PREFETCH
             if (prefetch) {
                 const uint32_t off = (stage ^ 1) * KV_STAGE_BYTES;
                 load_tile<BN, HD, THREADS>(sK0 + off, k_base, p.k_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
@@ -473,7 +464,6 @@ __global__ void __launch_bounds__(NW * 32, FWD_MIN_BLOCKS(HD, BM, BN, NW)) flash
                 load_tile<BN, HD, THREADS>(sV0 + off, v_base, p.v_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
                 cp_async_commit();
             }
-#endif
 
             // ---- S = Q K^T (raw fp32 dot products)
             // per-lane fragment row bases (ldmatrix row = lane & 15 for A and V^T,
@@ -505,15 +495,6 @@ __global__ void __launch_bounds__(NW * 32, FWD_MIN_BLOCKS(HD, BM, BN, NW)) flash
                 }
             }
 
-#ifdef FWD_DEV_LATE_PREFETCH  /* development experiment: issue the next K/V loads after S = Q K^T */
-            if (prefetch) {
-                const uint32_t off = (stage ^ 1) * KV_STAGE_BYTES;
-                load_tile<BN, HD, THREADS>(sK0 + off, k_base, p.k_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
-                cp_async_commit();
-                load_tile<BN, HD, THREADS>(sV0 + off, v_base, p.v_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
-                cp_async_commit();
-            }
-#endif
 
             // ---- scores: element mask where needed (tail, diagonal, window, additive mask)
             // (the same test as `boundary`, recomputed: one register less across Q K^T)
@@ -553,9 +534,6 @@ __global__ void __launch_bounds__(NW * 32, FWD_MIN_BLOCKS(HD, BM, BN, NW)) flash
 
             // ---- online softmax: new row max, rescale O and l, p = 2^(...)
             float row_alpha[MT][2];
-#ifdef FWD_DEV_RESCALE_VOTE
-            bool rescale = false;
-#endif
 #pragma unroll
             for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -596,25 +574,17 @@ __global__ void __launch_bounds__(NW * 32, FWD_MIN_BLOCKS(HD, BM, BN, NW)) flash
                     }
                     row_l[mt][hf] = row_l[mt][hf] * alpha + sum;  // per-thread partial sum
                     row_alpha[mt][hf] = alpha;
-#ifdef FWD_DEV_RESCALE_VOTE
-                    rescale |= alpha != 1.0f;
-#endif
                 }
             // Rescale O every block: alpha is exactly 1 for a row whose max did not
             // move (x * 1 = x, no bit changes). A warp vote that skipped the
             // multiplications when no row moved was slower (it splits the block's
             // code at a branch the scheduler cannot cross).
-#ifdef FWD_DEV_RESCALE_VOTE  /* development experiment: the old vote */
-            if (__any_sync(0xffffffffu, rescale))
-#endif
-            {
 #pragma unroll
-                for (int mt = 0; mt < MT; ++mt)
+            for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-                    for (int dt = 0; dt < DT; ++dt)
+                for (int dt = 0; dt < DT; ++dt)
 #pragma unroll
-                        for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] *= row_alpha[mt][e >> 1];
-            }
+                    for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] *= row_alpha[mt][e >> 1];
 
             // ---- P in the input dtype, laid out as mma A fragments
             uint32_t pa[MT][KP][4];
