@@ -79,6 +79,27 @@ static inline void orc_dots(int nr, int64_t D, int64_t span, const double *x, co
         }
 }
 
+/* Running sums of one 8-column chunk, shared by orc_wsum and orc_wsum_p64:
+ * s += w0 x, b += w1 |x|, c += w2 |x|, e += w3 x (e only when w3 != NULL).
+ * Each is one fma per row in row order: rounding as in the scalar tail loop. */
+typedef struct {
+    orc_v4 s0, s1, b0, b1, c0, c1, e0, e1;
+} orc_wsum8;
+
+static inline void orc_wsum8_add(orc_wsum8 *a, const double *x8, double w0, double w1, double w2,
+                                 const double *w3) {
+    orc_v4 x0 = orc_v4_load(x8), x1 = orc_v4_load(x8 + 4);
+    orc_v4 ax0 = orc_v4_abs(x0), ax1 = orc_v4_abs(x1);
+    orc_v4 p = orc_v4_set1(w0), q = orc_v4_set1(w1), r = orc_v4_set1(w2);
+    a->s0 = orc_v4_fma(p, x0, a->s0); a->s1 = orc_v4_fma(p, x1, a->s1);
+    a->b0 = orc_v4_fma(q, ax0, a->b0); a->b1 = orc_v4_fma(q, ax1, a->b1);
+    a->c0 = orc_v4_fma(r, ax0, a->c0); a->c1 = orc_v4_fma(r, ax1, a->c1);
+    if (w3) {
+        orc_v4 z = orc_v4_set1(*w3);
+        a->e0 = orc_v4_fma(z, x0, a->e0); a->e1 = orc_v4_fma(z, x1, a->e1);
+    }
+}
+
 /* Weighted row sums over n rows of X (row t at X + t*ldx, dim columns),
  * skipping rows with vis[t] == 0 (never read):
  *   o0[d]  = sum_t w0[t] X[t][d]        (OVERWRITTEN: a plain block sum)
@@ -91,27 +112,17 @@ static inline void orc_wsum(int64_t n, const uint8_t *vis, const double *w0, con
                             int64_t dim, double *o0, double *o1, double *o2, double *o3) {
     int64_t d0 = 0;
     for (; d0 + 8 <= dim; d0 += 8) {
-        orc_v4 s0 = {0}, s1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0}, e0 = {0}, e1 = {0};
+        orc_wsum8 a = {{0}};
         for (int64_t t = 0; t < n; t++) {
             if (!vis[t]) continue;
-            const double *xr = X + t * ldx + d0;
-            orc_v4 x0 = orc_v4_load(xr), x1 = orc_v4_load(xr + 4);
-            orc_v4 ax0 = orc_v4_abs(x0), ax1 = orc_v4_abs(x1);
-            orc_v4 p = orc_v4_set1(w0[t * ldw]), q = orc_v4_set1(w1[t * ldw]), r = orc_v4_set1(w2[t * ldw]);
-            s0 = orc_v4_fma(p, x0, s0); s1 = orc_v4_fma(p, x1, s1);
-            b0 = orc_v4_fma(q, ax0, b0); b1 = orc_v4_fma(q, ax1, b1);
-            c0 = orc_v4_fma(r, ax0, c0); c1 = orc_v4_fma(r, ax1, c1);
-            if (w3) {
-                orc_v4 z = orc_v4_set1(w3[t * ldw]);
-                e0 = orc_v4_fma(z, x0, e0); e1 = orc_v4_fma(z, x1, e1);
-            }
+            orc_wsum8_add(&a, X + t * ldx + d0, w0[t * ldw], w1[t * ldw], w2[t * ldw], w3 ? w3 + t * ldw : NULL);
         }
-        orc_v4_store(o0 + d0, s0); orc_v4_store(o0 + d0 + 4, s1);
-        orc_v4_store(o1 + d0, orc_v4_load(o1 + d0) + b0); orc_v4_store(o1 + d0 + 4, orc_v4_load(o1 + d0 + 4) + b1);
-        orc_v4_store(o2 + d0, orc_v4_load(o2 + d0) + c0); orc_v4_store(o2 + d0 + 4, orc_v4_load(o2 + d0 + 4) + c1);
+        orc_v4_store(o0 + d0, a.s0); orc_v4_store(o0 + d0 + 4, a.s1);
+        orc_v4_store(o1 + d0, orc_v4_load(o1 + d0) + a.b0); orc_v4_store(o1 + d0 + 4, orc_v4_load(o1 + d0 + 4) + a.b1);
+        orc_v4_store(o2 + d0, orc_v4_load(o2 + d0) + a.c0); orc_v4_store(o2 + d0 + 4, orc_v4_load(o2 + d0 + 4) + a.c1);
         if (w3) {
-            orc_v4_store(o3 + d0, orc_v4_load(o3 + d0) + e0);
-            orc_v4_store(o3 + d0 + 4, orc_v4_load(o3 + d0 + 4) + e1);
+            orc_v4_store(o3 + d0, orc_v4_load(o3 + d0) + a.e0);
+            orc_v4_store(o3 + d0 + 4, orc_v4_load(o3 + d0 + 4) + a.e1);
         }
     }
     for (; d0 < dim; d0++) {
@@ -247,26 +258,17 @@ static inline void orc_wsum_p64(int64_t kb, int64_t ke, int64_t off, const uint8
     int64_t nch = orc_nch(dim);
     for (int64_t c = 0; c < nch; c++) {
         const double *base = blk + c * ORC_PB * 8;
-        orc_v4 s0 = {0}, s1 = {0}, b0 = {0}, b1 = {0}, c0 = {0}, c1 = {0}, e0 = {0}, e1 = {0};
+        orc_wsum8 a = {{0}};
         for (int64_t k = kb; k < ke; k++) {
             int64_t t = k + off;
             if (!vis[t]) continue;
-            orc_v4 x0 = orc_v4_load(base + k * 8), x1 = orc_v4_load(base + k * 8 + 4);
-            orc_v4 ax0 = orc_v4_abs(x0), ax1 = orc_v4_abs(x1);
-            orc_v4 p = orc_v4_set1(w0[t * ldw]), q = orc_v4_set1(w1[t * ldw]), r = orc_v4_set1(w2[t * ldw]);
-            s0 = orc_v4_fma(p, x0, s0); s1 = orc_v4_fma(p, x1, s1);
-            b0 = orc_v4_fma(q, ax0, b0); b1 = orc_v4_fma(q, ax1, b1);
-            c0 = orc_v4_fma(r, ax0, c0); c1 = orc_v4_fma(r, ax1, c1);
-            if (w3) {
-                orc_v4 z = orc_v4_set1(w3[t * ldw]);
-                e0 = orc_v4_fma(z, x0, e0); e1 = orc_v4_fma(z, x1, e1);
-            }
+            orc_wsum8_add(&a, base + k * 8, w0[t * ldw], w1[t * ldw], w2[t * ldw], w3 ? w3 + t * ldw : NULL);
         }
         double vs[8], vb[8], vc[8], ve[8];
-        orc_v4_store(vs, s0); orc_v4_store(vs + 4, s1);
-        orc_v4_store(vb, b0); orc_v4_store(vb + 4, b1);
-        orc_v4_store(vc, c0); orc_v4_store(vc + 4, c1);
-        orc_v4_store(ve, e0); orc_v4_store(ve + 4, e1);
+        orc_v4_store(vs, a.s0); orc_v4_store(vs + 4, a.s1);
+        orc_v4_store(vb, a.b0); orc_v4_store(vb + 4, a.b1);
+        orc_v4_store(vc, a.c0); orc_v4_store(vc + 4, a.c1);
+        orc_v4_store(ve, a.e0); orc_v4_store(ve + 4, a.e1);
         for (int k = 0; k < 8 && c * 8 + k < dim; k++) {
             int64_t d = c * 8 + k;
             o0[d] = vs[k]; o1[d] += vb[k]; o2[d] += vc[k];
