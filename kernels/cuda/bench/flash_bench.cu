@@ -16,9 +16,11 @@
  * marks the row FAIL and makes the exit status 1.
  *
  * usage: flash_bench [--iters N] [--warmup N] [--d 64|128] [--s S] [--causal 0|1] [--dtype bf16|fp16]
- *                    [--quick] [--family 0..3]
+ *                    [--quick] [--family 0..3] [--sm90 -1|0|1]
  *   --d, --s, --causal, --dtype: run only the matching shapes (e.g. one shape under ncu).
  *   --family forces a tile family of the forward (see fwd/flash_fwd.cu); default: the tuned choice.
+ *   --sm90 0 runs the mma.sync kernels on an H100 too (the wgmma kernel's comparison), 1 also
+ *   uses the wgmma kernel at D = 64; default -1: wgmma at padded D = 128 on sm_90.
  */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -33,6 +35,8 @@
 
 /* Benchmark knob in fwd/flash_fwd.cu (not part of the API): tile family 0 or 1, -1 default. */
 extern "C" void fa_cuda_fwd_set_family(int family);
+/* Benchmark knob in fwd/flash_fwd.cu: the sm_90a (wgmma) kernel, -1 default, 0 never, 1 also at D = 64. */
+extern "C" void fa_cuda_fwd_set_sm90(int mode);
 
 #define CHECK(x)                                                                                    \
     do {                                                                                            \
@@ -195,9 +199,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) only_bf16 = !strcmp(argv[++i], "bf16");
         else if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--family") && i + 1 < argc) fa_cuda_fwd_set_family(atoi(argv[++i]));
+        else if (!strcmp(argv[i], "--sm90") && i + 1 < argc) fa_cuda_fwd_set_sm90(atoi(argv[++i]));
         else {
             fprintf(stderr, "usage: %s [--iters N] [--warmup N] [--d 64|128] [--s S] [--causal 0|1] "
-                            "[--dtype bf16|fp16] [--quick] [--family 0..3]\n", argv[0]);
+                            "[--dtype bf16|fp16] [--quick] [--family 0..3] [--sm90 -1|0|1]\n", argv[0]);
             return 2;
         }
     }

@@ -66,6 +66,7 @@
 #include <cuda_fp16.h>
 
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/sm90/gmma.h"
 
 /* Unroll factor of the k loop of S = Q K^T (register pressure vs. ILP). */
 #ifndef FWD_QK_UNROLL
@@ -251,9 +252,16 @@ static __device__ __forceinline__ uint32_t opaque(uint32_t x) {
     return y;
 }
 
+/* Byte offset of chunk c of row r in a ROWS x HD tile: the swz layout of the
+ * sm_80 kernel, or (GMMA) the 64-column-block layout of kernels/cuda/sm90/gmma.h. */
+template <int ROWS, int HD, bool GMMA>
+static __device__ __forceinline__ uint32_t tile_off(int r, int c) {
+    return GMMA ? gmma_tile_offset<ROWS>(r, c) : swz<HD>(r, c);
+}
+
 /* Load ROWS rows of a [seq, HD] slice starting at row0 into smem; rows outside
  * [valid_lo, valid_hi) and columns >= head_dim are zero-filled (nothing read). */
-template <int ROWS, int HD, int THREADS>
+template <int ROWS, int HD, int THREADS, bool GMMA = false>
 static __device__ __forceinline__ void load_tile(uint32_t s_base, const uint16_t *g_base, int64_t row_stride,
                                                  int row0, int valid_lo, int valid_hi, int head_dim) {
     constexpr int NCH = HD / 8;
@@ -268,7 +276,7 @@ static __device__ __forceinline__ void load_tile(uint32_t s_base, const uint16_t
         if (row0 >= valid_lo && row0 + ROWS <= valid_hi && head_dim == HD) {  // whole tile valid
 #pragma unroll
             for (int it = 0; it < ROWS / STEP; ++it) {
-                cp_async16(s_base + swz<HD>(r0 + it * STEP, c), src, 16);
+                cp_async16(s_base + tile_off<ROWS, HD, GMMA>(r0 + it * STEP, c), src, 16);
                 src += src_step;
             }
             return;
@@ -277,7 +285,7 @@ static __device__ __forceinline__ void load_tile(uint32_t s_base, const uint16_t
         for (int it = 0; it < ROWS / STEP; ++it) {
             const int r = r0 + it * STEP, gr = row0 + r;
             const bool ok = col_ok && gr >= valid_lo && gr < valid_hi;
-            cp_async16(s_base + swz<HD>(r, c), ok ? src : g_base, ok ? 16 : 0);
+            cp_async16(s_base + tile_off<ROWS, HD, GMMA>(r, c), ok ? src : g_base, ok ? 16 : 0);
             src += src_step;
         }
     } else {
@@ -288,7 +296,7 @@ static __device__ __forceinline__ void load_tile(uint32_t s_base, const uint16_t
             const int gr = row0 + r;
             const bool ok = gr >= valid_lo && gr < valid_hi && c * 8 < head_dim;
             const uint16_t *src = ok ? g_base + (int64_t)gr * row_stride + c * 8 : g_base;
-            cp_async16(s_base + swz<HD>(r, c), src, ok ? 16 : 0);
+            cp_async16(s_base + tile_off<ROWS, HD, GMMA>(r, c), src, ok ? 16 : 0);
         }
     }
 }
@@ -298,7 +306,7 @@ static __device__ __forceinline__ void load_tile(uint32_t s_base, const uint16_t
  * a chunk in place with its NaN/Inf halves replaced by +0 (rare; a finite chunk
  * is only read). Valid once this thread's own cp.async group of the tile has
  * completed; a barrier must follow before other threads read the tile. */
-template <int ROWS, int HD, int THREADS, bool BF16>
+template <int ROWS, int HD, int THREADS, bool BF16, bool GMMA = false>
 static __device__ __forceinline__ uint32_t sanitize_own_chunks(uint32_t s_base) {
     constexpr int NCH = HD / 8;
     constexpr int N = (THREADS % NCH == 0) ? ROWS / (THREADS % NCH == 0 ? THREADS / NCH : 1) : ROWS * NCH / THREADS;
@@ -310,10 +318,10 @@ static __device__ __forceinline__ uint32_t sanitize_own_chunks(uint32_t s_base) 
         uint32_t addr;
         if (THREADS % NCH == 0) {
             constexpr int STEP = THREADS % NCH == 0 ? THREADS / NCH : 1;
-            addr = s_base + swz<HD>(tx / NCH + it * STEP, tx % NCH);
+            addr = s_base + tile_off<ROWS, HD, GMMA>(tx / NCH + it * STEP, tx % NCH);
         } else {
             const int idx = it * THREADS + tx;
-            addr = s_base + swz<HD>(idx / NCH, idx % NCH);
+            addr = s_base + tile_off<ROWS, HD, GMMA>(idx / NCH, idx % NCH);
         }
         uint4 x;
         ld_shared16(addr, &x);
@@ -337,6 +345,176 @@ static __device__ __forceinline__ void row_key_range(const fwd_params &p, int i,
     hi64 = hi64 > (int64_t)Sk - 1 ? (int64_t)Sk - 1 : (hi64 < -1 ? -1 : hi64);
     *lo = (int)lo64;
     *hi = i < Sq ? (int)hi64 : -1;
+}
+
+// ----------------------------------------------------------------------------
+// scores -> P and the epilogue (shared by the sm_80 and the sm_90a kernels)
+//
+// Both kernels hold S, O and the row statistics in the mma.sync C layout: per
+// m16 tile mt of a warp, a thread owns rows g and g + 8 (hf = 0, 1) and, per
+// n8 tile, columns 2t and 2t + 1 (e = 0, 1): acc[mt][nt][hf * 2 + e].
+
+/* Element mask of one key block: hidden keys -> -inf (selected, never added);
+ * natural units: s = fmaf(q.k, scale, mask) or -inf for a -inf mask entry.
+ * row_g: the query row of (mt = 0, hf = 0) of this thread (m0 + warp row base + g);
+ * key_t: the key of (nt = 0, e = 0) (key0 + 2t). */
+template <int MT, int NT, bool NATURAL>
+static __device__ __forceinline__ void fwd_mask_scores(const fwd_params &p, float (&acc_s)[MT][NT][4], int row_g,
+                                                       int key_t, int b, int h) {
+    const int Sq = p.seqlen_q;
+    const bool use_mask = p.mask != NULL;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            // this row's visible keys [lo, hi] (rows past Sq see nothing)
+            const int i = row_g + mt * 16 + hf * 8;
+            int row_lo, row_hi;
+            row_key_range(p, i, &row_lo, &row_hi);
+            const float *mrow = use_mask && i < Sq
+                                    ? p.mask + (int64_t)b * p.mask_sb + (int64_t)h * p.mask_sh + (int64_t)i * p.mask_sq
+                                    : NULL;
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int j = key_t + nt * 8 + e;
+                    float s = acc_s[mt][nt][hf * 2 + e];
+                    const bool vis = j >= row_lo && j <= row_hi;
+                    if (NATURAL) {
+                        float mv = !vis ? -INFINITY : (mrow ? mrow[(int64_t)j * p.mask_sk] : 0.0f);
+                        s = (mv == -INFINITY) ? -INFINITY : fmaf(s, p.scale, mv);
+                    } else if (!vis) {
+                        s = -INFINITY;
+                    }
+                    acc_s[mt][nt][hf * 2 + e] = s;
+                }
+        }
+}
+
+/* Online softmax over one key block: new row max m (quad shuffles), p = 2^(...)
+ * in place of the scores, l = l * alpha + sum(p) (per-thread partial sums; the
+ * quad adds them in the epilogue), O *= alpha with alpha = 2^(m_old - m_new).
+ * Rescale O every block: alpha is exactly 1 for a row whose max did not move
+ * (x * 1 = x, no bit changes). A warp vote that skipped the multiplications
+ * when no row moved was slower (it splits the block's code at a branch the
+ * scheduler cannot cross). */
+template <int MT, int NT, int DT, bool NATURAL>
+static __device__ __forceinline__ void fwd_softmax_step(const fwd_params &p, float (&acc_s)[MT][NT][4],
+                                                        float (&row_m)[MT][2], float (&row_l)[MT][2],
+                                                        float (&acc_o)[MT][DT][4]) {
+    constexpr float LOG2E = 1.4426950408889634f;
+    float row_alpha[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            float mx = row_m[mt][hf];
+#pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+                mx = fmaxf(mx, fmaxf(acc_s[mt][nt][hf * 2], acc_s[mt][nt][hf * 2 + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_old = row_m[mt][hf];
+            row_m[mt][hf] = mx;
+            float alpha, sum = 0.0f;
+            if (NATURAL) {
+                // natural units: p = 2^((s - m) log2e); s - m <= 0 cannot overflow
+                const float m_use = mx == -INFINITY ? 0.0f : mx;
+                alpha = mx == -INFINITY ? 1.0f : ex2((m_old - mx) * LOG2E);
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        float pv = ex2((acc_s[mt][nt][hf * 2 + e] - m_use) * LOG2E);
+                        acc_s[mt][nt][hf * 2 + e] = pv;
+                        sum += pv;
+                    }
+            } else {
+                // raw q.k units, log2(e) folded into the scale: one FFMA + one ex2
+                const float m_scaled = mx == -INFINITY ? 0.0f : mx * p.scale_log2;
+                alpha = mx == -INFINITY ? 1.0f : ex2(m_old * p.scale_log2 - m_scaled);
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e) {
+                        float pv = ex2(fmaf(acc_s[mt][nt][hf * 2 + e], p.scale_log2, -m_scaled));
+                        acc_s[mt][nt][hf * 2 + e] = pv;
+                        sum += pv;
+                    }
+            }
+            row_l[mt][hf] = row_l[mt][hf] * alpha + sum;  // per-thread partial sum
+            row_alpha[mt][hf] = alpha;
+        }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] *= row_alpha[mt][e >> 1];
+}
+
+/* P rounded (RN) to the input dtype as m16n8k16 A fragments (k16 step kk = two n8 tiles). */
+template <int MT, int KP, bool BF16>
+static __device__ __forceinline__ void fwd_pack_p(const float (&acc_s)[MT][2 * KP][4], uint32_t (&pa)[MT][KP][4]) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int kk = 0; kk < KP; ++kk) {
+            pa[mt][kk][0] = pack2<BF16>(acc_s[mt][2 * kk][0], acc_s[mt][2 * kk][1]);
+            pa[mt][kk][1] = pack2<BF16>(acc_s[mt][2 * kk][2], acc_s[mt][2 * kk][3]);
+            pa[mt][kk][2] = pack2<BF16>(acc_s[mt][2 * kk + 1][0], acc_s[mt][2 * kk + 1][1]);
+            pa[mt][kk][3] = pack2<BF16>(acc_s[mt][2 * kk + 1][2], acc_s[mt][2 * kk + 1][3]);
+        }
+}
+
+/* Epilogue of one query block: O / l rounded (RN) to the dtype, staged in this
+ * warp's own WM rows of the tile at sO (rows of HD elements, swz layout; the
+ * caller's barrier has retired every read of it), then 16-byte stores; LSE by
+ * the t == 0 lane of each row. l == 0: no visible key (O = 0, LSE = -inf);
+ * l = NaN (a visible NaN score) stays NaN. */
+template <int HD, int MT, int WM, bool BF16, bool NATURAL>
+static __device__ __forceinline__ void fwd_store_o_lse(const fwd_params &p, const float (&acc_o)[MT][HD / 8][4],
+                                                       const float (&row_m)[MT][2], const float (&row_l)[MT][2],
+                                                       uint32_t sO, int m0, int warp, int lane, int b, int h) {
+    constexpr int DT = HD / 8, NCH = HD / 8;
+    const int g = lane >> 2, t = lane & 3, Sq = p.seqlen_q;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            float l = row_l[mt][hf];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+            const int r = warp * WM + mt * 16 + g + hf * 8;
+            const int i = m0 + r;
+#pragma unroll
+            for (int dt = 0; dt < DT; ++dt) {
+                uint32_t v = pack2<BF16>(acc_o[mt][dt][hf * 2] * inv, acc_o[mt][dt][hf * 2 + 1] * inv);
+                st_shared32(sO + swz<HD>(r, dt) + t * 4, v);
+            }
+            if (t == 0 && i < Sq) {
+                const float m = row_m[mt][hf];
+                float lse;
+                if (l == 0.0f) lse = -INFINITY;
+                else lse = (NATURAL ? m : m * p.scale) + logf(l);
+                p.lse[(int64_t)b * p.lse_sb + (int64_t)h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
+            }
+        }
+    __syncwarp();
+    uint16_t *o_base = p.o + (int64_t)b * p.o_sb + (int64_t)h * p.o_sh;
+#pragma unroll
+    for (int it = 0; it < WM * NCH / 32; ++it) {
+        const int idx = it * 32 + lane;
+        const int r = warp * WM + idx / NCH, c = idx % NCH;
+        const int i = m0 + r;
+        if (i < Sq && c * 8 < p.head_dim) {
+            uint4 v;
+            ld_shared16(sO + swz<HD>(r, c), &v);
+            st_global16(o_base + (int64_t)i * p.o_ss + c * 8, v);
+        }
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -372,8 +550,6 @@ __global__ void __launch_bounds__(NW * 32, FWD_MIN_BLOCKS(HD, BM, BN, NW)) flash
     constexpr int DT = HD / 8;   // n8 tiles of O per warp
     constexpr int KQ = HD / 16;  // k16 steps of Q K^T
     constexpr int KP = BN / 16;  // k16 steps of P V
-    constexpr int NCH = HD / 8;
-    constexpr float LOG2E = 1.4426950408889634f;
     static_assert(WM == 16 || WM == 32, "a warp owns 16 or 32 rows");
     static_assert(NT % 2 == 0 && DT % 2 == 0, "tiles are loaded in pairs");
 
@@ -388,7 +564,6 @@ __global__ void __launch_bounds__(NW * 32, FWD_MIN_BLOCKS(HD, BM, BN, NW)) flash
     const int mb = p.reverse_m ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     const int m0 = mb * BM;
     const int Sq = p.seqlen_q, Sk = p.seqlen_k;
-    const bool use_mask = p.mask != NULL;
     constexpr bool natural = NATURAL;  // additive mask or scale <= 0: natural units
 
     for (int bh = blockIdx.y; bh < p.bh_total; bh += gridDim.y) {
@@ -499,104 +674,15 @@ __global__ void __launch_bounds__(NW * 32, FWD_MIN_BLOCKS(HD, BM, BN, NW)) flash
             // ---- scores: element mask where needed (tail, diagonal, window, additive mask)
             // (the same test as `boundary`, recomputed: one register less across Q K^T)
             const int key0 = (int)opaque((uint32_t)n) * BN;
-            const bool elem_mask = natural || (int64_t)key0 + BN - 1 > hi_first || (int64_t)key0 < lo_last ||
-                                   key0 + BN > Sk;
-            if (elem_mask) {
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                    for (int hf = 0; hf < 2; ++hf) {
-                        // this row's visible keys [lo, hi] (rows past Sq see nothing)
-                        const int i = m0 + warp * WM + mt * 16 + g + hf * 8;
-                        int row_lo, row_hi;
-                        row_key_range(p, i, &row_lo, &row_hi);
-                        const float *mrow = use_mask && i < Sq
-                                                ? p.mask + (int64_t)b * p.mask_sb + (int64_t)h * p.mask_sh +
-                                                      (int64_t)i * p.mask_sq
-                                                : NULL;
-#pragma unroll
-                        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                            for (int e = 0; e < 2; ++e) {
-                                const int j = key0 + nt * 8 + 2 * t + e;
-                                float s = acc_s[mt][nt][hf * 2 + e];
-                                const bool vis = j >= row_lo && j <= row_hi;
-                                if (natural) {
-                                    float mv = !vis ? -INFINITY : (mrow ? mrow[(int64_t)j * p.mask_sk] : 0.0f);
-                                    s = (mv == -INFINITY) ? -INFINITY : fmaf(s, p.scale, mv);
-                                } else if (!vis) {
-                                    s = -INFINITY;
-                                }
-                                acc_s[mt][nt][hf * 2 + e] = s;
-                            }
-                    }
-            }
+            if (NATURAL || (int64_t)key0 + BN - 1 > hi_first || (int64_t)key0 < lo_last || key0 + BN > Sk)
+                fwd_mask_scores<MT, NT, NATURAL>(p, acc_s, m0 + warp * WM + g, key0 + 2 * t, b, h);
 
             // ---- online softmax: new row max, rescale O and l, p = 2^(...)
-            float row_alpha[MT][2];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int hf = 0; hf < 2; ++hf) {
-                    float mx = row_m[mt][hf];
-#pragma unroll
-                    for (int nt = 0; nt < NT; ++nt)
-                        mx = fmaxf(mx, fmaxf(acc_s[mt][nt][hf * 2], acc_s[mt][nt][hf * 2 + 1]));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                    const float m_old = row_m[mt][hf];
-                    row_m[mt][hf] = mx;
-                    float alpha, sum = 0.0f;
-                    if (natural) {
-                        // natural units: p = 2^((s - m) log2e); s - m <= 0 cannot overflow
-                        const float m_use = mx == -INFINITY ? 0.0f : mx;
-                        alpha = mx == -INFINITY ? 1.0f : ex2((m_old - mx) * LOG2E);
-#pragma unroll
-                        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                            for (int e = 0; e < 2; ++e) {
-                                float pv = ex2((acc_s[mt][nt][hf * 2 + e] - m_use) * LOG2E);
-                                acc_s[mt][nt][hf * 2 + e] = pv;
-                                sum += pv;
-                            }
-                    } else {
-                        // raw q.k units, log2(e) folded into the scale: one FFMA + one ex2
-                        const float m_scaled = mx == -INFINITY ? 0.0f : mx * p.scale_log2;
-                        alpha = mx == -INFINITY ? 1.0f : ex2(m_old * p.scale_log2 - m_scaled);
-#pragma unroll
-                        for (int nt = 0; nt < NT; ++nt)
-#pragma unroll
-                            for (int e = 0; e < 2; ++e) {
-                                float pv = ex2(fmaf(acc_s[mt][nt][hf * 2 + e], p.scale_log2, -m_scaled));
-                                acc_s[mt][nt][hf * 2 + e] = pv;
-                                sum += pv;
-                            }
-                    }
-                    row_l[mt][hf] = row_l[mt][hf] * alpha + sum;  // per-thread partial sum
-                    row_alpha[mt][hf] = alpha;
-                }
-            // Rescale O every block: alpha is exactly 1 for a row whose max did not
-            // move (x * 1 = x, no bit changes). A warp vote that skipped the
-            // multiplications when no row moved was slower (it splits the block's
-            // code at a branch the scheduler cannot cross).
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] *= row_alpha[mt][e >> 1];
+            fwd_softmax_step<MT, NT, DT, NATURAL>(p, acc_s, row_m, row_l, acc_o);
 
             // ---- P in the input dtype, laid out as mma A fragments
             uint32_t pa[MT][KP][4];
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-                for (int kk = 0; kk < KP; ++kk) {
-                    pa[mt][kk][0] = pack2<BF16>(acc_s[mt][2 * kk][0], acc_s[mt][2 * kk][1]);
-                    pa[mt][kk][1] = pack2<BF16>(acc_s[mt][2 * kk][2], acc_s[mt][2 * kk][3]);
-                    pa[mt][kk][2] = pack2<BF16>(acc_s[mt][2 * kk + 1][0], acc_s[mt][2 * kk + 1][1]);
-                    pa[mt][kk][3] = pack2<BF16>(acc_s[mt][2 * kk + 1][2], acc_s[mt][2 * kk + 1][3]);
-                }
+            fwd_pack_p<MT, KP, BF16>(acc_s, pa);
 
             // ---- O += P V
             const uint32_t v_row = swz_row_base<HD>(sV, lane & 15, lane >> 4);
@@ -620,45 +706,146 @@ __global__ void __launch_bounds__(NW * 32, FWD_MIN_BLOCKS(HD, BM, BN, NW)) flash
         __syncthreads();
 
         // ---- epilogue: O / l rounded to the dtype, staged in this warp's Q rows, then stored
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-            for (int hf = 0; hf < 2; ++hf) {
-                float l = row_l[mt][hf];
-                l += __shfl_xor_sync(0xffffffffu, l, 1);
-                l += __shfl_xor_sync(0xffffffffu, l, 2);
-                // l == 0: no visible key (O = 0, LSE = -inf); l = NaN (a visible NaN score) stays NaN
-                const float inv = l == 0.0f ? 0.0f : 1.0f / l;
-                const int r = warp * WM + mt * 16 + g + hf * 8;
-                const int i = m0 + r;
-#pragma unroll
-                for (int dt = 0; dt < DT; ++dt) {
-                    uint32_t v = pack2<BF16>(acc_o[mt][dt][hf * 2] * inv, acc_o[mt][dt][hf * 2 + 1] * inv);
-                    st_shared32(sQ + swz<HD>(r, dt) + t * 4, v);
-                }
-                if (t == 0 && i < Sq) {
-                    const float m = row_m[mt][hf];
-                    float lse;
-                    if (l == 0.0f) lse = -INFINITY;
-                    else lse = (natural ? m : m * p.scale) + logf(l);
-                    p.lse[(int64_t)b * p.lse_sb + (int64_t)h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
-                }
-            }
-        __syncwarp();
-        uint16_t *o_base = p.o + (int64_t)b * p.o_sb + (int64_t)h * p.o_sh;
-#pragma unroll
-        for (int it = 0; it < WM * NCH / 32; ++it) {
-            const int idx = it * 32 + lane;
-            const int r = warp * WM + idx / NCH, c = idx % NCH;
-            const int i = m0 + r;
-            if (i < Sq && c * 8 < p.head_dim) {
-                uint4 v;
-                ld_shared16(sQ + swz<HD>(r, c), &v);
-                st_global16(o_base + (int64_t)i * p.o_ss + c * 8, v);
-            }
-        }
+        fwd_store_o_lse<HD, MT, WM, BF16, NATURAL>(p, acc_o, row_m, row_l, sQ, m0, warp, lane, b, h);
         __syncthreads();  // smem is reused by the next (batch, head) of this CTA
     }
+}
+
+// ----------------------------------------------------------------------------
+// the Hopper kernel (sm_90a): the same algorithm, both products on wgmma
+//
+// BLOCK_M = 128 query rows in two warpgroups of 64 (a warp owns 16 rows, in the
+// mma.sync C layout the shared functions above use), BLOCK_N = BN keys, HD = 64
+// or 128. Q, K and V tiles use the 128-byte swizzled 64-column-block layout of
+// kernels/cuda/sm90/gmma.h; K/V in two stages, as in the sm_80 kernel.
+//   S = Q K^T   gmma_ss: A = this warpgroup's 64 Q rows, B = the K tile (both K-major)
+//   O += P V    gmma_rs: A = P in registers (the fwd_pack_p fragments), B = the V tile
+//               (MN-major: its rows are the k dimension)
+// Element mask, online softmax, the NaN/Inf guard of V and the epilogue are the
+// sm_80 kernel's code. Arithmetic: the same tensor cores (exact products, fp32
+// accumulate), so the precision profile in backend.cu holds unchanged.
+// One barrier per key block: K(n) and V(n) landed (they were issued a whole block
+// earlier) and every warpgroup's products of the previous block are complete, so
+// the other stage may be refilled.
+
+template <int HD, int BN, bool BF16, bool NATURAL>
+__global__ void __launch_bounds__(256, 1) flash_fwd_sm90_kernel(const fwd_params p) {
+    constexpr int BM = 128, THREADS = 256, WM = 16, MT = 1;
+    constexpr int NT = BN / 8, DT = HD / 8, KQ = HD / 16, KP = BN / 16;
+    static_assert(HD == 64 || HD == 128, "sm90 forward: HD is 64 or 128");
+    static_assert(BN == 64 || BN == 128, "sm90 forward: BN is 64 or 128");
+#if GMMA_ENABLED
+    extern __shared__ __align__(128) unsigned char smem[];
+    const uint32_t sQ = (smem_addr(smem) + 1023u) & ~1023u;  // the swizzle needs 1024-byte tiles
+    const uint32_t sK0 = sQ + BM * HD * 2;
+    const uint32_t sV0 = sK0 + 2 * BN * HD * 2;
+    constexpr uint32_t KV_STAGE_BYTES = BN * HD * 2;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane >> 2, t = lane & 3, wg = warp >> 2;
+    const int mb = p.reverse_m ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    const int m0 = mb * BM;
+    const int Sq = p.seqlen_q, Sk = p.seqlen_k;
+
+    for (int bh = blockIdx.y; bh < p.bh_total; bh += gridDim.y) {
+        const int b = bh / p.heads_q, h = bh % p.heads_q, hk = h / p.group;
+        const uint16_t *q_base = p.q + (int64_t)b * p.q_sb + (int64_t)h * p.q_sh;
+        const uint16_t *k_base = p.k + (int64_t)b * p.k_sb + (int64_t)hk * p.k_sh;
+        const uint16_t *v_base = p.v + (int64_t)b * p.v_sb + (int64_t)hk * p.v_sh;
+
+        // ---- key range of this query block (as in the sm_80 kernel)
+        const int last_row = min(m0 + BM, Sq) - 1;
+        int64_t key_lo = p.has_lo ? (int64_t)m0 + p.lo_off : 0;
+        int64_t key_hi = p.has_hi ? (int64_t)last_row + p.hi_off : (int64_t)Sk - 1;
+        if (key_lo < 0) key_lo = 0;
+        if (key_hi > (int64_t)Sk - 1) key_hi = (int64_t)Sk - 1;
+        const bool any_key = key_hi >= key_lo;
+        const int kv_lo = any_key ? (int)key_lo : 0, kv_hi = any_key ? (int)key_hi + 1 : 0;
+        const int n_begin = kv_lo / BN, n_end = any_key ? (kv_hi - 1) / BN + 1 : n_begin;
+        const int64_t hi_first = p.has_hi ? (int64_t)m0 + p.hi_off : (int64_t)Sk - 1;
+        const int64_t lo_last = p.has_lo ? (int64_t)last_row + p.lo_off : 0;
+
+        // ---- issue loads: Q and K/V of the last visible block, one group
+        load_tile<BM, HD, THREADS, true>(sQ, q_base, p.q_ss, m0, 0, Sq, p.head_dim);
+        if (n_end > n_begin) {
+            load_tile<BN, HD, THREADS, true>(sK0, k_base, p.k_ss, (n_end - 1) * BN, kv_lo, kv_hi, p.head_dim);
+            load_tile<BN, HD, THREADS, true>(sV0, v_base, p.v_ss, (n_end - 1) * BN, kv_lo, kv_hi, p.head_dim);
+        }
+        cp_async_commit();
+
+        float acc_o[MT][DT][4];
+        float row_m[MT][2], row_l[MT][2];
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) acc_o[0][dt][e] = 0.0f;
+        row_m[0][0] = row_m[0][1] = -INFINITY;
+        row_l[0][0] = row_l[0][1] = 0.0f;
+
+        // ---- main loop over key blocks, from the last to the first
+        int stage = 0;
+        for (int n = n_end - 1; n >= n_begin; --n, stage ^= 1) {
+            const uint32_t sK = sK0 + stage * KV_STAGE_BYTES, sV = sV0 + stage * KV_STAGE_BYTES;
+            const bool prefetch = n - 1 >= n_begin;
+            const int key0 = n * BN;
+            const bool boundary = NATURAL || (int64_t)key0 + BN - 1 > hi_first || (int64_t)key0 < lo_last ||
+                                  key0 + BN > Sk;
+            cp_async_wait<0>();  // this thread's copies of K(n), V(n) (and Q) landed
+            // NaN/Inf guard of V(n) in boundary blocks (see the sm_80 kernel)
+            const uint32_t hit = FWD_NONFINITE_GUARD && boundary ? sanitize_own_chunks<BN, HD, THREADS, BF16, true>(sV) : 0u;
+            gmma_fence_proxy();  // the copies (and the guard's stores) -> the tensor cores' reads
+            if (FWD_NONFINITE_GUARD && boundary) {
+                if (__syncthreads_or((int)hit) && tid == 0) *p.nonfinite_flag = 1;
+            } else {
+                __syncthreads();
+            }
+            if (prefetch) {
+                const uint32_t off = (stage ^ 1) * KV_STAGE_BYTES;
+                load_tile<BN, HD, THREADS, true>(sK0 + off, k_base, p.k_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
+                load_tile<BN, HD, THREADS, true>(sV0 + off, v_base, p.v_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
+                cp_async_commit();
+            }
+
+            // ---- S = Q K^T (raw fp32 dot products), k steps of 16 along the head dim
+            float acc_s[MT][NT][4];
+            gmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < KQ; ++kk) {
+                const uint32_t kcol = (uint32_t)((kk & 3) * 32);  // 16 columns = 32 bytes inside a 64-column block
+                const uint64_t da = gmma_desc(sQ + (kk >> 2) * BM * 128 + wg * 64 * 128 + kcol, 16, 1024);
+                const uint64_t db = gmma_desc(sK + (kk >> 2) * BN * 128 + kcol, 16, 1024);
+                gmma_ss<BN, BF16, 0, 0>(acc_s[0], da, db, kk > 0);
+            }
+            gmma_commit();
+            gmma_wait<0>();
+            gmma_fence_operands(acc_s[0]);
+
+            // ---- scores -> P (the shared code of both kernels)
+            if (boundary) fwd_mask_scores<MT, NT, NATURAL>(p, acc_s, m0 + warp * WM + g, key0 + 2 * t, b, h);
+            fwd_softmax_step<MT, NT, DT, NATURAL>(p, acc_s, row_m, row_l, acc_o);
+            uint32_t pa[MT][KP][4];
+            fwd_pack_p<MT, KP, BF16>(acc_s, pa);
+
+            // ---- O += P V, k steps of 16 keys
+            gmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < KP; ++kk)
+                gmma_rs<HD, BF16, 1>(acc_o[0], pa[0][kk], gmma_desc(sV + kk * 16 * 128, BN * 128, 1024));
+            gmma_commit();
+            gmma_wait<0>();
+            gmma_fence_operands(acc_o[0]);
+        }
+        cp_async_wait<0>();  // the Q group when no key block ran
+        __syncthreads();
+
+        // ---- epilogue (staged in the Q tile's bytes, sm_80 layout: only this warp's rows)
+        fwd_store_o_lse<HD, MT, WM, BF16, NATURAL>(p, acc_o, row_m, row_l, sQ, m0, warp, lane, b, h);
+        __syncthreads();  // smem is reused by the next (batch, head) of this CTA
+    }
+#else
+    (void)p;
+    __trap();  // never launched: the host picks this kernel on sm_90 devices only
+#endif
 }
 
 // ----------------------------------------------------------------------------
@@ -770,6 +957,18 @@ static int fwd_family_override = -1;
 /* Benchmark knob (not part of the API): -1 default, 0 or 1 force a family. */
 extern "C" void fa_cuda_fwd_set_family(int family) { fwd_family_override = family; }
 
+/* The sm_90a kernel: -1 the default (sm_90 devices, padded head dim 128), 0 never,
+ * 1 also at padded head dim 64 (benchmark knob, not part of the API). */
+static int fwd_sm90_override = -1;
+extern "C" void fa_cuda_fwd_set_sm90(int mode) { fwd_sm90_override = mode; }
+#define FWD_SM90_BM 128
+#define FWD_SM90_BN 128
+#define FWD_SM90_THREADS 256
+
+static size_t fwd_sm90_smem_bytes(int hd) {
+    return (size_t)(FWD_SM90_BM + 4 * FWD_SM90_BN) * (size_t)hd * 2 + 1024;  // + alignment to 1024
+}
+
 static size_t fwd_smem_bytes(const fwd_config *c) {
     return (size_t)(c->bm + 4 * c->bn) * (size_t)c->hd * 2;
 }
@@ -780,6 +979,13 @@ template <int HD, int BM, int BN, int NW>
 static fwd_kernel_fn pick_variant(int bf16, int natural) {
     if (bf16) return natural ? flash_fwd_kernel<HD, BM, BN, NW, true, true> : flash_fwd_kernel<HD, BM, BN, NW, true, false>;
     return natural ? flash_fwd_kernel<HD, BM, BN, NW, false, true> : flash_fwd_kernel<HD, BM, BN, NW, false, false>;
+}
+
+template <int HD>
+static fwd_kernel_fn pick_sm90(int bf16, int natural) {
+    constexpr int BN = FWD_SM90_BN;
+    if (bf16) return natural ? flash_fwd_sm90_kernel<HD, BN, true, true> : flash_fwd_sm90_kernel<HD, BN, true, false>;
+    return natural ? flash_fwd_sm90_kernel<HD, BN, false, true> : flash_fwd_sm90_kernel<HD, BN, false, false>;
 }
 
 static fwd_kernel_fn fwd_kernel_for(const fwd_config *c, int bf16, int natural) {
@@ -928,14 +1134,36 @@ extern "C" fa_status fa_cuda_forward(const fa_fwd_args *a, fa_error *err) {
     if (cfg == NULL) return fa_fail(err, FA_ERR_INTERNAL, "head_dim_qk", "no tile configuration");
     const float scale = fa_effective_scale(pr);
     const int natural = a->mask.ptr != NULL || !(scale > 0.0f);
-    fwd_kernel_fn kern = fwd_kernel_for(cfg, pr->dtype == FA_BF16, natural);
-    const size_t smem = fwd_smem_bytes(cfg);
 
-    int dev = 0, smem_optin = 0;
+    int dev = 0, smem_optin = 0, cc_major = 0, cc_minor = 0;
     cudaError_t e = cudaGetDevice(&dev);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaGetDevice");
     e = cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaDeviceGetAttribute");
+
+    // the wgmma kernel on sm_90 (its sm_90a code runs there only), else the mma.sync kernels
+#ifdef FWD_DEV_ONE_VARIANT
+    const int use_sm90 = 0;
+#else
+    const int use_sm90 = cc_major == 9 && cc_minor == 0 && fwd_sm90_override != 0 &&
+                         (cfg->hd == 128 || (cfg->hd == 64 && fwd_sm90_override == 1));
+#endif
+    fwd_kernel_fn kern;
+    size_t smem;
+    int launch_bm, launch_threads;
+    if (use_sm90) {
+        kern = cfg->hd == 128 ? pick_sm90<128>(pr->dtype == FA_BF16, natural) : pick_sm90<64>(pr->dtype == FA_BF16, natural);
+        smem = fwd_sm90_smem_bytes(cfg->hd);
+        launch_bm = FWD_SM90_BM;
+        launch_threads = FWD_SM90_THREADS;
+    } else {
+        kern = fwd_kernel_for(cfg, pr->dtype == FA_BF16, natural);
+        smem = fwd_smem_bytes(cfg);
+        launch_bm = cfg->bm;
+        launch_threads = cfg->nw * 32;
+    }
     if ((size_t)smem_optin < smem)
         return fa_fail(err, FA_ERR_UNSUPPORTED, "head_dim_qk",
                        "head dim %lld needs %zu bytes of shared memory per block; this GPU allows %d.",
@@ -997,9 +1225,9 @@ extern "C" fa_status fa_cuda_forward(const fa_fwd_args *a, fa_error *err) {
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaHostGetDevicePointer (non-finite flag)");
 
     // ---- launch
-    const int64_t m_blocks = (Sq + cfg->bm - 1) / cfg->bm;
+    const int64_t m_blocks = (Sq + launch_bm - 1) / launch_bm;
     dim3 grid((unsigned)m_blocks, (unsigned)(p.bh_total < 65535 ? p.bh_total : 65535), 1);
-    dim3 block((unsigned)(cfg->nw * 32), 1, 1);
+    dim3 block((unsigned)launch_threads, 1, 1);
     cudaStream_t stream = (cudaStream_t)a->stream;
     kern<<<grid, block, smem, stream>>>(p);
     e = cudaGetLastError();

@@ -167,3 +167,18 @@ static __device__ __forceinline__ void gmma_rs_m64n128k16(float (&d)[16][4], con
     __trap();
 #endif
 }
+// ----------------------------------------------------------------------------
+// by N (a compile-time tile width): 64 or 128
+
+template <int N, bool BF16, int TA, int TB>
+static __device__ __forceinline__ void gmma_ss(float (&d)[N / 8][4], uint64_t desc_a, uint64_t desc_b, int scale_d) {
+    static_assert(N == 64 || N == 128, "gmma_ss: N is 64 or 128");
+    if constexpr (N == 128) gmma_ss_m64n128k16<BF16, TA, TB>(d, desc_a, desc_b, scale_d);
+    else gmma_ss_m64n64k16<BF16, TA, TB>(d, desc_a, desc_b, scale_d);
+}
+template <int N, bool BF16, int TB>
+static __device__ __forceinline__ void gmma_rs(float (&d)[N / 8][4], const uint32_t a[4], uint64_t desc_b) {
+    static_assert(N == 64 || N == 128, "gmma_rs: N is 64 or 128");
+    if constexpr (N == 128) gmma_rs_m64n128k16<BF16, TB>(d, a, desc_b);
+    else gmma_rs_m64n64k16<BF16, TB>(d, a, desc_b);
+}
