@@ -48,6 +48,7 @@
 
 #include "kernels/cuda/bwd/bwd_ptx.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/sm90/gmma.h"
 
 // ----------------------------------------------------------------------------
 // tile parameters
@@ -783,6 +784,309 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
 }
 
 // ----------------------------------------------------------------------------
+// 2h. Hopper dK/dV kernel (sm_90a; default mode, fast instantiation): warpgroup MMA
+//
+// The same algorithm, selects and arithmetic as bwd_dkdv_kernel<HD, .., DET = false,
+// EXACT = false> (same roundings: fp32 tensor-core accumulation, P and dS rounded to
+// the input type before the products that use them, dQ partials added in fp32 by
+// atomics), with the products on wgmma (kernels/cuda/sm90/gmma.h) instead of mma.sync.
+// CTA = 2 warpgroups (256 threads) and one block of 128 keys: warpgroup w owns keys
+// 64w .. 64w+63 as the M (row) dimension of its products; K and V stay in shared memory
+// (128-byte swizzle, gmma layout) while the query blocks of 64 rows of every query head
+// of the GQA group stream through (Q, dO double-buffered by cp.async). Per query block,
+// per warpgroup:
+//   S^T[64 x 64] = K_w Q^T,  dP^T[64 x 64] = V_w dO^T   gmma_ss m64n64k16, both operands
+//                                                      K-major, HD/16 steps
+//   P^T, dS^T in registers, as in the sm_80 kernel (-0 marks a hidden P, dS = 0 there)
+//   dV += P^T dO,  dK += dS^T Q                         gmma_rs m64nHDk16: A = the rounded
+//                                                      P^T / dS^T fragments, B = dO / Q tile
+//                                                      MN-major, 4 steps over the 64 queries
+//   dS (queries x keys) to shared memory by stmatrix .trans, barrier, then
+//   dQ[64 x 64] = dS K                                  gmma_ss m64n64k16, A = dS (K-major),
+//                                                      B = the K tile MN-major
+//     HD = 128: warpgroup w forms dQ columns 64w .. 64w+63 over the 128 keys;
+//     HD = 64:  each warpgroup forms all 64 columns over its own 64 keys (two partial
+//               sums per element, both added by atomics: the order varies anyway).
+// Used only where proven: sm_90 device, head dim padded to 64 or 128, 16-byte copies
+// allowed for Q, K, V and dO, non-deterministic mode, fast (non-EXACT) call; everything
+// else runs the kernels above. FLASHCHECK_BWD_GMMA=0 in the environment turns it off
+// (A/B measurements).
+
+template <int HD>
+struct bwd_g_smem {
+    static constexpr uint32_t kv = 128u * HD * 2; /* bytes of sK or sV (128 rows) */
+    static constexpr uint32_t qo = 64u * HD * 2;  /* bytes of one sQ or sdO buffer (64 rows) */
+    static constexpr uint32_t k = 0, v = kv, q = 2 * kv, dout = 2 * kv + 2 * qo, ds = 2 * kv + 4 * qo;
+    static constexpr uint32_t rows = ds + 64u * 128 * 2; /* sLse, sDsum [2][64] fp32 */
+    /* + 1024: the tiles must start 1024-byte aligned (the swizzle reads address bits 7..9) */
+    static constexpr size_t bytes = (size_t)rows + 4 * 64 * 4 + 1024;
+};
+
+/* Byte offset, inside a ROWS-row gmma tile, of the 16-column k slice k-step ks (K-major). */
+template <int ROWS>
+static __device__ __forceinline__ uint32_t bwd_g_kofs(int ks) {
+    return (uint32_t)((ks >> 2) * ROWS * 128 + (ks & 3) * 32);
+}
+
+/* Load ROWS x HD 16-bit elements (rows >= nrows or cols >= D zero) from base (row stride
+ * rs) into the gmma tile at shared address tile, by 16-byte cp.async (the caller checked
+ * 16-byte alignment of the view). */
+template <int ROWS, int HD>
+static __device__ __forceinline__ void bwd_g_load(uint32_t tile, const uint16_t *base, int64_t rs, int64_t nrows,
+                                                  int64_t D, int tid) {
+    constexpr int CH = HD / 8;
+#pragma unroll
+    for (int idx = tid; idx < ROWS * CH; idx += 256) {
+        const int r = idx / CH, ch = idx % CH;
+        const bool ok = r < nrows && ch * 8 < D;
+        bwdx_cp16(tile + gmma_tile_offset<ROWS>(r, ch), ok ? base + (int64_t)r * rs + ch * 8 : base, ok);
+    }
+}
+
+/* stmatrix x4 .trans: the four 8x8 fragments r[0..3] (mma C layout: row g, cols 2t, 2t+1)
+ * stored transposed; lane 8m + j gives the address of row j of stored matrix m. */
+static __device__ __forceinline__ void bwd_g_stsm4_t(uint32_t addr, const uint32_t r[4]) {
+#if GMMA_ENABLED
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+#else
+    (void)addr; (void)r;
+    __trap();
+#endif
+}
+
+/* dV / dK += A B with N = HD: A in registers, B MN-major. */
+template <bool BF16>
+static __device__ __forceinline__ void bwd_g_rs(float (&d)[16][4], const uint32_t a[4], uint64_t desc_b) {
+    gmma_rs_m64n128k16<BF16, 1>(d, a, desc_b);
+}
+template <bool BF16>
+static __device__ __forceinline__ void bwd_g_rs(float (&d)[8][4], const uint32_t a[4], uint64_t desc_b) {
+    gmma_rs_m64n64k16<BF16, 1>(d, a, desc_b);
+}
+
+template <int HD, bool BF16>
+__global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) {
+    extern __shared__ __align__(1024) unsigned char bwd_g_raw[];
+    typedef bwd_g_smem<HD> L;
+    constexpr int BC = 128, BR = 64;
+    const uint32_t raw = bwdx_smem(bwd_g_raw), base = (raw + 1023u) & ~1023u;
+    const uint32_t sK = base + L::k, sV = base + L::v, sQ = base + L::q, sdO = base + L::dout, sdS = base + L::ds;
+    float *sLse = reinterpret_cast<float *>(bwd_g_raw + (base - raw) + L::rows); /* [2][BR] */
+    float *sDsum = sLse + 2 * BR;                                                  /* [2][BR] */
+
+    const int tid = threadIdx.x, wg = tid >> 7, wl = (tid >> 5) & 3, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int krow = wg * 64 + wl * 16 + g; /* key (in the block) of accumulator rows g; +8 for g + 8 */
+
+    /* block -> (kv block, kv head, batch) */
+    int64_t bid = blockIdx.x;
+    const int64_t nkb = (p.Sk + BC - 1) / BC;
+    const int64_t kb = bid % nkb;
+    bid /= nkb;
+    const int64_t hkv = bid % p.Hkv, b = bid / p.Hkv;
+    const int64_t j0 = kb * BC;
+    const int64_t kv_rows = p.Sk - j0 < BC ? p.Sk - j0 : BC;
+
+    /* query rows that see at least one key of this block */
+    int64_t i_lo = 0, i_hi = p.Sq;
+    if (p.has_right) { int64_t x = j0 - p.off - p.right; if (x > i_lo) i_lo = x; }
+    if (p.has_left) { int64_t x = j0 + kv_rows - p.off + p.left; if (x < i_hi) i_hi = x; }
+    int64_t qb_lo = 0, nqb = 0;
+    if (i_lo < i_hi) { qb_lo = i_lo / BR; nqb = (i_hi + BR - 1) / BR - qb_lo; }
+    const int64_t n_it = nqb * p.group;
+
+    bwd_g_load<BC, HD>(sK, p.k + b * p.ks[0] + j0 * p.ks[1] + hkv * p.ks[2], p.ks[1], kv_rows, p.D, tid);
+    bwd_g_load<BC, HD>(sV, p.v + b * p.vs[0] + j0 * p.vs[1] + hkv * p.vs[2], p.vs[1], kv_rows, p.D, tid);
+
+    /* issue the loads of iteration it into buffer buf */
+    auto issue = [&](int64_t it, int buf) {
+        const int64_t hq = hkv * p.group + it / nqb;
+        const int64_t i0 = (qb_lo + it % nqb) * BR;
+        const int64_t rows = p.Sq - i0 < BR ? p.Sq - i0 : BR;
+        bwd_g_load<BR, HD>(sQ + buf * L::qo, p.q + b * p.qs[0] + i0 * p.qs[1] + hq * p.qs[2], p.qs[1], rows, p.D, tid);
+        bwd_g_load<BR, HD>(sdO + buf * L::qo, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2], p.dos[1], rows,
+                           p.D, tid);
+        const int64_t ws = (b * p.Hq + hq) * p.Sq + i0;
+        if (tid < BR) {
+            bool ok = tid < rows;
+            bwdx_cp4(bwdx_smem(sLse + buf * BR + tid), ok ? p.lse_ws + ws + tid : p.lse_ws, ok);
+        } else if (tid < 2 * BR) {
+            int r = tid - BR;
+            bool ok = r < rows;
+            bwdx_cp4(bwdx_smem(sDsum + buf * BR + r), ok ? p.dsum_ws + ws + r : p.dsum_ws, ok);
+        }
+    };
+    if (n_it > 0) issue(0, 0);
+    bwdx_cp_commit();
+
+    float acc_dk[HD / 8][4], acc_dv[HD / 8][4];
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc_dk[n][e] = acc_dv[n][e] = 0.f;
+
+    for (int64_t it = 0; it < n_it; it++) {
+        const int buf = (int)(it & 1);
+        bwdx_cp_wait_all();
+        gmma_fence_proxy(); /* this thread's cp.async data -> visible to wgmma after the barrier */
+        __syncthreads();    /* buffer buf complete; every warpgroup is done with buf^1 and sdS */
+        if (it + 1 < n_it) issue(it + 1, buf ^ 1);
+        bwdx_cp_commit();
+
+        const int64_t hq = hkv * p.group + it / nqb;
+        const int64_t i0 = (qb_lo + it % nqb) * BR;
+        const uint32_t sQb = sQ + buf * L::qo, sdOb = sdO + buf * L::qo;
+        const float *lse_b = sLse + buf * BR;
+        const float *dsum_b = sDsum + buf * BR;
+
+        /* S^T = K_w Q^T and dP^T = V_w dO^T (two groups) */
+        float s[BR / 8][4], dp[BR / 8][4]; /* first step: scale_d = 0 (the inputs are ignored) */
+        gmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ks++)
+            gmma_ss_m64n64k16<BF16, 0, 0>(s, gmma_desc(sK + wg * 64 * 128 + bwd_g_kofs<BC>(ks), 16, 1024),
+                                          gmma_desc(sQb + bwd_g_kofs<BR>(ks), 16, 1024), ks > 0);
+        gmma_commit();
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ks++)
+            gmma_ss_m64n64k16<BF16, 0, 0>(dp, gmma_desc(sV + wg * 64 * 128 + bwd_g_kofs<BC>(ks), 16, 1024),
+                                          gmma_desc(sdOb + bwd_g_kofs<BR>(ks), 16, 1024), ks > 0);
+        gmma_commit();
+        gmma_wait<1>();
+        gmma_fence_operands(s);
+
+        /* P^T = exp(scale * S + mask - lse), rounded to the input type (A fragments); -0 where hidden */
+        const bwd_tile tm = bwd_tile_make<BC, BR>(p, i0, j0);
+        const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
+        uint32_t pa[BR / 16][4];
+#pragma unroll
+        for (int nt = 0; nt < BR / 8; nt++) {
+            float pv[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int il = nt * 8 + 2 * t + (e & 1);
+                const int jl = krow + ((e >> 1) << 3);
+                bool vis = true;
+                if (tm.partial) vis = bwd_tile_vis(tm, il, jl);
+                float mval = 0.f;
+                if (mrow && vis) {
+                    mval = __ldg(mrow + il * p.ms[2] + jl * p.ms[3]);
+                    vis = mval != -INFINITY;
+                }
+                const float x = fmaf(s[nt][e], p.scale, mval) - lse_b[il];
+                pv[e] = vis ? bwdx_exp2(x * BWD_LOG2E) : -0.f;
+            }
+            pa[nt >> 1][(nt & 1) * 2 + 0] = bwdx_pack<BF16>(pv[0], pv[1]);
+            pa[nt >> 1][(nt & 1) * 2 + 1] = bwdx_pack<BF16>(pv[2], pv[3]);
+        }
+
+        /* dS^T = P^T (dP^T - Dsum), zero where hidden, rounded (A fragments) */
+        gmma_wait<0>();
+        gmma_fence_operands(dp);
+        uint32_t da[BR / 16][4];
+#pragma unroll
+        for (int nt = 0; nt < BR / 8; nt++) {
+            float dv4[4];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const uint32_t pp = pa[nt >> 1][(nt & 1) * 2 + h];
+                const float2 pr = bwdx_unpack<BF16>(pp);
+                const int il = nt * 8 + 2 * t;
+                const float d0 = dp[nt][2 * h] - dsum_b[il];
+                const float d1 = dp[nt][2 * h + 1] - dsum_b[il + 1];
+                dv4[2 * h] = bwd_hid_lo(pp) ? 0.f : pr.x * d0;
+                dv4[2 * h + 1] = bwd_hid_hi(pp) ? 0.f : pr.y * d1;
+            }
+            da[nt >> 1][(nt & 1) * 2 + 0] = bwdx_pack<BF16>(dv4[0], dv4[1]);
+            da[nt >> 1][(nt & 1) * 2 + 1] = bwdx_pack<BF16>(dv4[2], dv4[3]);
+        }
+
+        /* dS (query rows x key columns) to shared memory: fragment kk holds queries 16kk.. of keys
+         * krow - g + {0, 8}; stored transposed, row = query, 8 keys per 16-byte chunk */
+        {
+            const int m = lane >> 3, j = lane & 7;
+            const int ch = (wg * 64 + wl * 16 + (m & 1) * 8) >> 3;
+#pragma unroll
+            for (int kk = 0; kk < BR / 16; kk++)
+                bwd_g_stsm4_t(sdS + gmma_tile_offset<BR>(kk * 16 + (m >> 1) * 8 + j, ch), da[kk]);
+        }
+
+        /* dV += P^T dO, dK += dS^T Q (one group, in flight while dS is shared) */
+        gmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BR / 16; kk++) bwd_g_rs<BF16>(acc_dv, pa[kk], gmma_desc(sdOb + kk * 16 * 128, BR * 128, 1024));
+#pragma unroll
+        for (int kk = 0; kk < BR / 16; kk++) bwd_g_rs<BF16>(acc_dk, da[kk], gmma_desc(sQb + kk * 16 * 128, BR * 128, 1024));
+        gmma_commit();
+        gmma_fence_proxy(); /* the stmatrix stores -> visible to wgmma after the barrier */
+        __syncthreads();
+
+        /* dQ[64 queries x 64 columns] = dS K, added to the fp32 workspace */
+        float dq[8][4]; /* first step: scale_d = 0 */
+        gmma_fence();
+        if (HD == 128) {
+#pragma unroll
+            for (int ks = 0; ks < BC / 16; ks++)
+                gmma_ss_m64n64k16<BF16, 0, 1>(dq, gmma_desc(sdS + bwd_g_kofs<BR>(ks), 16, 1024),
+                                              gmma_desc(sK + ks * 16 * 128 + wg * BC * 128, BC * 128, 1024), ks > 0);
+        } else {
+#pragma unroll
+            for (int x = 0; x < 4; x++) {
+                const int ks = wg * 4 + x;
+                gmma_ss_m64n64k16<BF16, 0, 1>(dq, gmma_desc(sdS + bwd_g_kofs<BR>(ks), 16, 1024),
+                                              gmma_desc(sK + ks * 16 * 128, BC * 128, 1024), x > 0);
+            }
+        }
+        gmma_commit();
+        gmma_wait<0>();
+        gmma_fence_operands(dq);
+        gmma_fence_operands(acc_dv);
+        gmma_fence_operands(acc_dk);
+        {
+            const int64_t ia = i0 + wl * 16 + g, ib = ia + 8;
+            float *dqa = p.dq_ws + ((b * p.Hq + hq) * p.Sq + ia) * p.D;
+            float *dqb = dqa + 8 * p.D;
+            const int c0 = HD == 128 ? wg * 64 : 0;
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                const int d = c0 + n * 8 + 2 * t;
+                if (c0 + n * 8 < p.D) { /* D % 8 == 0: an 8-column group is all in or all out */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+                    if (ia < p.Sq) atomicAdd(reinterpret_cast<float2 *>(dqa + d), make_float2(dq[n][0], dq[n][1]));
+                    if (ib < p.Sq) atomicAdd(reinterpret_cast<float2 *>(dqb + d), make_float2(dq[n][2], dq[n][3]));
+#else
+                    if (ia < p.Sq) { atomicAdd(dqa + d, dq[n][0]); atomicAdd(dqa + d + 1, dq[n][1]); }
+                    if (ib < p.Sq) { atomicAdd(dqb + d, dq[n][2]); atomicAdd(dqb + d + 1, dq[n][3]); }
+#endif
+                }
+            }
+        }
+    }
+
+    bwdx_cp_wait_all(); /* no copy may be left in flight at exit (n_it == 0 leaves K, V pending) */
+
+    /* write dK = scale * acc, dV = acc (this thread's rows krow, krow + 8) */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int64_t j = j0 + krow + h * 8;
+        if (j < p.Sk) {
+            uint16_t *dk = p.dk + b * p.dks[0] + j * p.dks[1] + hkv * p.dks[2];
+            uint16_t *dv = p.dv + b * p.dvs[0] + j * p.dvs[1] + hkv * p.dvs[2];
+#pragma unroll
+            for (int nt = 0; nt < HD / 8; nt++) {
+                const int64_t d = nt * 8 + 2 * t;
+                if (d < p.D) {
+                    bwd_store_pair<BF16>(dk + d, acc_dk[nt][2 * h] * p.scale, acc_dk[nt][2 * h + 1] * p.scale, p.w32_dk);
+                    bwd_store_pair<BF16>(dv + d, acc_dv[nt][2 * h], acc_dv[nt][2 * h + 1], p.w32_dv);
+                }
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
 // 3a. default mode: dQ = scale * fp32 workspace
 
 template <bool BF16>
@@ -1080,19 +1384,40 @@ static cudaError_t bwd_launch_dkdv(const bwd_params &p, cudaStream_t st) {
     return cudaGetLastError();
 }
 
+/* default mode, after the dK/dV kernel: dQ = scale * workspace */
+template <bool BF16>
+static cudaError_t bwd_launch_convert(const bwd_params &p, cudaStream_t st) {
+    const int64_t npairs = p.B * p.Hq * p.Sq * (p.D / 2);
+    if (npairs == 0) return cudaSuccess;
+    int64_t blocks = (npairs + 255) / 256;
+    if (blocks > 65536) blocks = 65536;
+    bwd_dq_convert_kernel<BF16><<<(unsigned)blocks, 256, 0, st>>>(p);
+    return cudaGetLastError();
+}
+
+/* the Hopper dK/dV kernel (section 2h), then the dQ conversion */
+template <int HD, bool BF16>
+static cudaError_t bwd_launch_g(const bwd_params &p, cudaStream_t st) {
+    typedef bwd_g_smem<HD> L;
+    const int64_t grid = (p.Sk + 127) / 128 * p.Hkv * p.B;
+    if (grid > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+    cudaError_t e;
+    if (grid > 0) {
+        e = cudaFuncSetAttribute(bwd_g_dkdv_kernel<HD, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes);
+        if (e != cudaSuccess) return e;
+        bwd_g_dkdv_kernel<HD, BF16><<<(unsigned)grid, 256, L::bytes, st>>>(p);
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    }
+    return bwd_launch_convert<BF16>(p, st);
+}
+
 template <int HD, int NW, int BR, bool BF16, bool EXACT>
 static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaStream_t st) {
     constexpr int HO = HD < 128 ? HD : 128;
     cudaError_t e;
     if (!deterministic) {
         if ((e = bwd_launch_dkdv<HD, NW, BR, BF16, false, EXACT>(p, st)) != cudaSuccess) return e;
-        const int64_t npairs = p.B * p.Hq * p.Sq * (p.D / 2);
-        if (npairs > 0) {
-            int64_t blocks = (npairs + 255) / 256;
-            if (blocks > 65536) blocks = 65536;
-            bwd_dq_convert_kernel<BF16><<<(unsigned)blocks, 256, 0, st>>>(p);
-            if ((e = cudaGetLastError()) != cudaSuccess) return e;
-        }
+        if ((e = bwd_launch_convert<BF16>(p, st)) != cudaSuccess) return e;
     } else {
         if ((e = bwd_launch_dkdv<HD, NW, BR, BF16, true, EXACT>(p, st)) != cudaSuccess) return e;
         const int64_t grid_q = (p.Sq + BWD_BR - 1) / BWD_BR * p.nsplit * p.Hq * p.B;
@@ -1122,7 +1447,9 @@ static cudaError_t bwd_launch_prep(const bwd_params &p, cudaStream_t st) {
 /* dK/dV kernel: 8 warps (128 kv rows x 64 query rows per step) for head dims <= 128,
  * 4 warps for 256; query blocks of 64 rows (32 was measured slower, bench/RESULTS.md) */
 template <bool BF16>
-static cudaError_t bwd_launch_body(const bwd_params &p, int hd, int deterministic, int exact, cudaStream_t st) {
+static cudaError_t bwd_launch_body(const bwd_params &p, int hd, int deterministic, int exact, int gmma, cudaStream_t st) {
+    if (gmma && !deterministic && !exact && hd == 64) return bwd_launch_g<64, BF16>(p, st);
+    if (gmma && !deterministic && !exact && hd == 128) return bwd_launch_g<128, BF16>(p, st);
     if (hd == 64) return exact ? bwd_launch_main<64, 8, 64, BF16, true>(p, deterministic, st)
                                : bwd_launch_main<64, 8, 64, BF16, false>(p, deterministic, st);
     if (hd == 128) return exact ? bwd_launch_main<128, 8, 64, BF16, true>(p, deterministic, st)
@@ -1150,6 +1477,16 @@ static const fa_limits bwd_limits = {
     2,   /* ptr_align_bytes: the element size; 16-byte paths are chosen at run time */
     1,   /* unit_last_stride */
 };
+
+/* 0 when FLASHCHECK_BWD_GMMA=0 is set (read once; callers hold bwd_ws_lock) */
+static int bwd_gmma_allowed(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        const char *s = getenv("FLASHCHECK_BWD_GMMA");
+        cached = !(s && strcmp(s, "0") == 0);
+    }
+    return cached;
+}
 
 // ----------------------------------------------------------------------------
 // entry point
@@ -1221,6 +1558,18 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, fa_error *err, int dev) {
     p.w32_dk = bwd_vec4(&a->dk, p.B, p.Sk, p.Hkv);
     p.w32_dv = bwd_vec4(&a->dv, p.B, p.Sk, p.Hkv);
 
+    /* the Hopper dK/dV kernel (section 2h) where it is proven: an sm_90 device (its code is
+     * sm_90a), head dim padded to 64 or 128, 16-byte copies for every streamed view, the
+     * shared memory it needs, and not switched off; the launch also needs the default mode
+     * and the fast kernels (bwd_launch_body) */
+    int cc_major = 0, cc_minor = 0;
+    if ((e = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess)
+        return bwd_cuda_fail(err, e, "cudaDeviceGetAttribute");
+    const size_t need_g = hd == 64 ? bwd_g_smem<64>::bytes : bwd_g_smem<128>::bytes;
+    const int gmma = bwd_gmma_allowed() && cc_major == 9 && cc_minor == 0 && (hd == 64 || hd == 128) && p.vec_q &&
+                     p.vec_k && p.vec_v && p.vec_do && (size_t)optin >= need_g;
+
     /* workspace: lse, dsum [B*Hq*Sq], the screen (256 bytes) and (default mode) dq [B*Hq*Sq*D], fp32 */
     const int64_t nrows = p.B * p.Hq * p.Sq;
     const size_t rows_bytes = ((size_t)nrows * 4 + 255) / 256 * 256;
@@ -1261,8 +1610,8 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, fa_error *err, int dev) {
         if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
         exact = bwd_needs_exact(scr, &p);
     }
-    e = bf16 ? bwd_launch_body<true>(p, hd, a->deterministic, exact, st)
-             : bwd_launch_body<false>(p, hd, a->deterministic, exact, st);
+    e = bf16 ? bwd_launch_body<true>(p, hd, a->deterministic, exact, gmma, st)
+             : bwd_launch_body<false>(p, hd, a->deterministic, exact, gmma, st);
     if (e != cudaSuccess) return bwd_cuda_fail(err, e, "kernel launch");
     if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
     return FA_OK;
