@@ -1,4 +1,12 @@
-/* flash_fwd.cu: the CUDA forward kernel (FlashAttention-2 class) and fa_cuda_forward.
+/* flash_fwd.cu: the CUDA forward kernels and fa_cuda_forward.
+ *
+ * Two kernels with one algorithm, one arithmetic and shared code for everything
+ * but the two matrix products:
+ *   flash_fwd_kernel       mma.sync m16n8k16 + ldmatrix (sm_80 and newer; every head dim)
+ *   flash_fwd_sm90_kernel  wgmma (sm_90a; head dims padded to 128 on an sm_90 device),
+ *                          see "the Hopper kernel" below
+ * The description that follows is the mma.sync kernel's; the wgmma kernel differs
+ * only in the tiles' shared-memory layout and in how the products are issued.
  *
  * One CTA computes BLOCK_M query rows of one (batch, query head) against every
  * visible key block. Each warp owns BLOCK_M / NUM_WARPS rows (16 or 32) and
