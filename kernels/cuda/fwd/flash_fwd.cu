@@ -736,9 +736,22 @@ __global__ void __launch_bounds__(NW * 32, FWD_MIN_BLOCKS(HD, BM, BN, NW)) flash
 // earlier) and every warpgroup's products of the previous block are complete, so
 // the other stage may be refilled.
 
+/* Tile: FWD_SM90_NWG warpgroups of 64 query rows, FWD_SM90_BN keys per block.
+ * Shipped: 2 x 64 rows, 128 keys, 1 CTA per SM (registers: 254-255 a thread).
+ * The -D overrides are development experiments (bench/device_build_dev.sh). */
+#ifndef FWD_SM90_NWG
+#define FWD_SM90_NWG 2
+#endif
+#ifndef FWD_SM90_BN
+#define FWD_SM90_BN 128
+#endif
+#define FWD_SM90_BM (64 * FWD_SM90_NWG)
+#define FWD_SM90_THREADS (128 * FWD_SM90_NWG)
+#define FWD_SM90_MINB (FWD_SM90_NWG == 1 ? 2 : 1)
+
 template <int HD, int BN, bool BF16, bool NATURAL>
-__global__ void __launch_bounds__(256, 1) flash_fwd_sm90_kernel(const fwd_params p) {
-    constexpr int BM = 128, THREADS = 256, WM = 16, MT = 1;
+__global__ void __launch_bounds__(FWD_SM90_THREADS, FWD_SM90_MINB) flash_fwd_sm90_kernel(const fwd_params p) {
+    constexpr int BM = FWD_SM90_BM, THREADS = FWD_SM90_THREADS, WM = 16, MT = 1;
     constexpr int NT = BN / 8, DT = HD / 8, KQ = HD / 16, KP = BN / 16;
     static_assert(HD == 64 || HD == 128, "sm90 forward: HD is 64 or 128");
     static_assert(BN == 64 || BN == 128, "sm90 forward: BN is 64 or 128");
@@ -969,9 +982,6 @@ extern "C" void fa_cuda_fwd_set_family(int family) { fwd_family_override = famil
  * 1 also at padded head dim 64 (benchmark knob, not part of the API). */
 static int fwd_sm90_override = -1;
 extern "C" void fa_cuda_fwd_set_sm90(int mode) { fwd_sm90_override = mode; }
-#define FWD_SM90_BM 128
-#define FWD_SM90_BN 128
-#define FWD_SM90_THREADS 256
 
 static size_t fwd_sm90_smem_bytes(int hd) {
     return (size_t)(FWD_SM90_BM + 4 * FWD_SM90_BN) * (size_t)hd * 2 + 1024;  // + alignment to 1024
