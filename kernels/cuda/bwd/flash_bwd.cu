@@ -812,14 +812,55 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
 // else runs the kernels above. FLASHCHECK_BWD_GMMA=0 in the environment turns it off
 // (A/B measurements).
 
+/* 1: the dQ partials go to global memory by bulk reductions (cp.reduce.async.bulk .add.f32,
+ * one per query row, from a shared fp32 staging buffer); 0: by float2 atomics per thread. */
+#ifndef BWD_G_BULK
+#define BWD_G_BULK 1
+#endif
+
+/* Bulk reduction global[0 .. bytes) += shared[0 .. bytes) (fp32 adds at L2, like red.add.f32),
+ * its bulk-group commit, and the waits (reads of the shared source done / all done). */
+static __device__ __forceinline__ void bwd_g_bulk_add(float *gdst, uint32_t ssrc, uint32_t bytes) {
+#if GMMA_ENABLED
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gdst), "r"(ssrc),
+                 "r"(bytes)
+                 : "memory");
+#else
+    (void)gdst; (void)ssrc; (void)bytes;
+    __trap();
+#endif
+}
+static __device__ __forceinline__ void bwd_g_bulk_commit(void) {
+#if GMMA_ENABLED
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+static __device__ __forceinline__ void bwd_g_bulk_wait_read(void) {
+#if GMMA_ENABLED
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#endif
+}
+static __device__ __forceinline__ void bwd_g_bulk_wait_all(void) {
+#if GMMA_ENABLED
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+#endif
+}
+
 template <int HD>
 struct bwd_g_smem {
     static constexpr uint32_t kv = 128u * HD * 2; /* bytes of sK or sV (128 rows) */
     static constexpr uint32_t qo = 64u * HD * 2;  /* bytes of one sQ or sdO buffer (64 rows) */
     static constexpr uint32_t k = 0, v = kv, q = 2 * kv, dout = 2 * kv + 2 * qo, ds = 2 * kv + 4 * qo;
     static constexpr uint32_t rows = ds + 64u * 128 * 2; /* sLse, sDsum [2][64] fp32 */
+    /* sdQ: fp32 dQ partials for the bulk reductions, [2 buffers][NP partials][64 rows][D + 4]
+     * (row stride D + 4 floats: 16-byte aligned rows, conflict-free float2 stores);
+     * NP = 1 for HD = 128 (the warpgroups own column halves), 2 for HD = 64 */
+    static constexpr int np = HD == 128 ? 1 : 2;
+    static constexpr uint32_t dqbuf = (uint32_t)np * 64u * (HD + 4) * 4;
+    static constexpr uint32_t dq = rows + 4 * 64 * 4;
     /* + 1024: the tiles must start 1024-byte aligned (the swizzle reads address bits 7..9) */
-    static constexpr size_t bytes = (size_t)rows + 4 * 64 * 4 + 1024;
+    static constexpr size_t bytes = (size_t)dq + (BWD_G_BULK ? 2 * dqbuf : 0) + 1024;
 };
 
 /* Byte offset, inside a ROWS-row gmma tile, of the 16-column k slice k-step ks (K-major). */
@@ -834,12 +875,17 @@ static __device__ __forceinline__ uint32_t bwd_g_kofs(int ks) {
 template <int ROWS, int HD>
 static __device__ __forceinline__ void bwd_g_load(uint32_t tile, const uint16_t *base, int64_t rs, int64_t nrows,
                                                   int64_t D, int tid) {
-    constexpr int CH = HD / 8;
+    constexpr int CH = HD / 8, RSTEP = 256 / CH; /* thread tid: chunk tid % CH of rows tid / CH + x RSTEP */
+    static_assert(RSTEP % 8 == 0 && ROWS % RSTEP == 0, "bwd_g_load: the swizzle phase must be the same for every pass");
+    const int ch = tid % CH, r0 = tid / CH;
+    const bool col_ok = ch * 8 < D;
+    const uint16_t *src = base + (int64_t)r0 * rs + ch * 8;
+    const uint32_t dst = tile + gmma_tile_offset<ROWS>(r0, ch); /* + x RSTEP 128: (r0 + x RSTEP) % 8 == r0 % 8 */
 #pragma unroll
-    for (int idx = tid; idx < ROWS * CH; idx += 256) {
-        const int r = idx / CH, ch = idx % CH;
-        const bool ok = r < nrows && ch * 8 < D;
-        bwdx_cp16(tile + gmma_tile_offset<ROWS>(r, ch), ok ? base + (int64_t)r * rs + ch * 8 : base, ok);
+    for (int x = 0; x < ROWS / RSTEP; x++) {
+        const bool ok = col_ok && r0 + x * RSTEP < nrows;
+        bwdx_cp16(dst + x * RSTEP * 128, ok ? src : base, ok);
+        src += RSTEP * rs;
     }
 }
 
@@ -875,6 +921,9 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
     const uint32_t sK = base + L::k, sV = base + L::v, sQ = base + L::q, sdO = base + L::dout, sdS = base + L::ds;
     float *sLse = reinterpret_cast<float *>(bwd_g_raw + (base - raw) + L::rows); /* [2][BR] */
     float *sDsum = sLse + 2 * BR;                                                  /* [2][BR] */
+    float *sdQ = reinterpret_cast<float *>(bwd_g_raw + (base - raw) + L::dq);      /* [2][NP][BR][D + 4] */
+    const uint32_t sdQa = base + L::dq;
+    const int dq_ld = (int)p.D + 4;
 
     const int tid = threadIdx.x, wg = tid >> 7, wl = (tid >> 5) & 3, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
@@ -900,10 +949,8 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
     bwd_g_load<BC, HD>(sK, p.k + b * p.ks[0] + j0 * p.ks[1] + hkv * p.ks[2], p.ks[1], kv_rows, p.D, tid);
     bwd_g_load<BC, HD>(sV, p.v + b * p.vs[0] + j0 * p.vs[1] + hkv * p.vs[2], p.vs[1], kv_rows, p.D, tid);
 
-    /* issue the loads of iteration it into buffer buf */
-    auto issue = [&](int64_t it, int buf) {
-        const int64_t hq = hkv * p.group + it / nqb;
-        const int64_t i0 = (qb_lo + it % nqb) * BR;
+    /* issue the loads of query head hq, query block starting at row i0, into buffer buf */
+    auto issue = [&](int64_t hq, int64_t i0, int buf) {
         const int64_t rows = p.Sq - i0 < BR ? p.Sq - i0 : BR;
         bwd_g_load<BR, HD>(sQ + buf * L::qo, p.q + b * p.qs[0] + i0 * p.qs[1] + hq * p.qs[2], p.qs[1], rows, p.D, tid);
         bwd_g_load<BR, HD>(sdO + buf * L::qo, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2], p.dos[1], rows,
@@ -918,8 +965,19 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
             bwdx_cp4(bwdx_smem(sDsum + buf * BR + r), ok ? p.dsum_ws + ws + r : p.dsum_ws, ok);
         }
     };
-    if (n_it > 0) issue(0, 0);
+    /* iterations: query heads of the group (outer), query blocks qb_lo .. qb_lo + nqb - 1 (inner) */
+    int64_t hq = hkv * p.group, i0 = qb_lo * BR;        /* this iteration */
+    int64_t hq_n = hq, i0_n = i0;                        /* the next one */
+    const int64_t i0_end = (qb_lo + nqb) * BR;
+    if (n_it > 0) issue(hq, i0, 0);
     bwdx_cp_commit();
+
+    /* descriptors (K-major, 128-byte swizzle) of this warpgroup's K and V rows; a k-step adds its
+     * byte offset >> 4 (the start-address field; every address here is below 2^18) */
+    const uint64_t dK0 = gmma_desc(sK + wg * 64 * 128, 16, 1024), dV0 = gmma_desc(sV + wg * 64 * 128, 16, 1024);
+    /* dQ = dS K: A = dS (K-major), B = the K tile MN-major from column 64 wg (HD = 128) */
+    const uint64_t ddS0 = gmma_desc(sdS, 16, 1024);
+    const uint64_t dKt0 = gmma_desc(sK + (HD == 128 ? wg * BC * 128 : 0), BC * 128, 1024);
 
     float acc_dk[HD / 8][4], acc_dv[HD / 8][4];
 #pragma unroll
@@ -930,29 +988,30 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
     for (int64_t it = 0; it < n_it; it++) {
         const int buf = (int)(it & 1);
         bwdx_cp_wait_all();
+        if (BWD_G_BULK) bwd_g_bulk_wait_read<1>(); /* the reductions of iteration it - 2 have read sdQ[buf] */
         gmma_fence_proxy(); /* this thread's cp.async data -> visible to wgmma after the barrier */
-        __syncthreads();    /* buffer buf complete; every warpgroup is done with buf^1 and sdS */
-        if (it + 1 < n_it) issue(it + 1, buf ^ 1);
+        __syncthreads();    /* buffer buf complete; every warpgroup is done with buf^1, sdS and sdQ[buf] */
+        hq = hq_n; i0 = i0_n;
+        i0_n += BR;
+        if (i0_n == i0_end) { i0_n = qb_lo * BR; hq_n++; }
+        if (it + 1 < n_it) issue(hq_n, i0_n, buf ^ 1);
         bwdx_cp_commit();
 
-        const int64_t hq = hkv * p.group + it / nqb;
-        const int64_t i0 = (qb_lo + it % nqb) * BR;
         const uint32_t sQb = sQ + buf * L::qo, sdOb = sdO + buf * L::qo;
         const float *lse_b = sLse + buf * BR;
         const float *dsum_b = sDsum + buf * BR;
 
         /* S^T = K_w Q^T and dP^T = V_w dO^T (two groups) */
         float s[BR / 8][4], dp[BR / 8][4]; /* first step: scale_d = 0 (the inputs are ignored) */
+        const uint64_t dQ0 = gmma_desc(sQb, 16, 1024), ddO0 = gmma_desc(sdOb, 16, 1024);
         gmma_fence();
 #pragma unroll
         for (int ks = 0; ks < HD / 16; ks++)
-            gmma_ss_m64n64k16<BF16, 0, 0>(s, gmma_desc(sK + wg * 64 * 128 + bwd_g_kofs<BC>(ks), 16, 1024),
-                                          gmma_desc(sQb + bwd_g_kofs<BR>(ks), 16, 1024), ks > 0);
+            gmma_ss_m64n64k16<BF16, 0, 0>(s, dK0 + (bwd_g_kofs<BC>(ks) >> 4), dQ0 + (bwd_g_kofs<BR>(ks) >> 4), ks > 0);
         gmma_commit();
 #pragma unroll
         for (int ks = 0; ks < HD / 16; ks++)
-            gmma_ss_m64n64k16<BF16, 0, 0>(dp, gmma_desc(sV + wg * 64 * 128 + bwd_g_kofs<BC>(ks), 16, 1024),
-                                          gmma_desc(sdOb + bwd_g_kofs<BR>(ks), 16, 1024), ks > 0);
+            gmma_ss_m64n64k16<BF16, 0, 0>(dp, dV0 + (bwd_g_kofs<BC>(ks) >> 4), ddO0 + (bwd_g_kofs<BR>(ks) >> 4), ks > 0);
         gmma_commit();
         gmma_wait<1>();
         gmma_fence_operands(s);
@@ -961,25 +1020,38 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
         const bwd_tile tm = bwd_tile_make<BC, BR>(p, i0, j0);
         const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
         uint32_t pa[BR / 16][4];
+        if (!tm.partial && !mrow) { /* CTA-uniform: every entry visible, no mask (mval = 0) */
 #pragma unroll
-        for (int nt = 0; nt < BR / 8; nt++) {
-            float pv[4];
+            for (int nt = 0; nt < BR / 8; nt++) {
+                const float2 l = *reinterpret_cast<const float2 *>(lse_b + nt * 8 + 2 * t);
+                float pv[4];
 #pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int il = nt * 8 + 2 * t + (e & 1);
-                const int jl = krow + ((e >> 1) << 3);
-                bool vis = true;
-                if (tm.partial) vis = bwd_tile_vis(tm, il, jl);
-                float mval = 0.f;
-                if (mrow && vis) {
-                    mval = __ldg(mrow + il * p.ms[2] + jl * p.ms[3]);
-                    vis = mval != -INFINITY;
-                }
-                const float x = fmaf(s[nt][e], p.scale, mval) - lse_b[il];
-                pv[e] = vis ? bwdx_exp2(x * BWD_LOG2E) : -0.f;
+                for (int e = 0; e < 4; e++)
+                    pv[e] = bwdx_exp2((fmaf(s[nt][e], p.scale, 0.f) - ((e & 1) ? l.y : l.x)) * BWD_LOG2E);
+                pa[nt >> 1][(nt & 1) * 2 + 0] = bwdx_pack<BF16>(pv[0], pv[1]);
+                pa[nt >> 1][(nt & 1) * 2 + 1] = bwdx_pack<BF16>(pv[2], pv[3]);
             }
-            pa[nt >> 1][(nt & 1) * 2 + 0] = bwdx_pack<BF16>(pv[0], pv[1]);
-            pa[nt >> 1][(nt & 1) * 2 + 1] = bwdx_pack<BF16>(pv[2], pv[3]);
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < BR / 8; nt++) {
+                float pv[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int il = nt * 8 + 2 * t + (e & 1);
+                    const int jl = krow + ((e >> 1) << 3);
+                    bool vis = true;
+                    if (tm.partial) vis = bwd_tile_vis(tm, il, jl);
+                    float mval = 0.f;
+                    if (mrow && vis) {
+                        mval = __ldg(mrow + il * p.ms[2] + jl * p.ms[3]);
+                        vis = mval != -INFINITY;
+                    }
+                    const float x = fmaf(s[nt][e], p.scale, mval) - lse_b[il];
+                    pv[e] = vis ? bwdx_exp2(x * BWD_LOG2E) : -0.f;
+                }
+                pa[nt >> 1][(nt & 1) * 2 + 0] = bwdx_pack<BF16>(pv[0], pv[1]);
+                pa[nt >> 1][(nt & 1) * 2 + 1] = bwdx_pack<BF16>(pv[2], pv[3]);
+            }
         }
 
         /* dS^T = P^T (dP^T - Dsum), zero where hidden, rounded (A fragments) */
@@ -988,14 +1060,14 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
         uint32_t da[BR / 16][4];
 #pragma unroll
         for (int nt = 0; nt < BR / 8; nt++) {
+            const float2 ds2 = *reinterpret_cast<const float2 *>(dsum_b + nt * 8 + 2 * t);
             float dv4[4];
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const uint32_t pp = pa[nt >> 1][(nt & 1) * 2 + h];
                 const float2 pr = bwdx_unpack<BF16>(pp);
-                const int il = nt * 8 + 2 * t;
-                const float d0 = dp[nt][2 * h] - dsum_b[il];
-                const float d1 = dp[nt][2 * h + 1] - dsum_b[il + 1];
+                const float d0 = dp[nt][2 * h] - ds2.x;
+                const float d1 = dp[nt][2 * h + 1] - ds2.y;
                 dv4[2 * h] = bwd_hid_lo(pp) ? 0.f : pr.x * d0;
                 dv4[2 * h + 1] = bwd_hid_hi(pp) ? 0.f : pr.y * d1;
             }
@@ -1013,12 +1085,13 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
                 bwd_g_stsm4_t(sdS + gmma_tile_offset<BR>(kk * 16 + (m >> 1) * 8 + j, ch), da[kk]);
         }
 
-        /* dV += P^T dO, dK += dS^T Q (one group, in flight while dS is shared) */
+        /* dV += P^T dO, dK += dS^T Q (one group, in flight while dS is shared); B MN-major */
+        const uint64_t dOt0 = gmma_desc(sdOb, BR * 128, 1024), dQt0 = gmma_desc(sQb, BR * 128, 1024);
         gmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BR / 16; kk++) bwd_g_rs<BF16>(acc_dv, pa[kk], gmma_desc(sdOb + kk * 16 * 128, BR * 128, 1024));
+        for (int kk = 0; kk < BR / 16; kk++) bwd_g_rs<BF16>(acc_dv, pa[kk], dOt0 + ((kk * 16 * 128) >> 4));
 #pragma unroll
-        for (int kk = 0; kk < BR / 16; kk++) bwd_g_rs<BF16>(acc_dk, da[kk], gmma_desc(sQb + kk * 16 * 128, BR * 128, 1024));
+        for (int kk = 0; kk < BR / 16; kk++) bwd_g_rs<BF16>(acc_dk, da[kk], dQt0 + ((kk * 16 * 128) >> 4));
         gmma_commit();
         gmma_fence_proxy(); /* the stmatrix stores -> visible to wgmma after the barrier */
         __syncthreads();
@@ -1029,14 +1102,12 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
         if (HD == 128) {
 #pragma unroll
             for (int ks = 0; ks < BC / 16; ks++)
-                gmma_ss_m64n64k16<BF16, 0, 1>(dq, gmma_desc(sdS + bwd_g_kofs<BR>(ks), 16, 1024),
-                                              gmma_desc(sK + ks * 16 * 128 + wg * BC * 128, BC * 128, 1024), ks > 0);
+                gmma_ss_m64n64k16<BF16, 0, 1>(dq, ddS0 + (bwd_g_kofs<BR>(ks) >> 4), dKt0 + ((ks * 16 * 128) >> 4), ks > 0);
         } else {
 #pragma unroll
             for (int x = 0; x < 4; x++) {
-                const int ks = wg * 4 + x;
-                gmma_ss_m64n64k16<BF16, 0, 1>(dq, gmma_desc(sdS + bwd_g_kofs<BR>(ks), 16, 1024),
-                                              gmma_desc(sK + ks * 16 * 128, BC * 128, 1024), x > 0);
+                const int ks = wg * 4 + x; /* this warpgroup's keys */
+                gmma_ss_m64n64k16<BF16, 0, 1>(dq, ddS0 + (bwd_g_kofs<BR>(ks) >> 4), dKt0 + ((ks * 16 * 128) >> 4), x > 0);
             }
         }
         gmma_commit();
@@ -1044,21 +1115,43 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
         gmma_fence_operands(dq);
         gmma_fence_operands(acc_dv);
         gmma_fence_operands(acc_dk);
-        {
-            const int64_t ia = i0 + wl * 16 + g, ib = ia + 8;
-            float *dqa = p.dq_ws + ((b * p.Hq + hq) * p.Sq + ia) * p.D;
-            float *dqb = dqa + 8 * p.D;
+        if (BWD_G_BULK) {
+            /* stage this thread's fragment (rows wl 16 + g, + 8; columns c0 + 8n + 2t below D) */
             const int c0 = HD == 128 ? wg * 64 : 0;
+            float *st = sdQ + ((size_t)buf * L::np + (HD == 128 ? 0 : wg)) * BR * dq_ld + (wl * 16 + g) * dq_ld + c0 + 2 * t;
+            const int ncol = (int)(p.D - c0); /* D % 8 == 0: an 8-column group is all in or all out */
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+                if (n * 8 < ncol) {
+                    *reinterpret_cast<float2 *>(st + n * 8) = make_float2(dq[n][0], dq[n][1]);
+                    *reinterpret_cast<float2 *>(st + 8 * dq_ld + n * 8) = make_float2(dq[n][2], dq[n][3]);
+                }
+            gmma_fence_proxy(); /* the stores -> visible to the bulk copy engine after the barrier */
+            __syncthreads();
+            /* one bulk reduction per (partial, query row): threads tid < NP 64 */
+            if (tid < L::np * BR) {
+                const int part = tid / BR, r = tid % BR;
+                if (i0 + r < p.Sq)
+                    bwd_g_bulk_add(p.dq_ws + ((b * p.Hq + hq) * p.Sq + i0 + r) * p.D,
+                                   sdQa + (uint32_t)(((buf * L::np + part) * BR + r) * dq_ld * 4), (uint32_t)p.D * 4);
+                bwd_g_bulk_commit();
+            }
+        } else {
+            const int64_t ia = i0 + wl * 16 + g;
+            const int c0 = HD == 128 ? wg * 64 : 0;
+            float *dqa = p.dq_ws + ((b * p.Hq + hq) * p.Sq + ia) * p.D + c0 + 2 * t;
+            float *dqb = dqa + 8 * p.D;
+            const bool oka = ia < p.Sq, okb = ia + 8 < p.Sq;
+            const int ncol = (int)(p.D - c0); /* D % 8 == 0: an 8-column group is all in or all out */
 #pragma unroll
             for (int n = 0; n < 8; n++) {
-                const int d = c0 + n * 8 + 2 * t;
-                if (c0 + n * 8 < p.D) { /* D % 8 == 0: an 8-column group is all in or all out */
+                if (n * 8 < ncol) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-                    if (ia < p.Sq) atomicAdd(reinterpret_cast<float2 *>(dqa + d), make_float2(dq[n][0], dq[n][1]));
-                    if (ib < p.Sq) atomicAdd(reinterpret_cast<float2 *>(dqb + d), make_float2(dq[n][2], dq[n][3]));
+                    if (oka) atomicAdd(reinterpret_cast<float2 *>(dqa + n * 8), make_float2(dq[n][0], dq[n][1]));
+                    if (okb) atomicAdd(reinterpret_cast<float2 *>(dqb + n * 8), make_float2(dq[n][2], dq[n][3]));
 #else
-                    if (ia < p.Sq) { atomicAdd(dqa + d, dq[n][0]); atomicAdd(dqa + d + 1, dq[n][1]); }
-                    if (ib < p.Sq) { atomicAdd(dqb + d, dq[n][2]); atomicAdd(dqb + d + 1, dq[n][3]); }
+                    if (oka) { atomicAdd(dqa + n * 8, dq[n][0]); atomicAdd(dqa + n * 8 + 1, dq[n][1]); }
+                    if (okb) { atomicAdd(dqb + n * 8, dq[n][2]); atomicAdd(dqb + n * 8 + 1, dq[n][3]); }
 #endif
                 }
             }
@@ -1066,6 +1159,7 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
     }
 
     bwdx_cp_wait_all(); /* no copy may be left in flight at exit (n_it == 0 leaves K, V pending) */
+    if (BWD_G_BULK) bwd_g_bulk_wait_all(); /* nor a bulk reduction reading sdQ */
 
     /* write dK = scale * acc, dV = acc (this thread's rows krow, krow + 8) */
 #pragma unroll
