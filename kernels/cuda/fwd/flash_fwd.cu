@@ -362,6 +362,34 @@ static __device__ __forceinline__ void row_key_range(const fwd_params &p, int i,
 // m16 tile mt of a warp, a thread owns rows g and g + 8 (hf = 0, 1) and, per
 // n8 tile, columns 2t and 2t + 1 (e = 0, 1): acc[mt][nt][hf * 2 + e].
 
+/* The key blocks one query block [m0, m0 + BM) visits (visibility is monotone
+ * in the row): keys [kv_lo, kv_hi), blocks n_begin .. n_end-1 of BN keys (none
+ * when n_end == n_begin); hi_first / lo_last: the first row's upper and the last
+ * row's lower visibility bound (a block inside both needs no element mask). */
+typedef struct {
+    int kv_lo, kv_hi, n_begin, n_end;
+    int64_t hi_first, lo_last;
+} fwd_block_range;
+
+template <int BM, int BN>
+static __device__ __forceinline__ fwd_block_range fwd_key_range(const fwd_params &p, int m0) {
+    const int Sq = p.seqlen_q, Sk = p.seqlen_k;
+    const int last_row = min(m0 + BM, Sq) - 1;
+    int64_t key_lo = p.has_lo ? (int64_t)m0 + p.lo_off : 0;
+    int64_t key_hi = p.has_hi ? (int64_t)last_row + p.hi_off : (int64_t)Sk - 1;
+    if (key_lo < 0) key_lo = 0;
+    if (key_hi > (int64_t)Sk - 1) key_hi = (int64_t)Sk - 1;
+    const bool any_key = key_hi >= key_lo;
+    fwd_block_range r;
+    r.kv_lo = any_key ? (int)key_lo : 0;
+    r.kv_hi = any_key ? (int)key_hi + 1 : 0;
+    r.n_begin = r.kv_lo / BN;
+    r.n_end = any_key ? (r.kv_hi - 1) / BN + 1 : r.n_begin;
+    r.hi_first = p.has_hi ? (int64_t)m0 + p.hi_off : (int64_t)Sk - 1;
+    r.lo_last = p.has_lo ? (int64_t)last_row + p.lo_off : 0;
+    return r;
+}
+
 /* Element mask of one key block: hidden keys -> -inf (selected, never added);
  * natural units: s = fmaf(q.k, scale, mask) or -inf for a -inf mask entry.
  * row_g: the query row of (mt = 0, hf = 0) of this thread (m0 + warp row base + g);
@@ -580,18 +608,10 @@ __global__ void __launch_bounds__(NW * 32, FWD_MIN_BLOCKS(HD, BM, BN, NW)) flash
         const uint16_t *k_base = p.k + (int64_t)b * p.k_sb + (int64_t)hk * p.k_sh;
         const uint16_t *v_base = p.v + (int64_t)b * p.v_sb + (int64_t)hk * p.v_sh;
 
-        // ---- key range of this query block (visibility is monotone in the row)
-        const int last_row = min(m0 + BM, Sq) - 1;
-        int64_t key_lo = p.has_lo ? (int64_t)m0 + p.lo_off : 0;
-        int64_t key_hi = p.has_hi ? (int64_t)last_row + p.hi_off : (int64_t)Sk - 1;
-        if (key_lo < 0) key_lo = 0;
-        if (key_hi > (int64_t)Sk - 1) key_hi = (int64_t)Sk - 1;
-        const bool any_key = key_hi >= key_lo;
-        const int kv_lo = any_key ? (int)key_lo : 0, kv_hi = any_key ? (int)key_hi + 1 : 0;
-        const int n_begin = kv_lo / BN, n_end = any_key ? (kv_hi - 1) / BN + 1 : n_begin;
-        // first row's upper bound and last row's lower bound: blocks inside both need no element mask
-        const int64_t hi_first = p.has_hi ? (int64_t)m0 + p.hi_off : (int64_t)Sk - 1;
-        const int64_t lo_last = p.has_lo ? (int64_t)last_row + p.lo_off : 0;
+        // ---- key range of this query block
+        const fwd_block_range kr = fwd_key_range<BM, BN>(p, m0);
+        const int kv_lo = kr.kv_lo, kv_hi = kr.kv_hi, n_begin = kr.n_begin, n_end = kr.n_end;
+        const int64_t hi_first = kr.hi_first, lo_last = kr.lo_last;
 
         // ---- issue loads: Q, then K/V of the last visible block (blocks run last to first)
         load_tile<BM, HD, THREADS>(sQ, q_base, p.q_ss, m0, 0, Sq, p.head_dim);
@@ -774,17 +794,10 @@ __global__ void __launch_bounds__(FWD_SM90_THREADS, FWD_SM90_MINB) flash_fwd_sm9
         const uint16_t *k_base = p.k + (int64_t)b * p.k_sb + (int64_t)hk * p.k_sh;
         const uint16_t *v_base = p.v + (int64_t)b * p.v_sb + (int64_t)hk * p.v_sh;
 
-        // ---- key range of this query block (as in the sm_80 kernel)
-        const int last_row = min(m0 + BM, Sq) - 1;
-        int64_t key_lo = p.has_lo ? (int64_t)m0 + p.lo_off : 0;
-        int64_t key_hi = p.has_hi ? (int64_t)last_row + p.hi_off : (int64_t)Sk - 1;
-        if (key_lo < 0) key_lo = 0;
-        if (key_hi > (int64_t)Sk - 1) key_hi = (int64_t)Sk - 1;
-        const bool any_key = key_hi >= key_lo;
-        const int kv_lo = any_key ? (int)key_lo : 0, kv_hi = any_key ? (int)key_hi + 1 : 0;
-        const int n_begin = kv_lo / BN, n_end = any_key ? (kv_hi - 1) / BN + 1 : n_begin;
-        const int64_t hi_first = p.has_hi ? (int64_t)m0 + p.hi_off : (int64_t)Sk - 1;
-        const int64_t lo_last = p.has_lo ? (int64_t)last_row + p.lo_off : 0;
+        // ---- key range of this query block
+        const fwd_block_range kr = fwd_key_range<BM, BN>(p, m0);
+        const int kv_lo = kr.kv_lo, kv_hi = kr.kv_hi, n_begin = kr.n_begin, n_end = kr.n_end;
+        const int64_t hi_first = kr.hi_first, lo_last = kr.lo_last;
 
         // ---- issue loads: Q and K/V of the last visible block, one group
         load_tile<BM, HD, THREADS, true>(sQ, q_base, p.q_ss, m0, 0, Sq, p.head_dim);
