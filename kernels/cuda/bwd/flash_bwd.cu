@@ -979,6 +979,18 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
     const uint64_t ddS0 = gmma_desc(sdS, 16, 1024);
     const uint64_t dKt0 = gmma_desc(sK + (HD == 128 ? wg * BC * 128 : 0), BC * 128, 1024);
 
+    /* dQ partials of (query head hq_b, block i0_b), staged in sdQ[bb] (all threads' stores fenced,
+     * then a barrier): one bulk reduction per (partial, query row), threads tid < NP 64 */
+    auto bulk_dq = [&](int64_t hq_b, int64_t i0_b, int bb) {
+        if (tid < L::np * BR) {
+            const int part = tid / BR, r = tid % BR;
+            if (i0_b + r < p.Sq)
+                bwd_g_bulk_add(p.dq_ws + ((b * p.Hq + hq_b) * p.Sq + i0_b + r) * p.D,
+                               sdQa + (uint32_t)(((bb * L::np + part) * BR + r) * dq_ld * 4), (uint32_t)p.D * 4);
+            bwd_g_bulk_commit();
+        }
+    };
+
     float acc_dk[HD / 8][4], acc_dv[HD / 8][4];
 #pragma unroll
     for (int n = 0; n < HD / 8; n++)
@@ -988,9 +1000,12 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
     for (int64_t it = 0; it < n_it; it++) {
         const int buf = (int)(it & 1);
         bwdx_cp_wait_all();
-        if (BWD_G_BULK) bwd_g_bulk_wait_read<1>(); /* the reductions of iteration it - 2 have read sdQ[buf] */
+        /* the reductions of iteration it - 2 (issued at the top of it - 1) have read sdQ[buf] */
+        if (BWD_G_BULK) bwd_g_bulk_wait_read<0>();
         gmma_fence_proxy(); /* this thread's cp.async data -> visible to wgmma after the barrier */
-        __syncthreads();    /* buffer buf complete; every warpgroup is done with buf^1, sdS and sdQ[buf] */
+        __syncthreads();    /* buffer buf complete; every warpgroup is done with buf^1, sdS and sdQ[buf];
+                               the dQ partials of iteration it - 1 are staged in sdQ[buf^1] */
+        if (BWD_G_BULK && it > 0) bulk_dq(hq, i0, buf ^ 1); /* hq, i0: still iteration it - 1 */
         hq = hq_n; i0 = i0_n;
         i0_n += BR;
         if (i0_n == i0_end) { i0_n = qb_lo * BR; hq_n++; }
@@ -1126,16 +1141,7 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
                     *reinterpret_cast<float2 *>(st + n * 8) = make_float2(dq[n][0], dq[n][1]);
                     *reinterpret_cast<float2 *>(st + 8 * dq_ld + n * 8) = make_float2(dq[n][2], dq[n][3]);
                 }
-            gmma_fence_proxy(); /* the stores -> visible to the bulk copy engine after the barrier */
-            __syncthreads();
-            /* one bulk reduction per (partial, query row): threads tid < NP 64 */
-            if (tid < L::np * BR) {
-                const int part = tid / BR, r = tid % BR;
-                if (i0 + r < p.Sq)
-                    bwd_g_bulk_add(p.dq_ws + ((b * p.Hq + hq) * p.Sq + i0 + r) * p.D,
-                                   sdQa + (uint32_t)(((buf * L::np + part) * BR + r) * dq_ld * 4), (uint32_t)p.D * 4);
-                bwd_g_bulk_commit();
-            }
+            gmma_fence_proxy(); /* the stores -> visible to the bulk copy engine after the next barrier */
         } else {
             const int64_t ia = i0 + wl * 16 + g;
             const int c0 = HD == 128 ? wg * 64 : 0;
@@ -1159,7 +1165,11 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
     }
 
     bwdx_cp_wait_all(); /* no copy may be left in flight at exit (n_it == 0 leaves K, V pending) */
-    if (BWD_G_BULK) bwd_g_bulk_wait_all(); /* nor a bulk reduction reading sdQ */
+    if (BWD_G_BULK && n_it > 0) {
+        __syncthreads(); /* the last iteration's partials are staged */
+        bulk_dq(hq, i0, (int)((n_it - 1) & 1));
+    }
+    if (BWD_G_BULK) bwd_g_bulk_wait_all(); /* no bulk reduction may be left reading sdQ */
 
     /* write dK = scale * acc, dV = acc (this thread's rows krow, krow + 8) */
 #pragma unroll
