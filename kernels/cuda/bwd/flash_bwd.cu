@@ -19,6 +19,10 @@
  *                        loop, so the GQA sum is in a fixed order. Default mode:
  *                        dS goes through shared memory and dQ_partial = dS K is
  *                        added to an fp32 workspace with atomics.
+ *   2h. on an H100 (sm_90), default mode, fast calls, head dim padded to 64 or 128, 16-byte
+ *                        views: bwd_g_dkdv_kernel instead of 2, the same algorithm on warpgroup
+ *                        MMA (wgmma), 128 keys per CTA, dQ partials staged in shared memory and
+ *                        added to the workspace by bulk reductions (section 2h).
  *   3a. default:         bwd_dq_convert_kernel: dQ = scale * workspace, rounded.
  *   3b. deterministic:   bwd_dq_kernel, one CTA per (batch, query head, query block
  *                        of 64, column half): Q, dO resident, K/V blocks stream,
@@ -32,7 +36,10 @@
  *   rounded P is used for dV = P^T dO and for dS = P (dP - Dsum) (fp32); dS rounded (RN)
  *   to the input dtype before dS K and dS^T Q; Dsum accumulated in fp32 (RN, sequential
  *   per lane then a butterfly); dQ partials added in fp32 (RN) by atomics in the default
- *   mode (order varies) or summed in the mma accumulator in kv order (deterministic);
+ *   mode (order varies; the sm_90 kernel adds them with bulk reductions, cp.reduce.async.bulk
+ *   .add.f32: fp32 adds done at L2 like the atomics', held to the same oracle bounds by the
+ *   certification; the PTX manual we could check does not state their rounding) or summed in the mma
+ *   accumulator in kv order (deterministic); wgmma accumulates like mma.sync (fp32, truncating);
  *   dQ and dK multiplied by scale in fp32, then every output rounded (RN) once.
  *
  * Tiles (dK/dV kernel): 8 warps, 128 kv rows x 64 query rows (4 warps, 64 x 64 for head
@@ -806,17 +813,18 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
 //                                                      B = the K tile MN-major
 //     HD = 128: warpgroup w forms dQ columns 64w .. 64w+63 over the 128 keys;
 //     HD = 64:  each warpgroup forms all 64 columns over its own 64 keys (two partial
-//               sums per element, both added by atomics: the order varies anyway).
+//               sums per element, both added: the order of the adds varies anyway).
+//   dQ partials to a shared fp32 staging buffer (two, alternating), fenced for the async
+//   proxy; after the NEXT iteration's barrier one thread per (partial, query row) issues a
+//   bulk reduction of the row into the fp32 workspace (cp.reduce.async.bulk .add.f32: one
+//   instruction per row instead of 16 float2 atomics per thread, and no barrier of its own);
+//   a buffer is rewritten only after its reductions have read it (wait_group.read).
+// Measured (bench/RESULTS.md): float2 atomics per thread instead of the bulk reductions, and
+// the bulk reductions issued behind a barrier of their own, were both slower.
 // Used only where proven: sm_90 device, head dim padded to 64 or 128, 16-byte copies
 // allowed for Q, K, V and dO, non-deterministic mode, fast (non-EXACT) call; everything
 // else runs the kernels above. FLASHCHECK_BWD_GMMA=0 in the environment turns it off
 // (A/B measurements).
-
-/* 1: the dQ partials go to global memory by bulk reductions (cp.reduce.async.bulk .add.f32,
- * one per query row, from a shared fp32 staging buffer); 0: by float2 atomics per thread. */
-#ifndef BWD_G_BULK
-#define BWD_G_BULK 1
-#endif
 
 /* Bulk reduction global[0 .. bytes) += shared[0 .. bytes) (fp32 adds at L2, like red.add.f32),
  * its bulk-group commit, and the waits (reads of the shared source done / all done). */
@@ -860,7 +868,7 @@ struct bwd_g_smem {
     static constexpr uint32_t dqbuf = (uint32_t)np * 64u * (HD + 4) * 4;
     static constexpr uint32_t dq = rows + 4 * 64 * 4;
     /* + 1024: the tiles must start 1024-byte aligned (the swizzle reads address bits 7..9) */
-    static constexpr size_t bytes = (size_t)dq + (BWD_G_BULK ? 2 * dqbuf : 0) + 1024;
+    static constexpr size_t bytes = (size_t)dq + 2 * dqbuf + 1024;
 };
 
 /* Byte offset, inside a ROWS-row gmma tile, of the 16-column k slice k-step ks (K-major). */
@@ -1001,11 +1009,11 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
         const int buf = (int)(it & 1);
         bwdx_cp_wait_all();
         /* the reductions of iteration it - 2 (issued at the top of it - 1) have read sdQ[buf] */
-        if (BWD_G_BULK) bwd_g_bulk_wait_read<0>();
+        bwd_g_bulk_wait_read<0>();
         gmma_fence_proxy(); /* this thread's cp.async data -> visible to wgmma after the barrier */
         __syncthreads();    /* buffer buf complete; every warpgroup is done with buf^1, sdS and sdQ[buf];
                                the dQ partials of iteration it - 1 are staged in sdQ[buf^1] */
-        if (BWD_G_BULK && it > 0) bulk_dq(hq, i0, buf ^ 1); /* hq, i0: still iteration it - 1 */
+        if (it > 0) bulk_dq(hq, i0, buf ^ 1); /* hq, i0: still iteration it - 1 */
         hq = hq_n; i0 = i0_n;
         i0_n += BR;
         if (i0_n == i0_end) { i0_n = qb_lo * BR; hq_n++; }
@@ -1130,7 +1138,7 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
         gmma_fence_operands(dq);
         gmma_fence_operands(acc_dv);
         gmma_fence_operands(acc_dk);
-        if (BWD_G_BULK) {
+        {
             /* stage this thread's fragment (rows wl 16 + g, + 8; columns c0 + 8n + 2t below D) */
             const int c0 = HD == 128 ? wg * 64 : 0;
             float *st = sdQ + ((size_t)buf * L::np + (HD == 128 ? 0 : wg)) * BR * dq_ld + (wl * 16 + g) * dq_ld + c0 + 2 * t;
@@ -1142,34 +1150,15 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
                     *reinterpret_cast<float2 *>(st + 8 * dq_ld + n * 8) = make_float2(dq[n][2], dq[n][3]);
                 }
             gmma_fence_proxy(); /* the stores -> visible to the bulk copy engine after the next barrier */
-        } else {
-            const int64_t ia = i0 + wl * 16 + g;
-            const int c0 = HD == 128 ? wg * 64 : 0;
-            float *dqa = p.dq_ws + ((b * p.Hq + hq) * p.Sq + ia) * p.D + c0 + 2 * t;
-            float *dqb = dqa + 8 * p.D;
-            const bool oka = ia < p.Sq, okb = ia + 8 < p.Sq;
-            const int ncol = (int)(p.D - c0); /* D % 8 == 0: an 8-column group is all in or all out */
-#pragma unroll
-            for (int n = 0; n < 8; n++) {
-                if (n * 8 < ncol) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-                    if (oka) atomicAdd(reinterpret_cast<float2 *>(dqa + n * 8), make_float2(dq[n][0], dq[n][1]));
-                    if (okb) atomicAdd(reinterpret_cast<float2 *>(dqb + n * 8), make_float2(dq[n][2], dq[n][3]));
-#else
-                    if (oka) { atomicAdd(dqa + n * 8, dq[n][0]); atomicAdd(dqa + n * 8 + 1, dq[n][1]); }
-                    if (okb) { atomicAdd(dqb + n * 8, dq[n][2]); atomicAdd(dqb + n * 8 + 1, dq[n][3]); }
-#endif
-                }
-            }
         }
     }
 
     bwdx_cp_wait_all(); /* no copy may be left in flight at exit (n_it == 0 leaves K, V pending) */
-    if (BWD_G_BULK && n_it > 0) {
+    if (n_it > 0) {
         __syncthreads(); /* the last iteration's partials are staged */
         bulk_dq(hq, i0, (int)((n_it - 1) & 1));
     }
-    if (BWD_G_BULK) bwd_g_bulk_wait_all(); /* no bulk reduction may be left reading sdQ */
+    bwd_g_bulk_wait_all(); /* no bulk reduction may be left reading sdQ */
 
     /* write dK = scale * acc, dV = acc (this thread's rows krow, krow + 8) */
 #pragma unroll
