@@ -19,10 +19,11 @@
  *                        loop, so the GQA sum is in a fixed order. Default mode:
  *                        dS goes through shared memory and dQ_partial = dS K is
  *                        added to an fp32 workspace with atomics.
- *   2h. on an H100 (sm_90), default mode, fast calls, head dim padded to 64 or 128, 16-byte
- *                        views: bwd_g_dkdv_kernel instead of 2, the same algorithm on warpgroup
- *                        MMA (wgmma), 128 keys per CTA, dQ partials staged in shared memory and
- *                        added to the workspace by bulk reductions (section 2h).
+ *   2h. on an H100 (sm_90), fast calls, head dim padded to 64 or 128, 16-byte views:
+ *                        bwd_g_dkdv_kernel instead of 2, the same algorithm on warpgroup
+ *                        MMA (wgmma), 128 keys per CTA; default mode (DQ = true): dQ partials
+ *                        staged in shared memory and added to the workspace by bulk reductions;
+ *                        deterministic mode (DQ = false): dK and dV only, then 3b (section 2h).
  *   3a. default:         bwd_dq_convert_kernel: dQ = scale * workspace, rounded.
  *   3b. deterministic:   bwd_dq_kernel, one CTA per (batch, query head, query block
  *                        of 64, column half): Q, dO resident, K/V blocks stream,
@@ -821,10 +822,17 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
 //   a buffer is rewritten only after its reductions have read it (wait_group.read).
 // Measured (bench/RESULTS.md): float2 atomics per thread instead of the bulk reductions, and
 // the bulk reductions issued behind a barrier of their own, were both slower.
+// Deterministic mode (template DQ = false): the same loop without the dQ stage (no sdS, no
+// dS K products, no staging or bulk reductions; the dV/dK products of a block are waited for
+// at the end of its iteration, before the next loop top's barrier lets its Q/dO buffer be
+// reloaded; with the wait at the next loop top instead ptxas serialized the wgmmas), followed by
+// bwd_dq_kernel (3b) for dQ. Its dK and dV are bitwise reproducible: each CTA owns its 128 keys'
+// dK/dV rows, summed in the wgmma accumulators over the query heads of the group (outer) and the
+// query blocks (inner) in a fixed order, and stored once; no atomics, no reductions in this path.
 // Used only where proven: sm_90 device, head dim padded to 64 or 128, 16-byte copies
-// allowed for Q, K, V and dO, non-deterministic mode, fast (non-EXACT) call; everything
-// else runs the kernels above. FLASHCHECK_BWD_GMMA=0 in the environment turns it off
-// (A/B measurements).
+// allowed for Q, K, V and dO, fast (non-EXACT) call, either mode; everything else runs the
+// kernels above. FLASHCHECK_BWD_GMMA=0 in the environment turns it off, FLASHCHECK_BWD_GMMA_DET=0
+// only for the deterministic mode (A/B measurements).
 
 /* Bulk reduction global[0 .. bytes) += shared[0 .. bytes) (fp32 adds at L2, like red.add.f32),
  * its bulk-group commit, and the waits (reads of the shared source done / all done). */
@@ -855,17 +863,18 @@ static __device__ __forceinline__ void bwd_g_bulk_wait_all(void) {
 #endif
 }
 
-template <int HD>
+template <int HD, bool DQ>
 struct bwd_g_smem {
     static constexpr uint32_t kv = 128u * HD * 2; /* bytes of sK or sV (128 rows) */
     static constexpr uint32_t qo = 64u * HD * 2;  /* bytes of one sQ or sdO buffer (64 rows) */
     static constexpr uint32_t k = 0, v = kv, q = 2 * kv, dout = 2 * kv + 2 * qo, ds = 2 * kv + 4 * qo;
-    static constexpr uint32_t rows = ds + 64u * 128 * 2; /* sLse, sDsum [2][64] fp32 */
+    /* sdS [64 queries][128 keys] (only with DQ) */
+    static constexpr uint32_t rows = ds + (DQ ? 64u * 128 * 2 : 0u); /* sLse, sDsum [2][64] fp32 */
     /* sdQ: fp32 dQ partials for the bulk reductions, [2 buffers][NP partials][64 rows][D + 4]
      * (row stride D + 4 floats: 16-byte aligned rows, conflict-free float2 stores);
      * NP = 1 for HD = 128 (the warpgroups own column halves), 2 for HD = 64 */
     static constexpr int np = HD == 128 ? 1 : 2;
-    static constexpr uint32_t dqbuf = (uint32_t)np * 64u * (HD + 4) * 4;
+    static constexpr uint32_t dqbuf = DQ ? (uint32_t)np * 64u * (HD + 4) * 4 : 0u; /* none without DQ */
     static constexpr uint32_t dq = rows + 4 * 64 * 4;
     /* + 1024: the tiles must start 1024-byte aligned (the swizzle reads address bits 7..9) */
     static constexpr size_t bytes = (size_t)dq + 2 * dqbuf + 1024;
@@ -920,10 +929,13 @@ static __device__ __forceinline__ void bwd_g_rs(float (&d)[8][4], const uint32_t
     gmma_rs_m64n64k16<BF16, 1>(d, a, desc_b);
 }
 
-template <int HD, bool BF16>
+/* DQ = true: the default mode (dQ partials by bulk reductions into p.dq_ws); DQ = false: the
+ * deterministic mode, dK and dV only (no sdS, no dQ products, no bulk reductions, p.dq_ws unused;
+ * bwd_dq_kernel forms dQ afterwards). */
+template <int HD, bool BF16, bool DQ>
 __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) {
     extern __shared__ __align__(1024) unsigned char bwd_g_raw[];
-    typedef bwd_g_smem<HD> L;
+    typedef bwd_g_smem<HD, DQ> L;
     constexpr int BC = 128, BR = 64;
     const uint32_t raw = bwdx_smem(bwd_g_raw), base = (raw + 1023u) & ~1023u;
     const uint32_t sK = base + L::k, sV = base + L::v, sQ = base + L::q, sdO = base + L::dout, sdS = base + L::ds;
@@ -1009,11 +1021,11 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
         const int buf = (int)(it & 1);
         bwdx_cp_wait_all();
         /* the reductions of iteration it - 2 (issued at the top of it - 1) have read sdQ[buf] */
-        bwd_g_bulk_wait_read<0>();
+        if (DQ) bwd_g_bulk_wait_read<0>();
         gmma_fence_proxy(); /* this thread's cp.async data -> visible to wgmma after the barrier */
         __syncthreads();    /* buffer buf complete; every warpgroup is done with buf^1, sdS and sdQ[buf];
                                the dQ partials of iteration it - 1 are staged in sdQ[buf^1] */
-        if (it > 0) bulk_dq(hq, i0, buf ^ 1); /* hq, i0: still iteration it - 1 */
+        if (DQ && it > 0) bulk_dq(hq, i0, buf ^ 1); /* hq, i0: still iteration it - 1 */
         hq = hq_n; i0 = i0_n;
         i0_n += BR;
         if (i0_n == i0_end) { i0_n = qb_lo * BR; hq_n++; }
@@ -1100,7 +1112,7 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
 
         /* dS (query rows x key columns) to shared memory: fragment kk holds queries 16kk.. of keys
          * krow - g + {0, 8}; stored transposed, row = query, 8 keys per 16-byte chunk */
-        {
+        if (DQ) {
             const int m = lane >> 3, j = lane & 7;
             const int ch = (wg * 64 + wl * 16 + (m & 1) * 8) >> 3;
 #pragma unroll
@@ -1116,6 +1128,14 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
 #pragma unroll
         for (int kk = 0; kk < BR / 16; kk++) bwd_g_rs<BF16>(acc_dk, da[kk], dQt0 + ((kk * 16 * 128) >> 4));
         gmma_commit();
+        if (!DQ) {
+            /* dK/dV only: these products must be done (their registers and buffer buf read)
+             * before the next loop top's barrier, after which buf is reloaded */
+            gmma_wait<0>();
+            gmma_fence_operands(acc_dv);
+            gmma_fence_operands(acc_dk);
+            continue;
+        }
         gmma_fence_proxy(); /* the stmatrix stores -> visible to wgmma after the barrier */
         __syncthreads();
 
@@ -1154,11 +1174,13 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
     }
 
     bwdx_cp_wait_all(); /* no copy may be left in flight at exit (n_it == 0 leaves K, V pending) */
-    if (n_it > 0) {
-        __syncthreads(); /* the last iteration's partials are staged */
-        bulk_dq(hq, i0, (int)((n_it - 1) & 1));
+    if (DQ) {
+        if (n_it > 0) {
+            __syncthreads(); /* the last iteration's partials are staged */
+            bulk_dq(hq, i0, (int)((n_it - 1) & 1));
+        }
+        bwd_g_bulk_wait_all(); /* no bulk reduction may be left reading sdQ */
     }
-    bwd_g_bulk_wait_all(); /* no bulk reduction may be left reading sdQ */
 
     /* write dK = scale * acc, dV = acc (this thread's rows krow, krow + 8) */
 #pragma unroll
@@ -1488,41 +1510,48 @@ static cudaError_t bwd_launch_convert(const bwd_params &p, cudaStream_t st) {
     return cudaGetLastError();
 }
 
-/* the Hopper dK/dV kernel (section 2h), then the dQ conversion */
-template <int HD, bool BF16>
+/* deterministic mode, after the dK/dV kernel: dQ per query block (section 3b) */
+template <int HD, bool BF16, bool EXACT>
+static cudaError_t bwd_launch_dq_det(const bwd_params &p, cudaStream_t st) {
+    constexpr int HO = HD < 128 ? HD : 128;
+    const int64_t grid_q = (p.Sq + BWD_BR - 1) / BWD_BR * p.nsplit * p.Hq * p.B;
+    if (grid_q > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+    if (grid_q == 0) return cudaSuccess;
+    const size_t smem_q = bwd_dq_smem<HD>::bytes;
+    cudaError_t e = cudaFuncSetAttribute(bwd_dq_kernel<HD, HO, BF16, EXACT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)smem_q);
+    if (e != cudaSuccess) return e;
+    bwd_dq_kernel<HD, HO, BF16, EXACT><<<(unsigned)grid_q, BWD_THREADS, smem_q, st>>>(p);
+    return cudaGetLastError();
+}
+
+/* the Hopper dK/dV kernel (section 2h), then the dQ conversion (DQ: default mode) or the
+ * deterministic dQ kernel (!DQ: deterministic mode; the fast instantiation, like the call) */
+template <int HD, bool BF16, bool DQ>
 static cudaError_t bwd_launch_g(const bwd_params &p, cudaStream_t st) {
-    typedef bwd_g_smem<HD> L;
+    typedef bwd_g_smem<HD, DQ> L;
     const int64_t grid = (p.Sk + 127) / 128 * p.Hkv * p.B;
     if (grid > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
     cudaError_t e;
     if (grid > 0) {
-        e = cudaFuncSetAttribute(bwd_g_dkdv_kernel<HD, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes);
+        e = cudaFuncSetAttribute(bwd_g_dkdv_kernel<HD, BF16, DQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)L::bytes);
         if (e != cudaSuccess) return e;
-        bwd_g_dkdv_kernel<HD, BF16><<<(unsigned)grid, 256, L::bytes, st>>>(p);
+        bwd_g_dkdv_kernel<HD, BF16, DQ><<<(unsigned)grid, 256, L::bytes, st>>>(p);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
-    return bwd_launch_convert<BF16>(p, st);
+    return DQ ? bwd_launch_convert<BF16>(p, st) : bwd_launch_dq_det<HD, BF16, false>(p, st);
 }
 
 template <int HD, int NW, int BR, bool BF16, bool EXACT>
 static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaStream_t st) {
-    constexpr int HO = HD < 128 ? HD : 128;
     cudaError_t e;
     if (!deterministic) {
         if ((e = bwd_launch_dkdv<HD, NW, BR, BF16, false, EXACT>(p, st)) != cudaSuccess) return e;
         if ((e = bwd_launch_convert<BF16>(p, st)) != cudaSuccess) return e;
     } else {
         if ((e = bwd_launch_dkdv<HD, NW, BR, BF16, true, EXACT>(p, st)) != cudaSuccess) return e;
-        const int64_t grid_q = (p.Sq + BWD_BR - 1) / BWD_BR * p.nsplit * p.Hq * p.B;
-        if (grid_q > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
-        if (grid_q > 0) {
-            const size_t smem_q = bwd_dq_smem<HD>::bytes;
-            e = cudaFuncSetAttribute(bwd_dq_kernel<HD, HO, BF16, EXACT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)smem_q);
-            if (e != cudaSuccess) return e;
-            bwd_dq_kernel<HD, HO, BF16, EXACT><<<(unsigned)grid_q, BWD_THREADS, smem_q, st>>>(p);
-            if ((e = cudaGetLastError()) != cudaSuccess) return e;
-        }
+        if ((e = bwd_launch_dq_det<HD, BF16, EXACT>(p, st)) != cudaSuccess) return e;
     }
     return cudaSuccess;
 }
@@ -1541,8 +1570,10 @@ static cudaError_t bwd_launch_prep(const bwd_params &p, cudaStream_t st) {
  * 4 warps for 256; query blocks of 64 rows (32 was measured slower, bench/RESULTS.md) */
 template <bool BF16>
 static cudaError_t bwd_launch_body(const bwd_params &p, int hd, int deterministic, int exact, int gmma, cudaStream_t st) {
-    if (gmma && !deterministic && !exact && hd == 64) return bwd_launch_g<64, BF16>(p, st);
-    if (gmma && !deterministic && !exact && hd == 128) return bwd_launch_g<128, BF16>(p, st);
+    if (gmma && !exact && hd == 64)
+        return deterministic ? bwd_launch_g<64, BF16, false>(p, st) : bwd_launch_g<64, BF16, true>(p, st);
+    if (gmma && !exact && hd == 128)
+        return deterministic ? bwd_launch_g<128, BF16, false>(p, st) : bwd_launch_g<128, BF16, true>(p, st);
     if (hd == 64) return exact ? bwd_launch_main<64, 8, 64, BF16, true>(p, deterministic, st)
                                : bwd_launch_main<64, 8, 64, BF16, false>(p, deterministic, st);
     if (hd == 128) return exact ? bwd_launch_main<128, 8, 64, BF16, true>(p, deterministic, st)
@@ -1576,6 +1607,17 @@ static int bwd_gmma_allowed(void) {
     static int cached = -1;
     if (cached < 0) {
         const char *s = getenv("FLASHCHECK_BWD_GMMA");
+        cached = !(s && strcmp(s, "0") == 0);
+    }
+    return cached;
+}
+
+/* 0 when FLASHCHECK_BWD_GMMA_DET=0 is set: the deterministic mode keeps the sm_80 dK/dV
+ * kernel even where the Hopper one is allowed (A/B figures; read once, under bwd_ws_lock) */
+static int bwd_gmma_det_allowed(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        const char *s = getenv("FLASHCHECK_BWD_GMMA_DET");
         cached = !(s && strcmp(s, "0") == 0);
     }
     return cached;
@@ -1653,15 +1695,17 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, fa_error *err, int dev) {
 
     /* the Hopper dK/dV kernel (section 2h) where it is proven: an sm_90 device (its code is
      * sm_90a), head dim padded to 64 or 128, 16-byte copies for every streamed view, the
-     * shared memory it needs, and not switched off; the launch also needs the default mode
-     * and the fast kernels (bwd_launch_body) */
+     * shared memory it needs, and not switched off (FLASHCHECK_BWD_GMMA=0; for the deterministic
+     * mode also FLASHCHECK_BWD_GMMA_DET=0); the launch also needs the fast kernels
+     * (bwd_launch_body). Deterministic mode: its dK/dV-only instantiation, then bwd_dq_kernel */
     int cc_major = 0, cc_minor = 0;
     if ((e = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess)
         return bwd_cuda_fail(err, e, "cudaDeviceGetAttribute");
-    const size_t need_g = hd == 64 ? bwd_g_smem<64>::bytes : bwd_g_smem<128>::bytes;
+    const size_t need_g = hd == 64 ? bwd_g_smem<64, true>::bytes : bwd_g_smem<128, true>::bytes; /* the larger */
     const int gmma = bwd_gmma_allowed() && cc_major == 9 && cc_minor == 0 && (hd == 64 || hd == 128) && p.vec_q &&
-                     p.vec_k && p.vec_v && p.vec_do && (size_t)optin >= need_g;
+                     p.vec_k && p.vec_v && p.vec_do && (size_t)optin >= need_g &&
+                     (!a->deterministic || bwd_gmma_det_allowed());
 
     /* workspace: lse, dsum [B*Hq*Sq], the screen (256 bytes) and (default mode) dq [B*Hq*Sq*D], fp32 */
     const int64_t nrows = p.B * p.Hq * p.Sq;
