@@ -32,9 +32,11 @@
  * padded strides / fused QKV, empty problems, > 65535 (batch, head) pairs and
  * a Q/O tensor of more than 2^31 elements.
  *
- * usage: fwd_certify_test [--quick] [--no-big] [--sanitize] [--poison] [--rows N] [--threads N]
+ * usage: fwd_certify_test [--quick] [--no-big] [--sanitize] [--poison] [--rows N] [--threads N] [--mma-only]
  *   --sanitize: the small subset that sanitize.sh runs under compute-sanitizer
  *   --poison: only the non-finite hidden-key cases (section H)
+ *   --mma-only: the mma.sync kernel for every case, also where an sm_90 device would run the
+ *     wgmma kernel (head dims 104..128), so that both kernels are certified on an H100
  * Exit status: 0 when every case passed, 1 otherwise (2: setup error).
  */
 #include <cuda_runtime.h>
@@ -47,6 +49,9 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/flash_api.h"
 #include "oracle/oracle.h"
+
+/* fwd/flash_fwd.cu (a test knob, not part of the API): 0 = never the sm_90a wgmma kernel. */
+void fa_cuda_fwd_set_sm90(int mode);
 
 #define CK(x)                                                                                       \
     do {                                                                                            \
@@ -693,7 +698,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--poison")) poison_only = 1;
         else if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows_sample = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) omp_threads = atoi(argv[++i]);
-        else { fprintf(stderr, "usage: %s [--quick] [--no-big] [--sanitize] [--poison] [--rows N] [--threads N]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--mma-only")) fa_cuda_fwd_set_sm90(0);
+        else { fprintf(stderr, "usage: %s [--quick] [--no-big] [--sanitize] [--poison] [--rows N] [--threads N] [--mma-only]\n", argv[0]); return 2; }
     }
     if (fa_cuda_device_count() < 1) {
         fprintf(stderr, "FAIL: no CUDA device; this is a GPU test and must run on a GPU host\n");
