@@ -23,7 +23,11 @@
  *                        bwd_g_dkdv_kernel instead of 2, the same algorithm on warpgroup
  *                        MMA (wgmma), 128 keys per CTA; default mode (DQ = true): dQ partials
  *                        staged in shared memory and added to the workspace by bulk reductions;
- *                        deterministic mode (DQ = false): dK and dV only, then 3b (section 2h).
+ *                        deterministic mode (DQ = false): dK and dV only, then 2q (section 2h).
+ *   2q. after 2h in the deterministic mode: bwd_g_dq_kernel, 3b on wgmma: one CTA per (batch,
+ *                        query head, query block of 128), Q, dO resident, K/V blocks of 64
+ *                        stream, P and dS recomputed, dQ summed in the wgmma accumulators in
+ *                        kv order (section 2q).
  *   3a. default:         bwd_dq_convert_kernel: dQ = scale * workspace, rounded.
  *   3b. deterministic:   bwd_dq_kernel, one CTA per (batch, query head, query block
  *                        of 64, column half): Q, dO resident, K/V blocks stream,
@@ -826,7 +830,8 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
 // dS K products, no staging or bulk reductions; the dV/dK products of a block are waited for
 // at the end of its iteration, before the next loop top's barrier lets its Q/dO buffer be
 // reloaded; with the wait at the next loop top instead ptxas serialized the wgmmas), followed by
-// bwd_dq_kernel (3b) for dQ. Its dK and dV are bitwise reproducible: each CTA owns its 128 keys'
+// bwd_g_dq_kernel (2q; bwd_dq_kernel, 3b, with FLASHCHECK_BWD_GMMA_DQ=0) for dQ. Its dK and dV
+// are bitwise reproducible: each CTA owns its 128 keys'
 // dK/dV rows, summed in the wgmma accumulators over the query heads of the group (outer) and the
 // query blocks (inner) in a fixed order, and stored once; no atomics, no reductions in this path.
 // Used only where proven: sm_90 device, head dim padded to 64 or 128, 16-byte copies
@@ -1202,6 +1207,199 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
 }
 
 // ----------------------------------------------------------------------------
+// 2q. Hopper dQ kernel for the deterministic mode (sm_90a; fast instantiation only)
+//
+// bwd_dq_kernel (3b) on warpgroup MMA, i.e. the Hopper dK/dV kernel's loop with the roles of
+// queries and keys exchanged. CTA = 2 warpgroups and one block of 128 query rows of one query
+// head: warpgroup w owns rows 64w .. 64w+63 as the M dimension; Q and dO stay in shared memory
+// (gmma layout, 128-byte swizzle) while the key blocks of 64 rows of the kv head stream through
+// (K, V double-buffered by cp.async), in key order. Per key block, per warpgroup:
+//   S[64 x 64] = Q_w K^T,  dP[64 x 64] = dO_w V^T      gmma_ss m64n64k16, both K-major
+//   P, dS in registers as in bwd_dq_kernel (same expressions: fmaf(S, scale, mask) - lse,
+//   ex2, P rounded, -0 marks hidden, dS = hidden ? 0 : P (dP - Dsum), rounded)
+//   dQ += dS K                                          gmma_rs m64nHDk16: A = the rounded dS
+//                                                      fragments, B = the K tile MN-major
+// dQ is summed in the wgmma accumulators over the key blocks in a fixed order (4 k-steps of
+// 16 keys per block) and stored once (times scale): no atomics, bitwise reproducible.
+// Used only for the deterministic mode where the Hopper dK/dV kernel runs (same conditions);
+// FLASHCHECK_BWD_GMMA_DQ=0 keeps bwd_dq_kernel there (A/B measurements).
+
+template <int HD>
+struct bwd_gq_smem {
+    static constexpr uint32_t qo = 128u * HD * 2; /* bytes of sQ or sdO (128 rows) */
+    static constexpr uint32_t kv = 64u * HD * 2;  /* bytes of one sK or sV buffer (64 rows) */
+    static constexpr uint32_t q = 0, dout = qo, k = 2 * qo, v = 2 * qo + 2 * kv;
+    /* + 1024: the tiles must start 1024-byte aligned */
+    static constexpr size_t bytes = (size_t)2 * qo + 4 * kv + 1024;
+};
+
+template <int HD, bool BF16>
+__global__ void __launch_bounds__(256, 1) bwd_g_dq_kernel(const bwd_params p) {
+    extern __shared__ __align__(1024) unsigned char bwd_gq_raw[];
+    typedef bwd_gq_smem<HD> L;
+    constexpr int BR = 128, BC = 64;
+    const uint32_t raw = bwdx_smem(bwd_gq_raw), base = (raw + 1023u) & ~1023u;
+    const uint32_t sQ = base + L::q, sdO = base + L::dout, sK = base + L::k, sV = base + L::v;
+
+    const int tid = threadIdx.x, wg = tid >> 7, wl = (tid >> 5) & 3, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int qrow = wg * 64 + wl * 16 + g; /* query (in the block) of accumulator rows g; +8 for g + 8 */
+
+    /* block -> (query block, query head, batch) */
+    int64_t bid = blockIdx.x;
+    const int64_t nqb = (p.Sq + BR - 1) / BR;
+    const int64_t qb = bid % nqb;
+    bid /= nqb;
+    const int64_t hq = bid % p.Hq, b = bid / p.Hq;
+    const int64_t hkv = hq / p.group;
+    const int64_t i0 = qb * BR;
+    const int64_t q_rows = p.Sq - i0 < BR ? p.Sq - i0 : BR;
+
+    /* keys seen by at least one row of this block */
+    int64_t j_lo = 0, j_hi = p.Sk;
+    if (p.has_left) { int64_t x = i0 + p.off - p.left; if (x > j_lo) j_lo = x; }
+    if (p.has_right) { int64_t x = i0 + q_rows + p.off + p.right; if (x < j_hi) j_hi = x; }
+    int64_t kb_lo = 0, nkb = 0;
+    if (j_lo < j_hi) { kb_lo = j_lo / BC; nkb = (j_hi + BC - 1) / BC - kb_lo; }
+
+    bwd_g_load<BR, HD>(sQ, p.q + b * p.qs[0] + i0 * p.qs[1] + hq * p.qs[2], p.qs[1], q_rows, p.D, tid);
+    bwd_g_load<BR, HD>(sdO, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2], p.dos[1], q_rows, p.D, tid);
+    auto issue = [&](int64_t it, int buf) {
+        const int64_t j0 = (kb_lo + it) * BC;
+        const int64_t rows = p.Sk - j0 < BC ? p.Sk - j0 : BC;
+        bwd_g_load<BC, HD>(sK + buf * L::kv, p.k + b * p.ks[0] + j0 * p.ks[1] + hkv * p.ks[2], p.ks[1], rows, p.D, tid);
+        bwd_g_load<BC, HD>(sV + buf * L::kv, p.v + b * p.vs[0] + j0 * p.vs[1] + hkv * p.vs[2], p.vs[1], rows, p.D, tid);
+    };
+    if (nkb > 0) issue(0, 0);
+    bwdx_cp_commit();
+
+    /* this thread's rows qrow, qrow + 8: LSE (+inf beyond the rows: P = 0) and Dsum */
+    const int64_t ws = (b * p.Hq + hq) * p.Sq + i0;
+    const float lse_a = qrow < q_rows ? p.lse_ws[ws + qrow] : INFINITY;
+    const float lse_b = qrow + 8 < q_rows ? p.lse_ws[ws + qrow + 8] : INFINITY;
+    const float ds_a = qrow < q_rows ? p.dsum_ws[ws + qrow] : 0.f;
+    const float ds_b = qrow + 8 < q_rows ? p.dsum_ws[ws + qrow + 8] : 0.f;
+
+    /* descriptors (K-major) of this warpgroup's Q and dO rows */
+    const uint64_t dQ0 = gmma_desc(sQ + wg * 64 * 128, 16, 1024), ddO0 = gmma_desc(sdO + wg * 64 * 128, 16, 1024);
+
+    float acc_dq[HD / 8][4];
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc_dq[n][e] = 0.f;
+
+    for (int64_t it = 0; it < nkb; it++) {
+        const int buf = (int)(it & 1);
+        bwdx_cp_wait_all();
+        gmma_fence_proxy(); /* this thread's cp.async data -> visible to wgmma after the barrier */
+        __syncthreads();    /* buffer buf complete; every warpgroup is done with buf^1 */
+        if (it + 1 < nkb) issue(it + 1, buf ^ 1);
+        bwdx_cp_commit();
+        const int64_t j0 = (kb_lo + it) * BC;
+        const uint32_t sKb = sK + buf * L::kv, sVb = sV + buf * L::kv;
+
+        /* S = Q_w K^T and dP = dO_w V^T (two groups) */
+        float s[BC / 8][4], dp[BC / 8][4]; /* first step: scale_d = 0 */
+        const uint64_t dK0 = gmma_desc(sKb, 16, 1024), dV0 = gmma_desc(sVb, 16, 1024);
+        gmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ks++)
+            gmma_ss_m64n64k16<BF16, 0, 0>(s, dQ0 + (bwd_g_kofs<BR>(ks) >> 4), dK0 + (bwd_g_kofs<BC>(ks) >> 4), ks > 0);
+        gmma_commit();
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ks++)
+            gmma_ss_m64n64k16<BF16, 0, 0>(dp, ddO0 + (bwd_g_kofs<BR>(ks) >> 4), dV0 + (bwd_g_kofs<BC>(ks) >> 4), ks > 0);
+        gmma_commit();
+        gmma_wait<1>();
+        gmma_fence_operands(s);
+
+        /* P = exp(scale * S + mask - lse), rounded (A fragments, k = key); -0 where hidden */
+        const bwd_tile tm = bwd_tile_make<BC, BR>(p, i0, j0);
+        const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
+        uint32_t pa[BC / 16][4];
+        if (!tm.partial && !mrow) { /* CTA-uniform: every entry visible, no mask (mval = 0) */
+#pragma unroll
+            for (int nt = 0; nt < BC / 8; nt++) {
+                float pv[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    pv[e] = bwdx_exp2((fmaf(s[nt][e], p.scale, 0.f) - ((e >> 1) ? lse_b : lse_a)) * BWD_LOG2E);
+                pa[nt >> 1][(nt & 1) * 2 + 0] = bwdx_pack<BF16>(pv[0], pv[1]);
+                pa[nt >> 1][(nt & 1) * 2 + 1] = bwdx_pack<BF16>(pv[2], pv[3]);
+            }
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < BC / 8; nt++) {
+                float pv[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int jl = nt * 8 + 2 * t + (e & 1);
+                    const int il = qrow + ((e >> 1) << 3);
+                    bool vis = true;
+                    if (tm.partial) vis = bwd_tile_vis(tm, il, jl);
+                    float mval = 0.f;
+                    if (mrow && vis) {
+                        mval = __ldg(mrow + il * p.ms[2] + jl * p.ms[3]);
+                        vis = mval != -INFINITY;
+                    }
+                    const float x = fmaf(s[nt][e], p.scale, mval) - ((e >> 1) ? lse_b : lse_a);
+                    pv[e] = vis ? bwdx_exp2(x * BWD_LOG2E) : -0.f;
+                }
+                pa[nt >> 1][(nt & 1) * 2 + 0] = bwdx_pack<BF16>(pv[0], pv[1]);
+                pa[nt >> 1][(nt & 1) * 2 + 1] = bwdx_pack<BF16>(pv[2], pv[3]);
+            }
+        }
+
+        /* dS = P (dP - Dsum), zero where hidden, rounded (A fragments) */
+        gmma_wait<0>();
+        gmma_fence_operands(dp);
+        uint32_t da[BC / 16][4];
+#pragma unroll
+        for (int nt = 0; nt < BC / 8; nt++) {
+            float dv4[4];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const uint32_t pp = pa[nt >> 1][(nt & 1) * 2 + h];
+                const float2 pr = bwdx_unpack<BF16>(pp);
+                const float dsum = h ? ds_b : ds_a;
+                dv4[2 * h] = bwd_hid_lo(pp) ? 0.f : pr.x * (dp[nt][2 * h] - dsum);
+                dv4[2 * h + 1] = bwd_hid_hi(pp) ? 0.f : pr.y * (dp[nt][2 * h + 1] - dsum);
+            }
+            da[nt >> 1][(nt & 1) * 2 + 0] = bwdx_pack<BF16>(dv4[0], dv4[1]);
+            da[nt >> 1][(nt & 1) * 2 + 1] = bwdx_pack<BF16>(dv4[2], dv4[3]);
+        }
+
+        /* dQ += dS K (B = the K tile MN-major); done before the next loop top's barrier, after
+         * which buffer buf is reloaded */
+        const uint64_t dKt0 = gmma_desc(sKb, BC * 128, 1024);
+        gmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; kk++) bwd_g_rs<BF16>(acc_dq, da[kk], dKt0 + ((kk * 16 * 128) >> 4));
+        gmma_commit();
+        gmma_wait<0>();
+        gmma_fence_operands(acc_dq);
+    }
+
+    bwdx_cp_wait_all(); /* nkb == 0 leaves Q, dO pending */
+
+    /* dQ = scale * acc (this thread's rows qrow, qrow + 8) */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int64_t i = i0 + qrow + h * 8;
+        if (i < p.Sq) {
+            uint16_t *dq = p.dq + b * p.dqs[0] + i * p.dqs[1] + hq * p.dqs[2];
+#pragma unroll
+            for (int nt = 0; nt < HD / 8; nt++) {
+                const int64_t d = nt * 8 + 2 * t;
+                if (d < p.D)
+                    bwd_store_pair<BF16>(dq + d, acc_dq[nt][2 * h] * p.scale, acc_dq[nt][2 * h + 1] * p.scale, p.w32_dq);
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
 // 3a. default mode: dQ = scale * fp32 workspace
 
 template <bool BF16>
@@ -1510,6 +1708,17 @@ static cudaError_t bwd_launch_convert(const bwd_params &p, cudaStream_t st) {
     return cudaGetLastError();
 }
 
+/* 0 when FLASHCHECK_BWD_GMMA_DQ=0 is set: the deterministic mode's dQ stays on bwd_dq_kernel
+ * where the Hopper dK/dV kernel runs (A/B figures; read once, under bwd_ws_lock) */
+static int bwd_gmma_dq_allowed(void) {
+    static int cached = -1;
+    if (cached < 0) {
+        const char *s = getenv("FLASHCHECK_BWD_GMMA_DQ");
+        cached = !(s && strcmp(s, "0") == 0);
+    }
+    return cached;
+}
+
 /* deterministic mode, after the dK/dV kernel: dQ per query block (section 3b) */
 template <int HD, bool BF16, bool EXACT>
 static cudaError_t bwd_launch_dq_det(const bwd_params &p, cudaStream_t st) {
@@ -1540,7 +1749,16 @@ static cudaError_t bwd_launch_g(const bwd_params &p, cudaStream_t st) {
         bwd_g_dkdv_kernel<HD, BF16, DQ><<<(unsigned)grid, 256, L::bytes, st>>>(p);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
-    return DQ ? bwd_launch_convert<BF16>(p, st) : bwd_launch_dq_det<HD, BF16, false>(p, st);
+    if (DQ) return bwd_launch_convert<BF16>(p, st);
+    if (!bwd_gmma_dq_allowed()) return bwd_launch_dq_det<HD, BF16, false>(p, st);
+    typedef bwd_gq_smem<HD> LQ; /* the Hopper dQ kernel (section 2q) */
+    const int64_t grid_q = (p.Sq + 127) / 128 * p.Hq * p.B;
+    if (grid_q > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+    if (grid_q == 0) return cudaSuccess;
+    e = cudaFuncSetAttribute(bwd_g_dq_kernel<HD, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)LQ::bytes);
+    if (e != cudaSuccess) return e;
+    bwd_g_dq_kernel<HD, BF16><<<(unsigned)grid_q, 256, LQ::bytes, st>>>(p);
+    return cudaGetLastError();
 }
 
 template <int HD, int NW, int BR, bool BF16, bool EXACT>
@@ -1697,7 +1915,8 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, fa_error *err, int dev) {
      * sm_90a), head dim padded to 64 or 128, 16-byte copies for every streamed view, the
      * shared memory it needs, and not switched off (FLASHCHECK_BWD_GMMA=0; for the deterministic
      * mode also FLASHCHECK_BWD_GMMA_DET=0); the launch also needs the fast kernels
-     * (bwd_launch_body). Deterministic mode: its dK/dV-only instantiation, then bwd_dq_kernel */
+     * (bwd_launch_body). Deterministic mode: its dK/dV-only instantiation, then bwd_g_dq_kernel
+     * (section 2q; bwd_dq_kernel with FLASHCHECK_BWD_GMMA_DQ=0) */
     int cc_major = 0, cc_minor = 0;
     if ((e = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess)
