@@ -1,7 +1,7 @@
 #!/bin/bash
 # device_build.sh: build the forward's GPU-machine binaries without Bazel, fully static
 # (cudart, MPFR, GMP, libgomp), for sm_90a, into .device/fwd/ (git-ignored):
-#   flash_bench, fwd_certify_test, sanitize.sh; with NOGUARD=1 also the same two linked against a
+#   flash_bench, fwd_certify_test, sanitize.sh, gmma_selftest; with NOGUARD=1 also the same two linked against a
 #   forward built with -DFWD_NONFINITE_GUARD=0 (flash_bench_noguard, fwd_certify_test_noguard: the
 #   old kernel that leaks NaN/Inf of hidden keys through 0 * NaN; regression demonstration only)
 # The GPU machine has no Bazel and no MPFR; carry .device/fwd with the `run` tool.
@@ -38,4 +38,5 @@ for variant in "" $variants; do
         /usr/lib/x86_64-linux-gnu/libmpfr.a /usr/lib/x86_64-linux-gnu/libgmp.a "$gomp" -lpthread -ldl -lm
 done
 cp kernels/cuda/tests/sanitize.sh "$out/"
+nvcc -O3 -std=c++17 -I. $ARCH -cudart static -o "$out/gmma_selftest" kernels/cuda/sm90/gmma_selftest.cu
 ls -la "$out"
