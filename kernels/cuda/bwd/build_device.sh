@@ -29,6 +29,7 @@ STATIC="/usr/lib/x86_64-linux-gnu/libmpfr.a /usr/lib/x86_64-linux-gnu/libgmp.a $
 $CC -fopenmp kernels/cuda/bwd/tests/bwd_certify_test.c $LIBS $ORCLIBS $STATIC $LINK -o $OUT/bwd_certify_test
 $CC kernels/cuda/bwd/tests/bwd_selfcheck.c $LIBS $LINK -o $OUT/bwd_selfcheck
 $CC kernels/cuda/bwd/bench/bwd_bench.c $LIBS $LINK -o $OUT/bwd_bench
-cp kernels/cuda/bwd/bench/torch_bwd_bench.py kernels/cuda/bwd/sanitize.sh $OUT/
+cp kernels/cuda/bwd/bench/torch_bwd_bench.py kernels/cuda/bwd/sanitize.sh kernels/cuda/bwd/bench/certify_first.sh \
+    kernels/cuda/bwd/bench/run_gmma.sh kernels/cuda/bwd/bench/run_det.sh $OUT/
 rm -rf $OUT/obj
 ls -la $OUT

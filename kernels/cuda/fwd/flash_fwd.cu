@@ -362,25 +362,34 @@ static __device__ __forceinline__ void row_key_range(const fwd_params &p, int i,
 // m16 tile mt of a warp, a thread owns rows g and g + 8 (hf = 0, 1) and, per
 // n8 tile, columns 2t and 2t + 1 (e = 0, 1): acc[mt][nt][hf * 2 + e].
 
-/* The key blocks one query block [m0, m0 + BM) visits (visibility is monotone
- * in the row): keys [kv_lo, kv_hi), blocks n_begin .. n_end-1 of BN keys (none
+/* A CTA's (batch, head) and the key blocks its query block [m0, m0 + BM) visits
+ * (visibility is monotone in the row): keys [kv_lo, kv_hi), blocks n_begin .. n_end-1 of BN keys (none
  * when n_end == n_begin); hi_first / lo_last: the first row's upper and the last
  * row's lower visibility bound (a block inside both needs no element mask). */
 typedef struct {
+    int b, h;                                  /* batch, query head */
+    const uint16_t *q_base, *k_base, *v_base;  /* their slices (K/V: head h / group) */
     int kv_lo, kv_hi, n_begin, n_end;
     int64_t hi_first, lo_last;
-} fwd_block_range;
+} fwd_cta_work;
 
+/* What one CTA works on for the pair bh = b * heads_q + h and the query block at m0. */
 template <int BM, int BN>
-static __device__ __forceinline__ fwd_block_range fwd_key_range(const fwd_params &p, int m0) {
+static __device__ __forceinline__ fwd_cta_work fwd_cta_work_of(const fwd_params &p, int bh, int m0) {
     const int Sq = p.seqlen_q, Sk = p.seqlen_k;
+    fwd_cta_work r;
+    r.b = bh / p.heads_q;
+    r.h = bh % p.heads_q;
+    const int hk = r.h / p.group;
+    r.q_base = p.q + (int64_t)r.b * p.q_sb + (int64_t)r.h * p.q_sh;
+    r.k_base = p.k + (int64_t)r.b * p.k_sb + (int64_t)hk * p.k_sh;
+    r.v_base = p.v + (int64_t)r.b * p.v_sb + (int64_t)hk * p.v_sh;
     const int last_row = min(m0 + BM, Sq) - 1;
     int64_t key_lo = p.has_lo ? (int64_t)m0 + p.lo_off : 0;
     int64_t key_hi = p.has_hi ? (int64_t)last_row + p.hi_off : (int64_t)Sk - 1;
     if (key_lo < 0) key_lo = 0;
     if (key_hi > (int64_t)Sk - 1) key_hi = (int64_t)Sk - 1;
     const bool any_key = key_hi >= key_lo;
-    fwd_block_range r;
     r.kv_lo = any_key ? (int)key_lo : 0;
     r.kv_hi = any_key ? (int)key_hi + 1 : 0;
     r.n_begin = r.kv_lo / BN;
@@ -603,15 +612,12 @@ __global__ void __launch_bounds__(NW * 32, FWD_MIN_BLOCKS(HD, BM, BN, NW)) flash
     constexpr bool natural = NATURAL;  // additive mask or scale <= 0: natural units
 
     for (int bh = blockIdx.y; bh < p.bh_total; bh += gridDim.y) {
-        const int b = bh / p.heads_q, h = bh % p.heads_q, hk = h / p.group;
-        const uint16_t *q_base = p.q + (int64_t)b * p.q_sb + (int64_t)h * p.q_sh;
-        const uint16_t *k_base = p.k + (int64_t)b * p.k_sb + (int64_t)hk * p.k_sh;
-        const uint16_t *v_base = p.v + (int64_t)b * p.v_sb + (int64_t)hk * p.v_sh;
-
-        // ---- key range of this query block
-        const fwd_block_range kr = fwd_key_range<BM, BN>(p, m0);
-        const int kv_lo = kr.kv_lo, kv_hi = kr.kv_hi, n_begin = kr.n_begin, n_end = kr.n_end;
-        const int64_t hi_first = kr.hi_first, lo_last = kr.lo_last;
+        // ---- this (batch, head): slices of Q, K, V (GQA) and the key range of the query block
+        const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
+        const int b = w.b, h = w.h;
+        const uint16_t *q_base = w.q_base, *k_base = w.k_base, *v_base = w.v_base;
+        const int kv_lo = w.kv_lo, kv_hi = w.kv_hi, n_begin = w.n_begin, n_end = w.n_end;
+        const int64_t hi_first = w.hi_first, lo_last = w.lo_last;
 
         // ---- issue loads: Q, then K/V of the last visible block (blocks run last to first)
         load_tile<BM, HD, THREADS>(sQ, q_base, p.q_ss, m0, 0, Sq, p.head_dim);
@@ -789,15 +795,12 @@ __global__ void __launch_bounds__(FWD_SM90_THREADS, FWD_SM90_MINB) flash_fwd_sm9
     const int Sq = p.seqlen_q, Sk = p.seqlen_k;
 
     for (int bh = blockIdx.y; bh < p.bh_total; bh += gridDim.y) {
-        const int b = bh / p.heads_q, h = bh % p.heads_q, hk = h / p.group;
-        const uint16_t *q_base = p.q + (int64_t)b * p.q_sb + (int64_t)h * p.q_sh;
-        const uint16_t *k_base = p.k + (int64_t)b * p.k_sb + (int64_t)hk * p.k_sh;
-        const uint16_t *v_base = p.v + (int64_t)b * p.v_sb + (int64_t)hk * p.v_sh;
-
-        // ---- key range of this query block
-        const fwd_block_range kr = fwd_key_range<BM, BN>(p, m0);
-        const int kv_lo = kr.kv_lo, kv_hi = kr.kv_hi, n_begin = kr.n_begin, n_end = kr.n_end;
-        const int64_t hi_first = kr.hi_first, lo_last = kr.lo_last;
+        // ---- this (batch, head): slices of Q, K, V (GQA) and the key range of the query block
+        const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
+        const int b = w.b, h = w.h;
+        const uint16_t *q_base = w.q_base, *k_base = w.k_base, *v_base = w.v_base;
+        const int kv_lo = w.kv_lo, kv_hi = w.kv_hi, n_begin = w.n_begin, n_end = w.n_end;
+        const int64_t hi_first = w.hi_first, lo_last = w.lo_last;
 
         // ---- issue loads: Q and K/V of the last visible block, one group
         load_tile<BM, HD, THREADS, true>(sQ, q_base, p.q_ss, m0, 0, Sq, p.head_dim);
@@ -845,9 +848,8 @@ __global__ void __launch_bounds__(FWD_SM90_THREADS, FWD_SM90_MINB) flash_fwd_sm9
             gmma_fence();
 #pragma unroll
             for (int kk = 0; kk < KQ; ++kk) {
-                const uint32_t kcol = (uint32_t)((kk & 3) * 32);  // 16 columns = 32 bytes inside a 64-column block
-                const uint64_t da = gmma_desc(sQ + (kk >> 2) * BM * 128 + wg * 64 * 128 + kcol, 16, 1024);
-                const uint64_t db = gmma_desc(sK + (kk >> 2) * BN * 128 + kcol, 16, 1024);
+                const uint64_t da = gmma_desc(sQ + gmma_kslice_offset<BM>(kk) + wg * 64 * 128, 16, 1024);
+                const uint64_t db = gmma_desc(sK + gmma_kslice_offset<BN>(kk), 16, 1024);
                 gmma_ss<BN, BF16, 0, 0>(acc_s[0], da, db, kk > 0);
             }
             gmma_commit();

@@ -49,6 +49,13 @@ static __device__ __forceinline__ uint32_t gmma_tile_offset(int r, int ch) {
     return (uint32_t)((ch >> 3) * ROWS * 128 + r * 128 + (((ch & 7) ^ (r & 7)) << 4));
 }
 
+/* Byte offset of the ks-th 16-column k slice of a K-major operand in a ROWS-row tile:
+ * 32 bytes per slice inside a 64-column block, ROWS * 128 bytes per block. */
+template <int ROWS>
+static __device__ __forceinline__ uint32_t gmma_kslice_offset(int ks) {
+    return (uint32_t)((ks >> 2) * ROWS * 128 + (ks & 3) * 32);
+}
+
 /* Shared-memory matrix descriptor, 128-byte swizzle (layout type 1 in bits 62..63). */
 static __device__ __forceinline__ uint64_t gmma_desc(uint32_t smem_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
     return (uint64_t)((smem_addr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo_bytes & 0x3FFFFu) >> 4) << 16) |

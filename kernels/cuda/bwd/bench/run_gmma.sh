@@ -5,16 +5,7 @@
 # extra bench binaries named in $EXTRA_BENCH, e.g. experiment builds) and PyTorch in the same
 # call, then the sanitizers on their subsets.
 # Run from the repository root with the binaries of build_device.sh in .device/bwd.
-B=.device/bwd; O=${OUT:-/tmp/out}; mkdir -p $O
-t0=$(date +%s); el() { echo "[$(( $(date +%s) - t0 )) s] $*"; }
-nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,driver_version --format=csv,noheader
-timeout 60 $B/bwd_certify_test --special-only --threads 16 > $O/special.txt 2>&1; r1=$?; el "special rc=$r1"
-tail -1 $O/special.txt; grep -A3 "^FAIL" $O/special.txt | head -20
-timeout 110 $B/bwd_certify_test --no-big --no-special --threads 16 --rows 32 --det-reps 10 > $O/certify.txt 2>&1; r2=$?
-el "certify rc=$r2"; tail -1 $O/certify.txt; echo "FAIL lines: $(grep -c '^FAIL' $O/certify.txt)"; grep -A3 "^FAIL" $O/certify.txt | head -40
-if [ $r1 -ne 0 ] || [ $r2 -ne 0 ]; then
-    timeout 30 $B/bwd_bench 20 128 4096; el "stopped: certification failed"; exit 1
-fi
+. "$(dirname "$0")/certify_first.sh"  # B, O, el; certification first, exit on a failure
 timeout 40 $B/bwd_bench 20 128 > $O/bench128.txt 2>&1; el "bench128 rc=$?"; cat $O/bench128.txt
 for s in 2048 16384; do FLASHCHECK_BWD_GMMA=0 timeout 20 $B/bwd_bench 20 128 $s; done > $O/bench128_old.txt 2>&1
 el "sm_80 kernel (FLASHCHECK_BWD_GMMA=0)"; cat $O/bench128_old.txt
