@@ -885,12 +885,6 @@ struct bwd_g_smem {
     static constexpr size_t bytes = (size_t)dq + 2 * dqbuf + 1024;
 };
 
-/* Byte offset, inside a ROWS-row gmma tile, of the 16-column k slice k-step ks (K-major). */
-template <int ROWS>
-static __device__ __forceinline__ uint32_t bwd_g_kofs(int ks) {
-    return (uint32_t)((ks >> 2) * ROWS * 128 + (ks & 3) * 32);
-}
-
 /* Load ROWS x HD 16-bit elements (rows >= nrows or cols >= D zero) from base (row stride
  * rs) into the gmma tile at shared address tile, by 16-byte cp.async (the caller checked
  * 16-byte alignment of the view). */
@@ -924,15 +918,6 @@ static __device__ __forceinline__ void bwd_g_stsm4_t(uint32_t addr, const uint32
 #endif
 }
 
-/* dV / dK += A B with N = HD: A in registers, B MN-major. */
-template <bool BF16>
-static __device__ __forceinline__ void bwd_g_rs(float (&d)[16][4], const uint32_t a[4], uint64_t desc_b) {
-    gmma_rs_m64n128k16<BF16, 1>(d, a, desc_b);
-}
-template <bool BF16>
-static __device__ __forceinline__ void bwd_g_rs(float (&d)[8][4], const uint32_t a[4], uint64_t desc_b) {
-    gmma_rs_m64n64k16<BF16, 1>(d, a, desc_b);
-}
 
 /* DQ = true: the default mode (dQ partials by bulk reductions into p.dq_ws); DQ = false: the
  * deterministic mode, dK and dV only (no sdS, no dQ products, no bulk reductions, p.dq_ws unused;
@@ -1047,11 +1032,11 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
         gmma_fence();
 #pragma unroll
         for (int ks = 0; ks < HD / 16; ks++)
-            gmma_ss_m64n64k16<BF16, 0, 0>(s, dK0 + (bwd_g_kofs<BC>(ks) >> 4), dQ0 + (bwd_g_kofs<BR>(ks) >> 4), ks > 0);
+            gmma_ss_m64n64k16<BF16, 0, 0>(s, dK0 + (gmma_kslice_offset<BC>(ks) >> 4), dQ0 + (gmma_kslice_offset<BR>(ks) >> 4), ks > 0);
         gmma_commit();
 #pragma unroll
         for (int ks = 0; ks < HD / 16; ks++)
-            gmma_ss_m64n64k16<BF16, 0, 0>(dp, dV0 + (bwd_g_kofs<BC>(ks) >> 4), ddO0 + (bwd_g_kofs<BR>(ks) >> 4), ks > 0);
+            gmma_ss_m64n64k16<BF16, 0, 0>(dp, dV0 + (gmma_kslice_offset<BC>(ks) >> 4), ddO0 + (gmma_kslice_offset<BR>(ks) >> 4), ks > 0);
         gmma_commit();
         gmma_wait<1>();
         gmma_fence_operands(s);
@@ -1129,9 +1114,9 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
         const uint64_t dOt0 = gmma_desc(sdOb, BR * 128, 1024), dQt0 = gmma_desc(sQb, BR * 128, 1024);
         gmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BR / 16; kk++) bwd_g_rs<BF16>(acc_dv, pa[kk], dOt0 + ((kk * 16 * 128) >> 4));
+        for (int kk = 0; kk < BR / 16; kk++) gmma_rs<HD, BF16, 1>(acc_dv, pa[kk], dOt0 + ((kk * 16 * 128) >> 4));
 #pragma unroll
-        for (int kk = 0; kk < BR / 16; kk++) bwd_g_rs<BF16>(acc_dk, da[kk], dQt0 + ((kk * 16 * 128) >> 4));
+        for (int kk = 0; kk < BR / 16; kk++) gmma_rs<HD, BF16, 1>(acc_dk, da[kk], dQt0 + ((kk * 16 * 128) >> 4));
         gmma_commit();
         if (!DQ) {
             /* dK/dV only: these products must be done (their registers and buffer buf read)
@@ -1150,12 +1135,12 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
         if (HD == 128) {
 #pragma unroll
             for (int ks = 0; ks < BC / 16; ks++)
-                gmma_ss_m64n64k16<BF16, 0, 1>(dq, ddS0 + (bwd_g_kofs<BR>(ks) >> 4), dKt0 + ((ks * 16 * 128) >> 4), ks > 0);
+                gmma_ss_m64n64k16<BF16, 0, 1>(dq, ddS0 + (gmma_kslice_offset<BR>(ks) >> 4), dKt0 + ((ks * 16 * 128) >> 4), ks > 0);
         } else {
 #pragma unroll
             for (int x = 0; x < 4; x++) {
                 const int ks = wg * 4 + x; /* this warpgroup's keys */
-                gmma_ss_m64n64k16<BF16, 0, 1>(dq, ddS0 + (bwd_g_kofs<BR>(ks) >> 4), dKt0 + ((ks * 16 * 128) >> 4), x > 0);
+                gmma_ss_m64n64k16<BF16, 0, 1>(dq, ddS0 + (gmma_kslice_offset<BR>(ks) >> 4), dKt0 + ((ks * 16 * 128) >> 4), x > 0);
             }
         }
         gmma_commit();
@@ -1305,11 +1290,11 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dq_kernel(const bwd_params p) {
         gmma_fence();
 #pragma unroll
         for (int ks = 0; ks < HD / 16; ks++)
-            gmma_ss_m64n64k16<BF16, 0, 0>(s, dQ0 + (bwd_g_kofs<BR>(ks) >> 4), dK0 + (bwd_g_kofs<BC>(ks) >> 4), ks > 0);
+            gmma_ss_m64n64k16<BF16, 0, 0>(s, dQ0 + (gmma_kslice_offset<BR>(ks) >> 4), dK0 + (gmma_kslice_offset<BC>(ks) >> 4), ks > 0);
         gmma_commit();
 #pragma unroll
         for (int ks = 0; ks < HD / 16; ks++)
-            gmma_ss_m64n64k16<BF16, 0, 0>(dp, ddO0 + (bwd_g_kofs<BR>(ks) >> 4), dV0 + (bwd_g_kofs<BC>(ks) >> 4), ks > 0);
+            gmma_ss_m64n64k16<BF16, 0, 0>(dp, ddO0 + (gmma_kslice_offset<BR>(ks) >> 4), dV0 + (gmma_kslice_offset<BC>(ks) >> 4), ks > 0);
         gmma_commit();
         gmma_wait<1>();
         gmma_fence_operands(s);
@@ -1375,7 +1360,7 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dq_kernel(const bwd_params p) {
         const uint64_t dKt0 = gmma_desc(sKb, BC * 128, 1024);
         gmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BC / 16; kk++) bwd_g_rs<BF16>(acc_dq, da[kk], dKt0 + ((kk * 16 * 128) >> 4));
+        for (int kk = 0; kk < BC / 16; kk++) gmma_rs<HD, BF16, 1>(acc_dq, da[kk], dKt0 + ((kk * 16 * 128) >> 4));
         gmma_commit();
         gmma_wait<0>();
         gmma_fence_operands(acc_dq);
