@@ -122,26 +122,6 @@ static int to_bits(verify_arrays *va, int i, fa_dtype dt, char *msg, size_t msgl
     return 0;
 }
 
-static void set_profile(fa_precision *p, int fp32)
-{
-    memset(p, 0, sizeof *p);
-    p->scores_fp32 = 1;
-    p->out_rounded = 1;
-    p->max_rescales = -1;
-    if (fp32) {
-        p->u_acc = 0x1p-24;
-        p->exp_rel_err = 0x1p-23;
-    } else {
-        p->u_acc = 0x1p-23;
-        p->exp_rel_err = 0x1p-21;
-        p->p_rounded = 1;
-        p->ds_rounded = 1;
-        /* GPU kernels (FlashAttention, cuDNN, Triton) use ex2.approx.ftz: values
-         * below 2^-126 may become 0; oracle/BOUNDS.md section 9 adds the floor */
-        p->flushes_subnormals = 1;
-    }
-}
-
 /* ------------------------------------------------------------------------- */
 /* main                                                                      */
 
@@ -157,7 +137,8 @@ int cli_verify(int argc, char **argv)
     memset(&va, 0, sizeof va);
     static char dirpaths[VN][4096];
     const char *dir = NULL, *json_path = NULL;
-    int bhsd = 0, profile_fp32 = 0;
+    int bhsd = 0;
+    const char *profile_name = "tensorcore";
     fa_problem p;
     memset(&p, 0, sizeof p);
     p.window_left = p.window_right = -1;
@@ -200,8 +181,11 @@ int cli_verify(int argc, char **argv)
             if (r < 0 || cli_parse_double(v, &s) || s == 0) return cli_usage_error("verify", "--scale needs a finite non-zero number");
             p.softmax_scale = (float)s;
         } else if ((r = cli_opt(argc, argv, &i, "--profile", &v))) {
-            if (r < 0 || (strcmp(v, "tensorcore") && strcmp(v, "fp32"))) return cli_usage_error("verify", "--profile must be tensorcore or fp32");
-            profile_fp32 = strcmp(v, "fp32") == 0;
+            fa_precision probe;
+            fa_error perr;
+            if (r < 0) return cli_usage_error("verify", "--profile needs a preset name");
+            if (fa_precision_preset(v, &probe, &perr) != FA_OK) return cli_usage_error("verify", perr.msg);
+            profile_name = v;
         } else {
             return cli_usage_error("verify", "unknown option or argument '%s'", argv[i]);
         }
@@ -304,7 +288,7 @@ int cli_verify(int argc, char **argv)
         data_strides(&va.a[id], bhsd, t[id].stride);
     }
     fa_precision prof;
-    set_profile(&prof, profile_fp32);
+    fa_precision_preset(profile_name, &prof, NULL);
     orc_options opt;
     orc_options_init(&opt);
     fa_error err;
@@ -314,7 +298,7 @@ int cli_verify(int argc, char **argv)
            (long long)p.batch, (long long)p.seqlen_q, (long long)p.seqlen_k, (long long)p.heads_q, (long long)p.heads_kv,
            (long long)p.head_dim_qk, (long long)p.head_dim_v, fa_dtype_name(p.dtype), causal_w[p.causal],
            (long long)p.window_left, (long long)p.window_right, (double)fa_effective_scale(&p),
-           profile_fp32 ? "fp32" : "tensorcore");
+           profile_name);
 
     fa_fwd_args fa;
     memset(&fa, 0, sizeof fa);

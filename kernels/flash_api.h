@@ -199,6 +199,13 @@ fa_status fa_fail(fa_error *err, fa_status status, const char *arg, const char *
 #endif
     ;
 
+/* Named precision presets (kernels/api/fa_profile.c): the profile of a known
+ * implementation ("tensorcore", "fp32", ...), for verify/certify/fuzz and the
+ * Python package. FA_OK and *out filled, or FA_ERR_INVALID with err naming the
+ * known presets. fa_precision_preset_names: NULL-terminated list. */
+fa_status fa_precision_preset(const char *name, fa_precision *out, fa_error *err);
+const char *const *fa_precision_preset_names(void);
+
 /* Backends */
 const fa_backend *fa_backend_cpu(void);
 const fa_backend *fa_backend_cuda(void);  /* NULL when flashcheck was built without CUDA */
