@@ -70,6 +70,43 @@ void fc_case_default(fc_case *c) {
         return -1;                                             \
     } while (0)
 
+/* Element count and span of tensor t computed with overflow checks (the same formulas as
+ * fc_case_numel, fc_case_strides and fc_case_span). 0 ok, -1 when any product or sum
+ * exceeds INT64_MAX. Needs valid layout orders and pads in [0, 4096]. */
+static int checked_extents(const fc_case *c, int t, int64_t *numel, int64_t *span) {
+    int64_t dim[4], stride[4] = {0, 0, 0, 0};
+    int n = fc_case_dims(c, t, dim);
+    const fc_layout *l = &c->layout[t];
+    int64_t e = 1;
+    for (int k = 0; k < n; k++)
+        if (__builtin_mul_overflow(e, dim[k], &e)) return -1;
+    stride[l->order[n - 1]] = 1 + l->pad[l->order[n - 1]];
+    for (int k = n - 2; k >= 0; k--) {
+        int inner = l->order[k + 1], here = l->order[k];
+        if (__builtin_mul_overflow(stride[inner], dim[inner], &stride[here]) ||
+            __builtin_add_overflow(stride[here], l->pad[here], &stride[here]))
+            return -1;
+    }
+    if (t == FC_T_MASK) {
+        if (c->mask.broadcast_batch) stride[0] = 0;
+        if (c->mask.broadcast_heads) stride[1] = 0;
+    }
+    int64_t last = 0, sp = 0;
+    int empty = 0;
+    for (int k = 0; k < n; k++) empty |= dim[k] == 0;
+    if (!empty) {
+        for (int k = 0; k < n; k++) {
+            int64_t step;
+            if (__builtin_mul_overflow(dim[k] - 1, stride[k], &step) || __builtin_add_overflow(last, step, &last))
+                return -1;
+        }
+        sp = last + 1;
+    }
+    *numel = e;
+    *span = sp;
+    return 0;
+}
+
 int fc_case_check(const fc_case *c, char *msg, size_t msglen) {
     const fa_problem *p = &c->p;
     const int64_t sizes[7] = {p->batch, p->seqlen_q, p->seqlen_k, p->heads_q,
@@ -80,12 +117,23 @@ int fc_case_check(const fc_case *c, char *msg, size_t msglen) {
         if (sizes[i] < 0) FAIL("%s = %lld is negative", size_names[i], (long long)sizes[i]);
         if (sizes[i] > (1 << 24)) FAIL("%s = %lld is larger than 2^24", size_names[i], (long long)sizes[i]);
     }
-    if (p->heads_kv == 0 && p->heads_q != 0) FAIL("heads_kv is 0 but heads_q = %lld", (long long)p->heads_q);
-    if (p->heads_kv > 0 && p->heads_q % p->heads_kv != 0)
+    /* the contract (kernels/flash_api.h, fa_validate_*): at least one head of each kind and head
+       dims >= 1; a case outside it is a bad case, never a backend finding (batch and sequence
+       lengths 0 are valid empty problems) */
+    if (p->heads_q < 1 || p->heads_kv < 1)
+        FAIL("heads_q = %lld, heads_kv = %lld: a problem needs at least 1 query head and 1 key/value head",
+             (long long)p->heads_q, (long long)p->heads_kv);
+    if (p->head_dim_qk < 1 || p->head_dim_v < 1)
+        FAIL("head_dim_qk = %lld, head_dim_v = %lld: head dims must be >= 1", (long long)p->head_dim_qk,
+             (long long)p->head_dim_v);
+    if (p->heads_q % p->heads_kv != 0)
         FAIL("heads_q = %lld is not a multiple of heads_kv = %lld", (long long)p->heads_q,
              (long long)p->heads_kv);
     if (p->dtype != FA_F16 && p->dtype != FA_BF16) FAIL("dtype %d is neither fp16 nor bf16", (int)p->dtype);
     if (!isfinite(p->softmax_scale)) FAIL("scale is not finite");
+    if (p->softmax_scale != 0 && !isnormal(p->softmax_scale))
+        FAIL("scale %g is subnormal in fp32 (0 selects the default; give a normal fp32 scale)",
+             (double)p->softmax_scale);
     if ((int)p->causal < 0 || p->causal > FA_CAUSAL_BOTTOM_RIGHT) FAIL("causal %d is unknown", (int)p->causal);
     if ((int)p->window_align < 0 || p->window_align > FA_ALIGN_BOTTOM_RIGHT)
         FAIL("window_align %d is unknown", (int)p->window_align);
@@ -111,8 +159,17 @@ int fc_case_check(const fc_case *c, char *msg, size_t msglen) {
         for (int k = 0; k < n; k++)
             if (l->pad[k] < 0 || l->pad[k] > 4096) FAIL("layout.%s pad[%d] must be in [0, 4096]", tensor_names[t], k);
         if (l->offset < 0 || l->offset > 1 << 20) FAIL("layout.%s offset must be in [0, 2^20]", tensor_names[t]);
-        if (fc_case_numel(c, t) > ((int64_t)1 << 31)) FAIL("tensor %s has more than 2^31 elements", tensor_names[t]);
-        if (fc_case_span(c, t) > ((int64_t)1 << 32)) FAIL("tensor %s spans more than 2^32 elements", tensor_names[t]);
+    }
+    /* every extent with overflow checks BEFORE fc_case_numel/fc_case_span (which assume a
+       checked case): a product past 2^63 would wrap and pass a plain size test. Overflow of
+       any tensor is reported first (it names the real problem: the shape) */
+    int64_t numel[FC_T_COUNT], span[FC_T_COUNT];
+    for (int t = 0; t < FC_T_COUNT; t++)
+        if (checked_extents(c, t, &numel[t], &span[t]))
+            FAIL("tensor %s: its size or stride overflows 64 bits (shape too large)", tensor_names[t]);
+    for (int t = 0; t < FC_T_COUNT; t++) {
+        if (numel[t] > ((int64_t)1 << 31)) FAIL("tensor %s has more than 2^31 elements", tensor_names[t]);
+        if (span[t] > ((int64_t)1 << 32)) FAIL("tensor %s spans more than 2^32 elements", tensor_names[t]);
     }
     return 0;
 }

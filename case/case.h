@@ -187,9 +187,11 @@ typedef struct {
  * Gaussian inputs, seed 1, backward on, deterministic on. */
 void fc_case_default(fc_case *c);
 
-/* Structural sanity of a case (sizes >= 0, Hq % Hkv == 0, layouts are
- * permutations, pads >= 0, distribution/mask parameters in range, total size
- * of any tensor under 2^31 elements). 0 if fine, else -1 with a sentence in
+/* Structural sanity of a case (batch and sequence lengths >= 0, heads and head
+ * dims >= 1 as the contract requires, Hq % Hkv == 0, a nonzero scale normal in
+ * fp32, layouts are permutations, pads >= 0, distribution/mask parameters in
+ * range, every element count and span computed without 64-bit overflow, total
+ * size of any tensor under 2^31 elements). 0 if fine, else -1 with a sentence in
  * msg naming the field. Does not decide whether a BACKEND accepts it. */
 int fc_case_check(const fc_case *c, char *msg, size_t msglen);
 
@@ -289,6 +291,10 @@ double fc_rng_u01(uint64_t h);
  * malformed numbers and out-of-range values are errors. fc_case_check is run
  * at the end (its message is prefixed with "case: "). */
 int fc_case_parse(const char *text, fc_case *c, char *msg, size_t msglen);
+/* Same for a repro FILE (fc_case_load, `flashcheck repro/shrink`): the text must also
+ * state the shape; an empty file or one without a shape line is an error, not the
+ * default case. */
+int fc_case_parse_repro(const char *text, fc_case *c, char *msg, size_t msglen);
 /* Write c as text into buf (always NUL-terminated when buflen > 0). Returns
  * the length the full text needs (excluding NUL), like snprintf. Every field
  * is written, so parse(write(c)) == c field for field. */

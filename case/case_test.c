@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "case/case.h"
 
@@ -439,7 +440,60 @@ static void test_errors(void) {
     CHECK(c.seed == 16 && c.p.dtype == FA_BF16 && c.p.seqlen_q == 16, "defaults/comments");
 }
 
+/* issue 12 item 8: sizes whose product overflows 64 bits were accepted and crashed the input
+   fill (reported as a backend crash); heads and head dims 0 are outside the contract */
+static void test_issue12_overflowing_sizes_rejected(void) {
+    expect_error("shape = 16777216 16777216 16777216 65536 65536 64 64\n", "overflows 64 bits");
+    expect_error("shape = 16777216 16777216 16777216 1 1 1 1\n", "overflows 64 bits");
+    expect_error("shape = 1 16 16 0 0 32 32\n", "at least 1 query head and 1 key/value head");
+    expect_error("shape = 1 16 16 2 0 32 32\n", "at least 1 query head and 1 key/value head");
+    expect_error("shape = 1 16 16 1 1 0 0\n", "head dims must be >= 1");
+    expect_error("shape = 1 16 16 1 1 32 0\n", "head dims must be >= 1");
+    /* overflow through a padded stride, not the element count */
+    expect_error("shape = 32768 1 32768 32768 32768 32768 1\nlayout.k = pad 4096 4096 4096 4096\n",
+                 "overflows 64 bits");
+    /* empty problems stay valid */
+    fc_case c;
+    char msg[256];
+    CHECK(fc_case_parse("shape = 0 0 0 1 1 8 8\n", &c, msg, sizeof msg) == 0, "empty problem: %s", msg);
+    CHECK(fc_case_parse("shape = 1 0 5 2 1 8 8\n", &c, msg, sizeof msg) == 0, "Sq = 0: %s", msg);
+}
+
+/* issue 12 item 10: an empty repro file replayed as the default case */
+static void test_issue12_empty_repro_rejected(void) {
+    fc_case c;
+    char msg[256] = "";
+    CHECK(fc_case_parse_repro("", &c, msg, sizeof msg) == -1 && strstr(msg, "empty file"), "empty: '%s'", msg);
+    CHECK(fc_case_parse_repro("# only a comment\nseed = 3\n", &c, msg, sizeof msg) == -1 && strstr(msg, "no 'shape"),
+          "no shape: '%s'", msg);
+    CHECK(fc_case_parse_repro("shape = 1 4 4 1 1 8 8\n", &c, msg, sizeof msg) == 0, "with shape: %s", msg);
+    CHECK(fc_case_parse("", &c, msg, sizeof msg) == 0, "fc_case_parse keeps the defaults for partial text");
+    char path[] = "/tmp/case_test_emptyXXXXXX";
+    int fd = mkstemp(path);
+    if (fd >= 0) {
+        close(fd);
+        CHECK(fc_case_load(path, &c, msg, sizeof msg) == -1 && strstr(msg, "not a case file"), "load empty: '%s'", msg);
+        unlink(path);
+    }
+}
+
+/* issue 12 item 16: a nonzero scale that rounds to 0 in fp32 became the default scale */
+static void test_issue12_scale_underflow_rejected(void) {
+    expect_error("scale = 1e-50\n", "line 1: scale 1e-50 rounds to 0 in fp32");
+    expect_error("scale = 1e-40\n", "line 1: scale 1e-40 is subnormal in fp32");
+    fc_case c;
+    char msg[256];
+    CHECK(fc_case_parse("scale = 1e-30\n", &c, msg, sizeof msg) == 0, "normal scale: %s", msg);
+    CHECK(fc_case_parse("scale = 0\n", &c, msg, sizeof msg) == 0, "0 = default: %s", msg);
+    fc_case_default(&c);
+    c.p.softmax_scale = 1e-40f;
+    CHECK(fc_case_check(&c, msg, sizeof msg) == -1 && strstr(msg, "subnormal"), "check: '%s'", msg);
+}
+
 int main(void) {
+    test_issue12_overflowing_sizes_rejected();
+    test_issue12_empty_repro_rejected();
+    test_issue12_scale_underflow_rejected();
     test_scalars();
     test_encoders();
     test_layouts_and_values();

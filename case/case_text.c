@@ -206,7 +206,7 @@ static int parse_layout(parse_ctx *x, const char *key, int t, char **tok, int n,
 /* ---------------------------------------------------------------------------
  * Parser
  * ------------------------------------------------------------------------- */
-int fc_case_parse(const char *text, fc_case *out, char *msg, size_t msglen) {
+static int parse_text(const char *text, fc_case *out, int require_shape, char *msg, size_t msglen) {
     fc_case c;
     fc_case_default(&c);
     parse_ctx x = {0, msg, msglen};
@@ -293,6 +293,11 @@ int fc_case_parse(const char *text, fc_case *out, char *msg, size_t msglen) {
             if (parse_f64(&x, "scale", tok[0], &s)) return -1;
             float f = (float)s;
             if (!isfinite(f)) return perr(&x, "scale %s overflows fp32", tok[0]);
+            /* 0 means the default 1/sqrt(Dqk): a nonzero scale must not round to 0 (or to a
+               subnormal, which flushing backends treat as 0) */
+            if (s != 0 && !isnormal(f))
+                return perr(&x, "scale %s %s in fp32; 0 selects the default scale, give a normal fp32 value "
+                            "(|scale| >= 2^-126)", tok[0], f == 0 ? "rounds to 0" : "is subnormal");
             c.p.softmax_scale = f;
             break;
         }
@@ -360,6 +365,12 @@ int fc_case_parse(const char *text, fc_case *out, char *msg, size_t msglen) {
             }
         }
     }
+    if (require_shape && !seen[K_SHAPE]) {
+        if (msg && msglen)
+            snprintf(msg, msglen, "no 'shape = B Sq Sk Hq Hkv Dqk Dv' line: %s is not a case file",
+                     x.line == 0 ? "an empty file" : "text without a shape");
+        return -1;
+    }
     char why[256];
     if (fc_case_check(&c, why, sizeof why)) {
         if (msg && msglen) snprintf(msg, msglen, "case: %s", why);
@@ -367,6 +378,14 @@ int fc_case_parse(const char *text, fc_case *out, char *msg, size_t msglen) {
     }
     *out = c;
     return 0;
+}
+
+int fc_case_parse(const char *text, fc_case *out, char *msg, size_t msglen) {
+    return parse_text(text, out, 0, msg, msglen);
+}
+
+int fc_case_parse_repro(const char *text, fc_case *out, char *msg, size_t msglen) {
+    return parse_text(text, out, 1, msg, msglen);
 }
 
 /* ---------------------------------------------------------------------------
@@ -492,7 +511,7 @@ int fc_case_load(const char *path, fc_case *c, char *msg, size_t msglen) {
         return -1;
     }
     char inner[400];
-    int rc = fc_case_parse(text, c, inner, sizeof inner);
+    int rc = fc_case_parse_repro(text, c, inner, sizeof inner);
     free(text);
     if (rc && msg && msglen) snprintf(msg, msglen, "%s: %s", path, inner);
     return rc;
