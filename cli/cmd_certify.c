@@ -40,18 +40,20 @@ static const char *certify_help =
     "\n"
     "options:\n"
     "  --backend B         cpu | cuda | PATH.so (default: CUDA when a GPU is present, else CPU)\n"
-    "  --out DIR           report directory (default flashcheck-report-BACKEND-DATE); must not hold a report\n"
-    "  --baseline FILE     an earlier report.json: a category that passed and now fails, or (fixed sweep\n"
-    "                      categories) whose worst error/bound ratio more than doubled (one log2\n"
-    "                      bucket), is a regression\n"
+    "  --out DIR           report directory (default flashcheck-report-BACKEND-DATE); must not hold a report;\n"
+    "                      locked while the run lasts (a second run on DIR refuses, naming the first)\n"
+    "  --baseline FILE     an earlier report.json (checked before anything runs): a category that passed\n"
+    "                      and now fails, or (fixed sweep categories) whose worst error/bound ratio\n"
+    "                      more than doubled (one log2 bucket), is a regression\n"
     "  --quick             a smaller sweep (about a quarter of the cases)\n"
     "  --fuzz-seconds N    fuzz budget (default 30; 0 skips the fuzz step)\n"
-    "  --jobs N            fuzz workers (default: one per GPU, or the number of cores)\n"
+    "  --jobs N            fuzz workers (default: the number of online cores; CUDA workers share the GPUs)\n"
     "  --sanitizer         run compute-sanitizer passes (CUDA backends; compute-sanitizer on PATH)\n"
-    "  --timeout SEC       per-case watchdog (default 300)\n"
+    "  --timeout SEC       per-case watchdog (default 300, at least 1)\n"
     "\n"
-    "exit: 0 certified (and no regression), 1 a category failed or regressed, 2 usage, 3 backend cannot\n"
-    "      be loaded, 4 cannot write the report\n";
+    "exit: 0 certified (and no regression), 1 a category failed or regressed, 2 usage (incl. a bad\n"
+    "      --baseline, or DIR in use by another run or holding a report), 3 backend cannot be loaded,\n"
+    "      4 harness error: DIR cannot be created or written (checked first), the report cannot be written\n";
 
 /* ------------------------------------------------------------------------- */
 /* categories                                                                */
@@ -287,8 +289,10 @@ static void run_misuse(certify_ctx *x)
     int fds[2];
     if (pipe(fds) != 0) { snprintf(cr->note, sizeof cr->note, "pipe() failed"); return; }
     fflush(stdout); fflush(stderr);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+        fz_iso_child_init(parent);
         close(fds[0]);
         const fa_backend *be = fz_iso_backend(x->backend_arg);
         if (!be) _exit(3);
@@ -351,13 +355,12 @@ static void run_fuzz(certify_ctx *x, double seconds, int jobs)
     cfg.seconds = seconds;
     cfg.status_line = 0;
     cfg.quiet = 1;
-    if (access("fuzz/seeds/case", R_OK) == 0) cfg.seeds_dir = "fuzz/seeds/case";
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    cfg.workers = jobs > 0 ? jobs : (x->mem == FA_MEM_CUDA ? 1 : (int)(cores > 0 ? cores : 1));
+    cfg.seeds_dir = cli_seeds_default();
+    cfg.workers = jobs > 0 ? jobs : fz_camp_default_workers(sysconf(_SC_NPROCESSORS_ONLN));
     if (!x->has_bwd) cfg.budget.backward = 0;
     fz_camp_stats st;
     char msg[256];
-    if (fz_camp_run(&cfg, &st, msg, sizeof msg) != 0) { cr->run = 1; cr->failed = 1; snprintf(cr->note, sizeof cr->note, "%s", msg); return; }
+    if (fz_camp_run(&cfg, &st, msg, sizeof msg) != 0) { cr->run = 1; cr->not_judged = 1; snprintf(cr->note, sizeof cr->note, "harness error: %.230s", msg); return; }
     cr->run = 1;
     cr->cases = st.cases;
     cr->failed = st.findings_new + st.findings_dup;
@@ -368,6 +371,11 @@ static void run_fuzz(certify_ctx *x, double seconds, int jobs)
     cr->has_ratio = st.elements > 0;
     snprintf(cr->note, sizeof cr->note, "%.0f s, %d worker(s), %.1f cases/s, %lld distinct findings in fuzz-findings/",
              st.seconds, cfg.workers, st.cases_per_s, (long long)st.findings_new);
+    if (st.findings_unsaved > 0) {   /* harness error: the findings are not on disk (stderr has their text) */
+        cr->not_judged += st.findings_unsaved;
+        snprintf(cr->note, sizeof cr->note, "harness error: %lld finding(s) could not be saved: %.180s",
+                 (long long)st.findings_unsaved, st.save_error);
+    }
 }
 
 /* compute-sanitizer on a few small cases (CUDA backends only) */
@@ -564,10 +572,10 @@ int cli_certify(int argc, char **argv)
         int64_t k;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { fputs(certify_help, stdout); return CLI_OK; }
         if ((r = cli_opt(argc, argv, &i, "--backend", &v))) { if (r < 0) return cli_usage_error("certify", "--backend needs cpu, cuda or a .so path"); x->backend_arg = v; }
-        else if ((r = cli_opt(argc, argv, &i, "--out", &v))) { if (r < 0 || !*v) return cli_usage_error("certify", "--out needs a directory"); out = v; }
-        else if ((r = cli_opt(argc, argv, &i, "--baseline", &v))) { if (r < 0) return cli_usage_error("certify", "--baseline needs a report.json"); baseline = v; }
+        else if ((r = cli_opt(argc, argv, &i, "--out", &v))) { if (r < 0 || !*v) return cli_usage_error("certify", "--out needs a directory"); out = cli_path(v); }
+        else if ((r = cli_opt(argc, argv, &i, "--baseline", &v))) { if (r < 0) return cli_usage_error("certify", "--baseline needs a report.json"); baseline = cli_path(v); }
         else if ((r = cli_opt(argc, argv, &i, "--fuzz-seconds", &v))) { if (r < 0 || cli_parse_double(v, &fuzz_s) || fuzz_s < 0) return cli_usage_error("certify", "--fuzz-seconds needs seconds >= 0"); }
-        else if ((r = cli_opt(argc, argv, &i, "--timeout", &v))) { if (r < 0 || cli_parse_double(v, &timeout) || timeout <= 0) return cli_usage_error("certify", "--timeout needs seconds > 0"); }
+        else if ((r = cli_opt(argc, argv, &i, "--timeout", &v))) { if (r < 0 || cli_parse_double(v, &timeout) || timeout < FZ_ISO_MIN_TIMEOUT_S) return cli_usage_error("certify", "--timeout needs seconds >= %g", FZ_ISO_MIN_TIMEOUT_S); }
         else if ((r = cli_opt(argc, argv, &i, "--jobs", &v))) { if (r < 0 || cli_parse_i64(v, 1, FZ_CAMP_MAX_WORKERS, &k)) return cli_usage_error("certify", "--jobs needs an integer in [1, %d]", FZ_CAMP_MAX_WORKERS); jobs = k; }
         else if (strcmp(argv[i], "--quick") == 0) quick = 1;
         else if (strcmp(argv[i], "--sanitizer") == 0) sanitizer = 1;
@@ -576,6 +584,12 @@ int cli_certify(int argc, char **argv)
     char msg[1024];
     if (baseline && access(baseline, R_OK) != 0)
         return cli_usage_error("certify", "--baseline %s: cannot read it (%s)", baseline, strerror(errno));
+    if (baseline) {   /* parsed and validated now, not after the whole run */
+        char blb[64];
+        cJSON *probe = compare_baseline(x, baseline, msg, sizeof msg, blb, sizeof blb);
+        if (!probe) return cli_usage_error("certify", "--baseline: %s", msg);
+        cJSON_Delete(probe);
+    }
     if (fz_iso_probe(x->backend_arg, x->backend, sizeof x->backend, &x->lim, &x->mem, &x->has_bwd, msg, sizeof msg) != 0) {
         fprintf(stderr, "flashcheck certify: backend %s: %s\n", cli_backend_label(x->backend_arg), msg);
         return CLI_BACKEND;
@@ -589,16 +603,28 @@ int cli_certify(int argc, char **argv)
     else {
         char stamp[32];
         strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-        snprintf(x->out, sizeof x->out, "flashcheck-report-%s-%s", x->backend, stamp);
+        snprintf(x->out, sizeof x->out, "%s", cli_path("flashcheck-report"));
+        size_t ol = strlen(x->out);
+        snprintf(x->out + ol, sizeof x->out - ol, "-%s-%s", x->backend, stamp);
     }
     char md[4300], js[4300];
     snprintf(md, sizeof md, "%s/report.md", x->out);
     snprintf(js, sizeof js, "%s/report.json", x->out);
+    /* the out dir: created, locked for the whole run (a second run on it refuses), probed for
+       writing, and free of a report, all before anything runs */
+    if (fz_mkdirs(x->out, msg, sizeof msg) != 0) {
+        fprintf(stderr, "flashcheck certify: cannot use --out %s: %s (nothing was run)\n", x->out, msg);
+        return CLI_INTERNAL;
+    }
+    int lock_rc = cli_lock_out_dir(x->out, msg, sizeof msg);
+    if (lock_rc != 0) {
+        fprintf(stderr, "flashcheck certify: %s (nothing was run)\n", msg);
+        return lock_rc > 0 ? CLI_USAGE : CLI_INTERNAL;
+    }
     if (access(md, F_OK) == 0 || access(js, F_OK) == 0) {
         fprintf(stderr, "flashcheck certify: %s already holds a report; choose another --out (nothing was overwritten)\n", x->out);
         return CLI_USAGE;
     }
-    if (fz_mkdirs(x->out, msg, sizeof msg) != 0) { fprintf(stderr, "flashcheck certify: %s\n", msg); return CLI_INTERNAL; }
 
     fprintf(stderr, "flashcheck certify: backend %s%s, report in %s\n", x->backend,
             x->backend_arg ? "" : " (default)", x->out);
@@ -645,8 +671,8 @@ int cli_certify(int argc, char **argv)
         cJSON_ArrayForEach(r, regs) printf("  REGRESSION %s\n", r->valuestring);
     }
     printf("result: %s%s\n", pass ? "CERTIFIED" : "NOT CERTIFIED", nreg ? " (with regressions against the baseline)" : "");
-    printf("report: %s\n        %s\n", md, js);
+    if (!werr) printf("report: %s\n        %s\n", md, js);
     cJSON_Delete(root);
-    if (werr) { fprintf(stderr, "flashcheck certify: cannot write the report: %s\n", msg); return CLI_INTERNAL; }
+    if (werr) { fprintf(stderr, "flashcheck certify: cannot write the report: %s (the summary above is the result)\n", msg); return CLI_INTERNAL; }
     return pass && nreg == 0 ? CLI_OK : CLI_FAIL;
 }

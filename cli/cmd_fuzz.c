@@ -1,5 +1,5 @@
-/* cmd_fuzz.c: `flashcheck fuzz`: a campaign on N workers (one per GPU for a
- * CUDA backend, N processes for the CPU backend) with a live status line. */
+/* cmd_fuzz.c: `flashcheck fuzz`: a campaign on N workers (one per online core by
+ * default; a CUDA backend's workers share the GPUs round-robin) with a live status line. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <stdio.h>
@@ -28,7 +28,7 @@ static const char *fuzz_help =
     "\n"
     "options:\n"
     "  --backend B      cpu | cuda | PATH.so (default: CUDA when a GPU is present, else CPU)\n"
-    "  --jobs N         worker processes (default: one per GPU for CUDA, the number of cores for CPU)\n"
+    "  --jobs N         worker processes (default: the number of online cores; CUDA workers share the GPUs)\n"
     "  --gpus LIST      comma-separated GPU ids; workers are spread over them round-robin\n"
     "                   (default: every GPU visible through CUDA_VISIBLE_DEVICES / /dev/nvidiaN)\n"
     "  --time SEC       stop after SEC seconds (default 60; 0 = until Ctrl-C or --cases)\n"
@@ -38,12 +38,20 @@ static const char *fuzz_help =
     "  --seeds DIR      extra seed cases (read only; default fuzz/seeds/case when it exists)\n"
     "  --max-seq N --max-dim N --max-batch N --max-heads N   case size budget (256, 128, 3, 8)\n"
     "  --forward-only   never run the backward pass\n"
-    "  --timeout SEC    a case running longer is recorded as a hang (default 60)\n"
+    "  --timeout SEC    a backend call running longer is run once more with 4x the limit, and recorded\n"
+    "                   as a hang if it times out again (default 60, at least 1)\n"
     "  --seed S         campaign seed (default 1)\n"
     "  --no-determinism skip the bitwise re-run of each case (about 2x faster)\n"
     "  --quiet          no per-finding lines\n"
     "\n"
-    "exit: 0 no new finding, 1 new findings (listed in DIR), 2 usage, 3 backend cannot be loaded\n";
+    "Harness events are never findings: a worker killed from outside (SIGKILL, SIGTERM, ...) has its\n"
+    "case run again; out of memory in the harness is counted as a harness error. SIGINT, SIGTERM and\n"
+    "SIGHUP stop the campaign cleanly (summary printed); workers die with the supervisor, even when it\n"
+    "is SIGKILLed. A finding that cannot be saved (full or read-only disk) stops the campaign with\n"
+    "exit 4; only saved findings are counted.\n"
+    "\n"
+    "exit: 0 no new finding, 1 new findings (listed in DIR), 2 usage, 3 backend cannot be loaded,\n"
+    "      4 harness error (a finding could not be saved: the message names the path and the error)\n";
 
 /* GPU ids: CUDA_VISIBLE_DEVICES if set, else /dev/nvidia<N> device files (no CUDA call here:
  * the supervisor must not initialize CUDA before forking workers) */
@@ -71,6 +79,7 @@ int cli_fuzz(int argc, char **argv)
     fz_camp_cfg cfg;
     fz_camp_cfg_default(&cfg);
     cfg.seconds = 60;
+    const char *fz_default_corpus = cfg.corpus_dir, *fz_default_findings = cfg.findings_dir;
     int64_t jobs = 0;
     const char *gpus = NULL;
     int seeds_given = 0;
@@ -86,14 +95,14 @@ int cli_fuzz(int argc, char **argv)
         else if ((r = cli_opt(argc, argv, &i, "--gpus", &v))) { NEED(*v, "--gpus needs a list like 0,1,2,3"); gpus = v; }
         else if ((r = cli_opt(argc, argv, &i, "--time", &v))) { NEED(!cli_parse_double(v, &d) && d >= 0, "--time needs seconds >= 0"); cfg.seconds = d; }
         else if ((r = cli_opt(argc, argv, &i, "--cases", &v))) { NEED(!cli_parse_i64(v, 1, INT64_MAX, &x), "--cases needs a positive integer"); cfg.max_cases = x; }
-        else if ((r = cli_opt(argc, argv, &i, "--corpus", &v))) { NEED(*v, "--corpus needs a directory"); cfg.corpus_dir = v; }
-        else if ((r = cli_opt(argc, argv, &i, "--findings", &v))) { NEED(*v, "--findings needs a directory"); cfg.findings_dir = v; }
-        else if ((r = cli_opt(argc, argv, &i, "--seeds", &v))) { NEED(*v, "--seeds needs a directory"); cfg.seeds_dir = v; seeds_given = 1; }
+        else if ((r = cli_opt(argc, argv, &i, "--corpus", &v))) { NEED(*v, "--corpus needs a directory"); cfg.corpus_dir = cli_path(v); }
+        else if ((r = cli_opt(argc, argv, &i, "--findings", &v))) { NEED(*v, "--findings needs a directory"); cfg.findings_dir = cli_path(v); }
+        else if ((r = cli_opt(argc, argv, &i, "--seeds", &v))) { NEED(*v, "--seeds needs a directory"); cfg.seeds_dir = cli_path(v); seeds_given = 1; }
         else if ((r = cli_opt(argc, argv, &i, "--max-seq", &v))) { NEED(!cli_parse_i64(v, 1, 1 << 20, &x), "--max-seq needs an integer in [1, 2^20]"); cfg.budget.max_seq = x; }
         else if ((r = cli_opt(argc, argv, &i, "--max-dim", &v))) { NEED(!cli_parse_i64(v, 1, 4096, &x), "--max-dim needs an integer in [1, 4096]"); cfg.budget.max_head_dim = x; }
         else if ((r = cli_opt(argc, argv, &i, "--max-batch", &v))) { NEED(!cli_parse_i64(v, 1, 4096, &x), "--max-batch needs an integer in [1, 4096]"); cfg.budget.max_batch = x; }
         else if ((r = cli_opt(argc, argv, &i, "--max-heads", &v))) { NEED(!cli_parse_i64(v, 1, 4096, &x), "--max-heads needs an integer in [1, 4096]"); cfg.budget.max_heads_q = x; }
-        else if ((r = cli_opt(argc, argv, &i, "--timeout", &v))) { NEED(!cli_parse_double(v, &d) && d > 0, "--timeout needs seconds > 0"); cfg.case_timeout_s = d; }
+        else if ((r = cli_opt(argc, argv, &i, "--timeout", &v))) { NEED(!cli_parse_double(v, &d) && d >= FZ_ISO_MIN_TIMEOUT_S, "--timeout needs seconds >= %g (a shorter limit kills cases that are merely starting up)", FZ_ISO_MIN_TIMEOUT_S); cfg.case_timeout_s = d; }
         else if ((r = cli_opt(argc, argv, &i, "--seed", &v))) { NEED(!cli_parse_i64(v, 0, INT64_MAX, &x), "--seed needs a non-negative integer"); cfg.seed = (uint64_t)x; }
         else if (strcmp(argv[i], "--forward-only") == 0) cfg.budget.backward = 0;
         else if (strcmp(argv[i], "--no-determinism") == 0) cfg.determinism = 0;
@@ -103,7 +112,9 @@ int cli_fuzz(int argc, char **argv)
     }
     if (cfg.seconds == 0 && cfg.max_cases == 0)
         fprintf(stderr, "flashcheck fuzz: no --time or --cases limit: running until Ctrl-C\n");
-    if (!seeds_given && access("fuzz/seeds/case", R_OK) == 0) cfg.seeds_dir = "fuzz/seeds/case";
+    if (!seeds_given) cfg.seeds_dir = cli_seeds_default();
+    if (cfg.corpus_dir == fz_default_corpus) cfg.corpus_dir = cli_path(cfg.corpus_dir);
+    if (cfg.findings_dir == fz_default_findings) cfg.findings_dir = cli_path(cfg.findings_dir);
     if (cfg.seeds_dir && access(cfg.seeds_dir, R_OK) != 0)
         return cli_usage_error("fuzz", "--seeds %s: no such readable directory", cfg.seeds_dir);
 
@@ -135,11 +146,7 @@ int cli_fuzz(int argc, char **argv)
         fprintf(stderr, "flashcheck fuzz: backend %s runs on CUDA but no GPU is visible (CUDA_VISIBLE_DEVICES, /dev/nvidia*)\n", bname);
         return CLI_BACKEND;
     }
-    if (jobs == 0) {
-        long cores = sysconf(_SC_NPROCESSORS_ONLN);
-        jobs = mem == FA_MEM_CUDA ? nids : (cores > 0 ? cores : 1);
-        if (jobs > FZ_CAMP_MAX_WORKERS) jobs = FZ_CAMP_MAX_WORKERS;
-    }
+    if (jobs == 0) jobs = fz_camp_default_workers(sysconf(_SC_NPROCESSORS_ONLN));
     cfg.workers = (int)jobs;
     for (int i = 0; i < cfg.workers; i++) cfg.gpu[i] = nids ? ids[i % nids] : NULL;
     /* each worker's own threads: one core each unless the user says otherwise (OMP_NUM_THREADS
@@ -162,7 +169,7 @@ int cli_fuzz(int argc, char **argv)
     fz_camp_stats st;
     if (fz_camp_run(&cfg, &st, msg, sizeof msg) != 0) {
         fprintf(stderr, "flashcheck fuzz: %s\n", msg);
-        return strstr(msg, "backend") ? CLI_BACKEND : CLI_USAGE;
+        return strstr(msg, "backend") ? CLI_BACKEND : strstr(msg, "cannot create") ? CLI_INTERNAL : CLI_USAGE;
     }
     printf("fuzz summary: backend %s, %d workers, %.1f s\n", bname, cfg.workers, st.seconds);
     printf("  cases      %lld checked (%.1f cases/s), %lld executions (%.1f/s), %lld unsupported\n",
@@ -178,5 +185,18 @@ int cli_fuzz(int argc, char **argv)
     printf("  corpus     +%lld inputs in %s\n", (long long)st.corpus, cfg.corpus_dir);
     printf("  findings   %lld new, %lld duplicates (%lld crashes, %lld hangs) in %s\n", (long long)st.findings_new,
            (long long)st.findings_dup, (long long)st.crashes, (long long)st.hangs, cfg.findings_dir);
+    if (st.harness_errors || st.external_kills || st.timeouts_unconfirmed || st.slow || st.corpus_unsaved)
+        printf("  harness    %lld harness errors (not findings), %lld workers killed from outside, %lld timeouts not "
+               "confirmed on re-run, %lld slow harness cases, %lld corpus inputs not written\n",
+               (long long)st.harness_errors, (long long)st.external_kills, (long long)st.timeouts_unconfirmed,
+               (long long)st.slow, (long long)st.corpus_unsaved);
+    if (st.stop_signal) printf("  stopped    by signal %d (%s)\n", st.stop_signal, strsignal(st.stop_signal));
+    if (st.findings_unsaved > 0) {
+        printf("  NOT SAVED  %lld finding(s) could not be written (not counted above): %s\n", (long long)st.findings_unsaved,
+               st.save_error);
+        fprintf(stderr, "flashcheck fuzz: harness error: %lld finding(s) could not be saved: %s; the campaign was stopped "
+                "(their repro text is printed above)\n", (long long)st.findings_unsaved, st.save_error);
+        return CLI_INTERNAL;
+    }
     return st.findings_new > 0 ? CLI_FAIL : CLI_OK;
 }

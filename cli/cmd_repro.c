@@ -27,11 +27,12 @@ static const char *repro_help =
     "\n"
     "options:\n"
     "  --backend B        backend to run (default: CUDA when a GPU is present, else CPU)\n"
-    "  --timeout SEC      a case running longer is a hang (default 120)\n"
+    "  --timeout SEC      a case running longer is a hang (default 120, at least 1)\n"
     "  --no-determinism   skip the second run that checks bitwise reproducibility\n"
     "\n"
-    "exit: 0 the case passes (the failure does not reproduce), 1 it fails, 2 bad file or option,\n"
-    "      3 backend cannot be loaded\n";
+    "exit: 0 the case passes (the failure does not reproduce), 1 it fails, 2 bad case file (empty,\n"
+    "      no shape, an invalid or overflowing problem) or option, 3 backend cannot be loaded,\n"
+    "      4 harness error (out of memory, killed from outside, the harness ran past --timeout)\n";
 
 static const char *shrink_help =
     "usage: flashcheck shrink FILE [--backend B] [--timeout SEC] [--max-runs N] [--any-failure]\n"
@@ -40,17 +41,19 @@ static const char *shrink_help =
     "fwd/bound or bwd/nan or crash:SEGV): batch, heads (GQA groups and kv heads), Sq, Sk, Dqk,\n"
     "Dv, then the mask (kind, density, broadcast), causal mode, window, layouts, value\n"
     "distributions and scale are simplified one step at a time. Each candidate runs in a child\n"
-    "process with a watchdog. Writes FILE.min (atomically; the input file is never modified) and\n"
-    "prints the before/after shapes.\n"
+    "process with a watchdog. Writes FILE.min (atomically; the input file is never modified; an\n"
+    "existing FILE.min is kept and the result goes to FILE.min.1, .2, ...) and prints the\n"
+    "before/after shapes. When no file can be written the minimized case is printed on stdout.\n"
     "\n"
     "options:\n"
     "  --backend B        backend to run (default: CUDA when a GPU is present, else CPU)\n"
-    "  --timeout SEC      per-candidate watchdog (default 120)\n"
+    "  --timeout SEC      per-candidate watchdog (default 120, at least 1)\n"
     "  --max-runs N       stop after N candidate runs (default 400)\n"
     "  --any-failure      accept any failure, not only the original pass and failure class\n"
     "\n"
-    "exit: 0 FILE.min written, 1 FILE does not fail on this backend (nothing to shrink),\n"
-    "      2 bad file or option, 3 backend cannot be loaded, 4 cannot write FILE.min\n";
+    "exit: 0 FILE.min (or FILE.min.N) written, 1 FILE does not fail on this backend (nothing to\n"
+    "      shrink), 2 bad case file or option, 3 backend cannot be loaded, 4 harness error (cannot\n"
+    "      write the result: it is printed on stdout; out of memory; killed from outside)\n";
 
 typedef struct {
     const char *backend;
@@ -78,8 +81,9 @@ static int parse_common(const char *sub, int argc, char **argv, repro_opts *o, i
             if (r < 0) return cli_usage_error(sub, "--backend needs a value (cpu, cuda or a path to a .so)");
             o->backend = v;
         } else if ((r = cli_opt(argc, argv, &i, "--timeout", &v))) {
-            if (r < 0 || cli_parse_double(v, &o->timeout) || o->timeout <= 0)
-                return cli_usage_error(sub, "--timeout needs a positive number of seconds");
+            if (r < 0 || cli_parse_double(v, &o->timeout) || o->timeout < FZ_ISO_MIN_TIMEOUT_S)
+                return cli_usage_error(sub, "--timeout needs seconds >= %g (a shorter limit kills cases that are "
+                                       "merely starting up and reports them as hangs)", FZ_ISO_MIN_TIMEOUT_S);
         } else if (shrink && (r = cli_opt(argc, argv, &i, "--max-runs", &v))) {
             if (r < 0 || cli_parse_i64(v, 1, 1000000, &o->max_runs))
                 return cli_usage_error(sub, "--max-runs needs an integer in [1, 1000000]");
@@ -96,6 +100,7 @@ static int parse_common(const char *sub, int argc, char **argv, repro_opts *o, i
         }
     }
     if (!o->file) return cli_usage_error(sub, "missing FILE (a repro file written by flashcheck)");
+    o->file = cli_path(o->file);
     return CLI_OK;
 }
 
@@ -239,10 +244,10 @@ int cli_repro(int argc, char **argv)
     } else if (was[0]) {
         printf("the recorded failure (%s) does not reproduce on %s\n", was, bname);
     }
-    int klass = r->klass;
+    int klass = r->klass, backend_error = strcmp(r->failure, "backend") == 0;
     free(r);
     free(text);
-    if (klass == FZ_OUT_ERROR) return CLI_BACKEND;
+    if (klass == FZ_OUT_ERROR) return backend_error ? CLI_BACKEND : CLI_INTERNAL;
     if (klass == FZ_OUT_SLOW) return CLI_INTERNAL;
     return is_failure(klass) ? CLI_FAIL : CLI_OK;
 }
@@ -340,9 +345,11 @@ int cli_shrink(int argc, char **argv)
     fz_iso_run(o.backend, &c, o.determinism, o.timeout, r, NULL);
     if (!is_failure(r->klass)) {
         printf("%s: %s on backend %s: nothing to shrink (the case does not fail)\n", o.file, class_word(r->klass), bname);
-        int klass = r->klass;
+        int klass = r->klass, backend_error = strcmp(r->failure, "backend") == 0;
+        if (klass == FZ_OUT_ERROR || klass == FZ_OUT_SLOW) printf("  %s\n", r->detail);
         free(r);
-        return klass == FZ_OUT_ERROR ? CLI_BACKEND : CLI_FAIL;
+        if (klass == FZ_OUT_ERROR) return backend_error ? CLI_BACKEND : CLI_INTERNAL;
+        return klass == FZ_OUT_SLOW ? CLI_INTERNAL : CLI_FAIL;
     }
     shrink_ctx s;
     memset(&s, 0, sizeof s);
@@ -418,9 +425,10 @@ int cli_shrink(int argc, char **argv)
     }
     if (s.runs >= o.max_runs) printf("  stopped at --max-runs %lld\n", (long long)o.max_runs);
 
-    /* write FILE.min */
+    /* write FILE.min, never replacing a file: FILE.min exists -> FILE.min.1, .2, ...; when
+       nothing can be written the minimized case goes to stdout (nothing is lost) and the
+       exit is 4 */
     char out[4200];
-    snprintf(out, sizeof out, "%s.min", o.file);
     size_t need = fc_case_write(&c, NULL, 0) + 512;
     char *body = malloc(need + 1);
     int n = snprintf(body, need, "# minimized by flashcheck shrink from %s on backend %s\n"
@@ -429,12 +437,22 @@ int cli_shrink(int argc, char **argv)
                      (long long)orig.p.seqlen_k, (long long)orig.p.heads_q, (long long)orig.p.heads_kv,
                      (long long)orig.p.head_dim_qk, (long long)orig.p.head_dim_v);
     n += (int)fc_case_write(&c, body + n, need - (size_t)n);
-    if (fz_write_atomic(out, body, (size_t)n, msg, sizeof msg) != 0) {
-        fprintf(stderr, "flashcheck shrink: %s\n", msg);
+    int wr = 0;
+    for (int k = 0; k < 1000 && wr == 0; k++) {
+        if (k == 0) snprintf(out, sizeof out, "%s.min", o.file);
+        else snprintf(out, sizeof out, "%s.min.%d", o.file, k);
+        wr = fz_write_new(out, body, (size_t)n, msg, sizeof msg);   /* 1 written, 0 exists, -1 error */
+    }
+    if (wr != 1) {
+        fprintf(stderr, "flashcheck shrink: cannot write the minimized case: %s\n"
+                "flashcheck shrink: here it is (save it as a .case file):\n", wr == 0 ? "FILE.min.1..999 all exist" : msg);
+        fflush(stderr);
+        fwrite(body, 1, (size_t)n, stdout);
         free(body);
         return CLI_INTERNAL;
     }
     free(body);
+    if (strcmp(out + strlen(out) - 4, ".min") != 0) printf("note: %s.min exists and was kept\n", o.file);
     printf("wrote %s (B=%lld Sq=%lld Sk=%lld Hq=%lld Hkv=%lld Dqk=%lld Dv=%lld, %lld runs)\n", out,
            (long long)c.p.batch, (long long)c.p.seqlen_q, (long long)c.p.seqlen_k, (long long)c.p.heads_q,
            (long long)c.p.heads_kv, (long long)c.p.head_dim_qk, (long long)c.p.head_dim_v, (long long)s.runs);

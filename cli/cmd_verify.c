@@ -2,13 +2,17 @@
  * framework (PyTorch, JAX, Triton, ...) and saved as .npy files against the
  * oracle's per-element bounds, without writing C. */
 #define _GNU_SOURCE
+#include <cjson/cJSON.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "fuzz/fz_store.h"
 #include "cli/npy.h"
 #include "oracle/oracle.h"
 
@@ -41,10 +45,13 @@ static const char *verify_help =
     "                       approximate exp (rel. err 2^-21), P and dS rounded to the input dtype,\n"
     "                       subnormals may flush to zero (ex2.approx.ftz; absolute floor ~2^-126)\n"
     "                     fp32: everything in fp32 round-to-nearest (u = 2^-24), P and dS not rounded\n"
-    "  --json FILE      also write the result as JSON\n"
+    "  --json FILE      also write the result as JSON (strict: a non-finite number is written as the\n"
+    "                   string \"inf\", \"-inf\" or \"nan\"). FILE is removed when the run starts and\n"
+    "                   written atomically at the end, so it always describes the latest run or does not\n"
+    "                   exist (a run that stops on an error leaves no FILE; a write error is exit 4)\n"
     "\n"
     "exit: 0 PASS (every element within its bound), 1 FAIL, 2 bad option or array (the message says\n"
-    "      which file and what to fix), 4 internal error\n";
+    "      which file and what to fix), 4 harness error (cannot write --json FILE, out of memory)\n";
 
 /* ------------------------------------------------------------------------- */
 /* arrays                                                                    */
@@ -122,6 +129,68 @@ static int to_bits(verify_arrays *va, int i, fa_dtype dt, char *msg, size_t msgl
     return 0;
 }
 
+/* "[2, 4, 33]" */
+static void shape_text(const npy_array *a, char *buf, size_t len)
+{
+    size_t n = (size_t)snprintf(buf, len, "[");
+    for (int k = 0; k < a->ndim && n < len; k++)
+        n += (size_t)snprintf(buf + n, len - n, "%s%lld", k ? ", " : "", (long long)a->shape[k]);
+    if (n < len) snprintf(buf + n, len - n, "]");
+}
+
+/* The first element of a result block whose non-finite value fails: the kernel has NaN/Inf
+ * where the reference is finite (an Inf only when |ref| + bound stays below the dtype's
+ * overflow threshold, as orc_compare judges it), or the reference is NaN/Inf and the kernel
+ * differs. get(user, v, k) reads the kernel's element k of vector v. Returns 1 and fills
+ * at/got/ref when there is one. */
+typedef double (*elem_get)(const void *user, const orc_block *blk, int64_t v, int64_t k);
+static int first_nonfinite_failure(const orc_block *blk, elem_get get, const void *user, double thr, int64_t at[4],
+                                   double *got, double *ref)
+{
+    for (int64_t v = 0; v < blk->n; v++)
+        for (int64_t k = 0; k < blk->dim; k++) {
+            int64_t e = v * blk->dim + k;
+            if (blk->flags[e] & ORC_F_UNCHECKABLE) continue;
+            double kv = get(user, blk, v, k), r = blk->ref[e];
+            int bad;
+            if (isnan(r) || isinf(r)) bad = isnan(r) ? !isnan(kv) : kv != r;
+            else if (isnan(kv)) bad = 1;
+            else if (isinf(kv)) bad = (kv > 0 ? r : -r) + blk->bound[e] < thr;
+            else bad = 0;
+            if (!bad) continue;
+            at[0] = blk->index[v].b; at[1] = blk->index[v].s; at[2] = blk->index[v].h; at[3] = k;
+            *got = kv;
+            *ref = r;
+            return 1;
+        }
+    return 0;
+}
+
+typedef struct { const fa_tensor *t; fa_dtype dt; } data_view;
+static double data_get(const void *user, const orc_block *blk, int64_t v, int64_t k)
+{
+    const data_view *dv = user;
+    const orc_index *ix = &blk->index[v];
+    const int64_t *st = dv->t->stride;
+    int64_t off = ix->b * st[0] + ix->s * st[1] + ix->h * st[2] + k * st[3];
+    return orc_decode(((const uint16_t *)dv->t->ptr)[off], dv->dt);
+}
+static double lse_get(const void *user, const orc_block *blk, int64_t v, int64_t k)
+{
+    const fa_lse *l = user;
+    const orc_index *ix = &blk->index[v];
+    (void)k;
+    return ((const float *)l->ptr)[ix->b * l->stride[0] + ix->h * l->stride[1] + ix->s * l->stride[2]];
+}
+
+/* JSON numbers must be finite: a non-finite value is written as the string "inf", "-inf"
+ * or "nan" (documented in the help) */
+static void json_number(cJSON *o, const char *key, double x)
+{
+    if (isfinite(x)) cJSON_AddNumberToObject(o, key, x);
+    else cJSON_AddStringToObject(o, key, isnan(x) ? "nan" : x > 0 ? "inf" : "-inf");
+}
+
 /* ------------------------------------------------------------------------- */
 /* main                                                                      */
 
@@ -153,13 +222,13 @@ int cli_verify(int argc, char **argv)
             snprintf(opt, sizeof opt, "--%s", vnames[t]);
             if ((r = cli_opt(argc, argv, &i, opt, &v))) {
                 if (r < 0) return cli_usage_error("verify", "%s needs a .npy file", opt);
-                va.path[t] = v;
+                va.path[t] = cli_path(v);
                 matched = 1;
             }
         }
         if (matched) continue;
-        if ((r = cli_opt(argc, argv, &i, "--dir", &v))) { if (r < 0) return cli_usage_error("verify", "--dir needs a directory"); dir = v; }
-        else if ((r = cli_opt(argc, argv, &i, "--json", &v))) { if (r < 0) return cli_usage_error("verify", "--json needs a file name"); json_path = v; }
+        if ((r = cli_opt(argc, argv, &i, "--dir", &v))) { if (r < 0) return cli_usage_error("verify", "--dir needs a directory"); dir = cli_path(v); }
+        else if ((r = cli_opt(argc, argv, &i, "--json", &v))) { if (r < 0) return cli_usage_error("verify", "--json needs a file name"); json_path = cli_path(v); }
         else if ((r = cli_opt(argc, argv, &i, "--layout", &v))) {
             if (r < 0 || (strcmp(v, "bshd") && strcmp(v, "bhsd"))) return cli_usage_error("verify", "--layout must be bshd or bhsd");
             bhsd = strcmp(v, "bhsd") == 0;
@@ -179,6 +248,12 @@ int cli_verify(int argc, char **argv)
         } else if ((r = cli_opt(argc, argv, &i, "--scale", &v))) {
             double s;
             if (r < 0 || cli_parse_double(v, &s) || s == 0) return cli_usage_error("verify", "--scale needs a finite non-zero number");
+            /* 0 means the default scale in the contract: a value that rounds to 0 (or to a
+               subnormal, or overflows) in fp32 must not silently become it */
+            if (!isnormal((float)s))
+                return cli_usage_error("verify", "--scale %s %s in fp32 (the contract's scale is an fp32; 0 would select "
+                                       "the default 1/sqrt(head_dim)): give a normal fp32 value", v,
+                                       (float)s == 0 ? "rounds to 0" : isinf((float)s) ? "overflows" : "is subnormal");
             p.softmax_scale = (float)s;
         } else if ((r = cli_opt(argc, argv, &i, "--profile", &v))) {
             fa_precision probe;
@@ -190,7 +265,17 @@ int cli_verify(int argc, char **argv)
             return cli_usage_error("verify", "unknown option or argument '%s'", argv[i]);
         }
     }
+    /* --json FILE always describes THIS run: an older file is removed now, before anything can
+       fail, and the result is written atomically at the end (temp file, fsync, rename) */
+    if (json_path && unlink(json_path) != 0 && errno != ENOENT) {
+        fprintf(stderr, "flashcheck verify: --json %s: cannot remove the older file: %s\n", json_path, strerror(errno));
+        return CLI_INTERNAL;
+    }
     if (dir) {
+        struct stat dst;
+        if (stat(dir, &dst) != 0)
+            return cli_usage_error("verify", "--dir %s: %s", dir, errno == ENOENT ? "no such directory" : strerror(errno));
+        if (!S_ISDIR(dst.st_mode)) return cli_usage_error("verify", "--dir %s is not a directory", dir);
         for (int t = 0; t < VN; t++) {
             if (va.path[t]) continue;
             snprintf(dirpaths[t], sizeof dirpaths[t], "%s/%s.npy", dir, vnames[t]);
@@ -198,7 +283,8 @@ int cli_verify(int argc, char **argv)
         }
     }
     if (!va.path[VQ] || !va.path[VK] || !va.path[VV])
-        return cli_usage_error("verify", "q, k and v are required (--q/--k/--v, or --dir with q.npy k.npy v.npy)");
+        return cli_usage_error("verify", "q, k and v are required (--q/--k/--v, or --dir with q.npy k.npy v.npy)%s%s%s",
+                               dir ? "; " : "", dir ? dir : "", dir ? " has no q.npy, k.npy or v.npy" : "");
     int want_bwd = va.path[VDQ] || va.path[VDK] || va.path[VDV];
     if (!va.path[VO]) return cli_usage_error("verify", "o is required (the forward output; backward also needs it as input)");
     if (want_bwd && !va.path[VDO]) return cli_usage_error("verify", "dq/dk/dv given but no do (the output gradient)");
@@ -257,8 +343,10 @@ int cli_verify(int argc, char **argv)
     if (va.have[VLSE]) {
         npy_array *l = &va.a[VLSE];
         if (l->kind != NPY_F32 || l->ndim != 3 || l->shape[0] != p.batch || l->shape[1] != p.heads_q || l->shape[2] != p.seqlen_q) {
-            fprintf(stderr, "flashcheck verify: %s must be float32 [B, Hq, Sq] = [%lld, %lld, %lld] (natural log); it is %s with %d dims\n",
-                    va.path[VLSE], (long long)p.batch, (long long)p.heads_q, (long long)p.seqlen_q, npy_kind_name(l->kind), l->ndim);
+            char got[128];
+            shape_text(l, got, sizeof got);
+            fprintf(stderr, "flashcheck verify: %s must be float32 [B, Hq, Sq] = [%lld, %lld, %lld] (natural log); it is %s %s\n",
+                    va.path[VLSE], (long long)p.batch, (long long)p.heads_q, (long long)p.seqlen_q, npy_kind_name(l->kind), got);
             return CLI_USAGE;
         }
     }
@@ -268,8 +356,11 @@ int cli_verify(int argc, char **argv)
         npy_array *m = &va.a[VMASK];
         if (m->kind != NPY_F32 || m->ndim != 4 || (m->shape[0] != 1 && m->shape[0] != p.batch) ||
             (m->shape[1] != 1 && m->shape[1] != p.heads_q) || m->shape[2] != p.seqlen_q || m->shape[3] != p.seqlen_k) {
-            fprintf(stderr, "flashcheck verify: %s must be float32 [B|1, Hq|1, Sq, Sk] = [%lld|1, %lld|1, %lld, %lld]\n",
-                    va.path[VMASK], (long long)p.batch, (long long)p.heads_q, (long long)p.seqlen_q, (long long)p.seqlen_k);
+            char got[128];
+            shape_text(m, got, sizeof got);
+            fprintf(stderr, "flashcheck verify: %s must be float32 [B|1, Hq|1, Sq, Sk] = [%lld|1, %lld|1, %lld, %lld]; it is %s %s\n",
+                    va.path[VMASK], (long long)p.batch, (long long)p.heads_q, (long long)p.seqlen_q, (long long)p.seqlen_k,
+                    npy_kind_name(m->kind), got);
             return CLI_USAGE;
         }
         mask.ptr = m->data;
@@ -327,6 +418,19 @@ int cli_verify(int argc, char **argv)
     }
     checked[VO] = 1;
     checked[VLSE] = va.have[VLSE];
+    /* the first non-finite failure of each tensor, shown before the worst FINITE element (the
+       worst-ratio statistics cover finite elements only, which may all pass) */
+    int nf_have[VN] = { 0 };
+    int64_t nf_at[VN][4];
+    double nf_got[VN], nf_ref[VN];
+    if (st[VO].nan_unexpected + st[VO].nan_missing > 0) {
+        data_view dvw = { &t[VO], p.dtype };
+        nf_have[VO] = first_nonfinite_failure(&fr.o, data_get, &dvw, orc_overflow_threshold(p.dtype), nf_at[VO],
+                                              &nf_got[VO], &nf_ref[VO]);
+    }
+    if (checked[VLSE] && st[VLSE].nan_unexpected + st[VLSE].nan_missing > 0)
+        nf_have[VLSE] = first_nonfinite_failure(&fr.lse, lse_get, &user_lse, orc_overflow_threshold(-1), nf_at[VLSE],
+                                                &nf_got[VLSE], &nf_ref[VLSE]);
 
     double o_in = 0, lse_in = 0;
     if (want_bwd) {
@@ -371,6 +475,14 @@ int cli_verify(int argc, char **argv)
             return CLI_INTERNAL;
         }
         checked[VDQ] = va.have[VDQ]; checked[VDK] = va.have[VDK]; checked[VDV] = va.have[VDV];
+        const orc_block *blocks[3] = { &br.dq, &br.dk, &br.dv };
+        for (int k = 0; k < 3; k++) {
+            int id = gids[k];
+            if (!checked[id] || st[id].nan_unexpected + st[id].nan_missing == 0) continue;
+            data_view dvw = { &t[id], p.dtype };
+            nf_have[id] = first_nonfinite_failure(blocks[k], data_get, &dvw, orc_overflow_threshold(p.dtype), nf_at[id],
+                                                  &nf_got[id], &nf_ref[id]);
+        }
         o_in = br.o_input_ratio;
         lse_in = br.lse_input_ratio;
         orc_bwd_free(&br);
@@ -389,29 +501,57 @@ int cli_verify(int argc, char **argv)
         printf("  %-4s %12lld %10lld %10lld %12.4g %12.4g %10s %s\n", vnames[id], (long long)s->checked, (long long)s->failed,
                (long long)(s->nan_unexpected + s->nan_missing), s->worst_ratio, s->max_err,
                s->has_baseline ? (s->baseline_pass ? "pass" : "fail") : "-", bad ? "FAIL" : "ok");
-        if (bad && s->first_fail_at[0] >= 0)
+        if (bad && nf_have[id])
+            printf("       non-finite failure at (b=%lld, s=%lld, h=%lld, d=%lld): got %.9g, ref %.9g (%lld such)\n",
+                   (long long)nf_at[id][0], (long long)nf_at[id][1], (long long)nf_at[id][2], (long long)nf_at[id][3],
+                   nf_got[id], nf_ref[id], (long long)(s->nan_unexpected + s->nan_missing));
+        if (bad && s->first_fail_at[0] >= 0 && s->failed > s->nan_unexpected + s->nan_missing)
             printf("       first failure at (b=%lld, s=%lld, h=%lld, d=%lld); worst: got %.9g, ref %.9g, bound %.3g\n",
                    (long long)s->first_fail_at[0], (long long)s->first_fail_at[1], (long long)s->first_fail_at[2],
                    (long long)s->first_fail_at[3], s->worst_kernel, s->worst_ref, s->worst_bound);
+        else if (bad && !nf_have[id] && s->first_fail_at[0] >= 0)
+            printf("       first failure at (b=%lld, s=%lld, h=%lld, d=%lld) (non-finite)\n", (long long)s->first_fail_at[0],
+                   (long long)s->first_fail_at[1], (long long)s->first_fail_at[2], (long long)s->first_fail_at[3]);
     }
     if (want_bwd && (o_in > 1 || lse_in > 1))
         printf("  note: the o%s given to the backward is not what a correct forward produces (error/bound o %.3g, lse %.3g);\n"
                "        the gradient check judges the backward for these inputs\n", va.have[VLSE] ? "/lse" : "", o_in, lse_in);
     printf("%s\n", fail ? "FAIL: some elements are outside their error bound (see above)" : "PASS: every element is within its error bound");
 
+    int rc = fail ? CLI_FAIL : CLI_OK;
     if (json_path) {
-        FILE *f = fopen(json_path, "w");
-        if (!f) { fprintf(stderr, "flashcheck verify: cannot write %s\n", json_path); return CLI_INTERNAL; }
-        fprintf(f, "{\"result\": \"%s\", \"tensors\": {", fail ? "FAIL" : "PASS");
-        int first = 1;
-        for (int id = 0; id < VN; id++) {
-            if (!checked[id]) continue;
-            fprintf(f, "%s\"%s\": {\"checked\": %lld, \"failed\": %lld, \"worst_ratio\": %.6g, \"max_err\": %.6g}", first ? "" : ", ",
-                    vnames[id], (long long)st[id].checked, (long long)st[id].failed, st[id].worst_ratio, st[id].max_err);
-            first = 0;
+        cJSON *root = cJSON_CreateObject(), *tens = NULL;
+        if (root) {
+            cJSON_AddStringToObject(root, "result", fail ? "FAIL" : "PASS");
+            tens = cJSON_AddObjectToObject(root, "tensors");
         }
-        fprintf(f, "}}\n");
-        fclose(f);
+        for (int id = 0; id < VN && tens; id++) {
+            if (!checked[id]) continue;
+            cJSON *o = cJSON_AddObjectToObject(tens, vnames[id]);
+            if (!o) continue;
+            cJSON_AddNumberToObject(o, "checked", (double)st[id].checked);
+            cJSON_AddNumberToObject(o, "failed", (double)st[id].failed);
+            cJSON_AddNumberToObject(o, "nonfinite", (double)(st[id].nan_unexpected + st[id].nan_missing));
+            json_number(o, "worst_ratio", st[id].worst_ratio);
+            json_number(o, "max_err", st[id].max_err);
+        }
+        char *text = root ? cJSON_Print(root) : NULL;
+        cJSON_Delete(root);
+        char wmsg[600];
+        if (!text) {
+            fprintf(stderr, "flashcheck verify: --json %s: out of memory building the JSON\n", json_path);
+            rc = CLI_INTERNAL;
+        } else {
+            size_t tl = strlen(text);
+            text[tl] = 0;
+            char *nl = realloc(text, tl + 2);
+            if (nl) { text = nl; text[tl++] = '\n'; text[tl] = 0; }
+            if (fz_write_atomic(json_path, text, tl, wmsg, sizeof wmsg) != 0) {
+                fprintf(stderr, "flashcheck verify: --json %s: %s (no JSON file was left)\n", json_path, wmsg);
+                rc = CLI_INTERNAL;
+            }
+            free(text);
+        }
     }
     orc_fwd_free(&fr);
     free(scratch_lse);
@@ -419,5 +559,5 @@ int cli_verify(int argc, char **argv)
         if (va.bits[i] && va.bits[i] != va.a[i].bits) free(va.bits[i]);
         npy_free(&va.a[i]);
     }
-    return fail ? CLI_FAIL : CLI_OK;
+    return rc;
 }

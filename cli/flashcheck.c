@@ -7,6 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -22,7 +26,7 @@ static const char *main_help =
     "commands:\n"
     "  certify   fixed sweep of awkward shapes + property suite + fuzz budget (+ compute-sanitizer);\n"
     "            writes a Markdown and a JSON report; --baseline flags regressions\n"
-    "  fuzz      coverage- and error-guided campaign on N workers (one per GPU) with a live status line\n"
+    "  fuzz      coverage- and error-guided campaign on N workers (one per core) with a live status line\n"
     "  repro     replay a repro file (a finding, a regression, a .min)\n"
     "  shrink    reduce a failing repro file to a minimal case (writes FILE.min)\n"
     "  verify    check outputs of any framework saved as .npy (q k v o lse; do dq dk dv)\n"
@@ -31,7 +35,12 @@ static const char *main_help =
     "and --help. With no command-specific option, `flashcheck certify` certifies the default backend.\n"
     "\n"
     "exit codes: 0 ok/pass; 1 a check failed (or findings, or the failure reproduced);\n"
-    "            2 usage or bad input file; 3 backend cannot be loaded; 4 internal or I/O error\n";
+    "            2 usage or bad input file (a bad case file, a missing option value);\n"
+    "            3 backend cannot be loaded; 4 harness error: I/O (cannot write a report, a finding,\n"
+    "            a full disk), out of memory, a worker killed from outside; never a finding\n"
+    "\n"
+    "under `bazel run`, relative paths are taken from the directory you ran bazel in\n"
+    "(BUILD_WORKING_DIRECTORY), so reports and findings land there.\n";
 
 /* ------------------------------------------------------------------------- */
 /* shared helpers                                                            */
@@ -54,9 +63,75 @@ int cli_opt(int argc, char **argv, int *i, const char *name, const char **value)
     if (strncmp(a, name, l) != 0) return 0;
     if (a[l] == '=') { *value = a + l + 1; return 1; }
     if (a[l] != 0) return 0;
-    if (*i + 1 >= argc) return -1;
+    /* a missing value, or the next option in its place ("--findings --quiet"), is an error:
+       no value of these options starts with "--" (write --name=--x for one that does) */
+    if (*i + 1 >= argc || strncmp(argv[*i + 1], "--", 2) == 0) return -1;
     *value = argv[++*i];
     return 1;
+}
+
+const char *cli_path(const char *p)
+{
+    const char *wd = getenv("BUILD_WORKING_DIRECTORY");
+    if (!p || !*p || p[0] == '/' || !wd || !*wd) return p;
+    size_t n = strlen(wd) + strlen(p) + 2;
+    char *r = malloc(n);
+    if (!r) return p;
+    snprintf(r, n, "%s/%s", wd, p);
+    return r;   /* lives until exit */
+}
+
+int cli_lock_out_dir(const char *dir, char *msg, size_t msglen)
+{
+    static int held = -1;   /* open for the whole run; released by the kernel at exit */
+    char path[4200];
+    snprintf(path, sizeof path, "%s/.flashcheck.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        snprintf(msg, msglen, "cannot write to %s: %s (creating %s)", dir, strerror(errno), path);
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        char who[512] = "";
+        ssize_t n = pread(fd, who, sizeof who - 1, 0);
+        who[n > 0 ? n : 0] = 0;
+        who[strcspn(who, "\n")] = 0;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            snprintf(msg, msglen, "%s is in use by another run (%s); wait for it to finish or choose another --out",
+                     dir, who[0] ? who : "its lock file names no process");
+        else
+            snprintf(msg, msglen, "cannot lock %s: %s", path, strerror(e));
+        return e == EWOULDBLOCK ? 1 : -1;
+    }
+    /* this record doubles as the write probe: a read-only or full disk fails here, before any work */
+    char rec[256], date[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    int n = snprintf(rec, sizeof rec, "flashcheck pid %ld, started %s\n", (long)getpid(), date);
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, rec, (size_t)n, 0) != n || fsync(fd) != 0) {
+        snprintf(msg, msglen, "cannot write to %s: %s (writing %s)", dir, strerror(errno ? errno : EIO), path);
+        close(fd);
+        return -1;
+    }
+    if (held >= 0) close(held);
+    held = fd;
+    return 0;
+}
+
+const char *cli_seeds_default(void)
+{
+    static char buf[4200];
+    if (access("fuzz/seeds/case", R_OK) == 0) return "fuzz/seeds/case";
+    const char *ws = getenv("BUILD_WORKSPACE_DIRECTORY");
+    if (ws && *ws) {
+        snprintf(buf, sizeof buf, "%s/fuzz/seeds/case", ws);
+        if (access(buf, R_OK) == 0) return buf;
+    }
+    return NULL;
 }
 
 int cli_parse_i64(const char *s, int64_t lo, int64_t hi, int64_t *out)
@@ -115,7 +190,7 @@ int cli_load_case(const char *path, fc_case *c, char **text_out, char *msg, size
         free(text);
         return -1;
     }
-    if (fc_case_parse(text, c, why, sizeof why) != 0) {
+    if (fc_case_parse_repro(text, c, why, sizeof why) != 0) {
         snprintf(msg, msglen, "%s: %s", path, why);
         free(text);
         return -1;

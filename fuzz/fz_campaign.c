@@ -39,10 +39,24 @@ typedef struct {
     int64_t case_start_ns;      /* CLOCK_MONOTONIC when the case started */
     char backend[64];
     char text[CAMP_TEXT_MAX];   /* the in-flight case, complete before state = 1 */
+    int64_t harness_errors;     /* cases the harness could not run (FZ_OUT_ERROR: out of memory, ...) */
+    int64_t findings_unsaved;   /* findings that could not be written (not counted as findings) */
+    int64_t corpus_unsaved;     /* corpus inputs that could not be written (kept in memory) */
+    int64_t timeouts_unconfirmed; /* a re-run of a timed-out case finished: not a hang */
+    int save_failed;            /* a finding could not be saved: the supervisor stops the campaign */
+    char save_error[512];       /* the first such error (path and errno text) */
+    fz_feat_map map;            /* features seen by this slot's workers: kept across restarts, so a
+                                   replacement worker does not add what its predecessor had seen */
     /* written by the supervisor */
     int stop;
     int generation;             /* restarts of this slot */
+    int confirm;                /* the next worker first re-runs `text`: CONFIRM_TIMEOUT (it ran past
+                                   the timeout; a hang only if it does again with 4x the limit) or
+                                   CONFIRM_KILLED (its worker was killed from outside) */
 } camp_slot;
+
+enum { CONFIRM_NONE = 0, CONFIRM_TIMEOUT = 1, CONFIRM_KILLED = 2 };
+#define CAMP_CONFIRM_FACTOR 4.0   /* the confirming re-run's limit, times case_timeout_s */
 
 static int64_t mono_ns(void)
 {
@@ -52,7 +66,8 @@ static int64_t mono_ns(void)
 }
 
 static volatile sig_atomic_t camp_interrupted;
-static void on_signal(int sig) { (void)sig; camp_interrupted = 1; }
+static volatile sig_atomic_t camp_signal;
+static void on_signal(int sig) { camp_signal = sig; camp_interrupted = 1; }
 
 void fz_camp_cfg_default(fz_camp_cfg *cfg)
 {
@@ -65,6 +80,12 @@ void fz_camp_cfg_default(fz_camp_cfg *cfg)
     fz_budget_default(&cfg->budget);
     cfg->determinism = 1;
     cfg->status_line = 1;
+}
+
+int fz_camp_default_workers(long online_cores)
+{
+    if (online_cores < 1) return 1;
+    return online_cores > FZ_CAMP_MAX_WORKERS ? FZ_CAMP_MAX_WORKERS : (int)online_cores;
 }
 
 double fz_camp_case_work(const fc_case *c)
@@ -155,10 +176,63 @@ static void corpus_scan(camp_corpus *c, const char *dir)
 /* ------------------------------------------------------------------------- */
 /* worker                                                                    */
 
-static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index)
+/* save a finding; counts it only when it is on disk; a save failure is a harness error that
+   stops the campaign (flagged in the slot) */
+static void worker_save(const fz_camp_cfg *cfg, camp_slot *slot, int index, const fa_backend *be,
+                        const fc_case *c, const fz_run_result *r, const char *text)
 {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    signal(SIGINT, SIG_IGN);           /* the supervisor decides when to stop */
+    fz_crash_state st;
+    fz_crash_state_make(&st, c, be->name, r->pass, r->tensor, r->failure);
+    char path[4200], msg[512], state[256];
+    int s = fz_store_save(cfg->findings_dir, &st, c, r->detail, path, sizeof path, msg, sizeof msg);
+    fz_crash_state_format(&st, state, sizeof state);
+    if (s == 1) {
+        slot->findings_new++;
+        if (!cfg->quiet) fprintf(stderr, "\nflashcheck fuzz: worker %d: NEW FINDING %s -> %s\n", index, state, path);
+    } else if (s == 0) {
+        slot->findings_dup++;
+    } else {
+        slot->findings_unsaved++;
+        if (!slot->save_failed) snprintf(slot->save_error, sizeof slot->save_error, "%s", msg);
+        __atomic_store_n(&slot->save_failed, 1, __ATOMIC_RELEASE);
+        fprintf(stderr, "\nflashcheck fuzz: worker %d: HARNESS ERROR: finding %s NOT SAVED: %s; the campaign stops; "
+                "its repro:\n%s\n", index, state, msg, text);
+    }
+}
+
+/* the confirming re-run of a case that ran past the timeout or whose worker was killed from
+   outside: its result is recorded like any other, but the case never enters the corpus */
+static void worker_confirm(const fz_camp_cfg *cfg, camp_slot *slot, int index, const fa_backend *be)
+{
+    int why = slot->confirm;
+    fc_case c;
+    char msg[256];
+    if (fc_case_parse(slot->text, &c, msg, sizeof msg) != 0) { slot->confirm = CONFIRM_NONE; return; }
+    slot->case_start_ns = mono_ns();
+    __atomic_store_n(&slot->state, 1, __ATOMIC_RELEASE);
+    fz_run_result r;
+    fz_run_case(be, &c, cfg->determinism, &r, NULL);
+    __atomic_store_n(&slot->state, 0, __ATOMIC_RELEASE);
+    slot->confirm = CONFIRM_NONE;
+    slot->execs++;
+    if (r.klass == FZ_OUT_FAIL || r.klass == FZ_OUT_DEVICE) {
+        slot->cases++;
+        worker_save(cfg, slot, index, be, &c, &r, slot->text);
+        if (r.klass == FZ_OUT_DEVICE) _exit(4);
+    } else if (r.klass == FZ_OUT_ERROR) {
+        slot->harness_errors++;
+    } else if (why == CONFIRM_TIMEOUT) {
+        slot->timeouts_unconfirmed++;
+        fprintf(stderr, "\nflashcheck fuzz: worker %d: a case ran past --timeout %.1f s but finished in %.1f s when run "
+                "again: not a hang (raise --timeout for cases this size)\n", index, cfg->case_timeout_s, r.total_s);
+    }
+}
+
+static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index, pid_t supervisor)
+{
+    fz_iso_child_init(supervisor);     /* dies with the supervisor; default signal dispositions */
+    signal(SIGINT, SIG_IGN);           /* a terminal's Ctrl-C reaches the whole group: the supervisor
+                                          decides when to stop (SIGTERM/SIGHUP keep their defaults) */
     if (cfg->gpu[index]) setenv("CUDA_VISIBLE_DEVICES", cfg->gpu[index], 1);
     /* One OpenMP team size for the oracle and host backends of this worker:
        N workers x (cores by default) threads would oversubscribe the machine. */
@@ -179,10 +253,11 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index)
     memset(&corpus, 0, sizeof corpus);
     corpus_scan(&corpus, cfg->corpus_dir);
     corpus_scan(&corpus, cfg->seeds_dir);
-    fz_feat_map map;
-    memset(&map, 0, sizeof map);
+    fz_feat_map *map = &slot->map;
     int64_t last_scan = mono_ns();
     char *text = malloc(CAMP_TEXT_MAX);
+    if (slot->confirm != CONFIRM_NONE) worker_confirm(cfg, slot, index, be);
+    int error_lines = 0;
 
     while (!__atomic_load_n(&slot->stop, __ATOMIC_ACQUIRE)) {
         /* next case */
@@ -227,28 +302,24 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index)
         slot->total_s += r.total_s;
         if (r.backend_s > 0) slot->backend_s += r.backend_s;
         if (r.worst_ratio > slot->worst_ratio) slot->worst_ratio = r.worst_ratio;
-        if (fz_feat_novel(&map, &f) > 0 && r.klass == FZ_OUT_PASS) {
-            char path[4200], msg[256];
+        if (r.klass == FZ_OUT_PASS && fz_feat_novel(map, &f) > 0) {
+            char path[4200], msg[512];
             snprintf(path, sizeof path, "%s/%016llx.case", cfg->corpus_dir, (unsigned long long)hash_str(text, tl));
             seen_insert(&corpus, hash_str(path, strlen(path)));
-            if (fz_write_new(path, text, tl, msg, sizeof msg) == 1) slot->corpus_added++;
+            int w = fz_write_new(path, text, tl, msg, sizeof msg);
+            if (w == 1) slot->corpus_added++;
+            else if (w < 0 && slot->corpus_unsaved++ == 0)   /* degrade: the input stays in memory */
+                fprintf(stderr, "\nflashcheck fuzz: worker %d: HARNESS ERROR: cannot add to the corpus: %s "
+                        "(inputs are kept in memory only)\n", index, msg);
             corpus_add(&corpus, text);
         }
+        if (r.klass == FZ_OUT_ERROR) {
+            slot->harness_errors++;
+            if (error_lines++ < 3)
+                fprintf(stderr, "\nflashcheck fuzz: worker %d: HARNESS ERROR (not a finding): %s", index, r.detail);
+        }
         if (r.klass == FZ_OUT_FAIL || r.klass == FZ_OUT_DEVICE) {
-            fz_crash_state st;
-            fz_crash_state_make(&st, &c, be->name, r.pass, r.tensor, r.failure);
-            char path[4200], msg[256], state[256];
-            int s = fz_store_save(cfg->findings_dir, &st, &c, r.detail, path, sizeof path, msg, sizeof msg);
-            fz_crash_state_format(&st, state, sizeof state);
-            if (s == 1) {
-                slot->findings_new++;
-                if (!cfg->quiet) fprintf(stderr, "\nflashcheck fuzz: worker %d: NEW FINDING %s -> %s\n", index, state, path);
-            } else if (s == 0) {
-                slot->findings_dup++;
-            } else {
-                slot->findings_new++;
-                fprintf(stderr, "\nflashcheck fuzz: worker %d: FINDING %s NOT SAVED (%s); repro:\n%s\n", index, state, msg, text);
-            }
+            worker_save(cfg, slot, index, be, &c, &r, text);
             if (r.klass == FZ_OUT_DEVICE) _exit(4);   /* fresh process, fresh device context */
         }
         if (mono_ns() - last_scan > 5000000000LL) {
@@ -266,8 +337,9 @@ static pid_t spawn(const fz_camp_cfg *cfg, camp_slot *slot, int index)
 {
     fflush(stdout);
     fflush(stderr);
+    pid_t supervisor = getpid();
     pid_t pid = fork();
-    if (pid == 0) worker_main(cfg, slot, index);
+    if (pid == 0) worker_main(cfg, slot, index, supervisor);
     return pid;
 }
 
@@ -287,15 +359,18 @@ static void record_lost_case(const fz_camp_cfg *cfg, camp_slot *slot, int index,
                         c.backward ? "bwd" : "fwd", "-", failure);
     char path[4200], state[256];
     fz_crash_state_format(&s, state, sizeof state);
-    int r = fz_store_save(cfg->findings_dir, &s, &c, detail, path, sizeof path, msg, sizeof msg);
+    char err[512];
+    int r = fz_store_save(cfg->findings_dir, &s, &c, detail, path, sizeof path, err, sizeof err);
     if (r == 1) {
         st->findings_new++;
         if (!cfg->quiet) fprintf(stderr, "\nflashcheck fuzz: worker %d: NEW FINDING %s -> %s\n", index, state, path);
     } else if (r == 0) {
         st->findings_dup++;
     } else {
-        st->findings_new++;
-        fprintf(stderr, "\nflashcheck fuzz: FINDING %s NOT SAVED (%s); repro:\n%s\n", state, msg, slot->text);
+        st->findings_unsaved++;
+        if (!st->save_error[0]) snprintf(st->save_error, sizeof st->save_error, "%s", err);
+        fprintf(stderr, "\nflashcheck fuzz: HARNESS ERROR: finding %s NOT SAVED: %s; the campaign stops; its repro:\n%s\n",
+                state, err, slot->text);
     }
 }
 
@@ -313,6 +388,12 @@ static void sum_slots(camp_slot *slots, int n, fz_camp_stats *st, const fz_camp_
         st->backward_cases += slots[i].backward_cases;
         st->findings_new += slots[i].findings_new;
         st->findings_dup += slots[i].findings_dup;
+        st->findings_unsaved += slots[i].findings_unsaved;
+        st->corpus_unsaved += slots[i].corpus_unsaved;
+        st->harness_errors += slots[i].harness_errors;
+        st->timeouts_unconfirmed += slots[i].timeouts_unconfirmed;
+        if (slots[i].save_failed && !st->save_error[0])
+            snprintf(st->save_error, sizeof st->save_error, "%s", slots[i].save_error);
         st->corpus += slots[i].corpus_added;
         if (slots[i].worst_ratio > st->worst_ratio) st->worst_ratio = slots[i].worst_ratio;
     }
@@ -333,12 +414,16 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
     if (slots == MAP_FAILED) { snprintf(msg, msglen, "mmap of the shared status failed"); return -1; }
     memset(slots, 0, sizeof(camp_slot) * (size_t)n);
 
-    struct sigaction sa, old_int, old_term;
+    /* SIGINT, SIGTERM, SIGHUP (a closed terminal) stop the campaign cleanly: workers are told
+       to stop, then reaped; a SIGKILLed supervisor takes its workers along (PDEATHSIG) */
+    struct sigaction sa, old_int, old_term, old_hup;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
+    sigaction(SIGHUP, &sa, &old_hup);
     camp_interrupted = 0;
+    camp_signal = 0;
 
     pid_t *pid = calloc((size_t)n, sizeof *pid);
     int64_t *deaths_window = calloc((size_t)n, sizeof *deaths_window);
@@ -356,7 +441,8 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
         fz_camp_stats cur;
         sum_slots(slots, n, &cur, &base);
         int done = camp_interrupted || (cfg->seconds > 0 && elapsed >= cfg->seconds) ||
-                   (cfg->max_cases > 0 && cur.execs >= cfg->max_cases) || backend_failures >= n;
+                   (cfg->max_cases > 0 && cur.execs >= cfg->max_cases) || backend_failures >= n ||
+                   cur.findings_unsaved > 0;
         if (done) break;
 
         for (int i = 0; i < n; i++) {
@@ -370,7 +456,19 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
                     pid[i] = -1;
                     continue;
                 }
-                if (WIFSIGNALED(status) && running) {
+                int confirm = CONFIRM_NONE;
+                if (WIFSIGNALED(status) && fz_iso_external_signal(WTERMSIG(status))) {
+                    /* killed from outside (a user, the OOM killer): a harness event; its case, if
+                       any, is run once more by the next worker, and never becomes a finding
+                       through this death */
+                    base.external_kills++;
+                    const char *ab = sigabbrev_np(WTERMSIG(status));
+                    int again = running && slots[i].confirm == CONFIRM_KILLED;
+                    fprintf(stderr, "\nflashcheck fuzz: worker %d was killed from outside by SIG%s (harness event, not a "
+                            "finding)%s\n", i, ab ? ab : "?", !running ? "" : again ? "; its case was killed twice: dropped"
+                            : "; its case runs again");
+                    if (running && !again) confirm = CONFIRM_KILLED;
+                } else if (WIFSIGNALED(status) && running) {
                     char failure[32], detail[200];
                     const char *ab = sigabbrev_np(WTERMSIG(status));
                     snprintf(failure, sizeof failure, "crash:%s", ab ? ab : "SIG?");
@@ -385,18 +483,26 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
                     base.crashes++;
                 }
                 slots[i].state = 0;
+                slots[i].confirm = confirm;
                 slots[i].generation++;
                 if (++deaths_window[i] > 20) usleep(200000);   /* crash loop: slow down */
                 pid[i] = spawn(cfg, &slots[i], i);
             } else if (pid[i] > 0 && running && cfg->case_timeout_s > 0 &&
-                       (double)(now - slots[i].case_start_ns) * 1e-9 > cfg->case_timeout_s) {
+                       (double)(now - slots[i].case_start_ns) * 1e-9 >
+                           cfg->case_timeout_s * (slots[i].confirm == CONFIRM_TIMEOUT ? CAMP_CONFIRM_FACTOR : 1.0)) {
                 int phase = __atomic_load_n(&slots[i].phase, __ATOMIC_ACQUIRE);
                 kill(pid[i], SIGKILL);
                 waitpid(pid[i], &status, 0);
                 char detail[200];
-                if (phase == FZ_PHASE_BACKEND) {
-                    snprintf(detail, sizeof detail, "the backend call ran longer than %.1f s; the worker was killed (hang)",
-                             cfg->case_timeout_s);
+                int confirm = CONFIRM_NONE;
+                if (phase == FZ_PHASE_BACKEND && slots[i].confirm != CONFIRM_TIMEOUT) {
+                    /* first time past the limit: the next worker runs the case again with
+                       CAMP_CONFIRM_FACTOR times the limit before it is called a hang */
+                    confirm = CONFIRM_TIMEOUT;
+                } else if (phase == FZ_PHASE_BACKEND) {
+                    snprintf(detail, sizeof detail, "the backend call ran longer than %.1f s, and again longer than "
+                             "%.1f s when re-run; the worker was killed (hang)", cfg->case_timeout_s,
+                             cfg->case_timeout_s * CAMP_CONFIRM_FACTOR);
                     record_lost_case(cfg, &slots[i], i, "hang", detail, &base);
                     base.hangs++;
                 } else {
@@ -410,6 +516,7 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
                     base.slow++;
                 }
                 slots[i].state = 0;
+                slots[i].confirm = confirm;
                 slots[i].generation++;
                 pid[i] = spawn(cfg, &slots[i], i);
             }
@@ -458,6 +565,8 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
     if (cfg->status_line) fprintf(stderr, "\n");
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    sigaction(SIGHUP, &old_hup, NULL);
+    stats->stop_signal = camp_signal;
     munmap(slots, sizeof(camp_slot) * (size_t)n);
     free(pid);
     free(deaths_window);

@@ -14,6 +14,16 @@
  * as deduplicated findings (fz_store.h). Workers rescan the corpus directory
  * to pick up each other's inputs.
  *
+ * Workers die with the supervisor (fz_iso_child_init: PDEATHSIG); SIGINT,
+ * SIGTERM and SIGHUP to the supervisor stop the campaign cleanly.
+ *
+ * Harness events are never findings: a worker killed from outside (SIGKILL,
+ * SIGTERM, ...: fz_iso_external_signal) has its case run once more; a case past
+ * case_timeout_s is run once more with 4x the limit and is a hang only if it
+ * times out again; a finding that cannot be saved stops the campaign (counted in
+ * findings_unsaved, not as a finding); a replacement worker keeps its slot's
+ * feature map, so restarts do not refill the corpus.
+ *
  * Isolation: the in-flight case lives in shared memory, so when a worker dies
  * (signal, a kernel fault that kills the process) or hangs past case_timeout_s
  * (the supervisor SIGKILLs it), the supervisor records that case as a
@@ -64,6 +74,15 @@ typedef struct {
     int64_t slow;               /* cases killed at the timeout while in the HARNESS (oracle,
                                    checks), saved under FINDINGS/harness-slow/, not findings */
     int64_t corpus;             /* inputs added to the corpus by this campaign */
+    /* harness events: never findings */
+    int64_t findings_unsaved;   /* findings that could not be written (the campaign stops at the first;
+                                   not counted in findings_new/dup; save_error says why) */
+    int64_t corpus_unsaved;     /* corpus inputs that could not be written (kept in memory) */
+    int64_t harness_errors;     /* cases the harness could not run (out of memory, ...) */
+    int64_t external_kills;     /* workers killed from outside (SIGKILL/SIGTERM/SIGHUP/SIGINT/SIGQUIT) */
+    int64_t timeouts_unconfirmed; /* cases past case_timeout_s that finished when re-run with 4x the limit */
+    int stop_signal;            /* the signal that stopped the campaign, 0 if none */
+    char save_error[512];       /* the first failed save: path and errno text */
     double worst_ratio;
     double check_s, backend_s;  /* worker seconds spent checking cases, and of them in the backend */
     double work;                /* sum over checked cases of B*Hq*Sq*Sk*max(Dqk, Dv) (fz_camp_case_work) */
@@ -73,6 +92,11 @@ typedef struct {
 } fz_camp_stats;
 
 void fz_camp_cfg_default(fz_camp_cfg *cfg);
+
+/* Default number of workers: one per online core, for host and CUDA backends alike
+ * (CUDA workers share the GPUs round-robin; one worker per GPU leaves the GPU idle
+ * while the oracle runs on the host), clamped to [1, FZ_CAMP_MAX_WORKERS]. */
+int fz_camp_default_workers(long online_cores);
 
 /* The size of a case as the campaign reports it: B*Hq*Sq*Sk*max(Dqk, Dv),
  * the same product fz_case_fit keeps under budget.max_work. */

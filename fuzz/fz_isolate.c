@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,6 +25,43 @@ const fa_backend *fz_iso_backend(const char *backend_name)
         return NULL;
     }
     return be;
+}
+
+static void fail_result(fz_run_result *r, int klass, const char *failure, const char *detail, const fc_case *c);
+
+void fz_iso_child_init(pid_t parent)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(0);   /* the parent died before prctl: nobody waits for us */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP) sigaction(sig, &sa, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+int fz_iso_external_signal(int sig)
+{
+    return sig == SIGKILL || sig == SIGTERM || sig == SIGHUP || sig == SIGINT || sig == SIGQUIT;
+}
+
+/* a child that died of signal sig: a crash finding, or a harness event (killed from outside) */
+static void signal_result(fz_run_result *r, int sig, const char *who, const fc_case *c)
+{
+    char failure[32], d[220];
+    const char *ab = sigabbrev_np(sig);
+    if (fz_iso_external_signal(sig)) {
+        snprintf(d, sizeof d, "harness: %s was killed from outside by signal %d (%s): not a backend fault "
+                 "(a user, the OOM killer or a service manager); run the case again", who, sig, strsignal(sig));
+        fail_result(r, FZ_OUT_ERROR, "killed", d, c);
+        return;
+    }
+    snprintf(failure, sizeof failure, "crash:%s", ab ? ab : "SIG?");
+    snprintf(d, sizeof d, "%s was killed by signal %d (%s)", who, sig, strsignal(sig));
+    fail_result(r, FZ_OUT_CRASH, failure, d, c);
 }
 
 static double now_s(void)
@@ -68,8 +106,6 @@ static ssize_t read_until(int fd, void *buf, size_t n, double deadline)
     }
     return (ssize_t)got;
 }
-
-static void fail_result(fz_run_result *r, int klass, const char *failure, const char *detail, const fc_case *c);
 
 typedef struct {
     fz_run_result r;
@@ -124,6 +160,7 @@ void fz_iso_run(const char *backend_name, const fc_case *c, int determinism, dou
     volatile int *phase = shared_phase();
     fflush(stdout);
     fflush(stderr);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         close(fds[0]); close(fds[1]);
@@ -131,6 +168,7 @@ void fz_iso_run(const char *backend_name, const fc_case *c, int determinism, dou
         return;
     }
     if (pid == 0) {
+        fz_iso_child_init(parent);
         close(fds[0]);
         fz_run_set_phase_hook(phase);
         iso_msg *m = calloc(1, sizeof *m);
@@ -158,11 +196,7 @@ void fz_iso_run(const char *backend_name, const fc_case *c, int determinism, dou
             *r = m->r;
             if (f) *f = m->f;
         } else if (WIFSIGNALED(status)) {
-            char failure[32], d[160];
-            snprintf(failure, sizeof failure, "crash:%s", sigabbrev_np(WTERMSIG(status)) ? sigabbrev_np(WTERMSIG(status)) : "SIG?");
-            snprintf(d, sizeof d, "the process running the case was killed by signal %d (%s)", WTERMSIG(status),
-                     strsignal(WTERMSIG(status)));
-            fail_result(r, FZ_OUT_CRASH, failure, d, c);
+            signal_result(r, WTERMSIG(status), "the process running the case", c);
         } else if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
             fail_result(r, FZ_OUT_ERROR, "backend", "the backend could not be loaded in the child process", c);
         } else {
@@ -191,9 +225,11 @@ int fz_iso_probe(const char *backend_name, char *name, size_t namelen, fa_limits
     if (pipe(fds) != 0) { snprintf(msg, msglen, "pipe() failed"); return -1; }
     fflush(stdout);
     fflush(stderr);
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) { close(fds[0]); close(fds[1]); snprintf(msg, msglen, "fork() failed"); return -1; }
     if (pid == 0) {
+        fz_iso_child_init(parent);
         close(fds[0]);
         probe_msg p;
         memset(&p, 0, sizeof p);
@@ -278,9 +314,14 @@ int fz_iso_batch(const char *backend_name, const fz_iso_job *jobs, int64_t n, do
         volatile int *phase = shared_phase();
         fflush(stdout);
         fflush(stderr);
+        pid_t parent = getpid();
         pid_t pid = fork();
         if (pid < 0) { close(fds[0]); close(fds[1]); break; }
-        if (pid == 0) { close(fds[0]); batch_child(backend_name, jobs, next, n, fds[1], phase); }
+        if (pid == 0) {
+            fz_iso_child_init(parent);
+            close(fds[0]);
+            batch_child(backend_name, jobs, next, n, fds[1], phase);
+        }
         close(fds[1]);
         int died = 0;
         while (next < n) {
@@ -305,12 +346,7 @@ int fz_iso_batch(const char *backend_name, const fz_iso_job *jobs, int64_t n, do
                 if (WIFEXITED(status) && WEXITSTATUS(status) == 3) {
                     fail_result(&r, FZ_OUT_ERROR, "backend", "the worker could not load the backend", &jobs[next].c);
                 } else if (WIFSIGNALED(status)) {
-                    char failure[32], d[160];
-                    const char *ab = sigabbrev_np(WTERMSIG(status));
-                    snprintf(failure, sizeof failure, "crash:%s", ab ? ab : "SIG?");
-                    snprintf(d, sizeof d, "the worker running the job was killed by signal %d (%s)",
-                             WTERMSIG(status), strsignal(WTERMSIG(status)));
-                    fail_result(&r, FZ_OUT_CRASH, failure, d, &jobs[next].c);
+                    signal_result(&r, WTERMSIG(status), "the worker running the job", &jobs[next].c);
                 } else {
                     char d[128];
                     snprintf(d, sizeof d, "the worker exited with status %d while running the job",

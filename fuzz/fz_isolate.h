@@ -6,7 +6,9 @@
  * never initializes CUDA, which does not survive fork), runs fz_run_case and
  * writes the result through a pipe. The parent waits at most timeout_s:
  *   - child exits normally   -> its result
- *   - child killed by signal -> FZ_OUT_CRASH, failure "crash:SEGV" (etc., the signal abbreviation)
+ *   - child killed by signal -> FZ_OUT_CRASH, failure "crash:SEGV" (etc., the signal abbreviation);
+ *                               killed from outside (fz_iso_external_signal) -> FZ_OUT_ERROR,
+ *                               failure "killed" (a harness event, not a finding)
  *   - timeout                -> child SIGKILLed, FZ_OUT_HANG, failure "hang"
  * ------------------------------------------------------------------------- */
 #ifndef FLASHCHECK_FZ_ISOLATE_H
@@ -15,9 +17,31 @@
 #include "case/case.h"
 #include "fuzz/fz_run.h"
 
+#include <sys/types.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Shortest per-case watchdog the commands accept (seconds). A shorter limit
+ * kills cases that are merely starting up (process start, a CUDA context) and
+ * would report them as hangs. */
+#define FZ_ISO_MIN_TIMEOUT_S 1.0
+
+/* Call first in a freshly forked child of `parent`: the child dies with its
+ * parent (PR_SET_PDEATHSIG SIGKILL, and an immediate exit when the parent died
+ * before that call: getppid() no longer `parent`), signal dispositions and the
+ * signal mask inherited from the parent are reset to the defaults (a parent's
+ * handler would otherwise make the child ignore SIGTERM/SIGHUP). */
+void fz_iso_child_init(pid_t parent);
+
+/* 1 when a child that died of signal sig was killed FROM OUTSIDE: SIGKILL,
+ * SIGTERM, SIGHUP, SIGINT, SIGQUIT are what users, the OOM killer and service
+ * managers send, and the watchdogs here reap the children they kill themselves,
+ * so such a death is a harness event (retried or reported as such), never a
+ * backend finding. 0 for the signals a process brings on itself (SIGSEGV,
+ * SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, ...): backend crashes. */
+int fz_iso_external_signal(int sig);
 
 /* backend_name: "cpu", "cuda", a .so path, or NULL for fa_backend_default().
  * timeout_s <= 0: no limit. Always fills r (r->klass says what happened). */

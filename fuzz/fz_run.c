@@ -121,6 +121,16 @@ void fz_run_classify(const fc_case *c, const fc_verdict *verdict, fz_run_result 
                 r->klass = FZ_OUT_DEVICE;
                 snprintf(r->failure, sizeof r->failure, "device");
             }
+        /* the HARNESS could not run or judge the case (a bad case, out of memory while
+           materializing inputs or computing the oracle, a failed CUDA allocation or copy of
+           the harness's own buffers): a harness error, never a finding against the backend */
+        int harness = check && strcmp(check, "harness") == 0;
+        for (int i = 0; i < r->v.n_reasons && !harness; i++)
+            harness = strstr(r->v.reason[i].text, "harness:") != NULL;
+        if (harness) {
+            r->klass = FZ_OUT_ERROR;
+            snprintf(r->failure, sizeof r->failure, "harness");
+        }
         size_t n = 0;
         for (int i = 0; i < r->v.n_reasons && n + 16 < sizeof r->detail; i++)
             n += (size_t)snprintf(r->detail + n, sizeof r->detail - n, "%s: %s\n", r->v.reason[i].check,

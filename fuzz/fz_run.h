@@ -23,7 +23,9 @@ enum {
     FZ_OUT_DEVICE = 3,   /* FA_ERR_DEVICE: a kernel fault reported by the backend */
     FZ_OUT_CRASH = 4,    /* the process running the case died (fz_isolate.h) */
     FZ_OUT_HANG = 5,     /* the backend call ran past the timeout and was killed (fz_isolate.h) */
-    FZ_OUT_ERROR = 6,    /* the harness could not run the case (fork, pipe, bad case) */
+    FZ_OUT_ERROR = 6,    /* the harness could not run the case (fork, pipe, bad case, out of memory,
+                            killed from outside): failure "harness", "killed" or "backend" (cannot
+                            load it); never a finding */
     FZ_OUT_SLOW = 7      /* the HARNESS (oracle, checks) ran past the timeout: not a backend finding */
 };
 
