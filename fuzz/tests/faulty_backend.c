@@ -4,7 +4,9 @@
  * fuzzer's shapes: 3, 8, 13, 33, 63, 113, 128, 193, ...):
  *   FAULTY_MODE=segv    dereferences NULL (like a host-side crash in a plugin)
  *   FAULTY_MODE=hang    never returns (like a kernel stuck in a barrier)
- *   FAULTY_MODE=device  returns FA_ERR_DEVICE "illegal memory access" (like a CUDA fault) */
+ *   FAULTY_MODE=device  returns FA_ERR_DEVICE "illegal memory access" (like a CUDA fault)
+ *   FAULTY_MODE=slow    sleeps 1.3 s, then computes correctly (slow, not hung: past a 1 s
+ *                       timeout, within the 4x limit of the confirming re-run) */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +25,9 @@ static int faulty_trigger(const fa_problem *p, fa_error *err, fa_status *st)
         *null = 1;
     } else if (m && strcmp(m, "hang") == 0) {
         for (;;) pause();
+    } else if (m && strcmp(m, "slow") == 0) {
+        usleep(1300000);
+        return 0;
     } else if (m && strcmp(m, "device") == 0) {
         *st = fa_fail(err, FA_ERR_DEVICE, "", "an illegal memory access was encountered (simulated)");
         return 1;
