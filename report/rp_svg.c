@@ -25,6 +25,8 @@ void rp_svg_escape(FILE *f, const char *s)
 
 static void head(FILE *f, double w, double h, const char *title)
 {
+    double tw = 20 + 8.5 * (double)strlen(title ? title : ""); /* 14px bold sans-serif: about 8.5px a character */
+    if (w < tw) w = tw;
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
                "font-family=\"sans-serif\" font-size=\"11\">\n", w, h, w, h);

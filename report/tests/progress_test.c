@@ -75,6 +75,38 @@ int main(void)
     /* one line: a single newline (the terminal turns it into \r\n), at the end */
     char *nl = strchr(buf, '\n');
     CHECK(nl && strchr(nl + 1, '\n') == NULL && nl[1] == 0, "exactly one final newline: '%s'", buf);
+
+    /* clear: the line is erased, the next update draws it again */
+    rp_progress p;
+    rp_progress_start(&p, t, "flashcheck test", "runs", 10, 0);
+    rp_progress_update(&p, 1, NULL);
+    rp_progress_clear(&p);
+    rp_progress_update(&p, 2, NULL);
+    rp_progress_end(&p);
+    drain(m, buf, sizeof buf);
+    char want[200];
+    snprintf(want, sizeof want, "1/10 runs, 0s\r%*s\r\rflashcheck test: 2/10 runs", (int)strlen("flashcheck test: 1/10 runs, 0s"), "");
+    CHECK(strstr(buf, want) != NULL, "clear: '%s'", buf);
+
+    /* ticker: redraws by itself while the caller is busy */
+    rp_progress_start(&p, t, "flashcheck test", "steps", 2, 0);
+    rp_progress_update(&p, 0, "busy");
+    CHECK(rp_progress_ticker(&p, 0.1) == 0, "ticker");
+    usleep(450000);
+    rp_progress_end(&p);
+    n = drain(m, buf, sizeof buf);
+    int draws = 0;
+    for (char *q = buf; (q = strstr(q, "0/2 steps, 0s, busy")) != NULL; q++) draws++;
+    CHECK(draws >= 3, "%d draws in 0.45 s with a 0.1 s ticker: '%s'", draws, buf);
+    /* the ticker never starts off a terminal */
+    f = tmpfile();
+    rp_progress_start(&p, f, "x", "y", 2, 0);
+    CHECK(rp_progress_ticker(&p, 0.05) == 0 && !p.ticking, "ticker off a terminal");
+    usleep(150000);
+    rp_progress_end(&p);
+    fflush(f);
+    CHECK(ftell(f) == 0, "ticker wrote to a non-terminal");
+    fclose(f);
     fclose(t);
     close(m);
     if (failures) { fprintf(stderr, "%d check(s) failed\n", failures); return 1; }
