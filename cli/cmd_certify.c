@@ -363,7 +363,7 @@ static void run_fuzz(certify_ctx *x, double seconds, int jobs)
     cfg.seconds = seconds;
     cfg.status_line = x->prog.on;   /* the campaign's own line, on a terminal only */
     cfg.quiet = 1;
-    if (access("fuzz/seeds/case", R_OK) == 0) cfg.seeds_dir = "fuzz/seeds/case";
+    if (access("fuzz/regressions/fwd", R_OK) == 0) cfg.seeds_dir = "fuzz/regressions/fwd";   /* case seeds: fuzz/seeds/BUILD */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     cfg.workers = jobs > 0 ? jobs : (x->mem == FA_MEM_CUDA ? 1 : (int)(cores > 0 ? cores : 1));
     if (!x->has_bwd) cfg.budget.backward = 0;

@@ -35,7 +35,7 @@ static const char *fuzz_help =
     "  --cases N        stop after N executions in total\n"
     "  --corpus DIR     shared corpus directory (default fuzz-corpus)\n"
     "  --findings DIR   findings directory (default findings)\n"
-    "  --seeds DIR      extra seed cases (read only; default fuzz/seeds/case when it exists)\n"
+    "  --seeds DIR      extra seed cases (read only; default fuzz/regressions/fwd when it exists)\n"
     "  --max-seq N --max-dim N --max-batch N --max-heads N   case size budget (256, 128, 3, 8)\n"
     "  --forward-only   never run the backward pass\n"
     "  --timeout SEC    a case running longer is recorded as a hang (default 60)\n"
@@ -103,7 +103,7 @@ int cli_fuzz(int argc, char **argv)
     }
     if (cfg.seconds == 0 && cfg.max_cases == 0)
         fprintf(stderr, "flashcheck fuzz: no --time or --cases limit: running until Ctrl-C\n");
-    if (!seeds_given && access("fuzz/seeds/case", R_OK) == 0) cfg.seeds_dir = "fuzz/seeds/case";
+    if (!seeds_given && access("fuzz/regressions/fwd", R_OK) == 0) cfg.seeds_dir = "fuzz/regressions/fwd";
     if (cfg.seeds_dir && access(cfg.seeds_dir, R_OK) != 0)
         return cli_usage_error("fuzz", "--seeds %s: no such readable directory", cfg.seeds_dir);
 
