@@ -402,6 +402,7 @@ static void run_sanitizer(certify_ctx *x, int want)
                              "shape = 2 17 129 2 1 128 128\nwindow = 16 15\nlayout.q = order 0 2 1 3 pad 0 0 8 0 offset 8\nbackward = 1\n" };
     static const char *tools[4] = { "memcheck", "racecheck", "synccheck", "initcheck" };
     cr->run = 1;
+    rp_progress_start(&x->prog, stderr, "flashcheck certify: sanitizer", "runs", 12, !x->prog.on);   /* on as before */
     char dir[4200], msg[256];
     snprintf(dir, sizeof dir, "%s/sanitizer", x->out);
     fz_mkdirs(dir, msg, sizeof msg);
@@ -417,6 +418,7 @@ static void run_sanitizer(certify_ctx *x, int want)
             int rc = system(cmd);
             int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
             cr->cases++;
+            rp_progress_update(&x->prog, cr->cases, tools[t]);
             if (code == 0) cr->passed++;
             else {
                 cr->failed++;
@@ -625,6 +627,7 @@ int cli_certify(int argc, char **argv)
     fprintf(stderr, "flashcheck certify: API misuse done; fuzzing %.0f s\n", fuzz_s);
     run_fuzz(x, fuzz_s, (int)jobs);
     run_sanitizer(x, sanitizer);
+    rp_progress_end(&x->prog);
 
     int pass = 1;
     for (int i = 0; i < CAT_COUNT; i++) if (x->cat[i].failed) pass = 0;
