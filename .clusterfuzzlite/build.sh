@@ -24,7 +24,7 @@ for t in fwd bwd; do
   def=$([ $t = bwd ] && echo 1 || echo 0)
   $CC $CFLAGS -std=c11 -D_GNU_SOURCE -I. -DFZ_TARGET_BACKWARD=$def fuzz/fz_target_case.c "${objs[@]}" \
     $LIB_FUZZING_ENGINE $libs -o "$OUT/fz_$t"
-  (cd fuzz/seeds/case && zip -q "$OUT/fz_${t}_seed_corpus.zip" *.case)
+  zip -qj "$OUT/fz_${t}_seed_corpus.zip" fuzz/regressions/fwd/*.case fuzz/regressions/bwd/*.case   # the case seeds (fuzz/seeds/BUILD)
   cp fuzz/flashcheck.dict "$OUT/fz_$t.dict"
   printf '[libfuzzer]\nmax_len = 8192\ntimeout = 120\n[env]\nFLASHCHECK_ABORT = 1\nFLASHCHECK_MAX_SEQ = 128\nFLASHCHECK_MAX_DIM = 64\nOMP_NUM_THREADS = 1\n' > "$OUT/fz_$t.options"
 done

@@ -21,10 +21,12 @@
 #include "fuzz/fz_run.h"
 #include "fuzz/fz_store.h"
 #include "properties/properties.h"
+#include "report/rp_plots.h"
+#include "report/rp_progress.h"
 
 static const char *certify_help =
     "usage: flashcheck certify [--backend B] [--out DIR] [--baseline REPORT.json] [--quick]\n"
-    "                          [--fuzz-seconds N] [--jobs N] [--sanitizer] [--timeout SEC]\n"
+    "                          [--fuzz-seconds N] [--jobs N] [--sanitizer] [--timeout SEC] [--quiet]\n"
     "\n"
     "Certifies a backend: (1) a fixed sweep of awkward cases, grouped in categories (shapes at tile\n"
     "boundaries +-1, primes, 0 and 1; causal alignments with Sq != Sk; windows; additive masks incl.\n"
@@ -36,7 +38,9 @@ static const char *certify_help =
     "backend, compute-sanitizer memcheck/racecheck/synccheck/initcheck on a few cases.\n"
     "Every case runs in a worker process with a watchdog: a kernel fault or hang is a failure of\n"
     "that case, not of the run. Prints a summary table; writes DIR/report.md and DIR/report.json\n"
-    "(pass/fail and the worst error/bound ratio per category) and a repro file per failure.\n"
+    "(pass/fail and the worst error/bound ratio per category), DIR/plots/*.svg (shown in report.md:\n"
+    "an error/bound histogram per output tensor, a heat map per failing or near-failing tensor) and a\n"
+    "repro file per failure. On a terminal a progress line shows cases done and the elapsed time.\n"
     "\n"
     "options:\n"
     "  --backend B         cpu | cuda | PATH.so (default: CUDA when a GPU is present, else CPU)\n"
@@ -50,6 +54,7 @@ static const char *certify_help =
     "  --jobs N            fuzz workers (default: the number of online cores; CUDA workers share the GPUs)\n"
     "  --sanitizer         run compute-sanitizer passes (CUDA backends; compute-sanitizer on PATH)\n"
     "  --timeout SEC       per-case watchdog (default 300, at least 1)\n"
+    "  --quiet             no progress line (there is none when stderr is not a terminal)\n"
     "\n"
     "exit: 0 certified (and no regression), 1 a category failed or regressed, 2 usage (incl. a bad\n"
     "      --baseline, or DIR in use by another run or holding a report), 3 backend cannot be loaded,\n"
@@ -99,6 +104,8 @@ typedef struct {
     int *job_cat;
     int64_t njobs, cap;
     int64_t done;
+    rp_plots *plots;         /* histograms and heat maps of the sweep's verdicts */
+    rp_progress prog;
 } certify_ctx;
 
 /* ------------------------------------------------------------------------- */
@@ -275,10 +282,15 @@ static void on_job(void *user, int64_t index, const fz_run_result *r)
         note_failure(x, cr, &j->c, r->pass, r->tensor, failure, r->detail);
     }
     }
+    if (j->prop < 0) {   /* the fixed sweep: one full check per case (a property's verdict merges several) */
+        char label[200];
+        snprintf(label, sizeof label, "%s case %lld (B=%lld Sq=%lld Sk=%lld Hq=%lld Hkv=%lld D=%lld/%lld)", cat_names[cat],
+                 (long long)index, (long long)j->c.p.batch, (long long)j->c.p.seqlen_q, (long long)j->c.p.seqlen_k,
+                 (long long)j->c.p.heads_q, (long long)j->c.p.heads_kv, (long long)j->c.p.head_dim_qk, (long long)j->c.p.head_dim_v);
+        rp_plots_add(x->plots, &r->v, label);
+    }
     x->done++;
-    if (isatty(2)) fprintf(stderr, "\rflashcheck certify: %lld/%lld cases", (long long)x->done, (long long)x->njobs);
-    else if (x->done % 20 == 0 || x->done == x->njobs)
-        fprintf(stderr, "flashcheck certify: %lld/%lld cases\n", (long long)x->done, (long long)x->njobs);
+    rp_progress_update(&x->prog, x->done, cat_names[cat]);
 }
 
 /* API misuse: every corruption kind, forward and backward, in a child process */
@@ -353,7 +365,7 @@ static void run_fuzz(certify_ctx *x, double seconds, int jobs)
     cfg.corpus_dir = corpus;
     cfg.findings_dir = findings;
     cfg.seconds = seconds;
-    cfg.status_line = 0;
+    cfg.status_line = x->prog.on;   /* the campaign's own line, on a terminal only */
     cfg.quiet = 1;
     cfg.seeds_dir = cli_seeds_default();
     cfg.workers = jobs > 0 ? jobs : fz_camp_default_workers(sysconf(_SC_NPROCESSORS_ONLN));
@@ -398,6 +410,7 @@ static void run_sanitizer(certify_ctx *x, int want)
                              "shape = 2 17 129 2 1 128 128\nwindow = 16 15\nlayout.q = order 0 2 1 3 pad 0 0 8 0 offset 8\nbackward = 1\n" };
     static const char *tools[4] = { "memcheck", "racecheck", "synccheck", "initcheck" };
     cr->run = 1;
+    rp_progress_start(&x->prog, stderr, "flashcheck certify: sanitizer", "runs", 12, !x->prog.on);   /* on as before */
     char dir[4200], msg[256];
     snprintf(dir, sizeof dir, "%s/sanitizer", x->out);
     fz_mkdirs(dir, msg, sizeof msg);
@@ -413,6 +426,7 @@ static void run_sanitizer(certify_ctx *x, int want)
             int rc = system(cmd);
             int code = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
             cr->cases++;
+            rp_progress_update(&x->prog, cr->cases, tools[t]);
             if (code == 0) cr->passed++;
             else {
                 cr->failed++;
@@ -510,7 +524,7 @@ static cJSON *compare_baseline(const certify_ctx *x, const char *path, char *msg
 }
 
 static int write_markdown(const certify_ctx *x, const char *path, int pass, const char *date, const cJSON *regs,
-                          const char *baseline, char *msg, size_t msglen)
+                          const char *baseline, const char *plots_md, char *msg, size_t msglen)
 {
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap);
@@ -550,6 +564,7 @@ static int write_markdown(const certify_ctx *x, const char *path, int pass, cons
         const cJSON *r;
         cJSON_ArrayForEach(r, regs) MD("- REGRESSION: %s\n", r->valuestring);
     }
+    if (plots_md) MD("%s", plots_md);
 #undef MD
     int rc = fz_write_atomic(path, b, n < cap ? n : cap, msg, msglen);
     free(b);
@@ -563,7 +578,7 @@ int cli_certify(int argc, char **argv)
 {
     certify_ctx *x = calloc(1, sizeof *x);
     const char *out = NULL, *baseline = NULL;
-    int quick = 0, sanitizer = 0;
+    int quick = 0, sanitizer = 0, quiet = 0;
     int64_t jobs = 0;
     double fuzz_s = 30, timeout = 300;
     for (int i = 1; i < argc; i++) {
@@ -579,6 +594,7 @@ int cli_certify(int argc, char **argv)
         else if ((r = cli_opt(argc, argv, &i, "--jobs", &v))) { if (r < 0 || cli_parse_i64(v, 1, FZ_CAMP_MAX_WORKERS, &k)) return cli_usage_error("certify", "--jobs needs an integer in [1, %d]", FZ_CAMP_MAX_WORKERS); jobs = k; }
         else if (strcmp(argv[i], "--quick") == 0) quick = 1;
         else if (strcmp(argv[i], "--sanitizer") == 0) sanitizer = 1;
+        else if (strcmp(argv[i], "--quiet") == 0) quiet = 1;
         else return cli_usage_error("certify", "unknown option or argument '%s'", argv[i]);
     }
     char msg[1024];
@@ -629,12 +645,15 @@ int cli_certify(int argc, char **argv)
     fprintf(stderr, "flashcheck certify: backend %s%s, report in %s\n", x->backend,
             x->backend_arg ? "" : " (default)", x->out);
     build_sweep(x, quick);
+    x->plots = rp_plots_new();
+    rp_progress_start(&x->prog, stderr, "flashcheck certify", "cases", x->njobs, quiet);
     fz_iso_batch(x->backend_arg, x->jobs, x->njobs, timeout, on_job, x);
-    if (isatty(2)) fprintf(stderr, "\n");
+    rp_progress_end(&x->prog);
     run_misuse(x);
     fprintf(stderr, "flashcheck certify: API misuse done; fuzzing %.0f s\n", fuzz_s);
     run_fuzz(x, fuzz_s, (int)jobs);
     run_sanitizer(x, sanitizer);
+    rp_progress_end(&x->prog);
 
     int pass = 1;
     for (int i = 0; i < CAT_COUNT; i++) if (x->cat[i].failed) pass = 0;
@@ -649,7 +668,11 @@ int cli_certify(int argc, char **argv)
     if (baseline) cJSON_AddStringToObject(root, "baseline", baseline);
     char *jtext = cJSON_Print(root);
     int werr = fz_write_atomic(js, jtext, strlen(jtext), msg, sizeof msg) != 0;
-    if (!werr) werr = write_markdown(x, md, pass, date, cJSON_GetObjectItemCaseSensitive(root, "regressions"), baseline, msg, sizeof msg) != 0;
+    char *plots_md = NULL;
+    if (!werr) werr = !(plots_md = rp_plots_write(x->plots, x->out, msg, sizeof msg));
+    if (!werr) werr = write_markdown(x, md, pass, date, cJSON_GetObjectItemCaseSensitive(root, "regressions"), baseline, plots_md, msg, sizeof msg) != 0;
+    free(plots_md);
+    rp_plots_free(x->plots);
     free(jtext);
 
     /* summary table */

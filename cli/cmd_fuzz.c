@@ -35,7 +35,7 @@ static const char *fuzz_help =
     "  --cases N        stop after N executions in total\n"
     "  --corpus DIR     shared corpus directory (default fuzz-corpus)\n"
     "  --findings DIR   findings directory (default findings)\n"
-    "  --seeds DIR      extra seed cases (read only; default fuzz/seeds/case when it exists)\n"
+    "  --seeds DIR      extra seed cases (read only; default fuzz/regressions/fwd when it exists)\n"
     "  --max-seq N --max-dim N --max-batch N --max-heads N   case size budget (256, 128, 3, 8)\n"
     "  --forward-only   never run the backward pass\n"
     "  --timeout SEC    a backend call running longer is run once more with 4x the limit, and recorded\n"

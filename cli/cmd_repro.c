@@ -12,6 +12,7 @@
 #include "fuzz/fz_misuse.h"
 #include "fuzz/fz_run.h"
 #include "fuzz/fz_store.h"
+#include "report/rp_progress.h"
 
 /* ------------------------------------------------------------------------- */
 /* shared                                                                    */
@@ -35,7 +36,7 @@ static const char *repro_help =
     "      4 harness error (out of memory, killed from outside, the harness ran past --timeout)\n";
 
 static const char *shrink_help =
-    "usage: flashcheck shrink FILE [--backend B] [--timeout SEC] [--max-runs N] [--any-failure]\n"
+    "usage: flashcheck shrink FILE [--backend B] [--timeout SEC] [--max-runs N] [--any-failure] [--quiet]\n"
     "\n"
     "Reduces a failing repro file while the failure persists (same pass and failure class, e.g.\n"
     "fwd/bound or bwd/nan or crash:SEGV): batch, heads (GQA groups and kv heads), Sq, Sk, Dqk,\n"
@@ -44,12 +45,14 @@ static const char *shrink_help =
     "process with a watchdog. Writes FILE.min (atomically; the input file is never modified; an\n"
     "existing FILE.min is kept and the result goes to FILE.min.1, .2, ...) and prints the\n"
     "before/after shapes. When no file can be written the minimized case is printed on stdout.\n"
+    "On a terminal a progress line shows the candidate runs done (of --max-runs) and the elapsed time.\n"
     "\n"
     "options:\n"
     "  --backend B        backend to run (default: CUDA when a GPU is present, else CPU)\n"
     "  --timeout SEC      per-candidate watchdog (default 120, at least 1)\n"
     "  --max-runs N       stop after N candidate runs (default 400)\n"
     "  --any-failure      accept any failure, not only the original pass and failure class\n"
+    "  --quiet            no progress line (there is none when stderr is not a terminal)\n"
     "\n"
     "exit: 0 FILE.min (or FILE.min.N) written, 1 FILE does not fail on this backend (nothing to\n"
     "      shrink), 2 bad case file or option, 3 backend cannot be loaded, 4 harness error (cannot\n"
@@ -61,6 +64,7 @@ typedef struct {
     int determinism;
     int64_t max_runs;
     int any_failure;
+    int quiet;
     const char *file;
 } repro_opts;
 
@@ -91,6 +95,8 @@ static int parse_common(const char *sub, int argc, char **argv, repro_opts *o, i
             o->determinism = 0;
         } else if (shrink && strcmp(argv[i], "--any-failure") == 0) {
             o->any_failure = 1;
+        } else if (shrink && strcmp(argv[i], "--quiet") == 0) {
+            o->quiet = 1;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             return cli_usage_error(sub, "unknown option '%s'", argv[i]);
         } else if (o->file) {
@@ -260,6 +266,8 @@ typedef struct {
     const fa_limits *lim;
     char pass[8], failure[32];
     int64_t runs;
+    int round;
+    rp_progress prog;
 } shrink_ctx;
 
 /* does candidate c still fail the same way? */
@@ -274,6 +282,9 @@ static int still_fails(shrink_ctx *s, const fc_case *c)
     }
     if (s->runs >= s->o->max_runs) return 0;
     s->runs++;
+    char note[32];
+    snprintf(note, sizeof note, "round %d", s->round + 1);
+    rp_progress_update(&s->prog, s->runs, note);
     fz_run_result *r = malloc(sizeof *r);
     fz_iso_run(s->o->backend, c, s->o->determinism || strcmp(s->failure, "determinism") == 0, s->o->timeout, r, NULL);
     int ok = is_failure(r->klass) &&
@@ -361,10 +372,12 @@ int cli_shrink(int argc, char **argv)
     printf("shrinking %s on %s: failure %s/%s (%s)\n", o.file, bname, r->pass, r->failure, r->tensor);
     free(r);
     fc_case orig = c;
+    rp_progress_start(&s.prog, stderr, "flashcheck shrink", "runs", o.max_runs, o.quiet);
 
     int64_t dstep = lim.head_dim_multiple > 1 ? lim.head_dim_multiple : 1;
     for (int round = 0, changed = 1; changed && s.runs < o.max_runs; round++) {
         changed = 0;
+        s.round = round;
         /* sizes */
         changed |= shrink_field(&s, &c, &c.p.batch, 1, 1, 0);
         {   /* heads: drop the kv heads, then the group size */
@@ -418,11 +431,14 @@ int cli_shrink(int argc, char **argv)
             t.dist[k].kind = FC_DIST_GAUSSIAN; t.dist[k].amp = 0; t.dist[k].prob = 0;
             changed |= try_case(&s, &c, &t);
         }
+        rp_progress_clear(&s.prog);
         printf("  round %d: B=%lld Hq=%lld Hkv=%lld Sq=%lld Sk=%lld Dqk=%lld Dv=%lld mask=%s (%lld runs)\n", round + 1,
                (long long)c.p.batch, (long long)c.p.heads_q, (long long)c.p.heads_kv, (long long)c.p.seqlen_q,
                (long long)c.p.seqlen_k, (long long)c.p.head_dim_qk, (long long)c.p.head_dim_v,
                fc_mask_name(c.mask.kind), (long long)s.runs);
     }
+    rp_progress_clear(&s.prog);
+    rp_progress_end(&s.prog);
     if (s.runs >= o.max_runs) printf("  stopped at --max-runs %lld\n", (long long)o.max_runs);
 
     /* write FILE.min, never replacing a file: FILE.min exists -> FILE.min.1, .2, ...; when

@@ -15,12 +15,13 @@
 #include "fuzz/fz_store.h"
 #include "cli/npy.h"
 #include "oracle/oracle.h"
+#include "report/rp_progress.h"
 
 static const char *verify_help =
     "usage: flashcheck verify [--dir DIR] [--q F --k F --v F] [--o F] [--lse F] [--do F --dq F --dk F --dv F]\n"
     "                         [--mask F] [--layout bshd|bhsd] [--causal none|top_left|bottom_right]\n"
     "                         [--window LEFT RIGHT] [--window-align top_left|bottom_right] [--scale S]\n"
-    "                         [--profile tensorcore|fp32] [--json FILE]\n"
+    "                         [--profile tensorcore|fp32] [--json FILE] [--quiet]\n"
     "\n"
     "Checks outputs of any attention implementation, saved with numpy.save, against the MPFR oracle\n"
     "with a per-element error bound. --dir DIR reads DIR/q.npy, k.npy, v.npy, o.npy, lse.npy,\n"
@@ -49,6 +50,8 @@ static const char *verify_help =
     "                   string \"inf\", \"-inf\" or \"nan\"). FILE is removed when the run starts and\n"
     "                   written atomically at the end, so it always describes the latest run or does not\n"
     "                   exist (a run that stops on an error leaves no FILE; a write error is exit 4)\n"
+    "  --quiet          no progress line (on a terminal it shows the oracle and compare steps done\n"
+    "                   and the elapsed time; there is none when stderr is not a terminal)\n"
     "\n"
     "exit: 0 PASS (every element within its bound), 1 FAIL, 2 bad option or array (the message says\n"
     "      which file and what to fix), 4 harness error (cannot write --json FILE, out of memory)\n";
@@ -206,7 +209,7 @@ int cli_verify(int argc, char **argv)
     memset(&va, 0, sizeof va);
     static char dirpaths[VN][4096];
     const char *dir = NULL, *json_path = NULL;
-    int bhsd = 0;
+    int bhsd = 0, quiet = 0;
     const char *profile_name = "tensorcore";
     fa_problem p;
     memset(&p, 0, sizeof p);
@@ -261,6 +264,8 @@ int cli_verify(int argc, char **argv)
             if (r < 0) return cli_usage_error("verify", "--profile needs a preset name");
             if (fa_precision_preset(v, &probe, &perr) != FA_OK) return cli_usage_error("verify", perr.msg);
             profile_name = v;
+        } else if (strcmp(argv[i], "--quiet") == 0) {
+            quiet = 1;
         } else {
             return cli_usage_error("verify", "unknown option or argument '%s'", argv[i]);
         }
@@ -399,8 +404,15 @@ int cli_verify(int argc, char **argv)
     fa.o = t[VO];
     fa.lse.ptr = scratch_lse;
     fa.lse.stride[0] = p.heads_q * p.seqlen_q; fa.lse.stride[1] = p.seqlen_q; fa.lse.stride[2] = 1;
+    /* steps: oracle forward, compare, (oracle backward, compare); the ticker moves the elapsed time
+       while the oracle runs (no fork here) */
+    rp_progress prog;
+    rp_progress_start(&prog, stderr, "flashcheck verify", "steps", want_bwd ? 4 : 2, quiet);
+    rp_progress_update(&prog, 0, "oracle forward");
+    rp_progress_ticker(&prog, 1.0);
     orc_fwd_result fr;
     if (orc_fwd(&fa, &prof, &opt, &fr, &err) != FA_OK) {
+        rp_progress_end(&prog);
         fprintf(stderr, "flashcheck verify: the problem is invalid: %s: %s\n", err.arg, err.msg);
         return CLI_USAGE;
     }
@@ -412,7 +424,9 @@ int cli_verify(int argc, char **argv)
         user_lse.ptr = va.a[VLSE].data;
         user_lse.stride[0] = p.heads_q * p.seqlen_q; user_lse.stride[1] = p.seqlen_q; user_lse.stride[2] = 1;
     }
+    rp_progress_update(&prog, 1, "comparing the forward");
     if (orc_compare_fwd(&fr, &t[VO], va.have[VLSE] ? &user_lse : NULL, &st[VO], va.have[VLSE] ? &st[VLSE] : NULL, &err) != FA_OK) {
+        rp_progress_end(&prog);
         fprintf(stderr, "flashcheck verify: comparing the forward failed: %s\n", err.msg);
         return CLI_INTERNAL;
     }
@@ -464,13 +478,17 @@ int cli_verify(int argc, char **argv)
         ba.p = p; ba.q = t[VQ]; ba.k = t[VK]; ba.v = t[VV]; ba.o = t[VO]; ba.dout = t[VDO]; ba.lse = lse_in_view;
         ba.mask = mask; ba.dq = g[0]; ba.dk = g[1]; ba.dv = g[2];
         orc_bwd_result br;
+        rp_progress_update(&prog, 2, "oracle backward");
         if (orc_bwd(&ba, &prof, &opt, &br, &err) != FA_OK) {
+            rp_progress_end(&prog);
             fprintf(stderr, "flashcheck verify: the backward problem is invalid: %s: %s\n", err.arg, err.msg);
             return CLI_USAGE;
         }
+        rp_progress_update(&prog, 3, "comparing the backward");
         if (orc_compare_bwd(&br, va.have[VDQ] ? &t[VDQ] : NULL, va.have[VDK] ? &t[VDK] : NULL, va.have[VDV] ? &t[VDV] : NULL,
                             va.have[VDQ] ? &st[VDQ] : NULL, va.have[VDK] ? &st[VDK] : NULL, va.have[VDV] ? &st[VDV] : NULL,
                             &err) != FA_OK) {
+            rp_progress_end(&prog);
             fprintf(stderr, "flashcheck verify: comparing the backward failed: %s\n", err.msg);
             return CLI_INTERNAL;
         }
@@ -489,6 +507,9 @@ int cli_verify(int argc, char **argv)
         free(lse_buf);
         for (int k = 0; k < 3; k++) free(scratch[k]);
     }
+
+    rp_progress_update(&prog, want_bwd ? 4 : 2, "done");
+    rp_progress_end(&prog);   /* stops the ticker */
 
     /* report */
     int fail = 0;

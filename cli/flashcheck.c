@@ -125,10 +125,10 @@ int cli_lock_out_dir(const char *dir, char *msg, size_t msglen)
 const char *cli_seeds_default(void)
 {
     static char buf[4200];
-    if (access("fuzz/seeds/case", R_OK) == 0) return "fuzz/seeds/case";
+    if (access("fuzz/regressions/fwd", R_OK) == 0) return "fuzz/regressions/fwd";
     const char *ws = getenv("BUILD_WORKSPACE_DIRECTORY");
     if (ws && *ws) {
-        snprintf(buf, sizeof buf, "%s/fuzz/seeds/case", ws);
+        snprintf(buf, sizeof buf, "%s/fuzz/regressions/fwd", ws);
         if (access(buf, R_OK) == 0) return buf;
     }
     return NULL;

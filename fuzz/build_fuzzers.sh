@@ -77,6 +77,7 @@ link fz_fwd "-DFZ_TARGET_BACKWARD=0" fuzz/fz_target_case.c
 link fz_bwd "-DFZ_TARGET_BACKWARD=1" fuzz/fz_target_case.c
 link fz_misuse "" fuzz/fz_target_misuse.c
 cp fuzz/flashcheck.dict "$out/flashcheck.dict"
-rm -rf "$out/seeds"; mkdir -p "$out/seeds"
-cp -r fuzz/seeds/case fuzz/seeds/misuse "$out/seeds/"
+rm -rf "$out/seeds"; mkdir -p "$out/seeds/case"
+cp fuzz/regressions/fwd/*.case fuzz/regressions/bwd/*.case "$out/seeds/case/"   # the case seeds (fuzz/seeds/BUILD)
+cp -r fuzz/seeds/misuse "$out/seeds/"
 echo "build_fuzzers: done; e.g. $out/fz_fwd -dict=$out/flashcheck.dict -max_len=8192 -timeout=120 corpus/ $out/seeds/case"

@@ -142,6 +142,10 @@ void orc_bwd_free(orc_bwd_result *res);
  * Comparison of a backend's outputs against a result
  * ------------------------------------------------------------------------- */
 #define ORC_HIST_BUCKETS 64 /* bucket k: error/bound in [2^(k-48), 2^(k-47)); 0 and 63 open */
+/* Worst-ratio grid for plots: at most ORC_GRID_ROWS head blocks x ORC_GRID_COLS
+ * sequence blocks (orc_stats.grid). */
+#define ORC_GRID_ROWS 16
+#define ORC_GRID_COLS 32
 
 typedef struct {
     int64_t checked;         /* elements judged (flags not UNCHECKABLE) */
@@ -158,7 +162,23 @@ typedef struct {
                                 to that Inf in the output dtype (|ref| + bound - orc_err >=
                                 the overflow threshold); counted in checked, not failed */
     int64_t first_fail_at[4];/* (b, s, h, d) of the first failure, -1 if none */
-    int64_t ratio_hist[ORC_HIST_BUCKETS];
+    int64_t ratio_hist[ORC_HIST_BUCKETS]; /* finite elements judged by |kernel - ref| / bound */
+    int64_t exact;           /* of those, kernel == ref exactly (ratio 0, counted in ratio_hist[0]) */
+    int64_t nonfinite_match; /* reference NaN/Inf matched by the kernel (checked, passed) */
+    /* Worst ratio per (head block, sequence block), for plots. Cell [r][c] is the
+     * max |kernel - ref| / bound over batch and head dim of the elements at heads
+     * [r*grid_hb, (r+1)*grid_hb) and positions [c*grid_sb, (c+1)*grid_sb): query
+     * index for O, LSE, dQ; key index for dK, dV (their elements are sums over
+     * the other sequence, so no query x key attribution exists). grid_hb is the
+     * smallest power of two giving <= ORC_GRID_ROWS rows; grid_sb the smallest
+     * power of two >= 16 giving <= ORC_GRID_COLS columns. -1: no element judged
+     * there; +inf: a non-finite mismatch or an error against a zero bound; a
+     * matched non-finite or accepted overflow counts as 0. float: the ratio
+     * rounded to nearest (display only, never a verdict). */
+    int grid_rows, grid_cols;
+    int64_t grid_hb, grid_sb;
+    int64_t grid_heads, grid_seq;  /* the extents the grid covers (heads, positions) */
+    float grid[ORC_GRID_ROWS][ORC_GRID_COLS];
     /* Baseline-relative measure (FlashAttention style), when the result has a
      * baseline: passes when max_err <= factor * baseline_max_err + floor, with
      * factor 2 (forward) or 3 (gradients) and floor = 2 max |(ref+0.3)-0.3 - ref|

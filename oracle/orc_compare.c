@@ -69,7 +69,12 @@ typedef struct {
     int64_t nr;
     double floor_max;
     double thr;      /* overflow threshold of the output dtype (orc_overflow_threshold) */
+    float *cell;     /* grid cell of the vector being judged (orc_stats.grid) */
 } acc_stats;
+
+static void cell_max(float *cell, double ratio) {
+    if (ratio > *cell) *cell = (float)ratio;
+}
 
 static int bucket_of(double ratio) {
     if (!(ratio > 0)) return 0;
@@ -109,7 +114,8 @@ static int judge(acc_stats *a, double kv, double ref, double bound, double oe, u
     if (isnan(ref) || isinf(ref)) {
         s->checked++;
         int ok = isnan(ref) ? isnan(kv) : (kv == ref);
-        if (!ok) { s->nan_missing++; note_fail(s, at); }
+        if (!ok) { s->nan_missing++; note_fail(s, at); cell_max(a->cell, INFINITY); }
+        else { s->nonfinite_match++; cell_max(a->cell, 0); }
         return 0;
     }
     if (isinf(kv) && !isnan(ref)) {
@@ -124,10 +130,10 @@ static int judge(acc_stats *a, double kv, double ref, double bound, double oe, u
         double reach = (kv > 0 ? ref : -ref) + bound;
         if (!final && !(reach - oe >= a->thr) && reach + oe >= a->thr) return 1;
         s->checked++;
-        if (reach - oe >= a->thr) { s->overflow_inf++; return 0; }
-        s->nan_unexpected++; note_fail(s, at); return 0;
+        if (reach - oe >= a->thr) { s->overflow_inf++; cell_max(a->cell, 0); return 0; }
+        s->nan_unexpected++; note_fail(s, at); cell_max(a->cell, INFINITY); return 0;
     }
-    if (!isfinite(kv)) { s->checked++; s->nan_unexpected++; note_fail(s, at); return 0; }
+    if (!isfinite(kv)) { s->checked++; s->nan_unexpected++; note_fail(s, at); cell_max(a->cell, INFINITY); return 0; }
     double err = fabs(kv - ref);
     if (!final && !(err + oe <= bound) && !(err - oe > bound)) return 1;
     s->checked++;
@@ -139,15 +145,28 @@ static int judge(acc_stats *a, double kv, double ref, double bound, double oe, u
         s->worst_kernel = kv; s->worst_ref = ref; s->worst_bound = bound;
     }
     s->ratio_hist[bucket_of(ratio)]++;
+    if (err == 0) s->exact++;
+    cell_max(a->cell, ratio);
     if (bound > 0) a->ratios[a->nr++] = ratio;
     if (err > s->max_err) s->max_err = err;
     return 0;
 }
 
-static void stats_init(orc_stats *s, int has_baseline) {
+/* heads x seq: the extent of the vectors' (h, s) indices */
+static void stats_init(orc_stats *s, int has_baseline, int64_t heads, int64_t seq) {
     memset(s, 0, sizeof *s);
     for (int k = 0; k < 4; k++) s->worst_at[k] = s->first_fail_at[k] = -1;
     s->has_baseline = has_baseline;
+    s->grid_hb = 1;
+    while ((heads + s->grid_hb - 1) / s->grid_hb > ORC_GRID_ROWS) s->grid_hb *= 2;
+    s->grid_sb = 16;
+    while ((seq + s->grid_sb - 1) / s->grid_sb > ORC_GRID_COLS) s->grid_sb *= 2;
+    s->grid_rows = (int)((heads + s->grid_hb - 1) / s->grid_hb);
+    s->grid_cols = (int)((seq + s->grid_sb - 1) / s->grid_sb);
+    s->grid_heads = heads;
+    s->grid_seq = seq;
+    for (int r = 0; r < ORC_GRID_ROWS; r++)
+        for (int c = 0; c < ORC_GRID_COLS; c++) s->grid[r][c] = -1;
 }
 
 static void stats_finish(acc_stats *a, double factor) {
@@ -212,11 +231,13 @@ static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind 
                    orc_overflow_threshold(kind == V_LSE ? -1 : (int)c->dt)};
     double *mp = malloc((size_t)(blk->dim > 0 ? blk->dim : 1) * sizeof(double));
     if (!a.ratios || !mp) { free(a.ratios); free(mp); return FA_ERR_NOMEM; }
-    stats_init(out, blk->baseline != NULL);
+    int dkv = kind == V_DKV;
+    stats_init(out, blk->baseline != NULL, dkv ? c->Hkv : c->Hq, dkv ? c->Sk : c->Sq);
     int f32 = kind == V_LSE;
     for (int64_t v = 0; v < blk->n; v++) {
         const orc_index *ix = &blk->index[v];
         int escalated = 0;
+        a.cell = &out->grid[ix->h / out->grid_hb][ix->s / out->grid_sb];
         for (int64_t d = 0; d < blk->dim; d++) {
             int64_t e = v * blk->dim + d;
             double kv;

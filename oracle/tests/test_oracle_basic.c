@@ -693,7 +693,65 @@ static void test_decode_all(void) {
     }
 }
 
+
+// ----------------------------------------------------------------------------
+// compare's plot data: exact count, histogram totals, worst-ratio grid cells
+
+static void test_compare_grid(void) {
+    fa_precision pr = t_profile_fp32();
+    fa_problem p = t_problem(2, 40, 24, 3, 1, 8, 8, FA_F16, FA_CAUSAL_NONE, -1, -1);
+    t_prob t;
+    t_setup(&t, p, 0, 1, 1, 1, 0);
+    fa_fwd_args a = t_fwd_args(&t);
+    orc_fwd_result r;
+    CHECK(orc_fwd(&a, &pr, NULL, &r, NULL) == FA_OK, "fwd");
+    t_store_fwd(&t, &r);
+    uint16_t *o = t.o;
+    const int64_t *st = t.to.stride;
+    /* element (b=1, s=35, h=2, d=3) off by about 5 bounds: cell [2][35/16 = 2] */
+    int64_t x5 = -1;
+    for (int64_t x = 0; x < r.o.n; x++)
+        if (r.o.index[x].b == 1 && r.o.index[x].s == 35 && r.o.index[x].h == 2) x5 = x;
+    CHECK(x5 >= 0, "row not found");
+    double ref = r.o.ref[x5 * 8 + 3], bd = r.o.bound[x5 * 8 + 3];
+    uint16_t kv = orc_encode(ref + 5 * bd, p.dtype);
+    o[1 * st[0] + 35 * st[1] + 2 * st[2] + 3 * st[3]] = kv;
+    double want = fabs(orc_decode(kv, p.dtype) - ref) / bd;
+    /* a NaN at (b=0, s=0, h=0, d=0): cell [0][0] becomes +inf */
+    o[0] = 0x7e00;
+    int64_t exact = 0;
+    for (int64_t x = 0; x < r.o.n; x++) {
+        const orc_index *ix = &r.o.index[x];
+        for (int d = 0; d < 8; d++)
+            exact += orc_decode(o[ix->b * st[0] + ix->s * st[1] + ix->h * st[2] + d * st[3]], p.dtype) == r.o.ref[x * 8 + d];
+    }
+    orc_stats s;
+    CHECK(orc_compare_fwd(&r, &t.to, NULL, &s, NULL, NULL) == FA_OK, "cmp");
+    CHECK(s.grid_rows == 3 && s.grid_cols == 3 && s.grid_hb == 1 && s.grid_sb == 16 && s.grid_heads == 3 && s.grid_seq == 40, "grid %dx%d hb %lld sb %lld",
+          s.grid_rows, s.grid_cols, (long long)s.grid_hb, (long long)s.grid_sb);
+    CHECK(want > 4 && s.grid[2][2] == (float)want, "cell [2][2] = %g, want %g", s.grid[2][2], want);
+    CHECK(isinf(s.grid[0][0]), "cell [0][0] = %g, want inf", s.grid[0][0]);
+    for (int rr = 0; rr < ORC_GRID_ROWS; rr++)
+        for (int c = 0; c < ORC_GRID_COLS; c++) {
+            int used = rr < 3 && c < 3;
+            if (!used) CHECK(s.grid[rr][c] == -1, "unused cell [%d][%d] = %g", rr, c, s.grid[rr][c]);
+            else if (!(rr == 2 && c == 2) && !(rr == 0 && c == 0))
+                CHECK(s.grid[rr][c] >= 0 && s.grid[rr][c] <= 1, "cell [%d][%d] = %g", rr, c, s.grid[rr][c]);
+        }
+    int64_t hsum = 0;
+    for (int k = 0; k < ORC_HIST_BUCKETS; k++) hsum += s.ratio_hist[k];
+    CHECK(hsum + s.nonfinite_match + s.nan_unexpected + s.nan_missing + s.overflow_inf == s.checked,
+          "histogram %lld + non-finite %lld + %lld + %lld + %lld != checked %lld", (long long)hsum,
+          (long long)s.nonfinite_match, (long long)s.nan_unexpected, (long long)s.nan_missing,
+          (long long)s.overflow_inf, (long long)s.checked);
+    CHECK(s.exact == exact && s.exact <= s.ratio_hist[0], "exact %lld, counted %lld", (long long)s.exact, (long long)exact);
+    CHECK(s.ratio_hist[ilogb(want) + 48] >= 1 && s.nan_unexpected == 1, "bucket of the wrong element");
+    orc_fwd_free(&r);
+    t_free(&t);
+}
+
 int main(void) {
+    test_compare_grid();
     test_decode_all();
     test_dv_large_group();
     test_overflow_inf();

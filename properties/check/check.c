@@ -135,6 +135,17 @@ static int64_t judge(const fc_run *r, const orc_block *blk, const orc_stats *st,
     ts->worst_got = st->worst_kernel;
     ts->worst_ref = st->worst_ref;
     ts->worst_bound = st->worst_bound;
+    memcpy(ts->ratio_hist, st->ratio_hist, sizeof ts->ratio_hist);
+    ts->exact = st->exact;
+    ts->nonfinite_ok = st->nonfinite_match + st->overflow_inf;
+    ts->uncheckable = st->unchecked;
+    ts->grid_rows = st->grid_rows;
+    ts->grid_cols = st->grid_cols;
+    ts->grid_hb = st->grid_hb;
+    ts->grid_sb = st->grid_sb;
+    ts->grid_heads = st->grid_heads;
+    ts->grid_seq = st->grid_seq;
+    memcpy(ts->grid, st->grid, sizeof ts->grid);
     if (ts->violations > 0) {
         fc_verdict_fail(v, "bound", "%s: %lld of %lld elements outside their bound; worst |got-ref|/bound = %.3g at "
                                     "[%lld,%lld,%lld,%lld]: got %.9g, ref %.9g, bound %.3g",

@@ -65,6 +65,16 @@ typedef struct {
     int weak;               /* ref != 0 and ||bound||_2 >= ||ref||_2 */
     int64_t worst[4];       /* logical index of max_ratio */
     double worst_got, worst_ref, worst_bound;
+    /* Plot data, copied from the oracle's compare (orc_stats in oracle/oracle.h):
+     * the error/bound histogram of the finite elements, the exact ones among
+     * them, matched non-finite elements (reference NaN/Inf, or an accepted
+     * overflow to Inf), uncheckable elements, and the worst ratio per (head
+     * block, sequence block) cell (-1 none judged, +inf non-finite mismatch). */
+    int64_t ratio_hist[ORC_HIST_BUCKETS];
+    int64_t exact, nonfinite_ok, uncheckable;
+    int grid_rows, grid_cols;
+    int64_t grid_hb, grid_sb, grid_heads, grid_seq;
+    float grid[ORC_GRID_ROWS][ORC_GRID_COLS];
 } fc_tensor_stats;
 
 #define FC_VERDICT_MAX_REASONS 24
