@@ -24,7 +24,7 @@
 #include "case/case.h"
 #include "kernels/flash_api.h"
 
-enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2, CLI_BACKEND = 3, CLI_INTERNAL = 4 };
+enum { CLI_OK = 0, CLI_FAIL = 1, CLI_USAGE = 2, CLI_BACKEND = 3, CLI_INTERNAL = 4, CLI_OVERFLOW = 5 /* verify: only overflow-sensitive NaN/Inf */ };
 
 /* subcommands: argv[0] is the subcommand name */
 int cli_certify(int argc, char **argv);

@@ -21,7 +21,7 @@ static const char *verify_help =
     "usage: flashcheck verify [--dir DIR] [--q F --k F --v F] [--o F] [--lse F] [--do F --dq F --dk F --dv F]\n"
     "                         [--mask F] [--layout bshd|bhsd] [--causal none|top_left|bottom_right]\n"
     "                         [--window LEFT RIGHT] [--window-align top_left|bottom_right] [--scale S]\n"
-    "                         [--profile tensorcore|fp32] [--json FILE] [--quiet]\n"
+    "                         [--profile NAME] [--json FILE] [--quiet]\n"
     "\n"
     "Checks outputs of any attention implementation, saved with numpy.save, against the MPFR oracle\n"
     "with a per-element error bound. --dir DIR reads DIR/q.npy, k.npy, v.npy, o.npy, lse.npy,\n"
@@ -41,11 +41,18 @@ static const char *verify_help =
     "  --window L R     sliding window: keys diag-L .. diag+R (negative = unbounded)\n"
     "  --window-align A diagonal of the window without causal: top_left (default) | bottom_right\n"
     "  --scale S        softmax scale (default 1/sqrt(head_dim))\n"
-    "  --profile P      precision the implementation promises, which sets the bounds:\n"
-    "                     tensorcore (default): fp32 scores, truncating fp32 accumulation (u = 2^-23),\n"
-    "                       approximate exp (rel. err 2^-21), P and dS rounded to the input dtype,\n"
-    "                       subnormals may flush to zero (ex2.approx.ftz; absolute floor ~2^-126)\n"
+    "  --profile P      precision the implementation promises, which sets the bounds (named presets,\n"
+    "                   kernels/api/fa_profile.c gives each one's evidence; oracle/BOUNDS.md section 10):\n"
+    "                     tensorcore (default): a flash kernel on tensor cores (multi-term truncating\n"
+    "                       accumulation, ex2.approx.ftz, P and dS rounded to the input dtype, scale\n"
+    "                       applied after dS.K, GQA accumulated in fp32, LSE -inf for empty rows)\n"
     "                     fp32: everything in fp32 round-to-nearest (u = 2^-24), P and dS not rounded\n"
+    "                     torch-flash: PyTorch SDPA flash (FlashAttention-2: GQA per-head dK/dV rounded\n"
+    "                       then summed, LSE +inf for empty rows)\n"
+    "                     torch-efficient: PyTorch SDPA memory-efficient (scale folded into dS before\n"
+    "                       its rounding, GQA per head, LSE 0 for empty rows)\n"
+    "                     torch-cudnn: PyTorch SDPA cuDNN (closed source: the dominating choices)\n"
+    "                     torch-math: PyTorch SDPA math (unfused: scores, P, dP, dS in the input dtype)\n"
     "  --json FILE      also write the result as JSON (strict: a non-finite number is written as the\n"
     "                   string \"inf\", \"-inf\" or \"nan\"). FILE is removed when the run starts and\n"
     "                   written atomically at the end, so it always describes the latest run or does not\n"
@@ -54,7 +61,9 @@ static const char *verify_help =
     "                   and the elapsed time; there is none when stderr is not a terminal)\n"
     "\n"
     "exit: 0 PASS (every element within its bound), 1 FAIL, 2 bad option or array (the message says\n"
-    "      which file and what to fix), 4 harness error (cannot write --json FILE, out of memory)\n";
+    "      which file and what to fix), 4 harness error (cannot write --json FILE, out of memory),\n"
+    "      5 OVERFLOW-SENSITIVE (no element outside its bound, but NaN/Inf where the profile's own\n"
+    "      intermediates may overflow: oracle/BOUNDS.md 11)\n";
 
 /* ------------------------------------------------------------------------- */
 /* arrays                                                                    */
@@ -513,12 +522,19 @@ int cli_verify(int argc, char **argv)
 
     /* report */
     int fail = 0;
+    int64_t ovf = 0;
     printf("  %-4s %12s %10s %10s %12s %12s %10s\n", "out", "checked", "failed", "nonfinite", "worst ratio", "max |err|", "FA-style");
     for (int id = 0; id < VN; id++) {
         if (!checked[id]) continue;
         orc_stats *s = &st[id];
         int bad = s->failed > 0;
         fail |= bad;
+        ovf += s->overflow_sensitive;
+        if (s->overflow_sensitive)
+            printf("       %lld elements NaN/Inf where the profile's own intermediates may overflow (overflow-sensitive, "
+                   "oracle/BOUNDS.md 11); first at (b=%lld, s=%lld, h=%lld, d=%lld)\n", (long long)s->overflow_sensitive,
+                   (long long)s->first_ovf_at[0], (long long)s->first_ovf_at[1], (long long)s->first_ovf_at[2],
+                   (long long)s->first_ovf_at[3]);
         printf("  %-4s %12lld %10lld %10lld %12.4g %12.4g %10s %s\n", vnames[id], (long long)s->checked, (long long)s->failed,
                (long long)(s->nan_unexpected + s->nan_missing), s->worst_ratio, s->max_err,
                s->has_baseline ? (s->baseline_pass ? "pass" : "fail") : "-", bad ? "FAIL" : "ok");
@@ -537,13 +553,15 @@ int cli_verify(int argc, char **argv)
     if (want_bwd && (o_in > 1 || lse_in > 1))
         printf("  note: the o%s given to the backward is not what a correct forward produces (error/bound o %.3g, lse %.3g);\n"
                "        the gradient check judges the backward for these inputs\n", va.have[VLSE] ? "/lse" : "", o_in, lse_in);
-    printf("%s\n", fail ? "FAIL: some elements are outside their error bound (see above)" : "PASS: every element is within its error bound");
+    printf("%s\n", fail ? "FAIL: some elements are outside their error bound (see above)"
+                  : ovf ? "OVERFLOW-SENSITIVE: no element outside its bound, but NaN/Inf where the profile may overflow (see above)"
+                        : "PASS: every element is within its error bound");
 
-    int rc = fail ? CLI_FAIL : CLI_OK;
+    int rc = fail ? CLI_FAIL : ovf ? CLI_OVERFLOW : CLI_OK;
     if (json_path) {
         cJSON *root = cJSON_CreateObject(), *tens = NULL;
         if (root) {
-            cJSON_AddStringToObject(root, "result", fail ? "FAIL" : "PASS");
+            cJSON_AddStringToObject(root, "result", fail ? "FAIL" : ovf ? "OVERFLOW-SENSITIVE" : "PASS");
             tens = cJSON_AddObjectToObject(root, "tensors");
         }
         for (int id = 0; id < VN && tens; id++) {
@@ -553,6 +571,7 @@ int cli_verify(int argc, char **argv)
             cJSON_AddNumberToObject(o, "checked", (double)st[id].checked);
             cJSON_AddNumberToObject(o, "failed", (double)st[id].failed);
             cJSON_AddNumberToObject(o, "nonfinite", (double)(st[id].nan_unexpected + st[id].nan_missing));
+            cJSON_AddNumberToObject(o, "overflow_sensitive", (double)st[id].overflow_sensitive);
             json_number(o, "worst_ratio", st[id].worst_ratio);
             json_number(o, "max_err", st[id].max_err);
         }

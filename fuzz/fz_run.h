@@ -26,7 +26,9 @@ enum {
     FZ_OUT_ERROR = 6,    /* the harness could not run the case (fork, pipe, bad case, out of memory,
                             killed from outside): failure "harness", "killed" or "backend" (cannot
                             load it); never a finding */
-    FZ_OUT_SLOW = 7      /* the HARNESS (oracle, checks) ran past the timeout: not a backend finding */
+    FZ_OUT_SLOW = 7,     /* the HARNESS (oracle, checks) ran past the timeout: not a backend finding */
+    FZ_OUT_OVERFLOW = 8  /* overflow-sensitive (check.h FC_OVERFLOW): NaN/Inf where the profile's
+                            intermediates may overflow; saved as its own class, not a failure */
 };
 
 typedef struct {
