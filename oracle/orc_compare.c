@@ -69,11 +69,12 @@ typedef struct {
     int64_t nr;
     double floor_max;
     double thr;      /* overflow threshold of the output dtype (orc_overflow_threshold) */
-    float *cell;     /* grid cell of the vector being judged (orc_stats.grid) */
+    double vmax;     /* worst ratio of the vector being judged (-1: none judged yet); goes to its
+                        grid cell (orc_stats.grid) when the vector is done */
 } acc_stats;
 
-static void cell_max(float *cell, double ratio) {
-    if (ratio > *cell) *cell = (float)ratio;
+static void vec_max(acc_stats *a, double ratio) {
+    if (ratio > a->vmax) a->vmax = ratio;
 }
 
 static int bucket_of(double ratio) {
@@ -112,7 +113,7 @@ static void note_ovf(orc_stats *s, const int64_t at[4]) {
 }
 
 /* Judge one element. Returns 0 judged, 1 undecided (needs MPFR). */
-static int judge(acc_stats *a, double kv, double ref, double bound, double oe, uint8_t fl,
+static inline __attribute__((always_inline)) int judge(acc_stats *a, double kv, double ref, double bound, double oe, uint8_t fl,
                  const int64_t at[4], int final) {
     orc_stats *s = a->s;
     /* ORC_F_OVERFLOW: the profile's own intermediates may overflow here (BOUNDS.md section
@@ -127,8 +128,8 @@ static int judge(acc_stats *a, double kv, double ref, double bound, double oe, u
     if (isnan(ref) || isinf(ref)) {
         s->checked++;
         int ok = isnan(ref) ? isnan(kv) : (kv == ref);
-        if (!ok) { s->nan_missing++; note_fail(s, at); cell_max(a->cell, INFINITY); }
-        else { s->nonfinite_match++; cell_max(a->cell, 0); }
+        if (!ok) { s->nan_missing++; note_fail(s, at); vec_max(a, INFINITY); }
+        else { s->nonfinite_match++; vec_max(a, 0); }
         return 0;
     }
     if (isinf(kv) && !isnan(ref)) {
@@ -143,14 +144,14 @@ static int judge(acc_stats *a, double kv, double ref, double bound, double oe, u
         double reach = (kv > 0 ? ref : -ref) + bound;
         if (!final && !(reach - oe >= a->thr) && reach + oe >= a->thr) return 1;
         s->checked++;
-        if (reach - oe >= a->thr) { s->overflow_inf++; cell_max(a->cell, 0); return 0; }
+        if (reach - oe >= a->thr) { s->overflow_inf++; vec_max(a, 0); return 0; }
         if (ovf) { note_ovf(s, at); return 0; }
-        s->nan_unexpected++; note_fail(s, at); cell_max(a->cell, INFINITY); return 0;
+        s->nan_unexpected++; note_fail(s, at); vec_max(a, INFINITY); return 0;
     }
     if (!isfinite(kv)) {
         s->checked++;
         if (ovf) { note_ovf(s, at); return 0; }
-        s->nan_unexpected++; note_fail(s, at); cell_max(a->cell, INFINITY); return 0;
+        s->nan_unexpected++; note_fail(s, at); vec_max(a, INFINITY); return 0;
     }
     double err = fabs(kv - ref);
     if (!final && !(err + oe <= bound) && !(err - oe > bound)) return 1;
@@ -163,8 +164,8 @@ static int judge(acc_stats *a, double kv, double ref, double bound, double oe, u
         s->worst_kernel = kv; s->worst_ref = ref; s->worst_bound = bound;
     }
     s->ratio_hist[bucket_of(ratio)]++;
-    if (err == 0) s->exact++;
-    cell_max(a->cell, ratio);
+    s->exact += err == 0;
+    vec_max(a, ratio);
     if (bound > 0) a->ratios[a->nr++] = ratio;
     if (err > s->max_err) s->max_err = err;
     return 0;
@@ -252,10 +253,12 @@ static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind 
     int dkv = kind == V_DKV;
     stats_init(out, blk->baseline != NULL, dkv ? c->Hkv : c->Hq, dkv ? c->Sk : c->Sq);
     int f32 = kind == V_LSE;
+    /* grid_hb, grid_sb are powers of two: cells by shifts, not divisions */
+    int hshift = __builtin_ctzll((unsigned long long)out->grid_hb), sshift = __builtin_ctzll((unsigned long long)out->grid_sb);
     for (int64_t v = 0; v < blk->n; v++) {
         const orc_index *ix = &blk->index[v];
         int escalated = 0;
-        a.cell = &out->grid[ix->h / out->grid_hb][ix->s / out->grid_sb];
+        a.vmax = -1;
         for (int64_t d = 0; d < blk->dim; d++) {
             int64_t e = v * blk->dim + d;
             double kv;
@@ -279,6 +282,8 @@ static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind 
             }
             note_baseline(&a, blk, e, ref, f32, c->dt);
         }
+        float *cell = &out->grid[ix->h >> hshift][ix->s >> sshift];
+        if (a.vmax > *cell) *cell = (float)a.vmax;
     }
     stats_finish(&a, factor);
     free(a.ratios);
