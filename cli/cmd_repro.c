@@ -116,7 +116,8 @@ static void print_result(const fz_run_result *r, const fc_case *c)
     }
     for (int i = 0; i < r->v.n_reasons; i++) printf("  %s: %s\n", r->v.reason[i].check, r->v.reason[i].text);
     if (r->v.n_dropped) printf("  (%d more reasons)\n", r->v.n_dropped);
-    if (r->klass == FZ_OUT_CRASH || r->klass == FZ_OUT_HANG || r->klass == FZ_OUT_ERROR || r->klass == FZ_OUT_SLOW)
+    if ((r->klass == FZ_OUT_CRASH || r->klass == FZ_OUT_HANG || r->klass == FZ_OUT_ERROR || r->klass == FZ_OUT_SLOW) &&
+        r->v.n_reasons == 0)   /* else the detail repeats the reasons */
         printf("  %s\n", r->detail);
     (void)c;
 }
@@ -131,7 +132,7 @@ static const char *class_word(int klass)
     case FZ_OUT_CRASH: return "FAIL (crash)";
     case FZ_OUT_HANG: return "FAIL (hang)";
     case FZ_OUT_SLOW: return "NOT JUDGED (the harness ran past --timeout; raise it)";
-    default: return "ERROR";
+    default: return "HARNESS ERROR (not a finding against the backend)";
     }
 }
 
