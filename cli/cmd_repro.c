@@ -122,7 +122,8 @@ static void print_result(const fz_run_result *r, const fc_case *c)
     }
     for (int i = 0; i < r->v.n_reasons; i++) printf("  %s: %s\n", r->v.reason[i].check, r->v.reason[i].text);
     if (r->v.n_dropped) printf("  (%d more reasons)\n", r->v.n_dropped);
-    if (r->klass == FZ_OUT_CRASH || r->klass == FZ_OUT_HANG || r->klass == FZ_OUT_ERROR || r->klass == FZ_OUT_SLOW)
+    if ((r->klass == FZ_OUT_CRASH || r->klass == FZ_OUT_HANG || r->klass == FZ_OUT_ERROR || r->klass == FZ_OUT_SLOW) &&
+        r->v.n_reasons == 0)   /* else the detail repeats the reasons */
         printf("  %s\n", r->detail);
     (void)c;
 }
@@ -138,7 +139,7 @@ static const char *class_word(int klass)
     case FZ_OUT_HANG: return "FAIL (hang)";
     case FZ_OUT_SLOW: return "NOT JUDGED (the harness ran past --timeout; raise it)";
     case FZ_OUT_OVERFLOW: return "OVERFLOW-SENSITIVE (NaN/Inf where the profile's intermediates may overflow: oracle/BOUNDS.md 11)";
-    default: return "ERROR";
+    default: return "HARNESS ERROR (not a finding against the backend)";
     }
 }
 

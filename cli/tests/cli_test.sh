@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# cli_test.sh FLASHCHECK MAKE_NPY: exercises every `flashcheck` subcommand, including bad
-# input, deliberately broken backends (CPU mutants) and wrong outputs that must FAIL.
+# cli_test.sh FLASHCHECK MAKE_NPY ENOSPC_SO: exercises every `flashcheck` subcommand, including bad
+# input, deliberately broken backends (CPU mutants) and wrong outputs that must FAIL; the
+# "issue12 item N" checks are the regressions of issue 12 (ENOSPC_SO: a test-only LD_PRELOAD
+# shim that fails writes under $FC_TEST_ENOSPC_DIR with ENOSPC, a full disk there).
 # Prints one line per check and "N passed, N failed"; exits non-zero if any check failed.
 set -uo pipefail
 fc=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 make_npy=$2
+enospc=$(cd "$(dirname "$3")" && pwd)/$(basename "$3")
 tmp=${TEST_TMPDIR:-$(mktemp -d)}/cli
 rm -rf "$tmp"; mkdir -p "$tmp"
 export OMP_NUM_THREADS=1
@@ -104,6 +107,111 @@ expect 2 "cannot read" "certify with a missing baseline" -- "$fc" certify --back
 expect 1 "REGRESSION causal" "certify of a broken backend against the baseline flags the regression" -- \
   env FLASHCHECK_CPU_MUTANT=causal_off_by_one "$fc" certify --backend cpu --quick --fuzz-seconds 0 --out "$tmp/r2" --baseline "$tmp/r1/report.json"
 check 'grep -q "failures/" "$tmp/r2/report.md"' "the failing report lists repro files"
+
+# --- issue 12: faults and usability (each check names its item) ------------------------------
+i12="$tmp/i12"; mkdir -p "$i12/wd" "$i12/elsewhere" "$i12/full"
+cp "$tmp/causal.case" "$i12/wd/x.case"
+# item 12: an option's missing value is not taken from the next option
+( cd "$i12" && expect 2 "--findings needs" "issue12 item 12: 'fuzz --findings --quiet' is a missing value" -- \
+  "$fc" fuzz --backend cpu --findings --quiet )
+check '[ ! -e "$i12/--quiet" ]' "issue12 item 12: no directory named --quiet"
+expect 2 "--out needs" "issue12 item 12: 'certify --out --quick' is a missing value" -- "$fc" certify --backend cpu --out --quick
+# item 10: an empty / shapeless repro file is a bad case file
+: > "$i12/empty.case"
+expect 2 "empty file is not a case file" "issue12 item 10: an empty repro file is rejected (exit 2)" -- "$fc" repro "$i12/empty.case" --backend cpu
+printf 'seed = 3\n' > "$i12/noshape.case"
+expect 2 "no 'shape" "issue12 item 10: a repro file without a shape is rejected" -- "$fc" repro "$i12/noshape.case" --backend cpu
+# item 8: sizes overflowing 64 bits, 0 heads / head dim 0: bad case, not a backend crash; nothing to shrink
+printf 'shape = 16777216 16777216 16777216 65536 65536 64 64\n' > "$i12/overflow.case"
+expect 2 "overflows 64 bits" "issue12 item 8: an overflowing shape is a bad case (not crash:SEGV)" -- "$fc" repro "$i12/overflow.case" --backend cpu
+expect 2 "overflows 64 bits" "issue12 item 8: shrink refuses an overflowing shape" -- "$fc" shrink "$i12/overflow.case" --backend cpu
+check '[ ! -e "$i12/overflow.case.min" ]' "issue12 item 8: no .min of a bad case"
+printf 'shape = 1 4 4 0 0 16 16\n' > "$i12/heads0.case"
+expect 2 "at least 1 query head" "issue12 item 8: 0 heads is a bad case, not a finding" -- "$fc" repro "$i12/heads0.case" --backend cpu
+printf 'shape = 1 4 4 1 1 0 0\n' > "$i12/dim0.case"
+expect 2 "head dims must be >= 1" "issue12 item 8: head dim 0 is a bad case, not a finding" -- "$fc" repro "$i12/dim0.case" --backend cpu
+# item 8: out of memory while materializing inputs is a harness error (exit 4), not a FAIL
+printf 'shape = 1 2097152 16 8 8 128 128\nbackward = 0\n' > "$i12/big.case"
+expect 4 "out of memory" "issue12 item 8: out of memory is a harness error (exit 4)" -- \
+  bash -c 'ulimit -v 3000000; exec "$0" repro "$1" --backend cpu --no-determinism' "$fc" "$i12/big.case"
+expect 2 "--timeout needs seconds >= 1" "issue12 item 8: repro --timeout 0.01 rejected" -- "$fc" repro "$i12/wd/x.case" --timeout 0.01
+# item 16: a nonzero scale that rounds to 0 in fp32 is rejected (0 would mean the default)
+printf 'shape = 1 4 4 1 1 16 16\nscale = 1e-50\n' > "$i12/scale.case"
+expect 2 "scale 1e-50 rounds to 0" "issue12 item 16: case scale 1e-50 rejected" -- "$fc" repro "$i12/scale.case" --backend cpu
+expect 2 "--scale 1e-50 rounds to 0" "issue12 item 16: verify --scale 1e-50 rejected" -- "$fc" verify --dir "$n/good" --scale 1e-50
+# item 15: a missing --dir is named
+expect 2 "--dir /nonexistent/npy: no such directory" "issue12 item 15: verify --dir of a missing directory" -- \
+  "$fc" verify --dir /nonexistent/npy
+# item 14: wrong lse / mask shapes show the actual shape
+expect 2 "it is float32 \[2, 4, 34\]" "issue12 item 14: wrong lse shape shows expected and actual" -- \
+  "$fc" verify --dir "$n/bad_lse_shape" --causal bottom_right
+expect 2 "it is float32 \[1, 4, 33, 48\]" "issue12 item 14: wrong mask shape shows expected and actual" -- \
+  "$fc" verify --dir "$n/bad_mask_shape"
+# item 13: a NaN failure is shown, not a passing element as "worst"
+expect 1 "non-finite failure at \(b=0, s=5, h=1, d=2\): got nan" "issue12 item 13: verify shows the NaN element" -- \
+  "$fc" verify --dir "$n/nan_o" --causal bottom_right
+check '! grep -q "worst: got" "$out"' "issue12 item 13: no passing element shown as the worst failure"
+# item 6: strict JSON (an infinite ratio), atomic, nothing stale, a full disk is an error
+expect 1 "o .* FAIL" "issue12 item 6: verify of a nonzero masked row (ratio inf)" -- \
+  "$fc" verify --dir "$n/masked_row_nonzero" --layout bhsd --json "$i12/v.json"
+check '/usr/bin/python3 -c "import json,sys
+def bad(c): raise ValueError(c)
+r = json.load(open(sys.argv[1]), parse_constant=bad); assert r[\"tensors\"][\"o\"][\"worst_ratio\"] == \"inf\", r" "$i12/v.json"' \
+  "issue12 item 6: the JSON parses strictly, worst_ratio \"inf\""
+mkdir -p "$i12/full/j"
+"$fc" verify --dir "$n/good" --causal bottom_right --json "$i12/full/j/r.json" >/dev/null 2>&1
+check 'grep -q PASS "$i12/full/j/r.json"' "issue12 item 6: a PASS JSON to be replaced"
+expect 4 "No space left on device" "issue12 item 6: --json on a full disk exits 4 with the error" -- \
+  env FC_TEST_ENOSPC_DIR="$i12/full/j" LD_PRELOAD="$enospc" "$fc" verify --dir "$n/good" --causal bottom_right --json "$i12/full/j/r.json"
+check '[ -z "$(ls -A "$i12/full/j")" ]' "issue12 item 6: no 0-byte, temp or stale PASS file left"
+"$fc" verify --dir "$n/good" --causal bottom_right --json "$i12/stale.json" >/dev/null 2>&1
+expect 2 "" "issue12 item 6: a later run with bad input" -- "$fc" verify --dir "$n/bad_shape" --json "$i12/stale.json"
+check '[ ! -e "$i12/stale.json" ]' "issue12 item 6: the older PASS JSON does not survive a failed later run"
+# item 1: under bazel run, relative paths resolve against BUILD_WORKING_DIRECTORY
+bwd() { ( cd "$i12/elsewhere" && BUILD_WORKING_DIRECTORY="$i12/wd" "$@" ); }
+expect 1 "^FAIL" "issue12 item 1: repro of a relative FILE from BUILD_WORKING_DIRECTORY" -- \
+  bwd env FLASHCHECK_CPU_MUTANT=causal_off_by_one "$fc" repro x.case --backend cpu --no-determinism
+expect 0 "cases/s" "issue12 item 1: fuzz --corpus/--findings relative" -- \
+  bwd "$fc" fuzz --backend cpu --time 2 --jobs 1 --max-seq 32 --max-dim 32 --corpus c1 --findings f1
+check '[ -d "$i12/wd/c1" ] && [ -d "$i12/wd/f1" ] && [ ! -e "$i12/elsewhere/c1" ]' "issue12 item 1: the corpus and findings land where the user stands"
+expect 0 "^PASS" "issue12 item 1: verify --dir/--json relative" -- bwd "$fc" verify --dir "$n/good" --causal bottom_right --json v1.json
+check '[ -f "$i12/wd/v1.json" ]' "issue12 item 1: verify's JSON lands where the user stands"
+cp "$tmp/causal.case" "$i12/wd/s.case"
+expect 0 "wrote .*s.case.min" "issue12 item 1: shrink of a relative FILE" -- \
+  bwd env FLASHCHECK_CPU_MUTANT=causal_off_by_one "$fc" shrink s.case --backend cpu --no-determinism --max-runs 30
+# item 11: shrink never replaces an existing .min; a failed write prints the result
+sum_min=$(md5sum < "$i12/wd/s.case.min")
+expect 0 "wrote .*s.case.min.1" "issue12 item 11: a second shrink writes FILE.min.1" -- \
+  env FLASHCHECK_CPU_MUTANT=causal_off_by_one "$fc" shrink "$i12/wd/s.case" --backend cpu --no-determinism --max-runs 30
+check '[ "$(md5sum < "$i12/wd/s.case.min")" = "$sum_min" ]' "issue12 item 11: the first .min is unchanged"
+mkdir -p "$i12/full/s"; cp "$tmp/causal.case" "$i12/full/s/t.case"
+expect 4 "shape = " "issue12 item 11: shrink on a full disk prints the minimized case, exit 4" -- \
+  env FC_TEST_ENOSPC_DIR="$i12/full/s" LD_PRELOAD="$enospc" FLASHCHECK_CPU_MUTANT=causal_off_by_one \
+  "$fc" shrink "$i12/full/s/t.case" --backend cpu --no-determinism --max-runs 30
+# item 5: a --baseline that is not a report is rejected before anything runs
+echo '{"not": "a report"}' > "$i12/bogus.json"
+expect 2 "is not a flashcheck report" "issue12 item 5: a bad --baseline is rejected at start" -- \
+  "$fc" certify --backend cpu --quick --out "$i12/r-bl" --baseline "$i12/bogus.json"
+check '[ ! -e "$i12/r-bl" ] && ! grep -q "cases" "$out"' "issue12 item 5: nothing ran for a bad --baseline"
+# item 7: an unwritable out dir is found before anything runs
+touch "$i12/afile"
+expect 4 "nothing was run" "issue12 item 7: certify --out under a regular file" -- "$fc" certify --backend cpu --quick --out "$i12/afile/r"
+expect 4 "cannot write to .*No space left on device.*nothing was run" "issue12 item 7: certify --out on a full disk" -- \
+  env FC_TEST_ENOSPC_DIR="$i12/full" LD_PRELOAD="$enospc" "$fc" certify --backend cpu --quick --out "$i12/full/r"
+check '! grep -q "cases\|report:" "$out"' "issue12 item 7: no case ran, no report path printed"
+# items 1 and 4: certify's default out dir lands where the user stands; a second run on it refuses
+bwd "$fc" certify --backend cpu --quick --fuzz-seconds 4 --jobs 1 >"$i12/first.log" 2>&1 &
+first=$!
+rdir=""
+for _ in $(seq 100); do rdir=$(ls -d "$i12"/wd/flashcheck-report-cpu-* 2>/dev/null | head -1); [ -n "$rdir" ] && [ -s "$rdir/.flashcheck.lock" ] && break; sleep 0.2; done
+check '[ -n "$rdir" ]' "issue12 item 1: certify's default report dir is under BUILD_WORKING_DIRECTORY ($rdir)"
+if [ -n "$rdir" ]; then
+  expect 2 "in use by another run \(flashcheck pid [0-9]+, started" "issue12 item 4: a second certify on the same --out refuses, naming the first" -- \
+    "$fc" certify --backend cpu --quick --fuzz-seconds 0 --out "$rdir"
+fi
+wait $first; rc_first=$?
+check '[ $rc_first -eq 0 ] && grep -q "result: CERTIFIED" "$i12/first.log" && grep -q "\"result\":.*\"PASS\"" "$rdir/report.json"' \
+  "issue12 item 4: the first run finished with its own report intact (exit $rc_first)"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

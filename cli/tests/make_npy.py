@@ -114,6 +114,19 @@ def main(out):
     np.save(os.path.join(out, "bad_bigendian.npy"), q.astype(">f2"))
     save_all(os.path.join(out, "bad_shape"), dict(q=q, k=f16(rng.standard_normal((B, Sk, Hkv, D + 8))), v=v, o=good["o"]))
 
+    # issue 12: a NaN in o (the worst line must show it), wrong lse/mask shapes (the message must
+    # show the actual shape), a nonzero o in a fully masked row (error/bound = inf: strict JSON)
+    wo = good["o"].copy(); wo[0, 5, 1, 2] = np.nan
+    save_all(os.path.join(out, "nan_o"), dict(q=q, k=k, v=v, o=wo, lse=good["lse"]))
+    save_all(os.path.join(out, "bad_lse_shape"), dict(q=q, k=k, v=v, o=good["o"],
+                                                      lse=np.zeros((B, Hq, Sq + 1), np.float32)))
+    save_all(os.path.join(out, "bad_mask_shape"), dict(q=q, k=k, v=v, o=good["o"],
+                                                       mask=np.zeros((1, Hq, Sq, Sk + 1), np.float32)))
+    d = os.path.join(out, "masked_row_nonzero"); os.makedirs(d, exist_ok=True)
+    om = bf16_bits(tr(ob)); om[0, 0, 3, 0] = 0x3F80   # 1.0 where a fully masked row must be 0
+    for name, a in dict(q=qb, k=kb, v=vb, o=om, mask=mask).items():
+        np.save(os.path.join(d, name + ".npy"), a)
+
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
