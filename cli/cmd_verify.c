@@ -406,8 +406,9 @@ int cli_verify(int argc, char **argv)
         int first = 1;
         for (int id = 0; id < VN; id++) {
             if (!checked[id]) continue;
-            fprintf(f, "%s\"%s\": {\"checked\": %lld, \"failed\": %lld, \"worst_ratio\": %.6g, \"max_err\": %.6g}", first ? "" : ", ",
-                    vnames[id], (long long)st[id].checked, (long long)st[id].failed, st[id].worst_ratio, st[id].max_err);
+            fprintf(f, "%s\"%s\": {\"checked\": %lld, \"failed\": %lld, \"worst_ratio\": %.6g, \"median_ratio\": %.6g, \"max_err\": %.6g}",
+                    first ? "" : ", ", vnames[id], (long long)st[id].checked, (long long)st[id].failed, st[id].worst_ratio,
+                    st[id].median_ratio, st[id].max_err);
             first = 0;
         }
         fprintf(f, "}}\n");
