@@ -418,6 +418,10 @@ def main():
         for r in results:
             if r["dir"] not in keep:
                 shutil.rmtree(r["dir"], ignore_errors=True)
+        for name in os.listdir(args.out):
+            base = os.path.join(args.out, name)
+            if os.path.isdir(base) and not any(os.path.isdir(os.path.join(base, x)) for x in os.listdir(base)):
+                shutil.rmtree(base, ignore_errors=True)
     bad = sum(r["fail"] for r in rows)
     print(f"fa_suite: {'FAIL' if bad else 'PASS'}: {bad} false alarms over {len(rows)} backends")
     return 1 if bad else 0
