@@ -56,7 +56,8 @@
 extern "C" {
 #endif
 
-#define FA_ABI_VERSION 2 /* 2: fa_precision.flushes_subnormals */
+#define FA_ABI_VERSION 3 /* 2: fa_precision.flushes_subnormals; 3: exp_ulps, tensor-core
+                            accumulation, backward scale/dP/D/GQA roundings, empty-row LSE */
 
 typedef enum {
     FA_OK = 0,
@@ -132,21 +133,82 @@ typedef struct {
 
 /* ---------------------------------------------------------------------------
  * Precision profile: what a backend promises about its arithmetic, so the
- * oracle can bound its error element by element (oracle/BOUNDS.md).
+ * oracle can bound its error element by element (oracle/BOUNDS.md; section
+ * numbers below refer to it). Every field describes what the kernel DOES; a
+ * kernel doing something its profile does not declare may be judged wrong.
+ * Named profiles of known implementations: fa_precision_preset.
  * ------------------------------------------------------------------------- */
+
+/* How D_i = dO_i . O_i enters dS = P (dP - D) in the backward (section 10.3). */
+typedef enum {
+    FA_D_FROM_O = 0, /* D_i = sum_d dO_id O_id in fp32 from the O given to the backward (dtype
+                        values): FlashAttention-2/3, PyTorch's efficient kernel, ours */
+    FA_D_FROM_P = 1  /* D_i = sum_j P'_ij dP'_ij in fp32 from the P and dP the kernel uses (rounded
+                        when p_rounded / dp_rounded): the softmax backward of an unfused graph */
+} fa_d_source;
+
+/* How dK_j, dV_j of a kv head get the contributions of the g query heads of
+ * its group (GQA/MQA; section 10.4). With g = 1 all three are the same. */
+typedef enum {
+    FA_GQA_FUSED = 0,       /* every query head's terms accumulate in fp32 (one accumulator, or
+                               fp32 partials added in fp32), rounded to the dtype once */
+    FA_GQA_ROUND_SUM32 = 1, /* per query head dK_h, dV_h are rounded (RN) to the dtype, then summed
+                               over the group in fp32 (any order) and rounded once: PyTorch
+                               enable_gqa (K/V expanded per head, then .sum() of the dtype tensor,
+                               which accumulates in fp32) */
+    FA_GQA_ROUND_SUM16 = 2  /* per head rounded, then summed in the dtype: every partial sum of
+                               the group rounded (RN) to the dtype */
+} fa_gqa_reduce;
+
+/* What a backend writes to LSE for a row with no visible key (section 10.6).
+ * The checker accepts the declared value and nothing else. */
+typedef enum {
+    FA_LSE_EMPTY_NEG_INF = 0, /* -inf: the contract above (log of an empty sum) */
+    FA_LSE_EMPTY_POS_INF = 1, /* +inf: FlashAttention-2 (softmax.h normalize_softmax_lse) */
+    FA_LSE_EMPTY_ZERO = 2     /* 0 */
+} fa_lse_empty;
+
 typedef struct {
-    double u_acc;        /* unit roundoff of dot-product / P.V accumulation (2^-24 fp32 RN;
-                            2^-23 for tensor cores, which truncate) */
+    double u_acc;        /* unit roundoff of the fp32 additions of dot products and P.V / dQ / dK / dV
+                            accumulations when tc_terms = 0 (2^-24 IEEE fp32 RN; 2^-23 for additions
+                            that truncate) */
     double exp_rel_err;  /* max relative error of exp(x) for the argument actually passed
-                            (excludes error already in the score) */
-    int scores_fp32;     /* 1: S = scale*QK^T (+mask) is computed and held in fp32 */
-    int p_rounded;       /* 1: P is rounded to the input dtype before P.V (and before dV, dP use) */
+                            (excludes error already in the score); see also exp_ulps */
+    int scores_fp32;     /* 1: S = scale*QK^T (+mask) is computed and held in fp32; 0: the score
+                            stage rounds to the input dtype (up to 4 roundings: q and k scaled by
+                            sqrt(scale), the product, the mask add; section 2) */
+    int p_rounded;       /* 1: P is rounded to the input dtype before P.V (and before dV, dP use);
+                            the row sum l is formed from the unrounded P */
     int ds_rounded;      /* 1: dS is rounded to the input dtype before dS.K and dS^T.Q */
     int out_rounded;     /* 1: O, dQ, dK, dV are rounded (RN) to the input dtype when stored */
     int max_rescales;    /* upper bound on online-softmax rescales per row per 1000 keys, or -1 unknown */
     int flushes_subnormals; /* 1: fp32 intermediates and stored outputs below the normal range
                                (|x| < 2^-126) may be flushed to zero (FTZ/DAZ, ex2.approx.ftz);
-                               the oracle then adds an absolute floor (oracle/BOUNDS.md) */
+                               the oracle then adds an absolute floor (section 9) */
+    /* --- ABI 3 --- */
+    double exp_ulps;     /* max error of the exp/exp2 the kernel calls, in units in the last place
+                            of its fp32 result: 1 for glibc expf, 2 for CUDA expf/exp2f and for
+                            ex2.approx.f32 on normal results (PTX ISA), 0 = not stated. The oracle
+                            uses max(exp_rel_err, exp_ulps 2^-23) relative and exp_ulps 2^-149
+                            absolute for subnormal results (section 10.1) */
+    int tc_terms;        /* 0: accumulations are IEEE-style fp32 additions of unit u_acc. n >= 1:
+                            tensor-core fused multi-term adds: each step adds n exact products to
+                            the fp32 accumulator c; the n products and c are aligned to the largest
+                            exponent among them, each aligned term keeps 24 + tc_extra_bits bits
+                            (the rest truncated, or RN when tc_align_rn), the exact sum of the
+                            aligned terms is normalised and rounded to fp32 (truncated, or RN
+                            when tc_norm_rn). Every other fp32 operation is IEEE. (section 10.2) */
+    int tc_extra_bits;   /* alignment bits kept beyond fp32's 24-bit significand (>= 0) */
+    int tc_align_rn;     /* 1: aligned terms are rounded to nearest, 0: truncated */
+    int tc_norm_rn;      /* 1: the normalised step result is rounded to nearest, 0: truncated */
+    int ds_scale_folded; /* 1: the softmax scale multiplies dS before dS is rounded to the dtype
+                            (dS' = rd(scale P (dP - D))) and dQ = dS'.K, dK = dS'^T.Q get no further
+                            scale; 0: dQ = scale (dS.K), dK = scale (dS^T.Q), the scale applied in
+                            fp32 after (or inside) the products (section 10.3) */
+    int dp_rounded;      /* 1: dP = dO.V^T is rounded to the input dtype before dS and D use it */
+    int d_source;        /* fa_d_source */
+    int gqa_reduce;      /* fa_gqa_reduce */
+    int lse_empty;       /* fa_lse_empty */
 } fa_precision;
 
 /* Limits a backend supports; used by fa_validate_*. */

@@ -172,7 +172,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
     double ce_o, cm_o, ce_k, cm_k;
     orc_score_coefs(c, mo, &ce_o, &cm_o);
     orc_score_coefs(c, mk, &ce_k, &cm_k);
-    double gdv_o = orc_gamma((double)Dv + 1, ORC_U_D), gdv_k = orc_gamma((double)Dv, mk->u_dot);
+    double gdv_o = orc_gamma((double)Dv + 1, ORC_U_D), gdv_k = orc_acc_coef(mk, (double)Dv, (double)Dv, 0);
     double o_ratio = 0, lse_ratio = 0;
     for (int r = 0; r < nr; r++) {
         int64_t i = g->rows[r0 + r], cr = r0 + r;
@@ -245,6 +245,11 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             if (eo > Eo_max) Eo_max = eo;
         }
         double lue_o = mo->lue, lue_k = mk->lue, sdsm = 0;
+        /* first pass: P's upper bound, the kernel's P error and floor per key (parked in the
+         * forward's scratch rows W, C, CO, free once O is formed) and, for a kernel that forms
+         * D from P and dP (10.3), the bound on |D' - D| */
+        double *tPup = T[T_W] + r * span, *tpik = T[T_C] + r * span, *tfP = T[T_CO] + r * span;
+        double dSum_err = 0, dSum_abs = 0;
         for (int64_t t = 0; t < span; t++) {
             if (!vis[r * span + t]) continue;
             int64_t j = jlo + t;
@@ -257,9 +262,43 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             double pio = orc_expm1_up(Eo + R->lse_orc + 3 * mo->u_s * (gap + Eo) + lue_o);
             double Pup = P / (1 - pio);
             double pik = orc_expm1_up(Ek + dlse + 3 * mk->u_s * (gap + Ek + dlse) + lue_k);
-            double piP = (1 + pik) * (1 + mk->u_p) - 1, fP = 0;
+            double fP = 0;
             if (mk->u_p > 0 && P * (1 - pio) * (1 - pik) < mk->nmin_p) fP = mk->f_p;
             fP += mk->tau; /* exp result below 2^-126 flushed (9.3) */
+            tPup[t] = Pup; tpik[t] = pik; tfP[t] = fP;
+            if (mk->d_from_p) {
+                double piP = (1 + pik) * (1 + mk->u_p) - 1, bij = T[T_B][r * span + t];
+                double dPm = fabs(T[T_DP][r * span + t]) + gdv_o * bij; /* >= |dP| */
+                double edp = gdv_k * bij + mk->u_dp * (dPm + gdv_k * bij) + mk->f_dp + h_floor;
+                /* |P' dP' - P dP| <= |P' - P| (|dP| + e) + P e, and |P' dP'| for the sum */
+                dSum_err += (Pup * piP + fP) * (dPm + edp) + Pup * edp;
+                dSum_abs += (Pup * (1 + piP) + fP) * (dPm + edp);
+            }
+        }
+        if (mk->d_from_p) {
+            /* D' = fl(sum_j P'_ij dP'_ij) over the row's n keys; exact D = dO.O (10.3) */
+            double n = (double)R->n;
+            dD_k = (dSum_err + orc_acc_coef(mk, n, (double)(R->hi - R->lo + 1), 0) * dSum_abs) *
+                   (1 + 0x1p-40) + mk->tau * (2 * n + 1);
+            if (!isfinite(dD_k)) g->row_bad[cr] = 1;
+        }
+        /* the scale folded into dS before its rounding (10.3): the rounding's absolute floor
+         * is f_ds in units of scale*dS, f_ds / |scale| in the dS units used below */
+        double sc = fabs(c->scale);
+        double f_ds = mk->ds_fold == 0 ? mk->f_ds
+                      : mk->ds_fold == 1 ? mk->f_ds / sc
+                                         : mk->f_ds * (sc < 1 ? 1 / sc : 1);
+        for (int64_t t = 0; t < span; t++) {
+            if (!vis[r * span + t]) continue;
+            int64_t j = jlo + t;
+            double s = T[T_S][r * span + t];
+            double P = exp(s - R->lse);
+            double am = fabs(orc_mask_at(c, b, h, i, j));
+            double Eo = ce_o * T[T_A][r * span + t] + cm_o * am;
+            double gap = R->lse - s + 2 * Eo_max + R->lse_orc;
+            double pio = orc_expm1_up(Eo + R->lse_orc + 3 * mo->u_s * (gap + Eo) + lue_o);
+            double Pup = tPup[t], pik = tpik[t], fP = tfP[t];
+            double piP = (1 + pik) * (1 + mk->u_p) - 1;
             double dP = T[T_DP][r * span + t], bij = T[T_B][r * span + t];
             double dSv = P * (dP - Dorc);
             double gup = fabs(dP - Dorc) + gdv_o * bij + dD_o;
@@ -267,14 +306,16 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             double ho = gdv_o * bij + dD_o + ORC_U_D * gup;
             double dSe_o = Pup * pio * gup + Pup * (1 + pio) * ho + ORC_U_D * fabs(dSv);
             dSe_o *= ORC_SAFETY;
-            /* kernel dS error */
+            /* kernel dS error: dP' (accumulation, its rounding to the dtype when dp_rounded:
+             * 10.3), D', the subtraction */
             double hk = gdv_k * bij + dD_k + h_floor;
+            hk += mk->u_dp * (fabs(dP) + (gdv_o + gdv_k) * bij) + mk->f_dp;
             hk += mk->u_s * (gup + hk);
             double Pk = Pup * (1 + piP) + fP;
             double dSe_k = Pup * piP * gup + Pk * hk + fP * gup;
             dSe_k += mk->u_s * Pk * (gup + hk) * (1 + mk->u_s);
             dSe_k += 2 * mk->tau; /* the product P (dP - D) flushed */
-            if (mk->u_ds > 0) dSe_k += mk->u_ds * (Pup * gup + dSe_k) + mk->f_ds;
+            if (mk->u_ds > 0) dSe_k += mk->u_ds * (Pup * gup + dSe_k) + f_ds;
             mv[j] = 1;
             m[M_P][j] = P;
             m[M_DS][j] = dSv;
@@ -297,8 +338,11 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
         if (!qh) { ok = 0; break; }
         double *ql = qh + D, *qp = qh + 2 * D, *qe = qh + 3 * D, *dq16 = qh + 4 * D;
         double n = (double)R->n;
-        double kQ = (1 + orc_acc_coef(mk, n, n)) * (1 + mk->u_s) * (1 + mk->sigma) - 1;
-        double kQo = (1 + orc_acc_coef(mo, n, (double)span)) * (1 + ORC_U_D) * (1 + mo->sigma) - 1;
+        /* accumulation, the scale multiply (n_sr - 2 = 1 fp32 rounding; a dtype graph
+         * rounds the scaled K and the product too: 2, 10.5), the scale's own error */
+        double kQ = (1 + orc_acc_coef(mk, n, (double)(R->hi - R->lo + 1), 0)) *
+                        pow(1 + mk->u_s, mk->n_sr - 2) * (1 + mk->sigma) - 1;
+        double kQo = (1 + orc_acc_coef(mo, n, (double)span, 0)) * (1 + ORC_U_D) * (1 + mo->sigma) - 1;
         double *blkv = calloc((size_t)D, sizeof(double));
         if (!blkv) { free(qh); ok = 0; break; }
         double *wkq = wq, *woq = wq + Sk;
@@ -353,7 +397,30 @@ typedef struct {
     int cnt;
     uint8_t bad;
     double sdsm, sp;   /* sum over rows of dSm_ij and of an upper bound on P'_ij (9.4, 9.5) */
+    double *hs, *habs;   /* dK: running sum at the current head's start; sum over heads of an
+                            upper bound on |that head's part| (GQA per-head rounding, 10.4) */
+    double *vhs, *vhabs; /* the same for dV */
 } col_acc;
+
+/* Head boundaries of a column (10.4): the part of head h is the running compensated sum
+ * after it minus the one before it; each of the three roundings (two hi + lo, one
+ * difference) errs by <= 2^-53 of its operands, so |part| + 2^-51 (|after| + |before|)
+ * bounds the oracle's own per-head part from above (the oracle error of the parts is
+ * added at the end). */
+static void col_head_start(col_acc *a, int64_t D, int64_t Dv) {
+    for (int64_t d = 0; d < D; d++) a->hs[d] = a->hi[d] + a->lo[d];
+    for (int64_t d = 0; d < Dv; d++) a->vhs[d] = a->vhi[d] + a->vlo[d];
+}
+static void col_head_end(col_acc *a, int64_t D, int64_t Dv) {
+    for (int64_t d = 0; d < D; d++) {
+        double now = a->hi[d] + a->lo[d];
+        a->habs[d] += fabs(now - a->hs[d]) + 0x1p-51 * (fabs(now) + fabs(a->hs[d]));
+    }
+    for (int64_t d = 0; d < Dv; d++) {
+        double now = a->vhi[d] + a->vlo[d];
+        a->vhabs[d] += fabs(now - a->vhs[d]) + 0x1p-51 * (fabs(now) + fabs(a->vhs[d]));
+    }
+}
 
 static void col_fold(col_acc *a, int64_t D, int64_t Dv) {
     for (int64_t d = 0; d < D; d++) { double e; two_sum(a->hi[d], a->blk[d], &a->hi[d], &e); a->lo[d] += e; a->blk[d] = 0; }
@@ -418,6 +485,26 @@ static int phase_b_cols(bgroup *g, const int64_t *cols, int nc, col_acc *accs, c
     free(w);
     free(vis);
     return 1;
+}
+
+/* GQA per-head rounding (BOUNDS.md 10.4): the bound before the final store of a dK/dV
+ * element whose group of G > 1 heads is reduced as the profile says. pre: the fused
+ * bound (sum over heads of every head's own bound B_h); habs: sum over heads of an
+ * upper bound on the oracle's per-head part; eo: the column's oracle error (each
+ * per-head part errs by at most 2 eo). X = habs + 2 G eo >= sum_h |exact part_h|.
+ * Per head rd(y_h) errs by u_in |y_h| + f_in (+ tau when bf16 parts below 2^-126 flush),
+ * |y_h| <= |x_h| + B_h; the sum of the G rounded parts by gamma_G(u_g) sum |rd(y_h)|,
+ * u_g = 2^-23 (fp32, any order) or u_in with f_in per partial sum (dtype). */
+static double gqa_rounding(const orc_model *mk, const orc_ctx *c, double pre, double habs, double eo) {
+    if (c->G <= 1 || mk->gqa == FA_GQA_FUSED) return pre;
+    double G = (double)c->G, u_in = orc_unit_roundoff(c->dt);
+    double f_in = c->dt == FA_BF16 ? 0x1p-134 : 0x1p-25;
+    double X = habs * (1 + 0x1p-50) + 2 * G * eo;
+    double rnd = u_in * (X + pre) + G * (f_in + mk->tau);
+    double ug = mk->gqa == FA_GQA_ROUND_SUM32 ? 0x1p-23 : u_in;
+    double sum = orc_gamma(G, ug) * (1 + u_in) * (X + pre + G * f_in + G * mk->tau);
+    if (mk->gqa == FA_GQA_ROUND_SUM16) sum += G * (f_in + mk->tau);
+    return (pre + rnd + sum) * (1 + 0x1p-40);
 }
 
 // ----------------------------------------------------------------------------
@@ -489,7 +576,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
     int64_t *colj = malloc((size_t)(Sk > 0 ? Sk : 1) * sizeof(int64_t));
     double *Qc = calloc(orc_p64_size(RC, D) + 1, sizeof(double)), *dOc = calloc(orc_p64_size(RC, Dv) + 1, sizeof(double));
     col_acc *ca = calloc((size_t)(Sk > 0 ? Sk : 1), sizeof(col_acc));
-    double *cabuf = calloc((size_t)(Sk > 0 ? Sk : 1) * (size_t)(6 * D + 6 * Dv), sizeof(double));
+    double *cabuf = calloc((size_t)(Sk > 0 ? Sk : 1) * (size_t)(8 * D + 8 * Dv), sizeof(double));
     ok = ok && g.vis && g.row_bad && rows && slots && ncol && colj && Qc && dOc && ca && cabuf;
 
     for (int64_t gi = 0; ok && gi < c.B * c.Hkv; gi++) {
@@ -517,15 +604,18 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
             }
         for (int64_t x = 0; x < ncs; x++) {
             col_acc *a = &ca[x];
-            double *p = cabuf + (size_t)x * (size_t)(6 * D + 6 * Dv);
-            memset(p, 0, (size_t)(6 * D + 6 * Dv) * sizeof(double));
+            double *p = cabuf + (size_t)x * (size_t)(8 * D + 8 * Dv);
+            memset(p, 0, (size_t)(8 * D + 8 * Dv) * sizeof(double));
             a->hi = p; a->lo = p + D; a->blk = p + 2 * D; a->bnd = p + 3 * D; a->orc = p + 4 * D; a->b16 = p + 5 * D;
-            p += 6 * D;
+            a->hs = p + 6 * D; a->habs = p + 7 * D;
+            p += 8 * D;
             a->vhi = p; a->vlo = p + Dv; a->vblk = p + 2 * Dv; a->vbnd = p + 3 * Dv; a->vorc = p + 4 * Dv; a->v16 = p + 5 * Dv;
+            a->vhs = p + 6 * Dv; a->vhabs = p + 7 * Dv;
             a->cnt = 0; a->bad = 0; a->sdsm = 0; a->sp = 0;
         }
         for (int64_t h = hk * c.G; ok && h < (hk + 1) * c.G; h++) {
             g.h = h;
+            for (int64_t x = 0; x < ncs; x++) col_head_start(&ca[x], D, Dv);
             int64_t nr = 0;
             for (int64_t i = 0; i < c.Sq; i++) {
                 int64_t s = find_slot(iq, nq, b, h, i);
@@ -567,10 +657,12 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                         int64_t j = colj[xb * CB + k];
                         double nn = (double)(ncol[j] + c.G);
                         double sp = (double)(c.G * c.Sq) + 64.0 * (double)c.G * ceil((double)c.Sq / (double)RC);
-                        cc[k].kK = (1 + orc_acc_coef(&mk, nn, nn)) * (1 + mk.u_s) * (1 + mk.sigma) - 1;
-                        cc[k].kKo = (1 + orc_acc_coef(&mo, nn, sp)) * (1 + ORC_U_D) * (1 + mo.sigma) - 1;
-                        cc[k].accV = orc_acc_coef(&mk, nn, nn);
-                        cc[k].accVo = orc_acc_coef(&mo, nn, sp);
+                        double spk = (double)(c.G * c.Sq + c.G); /* positions of a column's sum */
+                        cc[k].kK = (1 + orc_acc_coef(&mk, nn, spk, 0)) * pow(1 + mk.u_s, mk.n_sr - 2) *
+                                       (1 + mk.sigma) - 1;
+                        cc[k].kKo = (1 + orc_acc_coef(&mo, nn, sp, 0)) * (1 + ORC_U_D) * (1 + mo.sigma) - 1;
+                        cc[k].accV = orc_acc_coef(&mk, nn, spk, 0);
+                        cc[k].accVo = orc_acc_coef(&mo, nn, sp, 0);
                     }
                     if (!phase_b_cols(&g, colj + xb * CB, nck, ca + xb * CB, cc, Qc, dOc)) {
 #pragma omp atomic write
@@ -579,6 +671,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 }
                 ok = tok;
             }
+            for (int64_t x = 0; x < ncs; x++) col_head_end(&ca[x], D, Dv);
         }
         /* finalize the group's columns */
         for (int64_t x = 0; ok && x < ncs; x++) {
@@ -596,6 +689,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 double val = c.scale * (a->hi[d] + a->lo[d]);
                 double eo = fabs(c.scale) * a->orc[d] * sumsafe * ORC_SAFETY;
                 double pre = fabs(c.scale) * a->bnd[d] * sumsafe;
+                pre = gqa_rounding(&mk, &c, pre, fabs(c.scale) * a->habs[d], eo);
                 double bound = (pre + mk.u_out * (fabs(val) + eo + pre) + mk.f_out + fk) * ORC_SAFETY;
                 res->dk.ref[e] = val; res->dk.orc_err[e] = eo; res->dk.bound[e] = ncol[j] ? bound : 0;
                 res->dk.flags[e] = orc_value_flags(val) | (ncol[j] ? 0 : ORC_F_MASKED_ROW) |
@@ -607,6 +701,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 double val = a->vhi[d] + a->vlo[d];
                 double eo = a->vorc[d] * sumsafe * ORC_SAFETY;
                 double pre = a->vbnd[d] * sumsafe;
+                pre = gqa_rounding(&mk, &c, pre, a->vhabs[d], eo);
                 double bound = (pre + mk.u_out * (fabs(val) + eo + pre) + mk.f_out + fv) * ORC_SAFETY;
                 res->dv.ref[e] = val; res->dv.orc_err[e] = eo; res->dv.bound[e] = ncol[j] ? bound : 0;
                 res->dv.flags[e] = orc_value_flags(val) | (ncol[j] ? 0 : ORC_F_MASKED_ROW) |

@@ -56,8 +56,11 @@ static void kv_free(kv_head *kv) {
 
 /* Score-stage error coefficient (section 2): |s' - s| <= ce * a + cm * |m|. */
 void orc_score_coefs(const orc_ctx *c, const orc_model *m, double *ce, double *cm) {
-    double g = orc_gamma((double)c->D, m->u_dot), us = m->u_s;
-    *ce = fabs(c->scale) * ((1 + m->sigma) * (1 + us) * (1 + us) * (1 + us) * (1 + g) - 1);
+    /* the oracle's dots are plain double sums (gamma_D); a kernel's follow its profile */
+    double g = m->compensated ? orc_gamma((double)c->D, m->u_dot) : orc_acc_coef(m, (double)c->D, (double)c->D, 0);
+    double us = m->u_s, r = 1;
+    for (int k = 0; k < m->n_sr; k++) r *= 1 + us; /* n_sr roundings of unit u_s (section 2) */
+    *ce = fabs(c->scale) * ((1 + m->sigma) * r * (1 + g) - 1);
     *cm = orc_gamma(2, us);
 }
 
@@ -118,7 +121,7 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
     double n = (double)ri->n, L = ri->L;
 
     /* oracle model: eta_o per key, kappa_o (section 3.5) */
-    double acc_o = orc_acc_coef(mo, n, (double)span);
+    double acc_o = orc_acc_coef(mo, n, (double)span, 0);
     double lue_o = mo->lue, eta_o_max = 0, sum_pe = 0;
     for (int64_t t = 0; t < span; t++) {
         if (!vis[t]) continue;
@@ -133,7 +136,7 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
     double pin = 1.0 / (L * (1 - ri->kap_o)); /* true P_j <= W_j (1+eta_o) * pin */
 
     /* kernel model: eta_k, floors, kappa_k */
-    double R = mk->R, acc_k = orc_acc_coef(mk, n + R, n + R);
+    double R = mk->R, acc_k = orc_acc_coef(mk, n, (double)(ri->hi - ri->lo + 1), R);
     double lue_k = (R + 1) * mk->lue, eta_k_max = 0;
     for (int64_t t = 0; t < span; t++) {
         if (!vis[t]) continue;
@@ -296,8 +299,10 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
         if (R->kind == ROW_MASKED) {
             for (int64_t d = 0; d < Dv; d++) { ref[d] = 0; bound[d] = 0; oe[d] = 0; fl[d] = ORC_F_MASKED_ROW; }
             if (bl) for (int64_t d = 0; d < Dv; d++) bl[d] = 0;
-            res->lse.ref[row] = -INFINITY;
-            res->lse.flags[row] = ORC_F_MASKED_ROW | ORC_F_INF;
+            /* the declared convention for a row with no visible key (BOUNDS.md 10.6):
+             * -inf (the contract), +inf or 0, exactly */
+            res->lse.ref[row] = mk->lse_empty;
+            res->lse.flags[row] = ORC_F_MASKED_ROW | orc_value_flags(mk->lse_empty);
             continue;
         }
         if (R->kind != ROW_NORMAL) {

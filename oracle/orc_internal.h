@@ -55,15 +55,25 @@ typedef struct {
     double tau;               /* underflow: absolute error of one fp32 operation whose result
                                  or operand lies below 2^-126 (BOUNDS.md section 9): 2^-126
                                  when the profile flushes subnormals, else 2^-149 (one
-                                 subnormal ulp, gradual underflow); 0 for the oracle */
+                                 subnormal ulp, gradual underflow) or exp_ulps * 2^-149 for
+                                 an exp on the subnormal grid (10.1); 0 for the oracle */
+    int n_sr;                 /* roundings of unit u_s in the score stage: 3 fp32, 4 dtype (2) */
+    /* tensor-core multi-term accumulation (BOUNDS.md 10.2): tc_t > 0 replaces gamma_n(u_acc) */
+    double tc_t, tc_a, tc_un; /* terms per step, alignment unit per term, normalisation unit */
+    int ds_fold;              /* fa_precision.ds_scale_folded: 0 after, 1 folded, 2 either (10.3) */
+    double u_dp, f_dp;        /* dP rounding (0 = none) (10.3) */
+    int d_from_p;             /* 1: D_i = sum_j P' dP' (FA_D_FROM_P) (10.3) */
+    int gqa;                  /* fa_gqa_reduce (10.4) */
+    double lse_empty;         /* LSE of a row with no visible key (10.6) */
 } orc_model;
 
 // ----------------------------------------------------------------------------
 // helpers (orc_util.c)
 
 double orc_gamma(double n, double u);           /* n u / (1 - n u), +inf if n u >= 1 */
-/* error coefficient of a sum of n_terms nonzero terms over n_span positions */
-double orc_acc_coef(const orc_model *m, double n_terms, double n_span);
+/* error coefficient of a sum of n_terms nonzero products over n_span positions
+ * (plus n_ops further fp32 operations on the accumulator: rescales) */
+double orc_acc_coef(const orc_model *m, double n_terms, double n_span, double n_ops);
 void orc_model_kernel(const orc_ctx *c, const fa_precision *prof, orc_model *m);
 void orc_model_oracle(const orc_ctx *c, orc_model *m);
 

@@ -103,11 +103,27 @@ double orc_gamma(double n, double u) {
 }
 
 /* Error coefficient c with |computed - exact| <= c * sum|terms| for a sum of
- * n_terms nonzero terms spread over n_span positions. Kernel: gamma_n(u_acc)
- * (any order). Oracle: plain blocks of <= ORC_BLK positions folded with Sum2
- * (Ogita-Rump-Oishi): gamma_{m+1} + 2 gamma_K^2, K = number of blocks. */
-double orc_acc_coef(const orc_model *m, double n_terms, double n_span) {
-    if (!m->compensated) return orc_gamma(n_terms, m->u_acc);
+ * n_terms nonzero products spread over n_span positions, plus n_ops further
+ * fp32 operations on the accumulator (rescale multiplies). Kernel, IEEE adds:
+ * gamma_{n + ops}(u_acc) (any order). Kernel, tensor cores (BOUNDS.md 10.2):
+ * X = (n + S) a (1 + u_n) + S u_n + (C + ops) 2^-23 with S = min(n, ceil(span/t)
+ * + 2C) steps, C = ceil(span/16) + 1 partial sums, c = X / (1 - X). Oracle:
+ * plain blocks of <= ORC_BLK positions folded with Sum2 (Ogita-Rump-Oishi):
+ * gamma_{m+1} + 2 gamma_K^2, K = number of blocks. */
+double orc_acc_coef(const orc_model *m, double n_terms, double n_span, double n_ops) {
+    if (!m->compensated) {
+        double g = orc_gamma(n_terms + n_ops, m->u_acc);
+        if (m->tc_t > 0 && n_terms > 0) {
+            if (n_span < n_terms) n_span = n_terms;
+            double C = ceil(n_span / 16) + 1, S = ceil(n_span / m->tc_t) + 2 * C;
+            if (S > n_terms) S = n_terms;
+            double X = ((n_terms + S) * m->tc_a * (1 + m->tc_un) + S * m->tc_un + (C + n_ops) * 0x1p-23) *
+                       (1 + 0x1p-40);
+            double t = X >= 1 ? INFINITY : X / (1 - X);
+            if (t > g) g = t;
+        }
+        return g;
+    }
     double mb = n_terms < ORC_BLK ? n_terms : ORC_BLK;
     double K = ceil(n_span / ORC_BLK) + 1;
     double gk = orc_gamma(K, m->u_acc);
@@ -122,21 +138,41 @@ void orc_model_kernel(const orc_ctx *c, const fa_precision *pr, orc_model *m) {
     m->u_dot = pr->u_acc;
     m->u_acc = pr->u_acc;
     m->u_s = pr->scores_fp32 ? ORC_U_F : (u_in > ORC_U_F ? u_in : ORC_U_F);
-    m->sigma = c->scale_default ? 2 * ORC_U_F : 0.0; /* float 1/sqrt(D), <= 2 roundings */
+    m->n_sr = pr->scores_fp32 ? 3 : 4;
+    /* float 1/sqrt(D): <= 2 roundings; a dtype score stage multiplies q and k by a float
+     * sqrt(scale) each (10.5): 4 more */
+    m->sigma = (c->scale_default ? 2 * ORC_U_F : 0.0) + (pr->scores_fp32 ? 0.0 : 4 * ORC_U_F);
+    /* exp: exp_rel_err, or exp_ulps ulps of an fp32 result (<= exp_ulps 2^-23 relative) */
     m->u_e = pr->exp_rel_err;
-    m->u_log = pr->exp_rel_err > 2 * ORC_U_F ? pr->exp_rel_err : 2 * ORC_U_F;
+    if (pr->exp_ulps * 0x1p-23 > m->u_e) m->u_e = pr->exp_ulps * 0x1p-23;
+    m->u_log = m->u_e > 2 * ORC_U_F ? m->u_e : 2 * ORC_U_F;
     m->R = pr->max_rescales >= 0 ? ceil(pr->max_rescales * (double)c->Sk / 1000.0) + 1
                                  : (double)c->Sk + 1;
     if (pr->p_rounded) { m->u_p = u_in; m->f_p = f_in; m->nmin_p = nmin; }
     if (pr->ds_rounded) { m->u_ds = u_in; m->f_ds = f_in; }
     if (pr->out_rounded) { m->u_out = u_in; m->f_out = f_in; }
+    if (pr->dp_rounded) { m->u_dp = u_in; m->f_dp = f_in; }
     m->u_lse = ORC_U_F;
     m->u_div = 2 * m->u_s; /* reciprocal and multiply, or one division */
     /* underflow of one fp32 operation (BOUNDS.md section 9): flushed to zero, a
      * result or operand below 2^-126 is lost (< 2^-126); gradual underflow errs
-     * by at most one subnormal ulp, 2^-149 */
+     * by at most one subnormal ulp, 2^-149, an exp by exp_ulps of them (10.1) */
     m->tau = pr->flushes_subnormals ? 0x1p-126 : 0x1p-149;
+    if (pr->exp_ulps * 0x1p-149 > m->tau) m->tau = pr->exp_ulps * 0x1p-149;
     m->lue = log1p(m->u_e) * (1 + 0x1p-50);
+    if (pr->tc_terms > 0) {
+        m->tc_t = pr->tc_terms;
+        m->tc_a = ldexp(pr->tc_align_rn ? 0.5 : 1.0, -23 - pr->tc_extra_bits);
+        m->tc_un = pr->tc_norm_rn ? 0x1p-24 : 0x1p-23;
+        /* the tensor-core coefficient replaces IEEE adds of unit u_acc; every other fp32
+         * add (row sums, rescales) is IEEE and below 2^-23 */
+    }
+    m->ds_fold = pr->ds_scale_folded;
+    m->d_from_p = pr->d_source == FA_D_FROM_P;
+    m->gqa = pr->gqa_reduce;
+    m->lse_empty = pr->lse_empty == FA_LSE_EMPTY_POS_INF ? INFINITY
+                   : pr->lse_empty == FA_LSE_EMPTY_ZERO  ? 0.0
+                                                         : -INFINITY;
 }
 
 void orc_model_oracle(const orc_ctx *c, orc_model *m) {
@@ -145,7 +181,9 @@ void orc_model_oracle(const orc_ctx *c, orc_model *m) {
     m->u_acc = ORC_U_D;
     m->compensated = 1;
     m->u_s = ORC_U_D;
+    m->n_sr = 3;
     m->sigma = c->scale_default ? 2 * ORC_U_D : 0.0; /* 1.0/sqrt((double)D): 2 roundings */
+    m->lse_empty = -INFINITY;
     m->u_e = 0x1p-51; /* glibc exp/log: < 1 ulp (<= 2^-52 relative); 2^-51 for margin */
     m->u_log = 0x1p-51;
     m->lue = log1p(m->u_e) * (1 + 0x1p-50);
@@ -307,6 +345,19 @@ fa_status orc_check_profile(const fa_precision *pr, fa_error *err) {
         return orc_fail(err, FA_ERR_INVALID, "prof.u_acc", "u_acc must be in (0, 0.01).");
     if (!(pr->exp_rel_err >= 0 && pr->exp_rel_err < 0.01))
         return orc_fail(err, FA_ERR_INVALID, "prof.exp_rel_err", "exp_rel_err must be in [0, 0.01).");
+    if (!(pr->exp_ulps >= 0 && pr->exp_ulps < 1e4))
+        return orc_fail(err, FA_ERR_INVALID, "prof.exp_ulps", "exp_ulps must be in [0, 10^4) (ulps of fp32).");
+    if (pr->tc_terms < 0 || pr->tc_terms > 4096 || pr->tc_extra_bits < 0 || pr->tc_extra_bits > 64)
+        return orc_fail(err, FA_ERR_INVALID, "prof.tc_terms", "tc_terms must be in [0, 4096] and "
+                        "tc_extra_bits in [0, 64] (oracle/BOUNDS.md 10.2).");
+    if (pr->ds_scale_folded < 0 || pr->ds_scale_folded > 2)
+        return orc_fail(err, FA_ERR_INVALID, "prof.ds_scale_folded", "ds_scale_folded must be 0, 1 or 2 (either).");
+    if (pr->d_source != FA_D_FROM_O && pr->d_source != FA_D_FROM_P)
+        return orc_fail(err, FA_ERR_INVALID, "prof.d_source", "d_source must be FA_D_FROM_O or FA_D_FROM_P.");
+    if (pr->gqa_reduce < FA_GQA_FUSED || pr->gqa_reduce > FA_GQA_ROUND_SUM16)
+        return orc_fail(err, FA_ERR_INVALID, "prof.gqa_reduce", "gqa_reduce must be a fa_gqa_reduce value.");
+    if (pr->lse_empty < FA_LSE_EMPTY_NEG_INF || pr->lse_empty > FA_LSE_EMPTY_ZERO)
+        return orc_fail(err, FA_ERR_INVALID, "prof.lse_empty", "lse_empty must be a fa_lse_empty value.");
     return FA_OK;
 }
 

@@ -1,6 +1,25 @@
 /* fa_profile.c: named precision presets: the fa_precision of implementations
- * flashcheck did not build, so verify/certify/fuzz can bound them. Each preset
- * states the evidence that it describes the implementation. */
+ * flashcheck did not build, so verify/certify/fuzz (--profile NAME) and the
+ * Python package can bound them. Each preset states the evidence that it
+ * describes the implementation: the source line that does it, or (marked
+ * "measured") a measurement; a field nobody could check is set to the value
+ * whose bound covers every alternative (oracle/BOUNDS.md section 10 says which
+ * value dominates which). A preset is no looser than its evidence requires:
+ * oracle/tests/test_bound_soundness.c checks that
+ * a kernel outside a preset fails it.
+ *
+ * Sources cited (pytorch/pytorch, aten/src/ATen/native/transformers/cuda/):
+ *   FA2   flash_attn/flash_bwd_kernel.h, softmax.h, flash_api.cpp (FlashAttention-2 as
+ *         vendored by PyTorch; the same lines are in Dao-AILab/flash-attention csrc/flash_attn)
+ *   MEFF  mem_eff_attention/kernel_backward.h (commit 00f993df1f19)
+ *   MATH  ../attention.cpp _scaled_dot_product_attention_math
+ * Tensor-core accumulation: tc_terms 4, no extra alignment bit, truncation is
+ * the setting whose bound covers every published tensor-core model (Fasi et
+ * al. 2021: V100/T4 4 terms, A100 8, truncation; Khattak & Mikaitis 2025:
+ * H100/B200 wider adders with extra bits): BOUNDS.md 10.2. Until the H100
+ * probe (kernels/cuda/, GPU test) measures the parameters, every tensor-core
+ * preset uses it. */
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/flash_api.h"
@@ -10,28 +29,106 @@ typedef struct {
     fa_precision prof;
 } fa_preset;
 
+/* the tensor-core accumulation sound for every published model (BOUNDS.md 10.2) */
+#define FA_TC_CONSERVATIVE .u_acc = 0x1p-23, .tc_terms = 4, .tc_extra_bits = 0, .tc_align_rn = 0, .tc_norm_rn = 0
+
 static const fa_preset presets[] = {
-    /* tensorcore: a flash kernel on tensor cores (ours, FlashAttention, cuDNN,
-     * Triton): fp32 accumulation in the MMA (truncating adds), ex2.approx.ftz,
-     * P and dS rounded to the input dtype before their products. */
-    {"tensorcore", {.u_acc = 0x1p-23, .exp_rel_err = 0x1p-21, .scores_fp32 = 1, .p_rounded = 1,
-                    .ds_rounded = 1, .out_rounded = 1, .max_rescales = -1, .flushes_subnormals = 1}},
-    /* fp32: scores, softmax and sums in IEEE fp32 (RN), only O/dQ/dK/dV rounded
-     * to the dtype. */
-    {"fp32", {.u_acc = 0x1p-24, .exp_rel_err = 0x1p-23, .scores_fp32 = 1, .p_rounded = 0,
-              .ds_rounded = 0, .out_rounded = 1, .max_rescales = -1, .flushes_subnormals = 0}},
+    /* tensorcore: ours (kernels/cuda/backend.cu's table, which the certification grid
+     * checks on the H100) and any flash kernel of the same arithmetic: mma.sync/wgmma
+     * accumulation; ex2.approx.ftz (2 ulp; 2^-21 also covers the folded scale*log2(e)
+     * multiply of kernels that pass an unrounded product); P and dS rounded to the dtype
+     * before their products (bwd/flash_bwd.cu header: "dS rounded (RN) to the input dtype
+     * before dS K and dS^T Q"); scale applied to the fp32 dQ, dK accumulators; D = dO.O in
+     * fp32; the GQA group accumulated in fp32 (the dK/dV kernel streams every query head
+     * of the group); LSE -inf for empty rows (fwd/flash_fwd.cu: l == 0 -> -inf). */
+    {"tensorcore", {FA_TC_CONSERVATIVE, .exp_rel_err = 0x1p-21, .exp_ulps = 2, .scores_fp32 = 1,
+                    .p_rounded = 1, .ds_rounded = 1, .out_rounded = 1, .max_rescales = -1,
+                    .flushes_subnormals = 1, .ds_scale_folded = 0, .dp_rounded = 0,
+                    .d_source = FA_D_FROM_O, .gqa_reduce = FA_GQA_FUSED,
+                    .lse_empty = FA_LSE_EMPTY_NEG_INF}},
+    /* fp32: scores, softmax and sums in IEEE fp32 (RN, gradual underflow), only O/dQ/dK/dV
+     * rounded to the dtype; exp within 2 ulp (CUDA expf; glibc's 1 ulp is inside it). */
+    {"fp32", {.u_acc = 0x1p-24, .exp_rel_err = 0x1p-23, .exp_ulps = 2, .scores_fp32 = 1,
+              .p_rounded = 0, .ds_rounded = 0, .out_rounded = 1, .max_rescales = -1,
+              .flushes_subnormals = 0, .tc_terms = 0, .ds_scale_folded = 0, .dp_rounded = 0,
+              .d_source = FA_D_FROM_O, .gqa_reduce = FA_GQA_FUSED,
+              .lse_empty = FA_LSE_EMPTY_NEG_INF}},
+    /* torch-flash: SDPA's flash backend (FlashAttention-2).
+     *   FA2 flash_bwd_kernel.h: "acc_dk(i) *= params.scale_softmax_rp_dropout" before
+     *     convert_type<Element>(acc_dk) (scale after the products, ds_scale_folded 0); dS
+     *     converted to Element before the dS.K / dS^T.Q GEMMs (ds_rounded); rP =
+     *     convert_type<Element>(scores) for dV (p_rounded); dP stays in the fp32 accumulator;
+     *     dP_sum = dot(dO, O) in fp32 (compute_dot_do_o: FA_D_FROM_O).
+     *   FA2 flash_api.cpp mha_bwd: for num_heads_k != num_heads, dk_expanded/dv_expanded
+     *     [b, s, h, d] in the input dtype, then at::sum_out(dk, reshape(dk_expanded, ..), {3})
+     *     (sum of a half/bf16 tensor: fp32 accumulation, one rounding): FA_GQA_ROUND_SUM32.
+     *   FA2 softmax.h normalize_softmax_lse: lse = (sum == 0 || sum != sum) ? (Split ? -INF :
+     *     INFINITY) : ...: +inf for a row with no key (FA_LSE_EMPTY_POS_INF).
+     *   exp2f under --use_fast_math: ex2.approx.ftz (2 ulp, subnormals flushed). */
+    {"torch-flash", {FA_TC_CONSERVATIVE, .exp_rel_err = 0x1p-21, .exp_ulps = 2, .scores_fp32 = 1,
+                     .p_rounded = 1, .ds_rounded = 1, .out_rounded = 1, .max_rescales = -1,
+                     .flushes_subnormals = 1, .ds_scale_folded = 0, .dp_rounded = 0,
+                     .d_source = FA_D_FROM_O, .gqa_reduce = FA_GQA_ROUND_SUM32,
+                     .lse_empty = FA_LSE_EMPTY_POS_INF}},
+    /* torch-efficient: SDPA's memory-efficient backend (xformers' CUTLASS kernel).
+     *   MEFF: "accum[idx] = (accum[idx] - current_di) * attn" with attn read from the
+     *     scalar_t attention tile (P rounded, used in dS and dV), then "accum = accum *
+     *     scale;" and only then "tmpT.at(..) = scalar_t(accum[idx])" / accumToSmem: the
+     *     scale is folded into dS before its rounding (ds_scale_folded 1, ds_rounded 1);
+     *     grad_q/grad_k GEMMs take that dS with no further scale; dP is the fp32 accumulator
+     *     of MatmulDOIVJ (dp_rounded 0); Di from dO.O in fp32 (FA_D_FROM_O).
+     *   GQA (enable_gqa): K/V expanded per query head, per-head gradients in the dtype summed
+     *     by autograd (.sum() of the dtype tensor): FA_GQA_ROUND_SUM32.
+     *   Empty rows: LSE 0 (measured on the H100, issue #13: "the efficient backend stores 0
+     *     where the contract says -inf"): FA_LSE_EMPTY_ZERO. */
+    {"torch-efficient", {FA_TC_CONSERVATIVE, .exp_rel_err = 0x1p-21, .exp_ulps = 2, .scores_fp32 = 1,
+                         .p_rounded = 1, .ds_rounded = 1, .out_rounded = 1, .max_rescales = -1,
+                         .flushes_subnormals = 1, .ds_scale_folded = 1, .dp_rounded = 0,
+                         .d_source = FA_D_FROM_O, .gqa_reduce = FA_GQA_ROUND_SUM32,
+                         .lse_empty = FA_LSE_EMPTY_ZERO}},
+    /* torch-cudnn: SDPA's cuDNN backend (closed source): every field nobody could read is
+     * set to its dominating value (BOUNDS.md 10.7): scale either folded or not
+     * (ds_scale_folded 2), dP rounded, GQA per head rounded then summed in fp32; P, dS
+     * rounded, fp32 softmax with a fast exp, flushed subnormals. LSE of empty rows: the
+     * contract's -inf until measured. */
+    {"torch-cudnn", {FA_TC_CONSERVATIVE, .exp_rel_err = 0x1p-21, .exp_ulps = 2, .scores_fp32 = 1,
+                     .p_rounded = 1, .ds_rounded = 1, .out_rounded = 1, .max_rescales = -1,
+                     .flushes_subnormals = 1, .ds_scale_folded = 2, .dp_rounded = 1,
+                     .d_source = FA_D_FROM_O, .gqa_reduce = FA_GQA_ROUND_SUM32,
+                     .lse_empty = FA_LSE_EMPTY_NEG_INF}},
+    /* torch-math: the unfused SDPA graph (MATH): q and k each multiplied by sqrt(scale) in the
+     *   dtype, attn = q' @ k'^T rounded to the dtype, mask added in the dtype (scores_fp32 0:
+     *   BOUNDS.md section 2 counts 4 dtype roundings), _safe_softmax in fp32 opmath with the
+     *   output rounded (p_rounded; empty rows 0), O = attn @ v (fp32 accumulation, rounded).
+     *   Backward by autograd: dP = dO @ v^T rounded (dp_rounded); softmax backward
+     *   P (dP - sum_j P dP) in fp32 from the dtype P and dP (FA_D_FROM_P), output rounded
+     *   (ds_rounded); dQ = (dS @ k') sqrt(scale), each GEMM and multiply rounded to the
+     *   dtype (scale after the products: 0; the extra roundings are covered by scores_fp32 0,
+     *   BOUNDS.md 10.3); enable_gqa: repeat_interleave, gradients summed in the dtype with
+     *   fp32 accumulation (FA_GQA_ROUND_SUM32). cuBLAS GEMMs: tensor cores. No LSE output. */
+    {"torch-math", {FA_TC_CONSERVATIVE, .exp_rel_err = 0x1p-22, .exp_ulps = 2, .scores_fp32 = 0,
+                    .p_rounded = 1, .ds_rounded = 1, .out_rounded = 1, .max_rescales = 0,
+                    .flushes_subnormals = 1, .ds_scale_folded = 0, .dp_rounded = 1,
+                    .d_source = FA_D_FROM_P, .gqa_reduce = FA_GQA_ROUND_SUM32,
+                    .lse_empty = FA_LSE_EMPTY_NEG_INF}},
 };
 
-static const char *const preset_names[] = {"tensorcore", "fp32", NULL};
+static const char *const preset_names[] = {"tensorcore",      "fp32",        "torch-flash",
+                                           "torch-efficient", "torch-cudnn", "torch-math",
+                                           NULL};
 
 const char *const *fa_precision_preset_names(void) { return preset_names; }
 
 fa_status fa_precision_preset(const char *name, fa_precision *out, fa_error *err) {
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (name && strcmp(name, presets[i].name) == 0) {
-            *out = presets[i].prof;
+            if (out) *out = presets[i].prof;
             return FA_OK;
         }
-    return fa_fail(err, FA_ERR_INVALID, "profile", "unknown precision preset '%s': known presets are tensorcore, fp32",
-                   name ? name : "(null)");
+    char list[256] = "";
+    size_t n = 0;
+    for (const char *const *p = preset_names; *p && n < sizeof list; p++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", p == preset_names ? "" : ", ", *p);
+    return fa_fail(err, FA_ERR_INVALID, "profile", "unknown precision preset '%s': known presets are %s",
+                   name ? name : "(null)", list);
 }

@@ -26,6 +26,13 @@ static const fa_backend cpu_backend_table = {
         .out_rounded = 1,       /* O, dQ, dK, dV: fp32 value rounded (RNE) to the dtype */
         .max_rescales = 17,     /* one per 64-key tile: 1000 keys touch at most 17 tiles */
         .flushes_subnormals = 0, /* IEEE fp32/fp64 with gradual underflow */
+        .exp_ulps = 1,          /* glibc expf: < 1 ulp */
+        .tc_terms = 0,          /* plain fp32 additions (u_acc) */
+        .ds_scale_folded = 0,   /* dQ = rnd(scale * dQ_acc), dK = rnd(scale * dK_acc) (cpu_bwd.c) */
+        .dp_rounded = 0,        /* dP stays fp32 */
+        .d_source = FA_D_FROM_O,      /* D_i = dO_i . O_i in fp32 (cpu_bwd.c phase 1) */
+        .gqa_reduce = FA_GQA_FUSED,   /* the group's heads accumulate into one fp32 dK/dV row */
+        .lse_empty = FA_LSE_EMPTY_NEG_INF, /* cpu_fwd.c: no visible key -> -inf */
     },
     .limits = CPU_LIMITS_INIT,
     .forward = cpu_forward,
@@ -48,6 +55,8 @@ static const fa_backend cpu_ftz_backend_table = {
         .u_acc = 0x1p-24, .exp_rel_err = 0x1p-23, .scores_fp32 = 1, .p_rounded = 1,
         .ds_rounded = 0, .out_rounded = 1, .max_rescales = 17, /* as the cpu table */
         .flushes_subnormals = 1, /* MXCSR FTZ + DAZ: results and operands below 2^-126 are 0 */
+        .exp_ulps = 1, .d_source = FA_D_FROM_O, .gqa_reduce = FA_GQA_FUSED,
+        .lse_empty = FA_LSE_EMPTY_NEG_INF, /* as the cpu table */
     },
     .limits = CPU_LIMITS_INIT,
     .forward = cpu_forward_ftz,

@@ -39,6 +39,16 @@ static const fa_backend fa_cuda_table = {
         1,       /* out_rounded */
         33,      /* max_rescales */
         1,       /* flushes_subnormals: ex2.approx.ftz and fp32 FTZ (bf16 outputs below 2^-126 -> 0) */
+        2.0,     /* exp_ulps: ex2.approx.f32, 2 ulp on normal results (PTX ISA) */
+        4,       /* tc_terms: mma.sync / wgmma multi-term adds; 4 terms, no extra alignment bits, */
+        0,       /* tc_extra_bits   truncation is the setting sound for every measured tensor core */
+        0,       /* tc_align_rn     (oracle/BOUNDS.md 10.2) until the H100 probe pins it down */
+        0,       /* tc_norm_rn */
+        0,       /* ds_scale_folded: dQ, dK = scale * fp32 accumulator (bwd/flash_bwd.cu header) */
+        0,       /* dp_rounded: dP stays fp32 */
+        0,       /* d_source FA_D_FROM_O: Dsum = dO . O in fp32 */
+        0,       /* gqa_reduce FA_GQA_FUSED: the group's heads accumulate in fp32 */
+        0,       /* lse_empty FA_LSE_EMPTY_NEG_INF (fwd/flash_fwd.cu: l == 0 -> -inf) */
     },
     {
         256, /* max_head_dim */

@@ -117,6 +117,14 @@ static void block_logical(int t, const orc_index *ix, int64_t k, int64_t idx[4])
     }
 }
 
+/* the LSE value a masked row must hold, as text */
+static const char *res_lse_empty_name(const orc_block *blk) {
+    for (int64_t e = 0; e < blk->n; e++)
+        if (blk->flags[e] & ORC_F_MASKED_ROW)
+            return blk->ref[e] == 0 ? "0 (the profile's lse_empty)" : blk->ref[e] > 0 ? "+inf (the profile's lse_empty)" : "-inf";
+    return "-inf";
+}
+
 static int64_t judge(const fc_run *r, const orc_block *blk, const orc_stats *st, int t, fc_verdict *v) {
     const fc_buf *b = &r->buf[t];
     fc_tensor_stats *ts = &v->t[t];
@@ -175,7 +183,9 @@ static int64_t judge(const fc_run *r, const orc_block *blk, const orc_stats *st,
             double got = fc_buf_get(b, idx);
             uint8_t f = blk->flags[e];
             if (f & ORC_F_MASKED_ROW) {
-                int ok = t == FC_T_LSE ? (got == -INFINITY) : (got == 0.0);
+                /* exactly the declared value: O, dQ, dK, dV 0; LSE the profile's lse_empty
+                   (-inf by the contract) */
+                int ok = got == blk->ref[e];
                 if (!ok) {
                     if (!masked_bad) {
                         memcpy(first_masked, idx, sizeof idx);
@@ -197,7 +207,7 @@ static int64_t judge(const fc_run *r, const orc_block *blk, const orc_stats *st,
     if (masked_bad) {
         fc_verdict_fail(v, "masked_row", "%s: %lld elements of rows/columns with no visible key (or query) are not "
                                          "exactly %s; first at [%lld,%lld,%lld,%lld] = %.9g",
-                        name, (long long)masked_bad, t == FC_T_LSE ? "-inf" : "0", (long long)first_masked[0],
+                        name, (long long)masked_bad, t != FC_T_LSE ? "0" : res_lse_empty_name(blk), (long long)first_masked[0],
                         (long long)first_masked[1], (long long)first_masked[2], (long long)first_masked[3],
                         first_masked_got);
         problems += masked_bad;

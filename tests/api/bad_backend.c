@@ -1,7 +1,8 @@
 /* bad_backend.c: broken backend libraries for the loader's error paths.
  * Built several times (tests/api/BUILD) with one of:
  *   BAD_NO_EXPORT  the export symbol is missing (misspelled)
- *   BAD_ABI        abi_version is FA_ABI_VERSION + 1
+ *   BAD_ABI        abi_version is FA_ABI_VERSION - 1 (a library built against the previous
+ *                  header: ABI 2 had no exp_ulps .. lse_empty in fa_precision)
  *   BAD_NO_FORWARD forward is NULL
  *   BAD_NULL       fa_backend_export returns NULL */
 #include <stddef.h>
@@ -21,7 +22,7 @@ __attribute__((visibility("default"))) const fa_backend *fa_backend_exprot(void)
 #else
 __attribute__((visibility("default"))) const fa_backend *fa_backend_export(void) {
 #if defined(BAD_ABI)
-    bad_table.abi_version = FA_ABI_VERSION + 1;
+    bad_table.abi_version = FA_ABI_VERSION - 1;
 #elif defined(BAD_NO_FORWARD)
     bad_table.forward = NULL;
 #elif defined(BAD_NULL)

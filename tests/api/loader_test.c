@@ -53,6 +53,12 @@ static void test_load_example(void **state) {
     assert_string_equal(b->name, "example-cpu");
     assert_int_equal(b->abi_version, FA_ABI_VERSION);
     assert_int_equal(b->memspace, FA_MEM_HOST);
+    /* the ABI-3 precision fields arrive where the loader reads them */
+    assert_true(b->precision.exp_ulps == 1.0);
+    assert_int_equal(b->precision.tc_terms, 0);
+    assert_int_equal(b->precision.d_source, FA_D_FROM_O);
+    assert_int_equal(b->precision.gqa_reduce, FA_GQA_FUSED);
+    assert_int_equal(b->precision.lse_empty, FA_LSE_EMPTY_NEG_INF);
     const fa_backend *b2 = NULL;
     assert_int_equal(fa_backend_by_name(lib_example, &b2, &err), FA_OK); /* contains '/' */
     assert_string_equal(b2->name, "example-cpu");
@@ -92,7 +98,7 @@ static void test_load_errors(void **state) {
     expect_load_error("/nonexistent/dir/backend.so", "/nonexistent/dir/backend.so");
     expect_load_error("", "empty");
     expect_load_error(lib_no_export, FA_BACKEND_EXPORT_SYMBOL);
-    expect_load_error(lib_abi, "abi_version");
+    expect_load_error(lib_abi, "abi_version 2 but this flashcheck needs 3");
     expect_load_error(lib_no_forward, "forward");
     expect_load_error(lib_null, "returned NULL");
     const fa_backend *b;
