@@ -1,8 +1,8 @@
 /* tc_probe.cu: measures how the GPU's tensor cores accumulate fp16/bf16 products in fp32
  * (mma.sync m16n8k16 on sm_80+, wgmma m64n8k16 on sm_90a), with its own inline PTX (no
- * flashcheck kernel code), then asserts that the accumulation model the `tensorcore`
- * precision profile declares (oracle/BOUNDS.md: any-order sums with unit u_acc,
- * |fl(sum) - sum| <= gamma_n(u_acc) sum|x|) holds for what was measured.
+ * flashcheck kernel code), then asserts that the accumulation model a precision profile declares
+ * (default `tensorcore`; fa_precision.tc_terms / tc_extra_bits / tc_align_rn / tc_norm_rn, or
+ * IEEE adds of unit u_acc when tc_terms = 0; oracle/BOUNDS.md 10.2) covers what was measured.
  *
  * Method (Fasi, Higham, Mikaitis, Pranesh 2021, "Numerical behavior of NVIDIA tensor cores";
  * Khattak, Mikaitis 2025, "Accurate models of NVIDIA tensor cores"): one output element
@@ -15,15 +15,17 @@
  *                one fused step with positions 0 and 1;
  *   final rounding: 1 + 0.75 ulp, -1 - 0.75 ulp, 1 + 0.5 ulp, 1 + 1.5 ulp;
  *   subnormals: fp16/bf16 subnormal inputs, an fp32-subnormal c and product.
- * Model derived from these (README.md beside this file): per instruction of m = 16 products
- * plus c, |d - exact| <= delta * (|c| + sum|a_k b_k|) with
- *   delta = (ulp_final + m_all * 2^-(23+F)) (1 + 2^-23),  ulp_final = 2^-23 (truncation) or
- *   2^-24 (round to nearest), m_all = 17 terms aligned to the largest;
- * a chain of N instructions (n = 16N products) then errs <= N delta (1+delta)^N sum|x|, which
- * is <= gamma_n(u_acc) sum|x| whenever delta <= 16 u_acc.
- * Asserted (exit 1 if any fails): the layout sanity check is exact; delta <= 16 u_acc of the
- * profile; every single-instruction test (directed and random adversarial) errs <= delta;
- * every chained accumulation (n = 16 .. 4096, random and adversarial) errs <= gamma_n(u_acc).
+ * Model derived from these (README.md beside this file): per instruction of 16 products plus c,
+ * all aligned to the largest, |d - exact| <= delta * (|c| + sum|a_k b_k|) with
+ *   delta = (ulp_final + 17 * 2^-(23+F)) (1 + 2^-23),  ulp_final = 2^-23 (truncation) or
+ *   2^-24 (round to nearest).
+ * Asserted (exit 1 if any fails): the layout sanity check is exact; the declared model is no
+ * finer than the measured one (declared terms <= measured width, extra bits <= F, RN only where
+ * measured RN; with tc_terms = 0: delta <= 16 u_acc, so a chain of N steps errs <=
+ * N delta (1+delta)^N sum|x| <= gamma_16N(u_acc) sum|x|); every single-instruction test (directed
+ * and random adversarial) errs <= delta and <= the oracle's own 16-term coefficient
+ * (orc_acc_coef); every chained accumulation (n = 16 .. 4096 products, random and adversarial)
+ * errs <= orc_acc_coef(n) sum|x|.
  * Exit 2: no usable GPU (cannot run here; never a pass).
  * usage: tc_probe [--profile NAME]   (default tensorcore) */
 #include <cuda_fp16.h>
@@ -36,6 +38,10 @@
 #include <string.h>
 
 #include "kernels/flash_api.h"
+
+extern "C" {
+#include "oracle/orc_internal.h"
+}
 
 #define CHECK(x)                                                                                   \
     do {                                                                                           \
@@ -271,13 +277,15 @@ typedef struct {
     int sub_in, sub_c, sub_prod; /* 1: kept, 0: flushed, -1: n/a */
     double delta;       /* derived per-instruction bound / 1 */
     double worst_single;/* max over single-instruction tests of err / sum|x| */
-    double worst_chain; /* max over chains of err / (gamma_n(u_acc) sum|x|) */
+    double worst_chain; /* max over chains of err / (orc_acc_coef(n) sum|x|) */
+    double coef16;      /* the oracle's coefficient for one 16-product step */
     int fails;
 } findings;
 
 static double gamma_n(int n, double u) { return n * u / (1 - n * u); }
 
-static void probe(findings *f, double u_acc) {
+static void probe(findings *f, const fa_precision *pr, const orc_model *m) {
+    const double u_acc = pr->u_acc;
     batch bt;
     memset(&bt, 0, sizeof bt);
     g_dtype = f->bf16 ? TCP_BF16 : TCP_F16;
@@ -431,6 +439,12 @@ static void probe(findings *f, double u_acc) {
         const double r = fabs((double)out[t] - ex) / ab;
         if (r > f->worst_single) f->worst_single = r;
     }
+    const double coef16 = orc_acc_coef(m, 16, 16, 0);
+    f->coef16 = coef16;
+    if (f->worst_single > coef16) {
+        printf("  %s: FAIL: a single instruction erred %.3g sum|x| > the oracle's 16-term coefficient %.3g\n", f->name, f->worst_single, coef16);
+        f->fails++;
+    }
     if (f->worst_single > f->delta) {
         printf("  %s: FAIL: a single instruction erred %.3g sum|x| > the derived delta %.3g\n", f->name, f->worst_single, f->delta);
         f->fails++;
@@ -460,14 +474,24 @@ static void probe(findings *f, double u_acc) {
     for (int t = 0; t < nt; t++) {
         double ex, ab;
         dd_sum(0, bt.prod + bt.off[t], tn[t], &ex, &ab);
-        const double r = fabs((double)out[t] - ex) / (gamma_n(tn[t], u_acc) * ab);
+        const double r = fabs((double)out[t] - ex) / (orc_acc_coef(m, tn[t], tn[t], 0) * ab);
         if (r > f->worst_chain) f->worst_chain = r;
     }
     if (f->worst_chain > 1) {
-        printf("  %s: FAIL: a chained accumulation erred %.3g x gamma_n(u_acc) sum|x|\n", f->name, f->worst_chain);
+        printf("  %s: FAIL: a chained accumulation erred %.3g x the oracle's bound orc_acc_coef(n) sum|x|\n", f->name, f->worst_chain);
         f->fails++;
     }
-    if (f->delta > 16 * u_acc) {
+    /* the declared model must be no finer than the measured one (BOUNDS.md 10.2: fewer terms per
+     * step, fewer extra bits, truncation instead of RN each give a larger bound) */
+    const int meas_align_rn = !strcmp(f->align, "round to nearest"), meas_norm_rn = strstr(f->final, "nearest") != NULL;
+    if (pr->tc_terms > 0) {
+        if (pr->tc_terms > f->width || pr->tc_extra_bits > Fm || (pr->tc_align_rn && !meas_align_rn) || (pr->tc_norm_rn && !meas_norm_rn)) {
+            printf("  %s: FAIL: the profile declares %d terms, %d extra bits, %s alignment, %s normalisation; measured %d, %d, %s, %s\n",
+                   f->name, pr->tc_terms, pr->tc_extra_bits, pr->tc_align_rn ? "RN" : "truncating", pr->tc_norm_rn ? "RN" : "truncating",
+                   f->width, Fm, f->align, f->final);
+            f->fails++;
+        }
+    } else if (f->delta > 16 * u_acc) {
         printf("  %s: FAIL: the derived per-instruction bound %.3g exceeds 16 u_acc = %.3g: the profile's gamma_n(u_acc) "
                "model does not cover this accumulation\n", f->name, f->delta, 16 * u_acc);
         f->fails++;
@@ -486,6 +510,13 @@ int main(int argc, char **argv) {
     fa_precision prof;
     fa_error err;
     if (fa_precision_preset(profile, &prof, &err) != FA_OK) { fprintf(stderr, "tc_probe: %s\n", err.msg); return 2; }
+    orc_ctx octx;
+    memset(&octx, 0, sizeof octx);
+    orc_model om[2];
+    for (int dt = 0; dt < 2; dt++) {
+        octx.dt = dt ? FA_BF16 : FA_F16;
+        orc_model_kernel(&octx, &prof, &om[dt]);
+    }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         fprintf(stderr, "tc_probe: no CUDA device: this probe measures the GPU and cannot run here\n");
@@ -495,30 +526,32 @@ int main(int argc, char **argv) {
     CHECK(cudaGetDeviceProperties(&dp, 0));
     if (dp.major < 8) { fprintf(stderr, "tc_probe: %s is sm_%d%d; mma.sync m16n8k16 needs sm_80+\n", dp.name, dp.major, dp.minor); return 2; }
     const int has_wg = dp.major == 9 && dp.minor == 0;
-    printf("tc_probe: %s (sm_%d%d), profile %s: u_acc = 2^%g\n", dp.name, dp.major, dp.minor, profile, log2(prof.u_acc));
+    printf("tc_probe: %s (sm_%d%d), profile %s: u_acc = 2^%g, tc_terms %d, tc_extra_bits %d, tc_align_rn %d, tc_norm_rn %d\n",
+           dp.name, dp.major, dp.minor, profile, log2(prof.u_acc), prof.tc_terms, prof.tc_extra_bits, prof.tc_align_rn, prof.tc_norm_rn);
     findings fs[4] = {{"mma.sync m16n8k16 f16", TCP_MMA, 0}, {"mma.sync m16n8k16 bf16", TCP_MMA, 1},
                       {"wgmma m64n8k16 f16", TCP_WG, 0}, {"wgmma m64n8k16 bf16", TCP_WG, 1}};
     int fails = 0;
     for (int i = 0; i < 4; i++) {
         if (fs[i].kind == TCP_WG && !has_wg) { printf("  %s: not run (needs sm_90)\n", fs[i].name); continue; }
-        probe(&fs[i], prof.u_acc);
+        probe(&fs[i], &prof, &om[fs[i].bf16]);
         fails += fs[i].fails;
     }
-    printf("\n%-24s %3s %5s %-26s %-24s %-6s %-8s %-9s %9s %12s %12s\n", "instruction", "F", "F(c)", "alignment",
-           "final rounding", "width", "sub in", "sub c/p", "delta/u", "worst 1/u", "chain/gamma");
+    printf("\n%-24s %3s %5s %-26s %-24s %-6s %-8s %-9s %9s %10s %8s %10s\n", "instruction", "F", "F(c)", "alignment",
+           "final rounding", "width", "sub in", "sub c/p", "delta/u", "worst 1/u", "orc16/u", "chain/orc");
     for (int i = 0; i < 4; i++) {
         findings *f = &fs[i];
         if (!f->ran) continue;
         char sc[16];
         snprintf(sc, sizeof sc, "%s/%s", f->sub_c ? "kept" : "flush", f->sub_prod < 0 ? "-" : f->sub_prod ? "kept" : "flush");
-        printf("%-24s %3d %5d %-26.26s %-24.24s %-6d %-8s %-9s %9.3f %12.3f %12.4f\n", f->name, f->F, f->F_c, f->align, f->final,
-               f->width, f->sub_in ? "kept" : "flush", sc, f->delta / 0x1p-23, f->worst_single / 0x1p-23, f->worst_chain);
+        printf("%-24s %3d %5d %-26.26s %-24.24s %-6d %-8s %-9s %9.3f %10.3f %8.3f %10.4f\n", f->name, f->F, f->F_c, f->align, f->final,
+               f->width, f->sub_in ? "kept" : "flush", sc, f->delta / 0x1p-23, f->worst_single / 0x1p-23, f->coef16 / 0x1p-23, f->worst_chain);
         printf("%-24s     fused with products 0,1: %s\n", "", f->width_set);
     }
     printf("\nF: extra alignment bits below the 24-bit significand of the largest term; F(c): the same with c = 1 as the\n"
            "largest term; width: products summed in one step with products 0 and 1; delta/u: the derived per-instruction\n"
            "bound in units of u = 2^-23 (must be <= 16 u_acc/u); worst 1/u: measured single-instruction err / sum|x| in\n"
-           "units of 2^-23 (<= delta/u); chain/gamma: max err / (gamma_n(u_acc) sum|x|) over n = 16..4096 (<= 1).\n");
+           "units of 2^-23 (<= delta/u and <= orc16/u, the oracle's coefficient of one 16-product step for this profile);\n"
+           "chain/orc: max err / (orc_acc_coef(n) sum|x|) over n = 16..4096 (<= 1).\n");
     printf("%s\n", fails ? "tc_probe: FAIL: the hardware does not meet the profile's accumulation model (see above)"
                          : "tc_probe: PASS: the measured accumulation is within the profile's model");
     return fails ? 1 : 0;
