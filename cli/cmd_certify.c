@@ -24,7 +24,7 @@
 
 static const char *certify_help =
     "usage: flashcheck certify [--backend B] [--out DIR] [--baseline REPORT.json] [--quick]\n"
-    "                          [--fuzz-seconds N] [--jobs N] [--sanitizer] [--timeout SEC]\n"
+    "                          [--fuzz-seconds N] [--jobs N] [--sanitizer] [--timeout SEC] [--profile NAME]\n"
     "\n"
     "Certifies a backend: (1) a fixed sweep of awkward cases, grouped in categories (shapes at tile\n"
     "boundaries +-1, primes, 0 and 1; causal alignments with Sq != Sk; windows; additive masks incl.\n"
@@ -49,6 +49,12 @@ static const char *certify_help =
     "  --jobs N            fuzz workers (default: one per GPU, or the number of cores)\n"
     "  --sanitizer         run compute-sanitizer passes (CUDA backends; compute-sanitizer on PATH)\n"
     "  --timeout SEC       per-case watchdog (default 300)\n"
+    "  --profile NAME      judge by the named precision preset (tensorcore, fp32, torch-flash, torch-efficient,\n"
+    "                      torch-cudnn, torch-math) instead of the profile the backend declares\n"
+    "\n"
+    "A case whose NaN/Inf comes where the profile's own intermediates may overflow for its magnitudes\n"
+    "(oracle/BOUNDS.md section 11) is counted as overflow-sensitive, saved under DIR/overflow-sensitive/,\n"
+    "and does not fail the certification.\n"
     "\n"
     "exit: 0 certified (and no regression), 1 a category failed or regressed, 2 usage, 3 backend cannot\n"
     "      be loaded, 4 cannot write the report\n";
@@ -79,6 +85,7 @@ typedef struct {
     int run;                 /* 0: not run (reason in note) */
     int has_ratio;           /* some case compared elements with the oracle (worst_ratio is meaningful) */
     int64_t cases, passed, failed, skipped, not_judged;
+    int64_t overflow;        /* overflow-sensitive cases (oracle/BOUNDS.md 11): not failures */
     double worst_ratio;
     char note[256];
     char failures[8][300];   /* first failures: "state -> file" */
@@ -87,6 +94,8 @@ typedef struct {
 
 typedef struct {
     const char *backend_arg;
+    const char *profile;     /* --profile NAME, or NULL: the backend's declared profile */
+    fa_precision prof_val;
     char backend[64];
     fa_limits lim;
     fa_memspace mem;
@@ -265,6 +274,16 @@ static void on_job(void *user, int64_t index, const fz_run_result *r)
     case FZ_OUT_PASS: cr->passed++; break;
     case FZ_OUT_SKIP: cr->skipped++; break;
     case FZ_OUT_SLOW: case FZ_OUT_ERROR: cr->not_judged++; break;
+    case FZ_OUT_OVERFLOW: { /* its own class: counted and saved, never a failure */
+        fz_crash_state st;
+        fz_crash_state_make(&st, &j->c, x->backend, r->pass, r->tensor, "overflow-sensitive");
+        char dir[4200], path[4400], msg[256];
+        snprintf(dir, sizeof dir, "%s/overflow-sensitive", x->out);
+        if (fz_store_save(dir, &st, &j->c, r->detail, path, sizeof path, msg, sizeof msg) < 0)
+            fprintf(stderr, "flashcheck certify: overflow-sensitive case not saved: %s\n", msg);
+        cr->overflow++;
+        break;
+    }
     default: {
         cr->failed++;
         char failure[64];
@@ -364,6 +383,7 @@ static void run_fuzz(certify_ctx *x, double seconds, int jobs)
     cr->passed = st.cases - cr->failed > 0 ? st.cases - cr->failed : 0;
     cr->skipped = st.skipped;
     cr->not_judged = st.slow;
+    cr->overflow = st.overflow;
     cr->worst_ratio = st.worst_ratio;
     cr->has_ratio = st.elements > 0;
     snprintf(cr->note, sizeof cr->note, "%.0f s, %d worker(s), %.1f cases/s, %lld distinct findings in fuzz-findings/",
@@ -432,6 +452,7 @@ static cJSON *report_json(const certify_ctx *x, int pass, const char *date, cJSO
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "flashcheck_report", 1);
     cJSON_AddStringToObject(root, "backend", x->backend);
+    cJSON_AddStringToObject(root, "profile", x->profile ? x->profile : "declared by the backend");
     cJSON_AddStringToObject(root, "date", date);
     cJSON_AddStringToObject(root, "result", pass ? "PASS" : "FAIL");
     cJSON *cats = cJSON_AddArrayToObject(root, "categories");
@@ -445,6 +466,7 @@ static cJSON *report_json(const certify_ctx *x, int pass, const char *date, cJSO
         cJSON_AddNumberToObject(o, "failed", (double)c->failed);
         cJSON_AddNumberToObject(o, "skipped", (double)c->skipped);
         cJSON_AddNumberToObject(o, "not_judged", (double)c->not_judged);
+        cJSON_AddNumberToObject(o, "overflow_sensitive", (double)c->overflow);
         if (c->has_ratio) cJSON_AddNumberToObject(o, "worst_ratio", c->worst_ratio);
         else cJSON_AddNullToObject(o, "worst_ratio");   /* no element compared with the oracle */
         cJSON_AddStringToObject(o, "note", c->note);
@@ -511,6 +533,7 @@ static int write_markdown(const certify_ctx *x, const char *path, int pass, cons
     MD("- result: **%s**\n- date: %s\n- backend: `%s` (%s memory; max head dim %lld, head dim multiple %lld%s)\n\n",
        pass ? "CERTIFIED" : "NOT CERTIFIED", date, x->backend, x->mem == FA_MEM_CUDA ? "CUDA" : "host",
        (long long)x->lim.max_head_dim, (long long)x->lim.head_dim_multiple, x->has_bwd ? ", forward + backward" : ", forward only");
+    MD("- precision profile: %s\n\n", x->profile ? x->profile : "declared by the backend");
     MD("Each case checks every output element against the oracle's per-element bound (ratio = |got - ref| / bound;\n"
        "an element passes at ratio <= 1), plus guards, unwritten outputs, unchanged inputs and determinism.\n\n");
     MD("| category | status | cases | passed | failed | skipped | not judged | worst error/bound | covers |\n");
@@ -527,6 +550,9 @@ static int write_markdown(const certify_ctx *x, const char *path, int pass, cons
     for (int i = 0; i < CAT_COUNT; i++) {
         const cat_result *c = &x->cat[i];
         if (c->note[0]) MD("- %s: %s\n", cat_names[i], c->note);
+        if (c->overflow)
+            MD("- %s: %lld overflow-sensitive case(s) (NaN/Inf where the profile's intermediates may overflow, "
+               "oracle/BOUNDS.md section 11; not failures): overflow-sensitive/\n", cat_names[i], (long long)c->overflow);
     }
     for (int i = 0; i < CAT_COUNT; i++) {
         const cat_result *c = &x->cat[i];
@@ -569,6 +595,12 @@ int cli_certify(int argc, char **argv)
         else if ((r = cli_opt(argc, argv, &i, "--fuzz-seconds", &v))) { if (r < 0 || cli_parse_double(v, &fuzz_s) || fuzz_s < 0) return cli_usage_error("certify", "--fuzz-seconds needs seconds >= 0"); }
         else if ((r = cli_opt(argc, argv, &i, "--timeout", &v))) { if (r < 0 || cli_parse_double(v, &timeout) || timeout <= 0) return cli_usage_error("certify", "--timeout needs seconds > 0"); }
         else if ((r = cli_opt(argc, argv, &i, "--jobs", &v))) { if (r < 0 || cli_parse_i64(v, 1, FZ_CAMP_MAX_WORKERS, &k)) return cli_usage_error("certify", "--jobs needs an integer in [1, %d]", FZ_CAMP_MAX_WORKERS); jobs = k; }
+        else if ((r = cli_opt(argc, argv, &i, "--profile", &v))) {
+            fa_error perr;
+            if (r < 0) return cli_usage_error("certify", "--profile needs a preset name");
+            if (fa_precision_preset(v, &x->prof_val, &perr) != FA_OK) return cli_usage_error("certify", "--profile: %s", perr.msg);
+            x->profile = v;
+        }
         else if (strcmp(argv[i], "--quick") == 0) quick = 1;
         else if (strcmp(argv[i], "--sanitizer") == 0) sanitizer = 1;
         else return cli_usage_error("certify", "unknown option or argument '%s'", argv[i]);
@@ -602,6 +634,8 @@ int cli_certify(int argc, char **argv)
 
     fprintf(stderr, "flashcheck certify: backend %s%s, report in %s\n", x->backend,
             x->backend_arg ? "" : " (default)", x->out);
+    if (x->profile) fc_check_set_profile(&x->prof_val); /* the case workers are forked: they inherit it */
+    fprintf(stderr, "flashcheck certify: precision profile %s\n", x->profile ? x->profile : "declared by the backend");
     build_sweep(x, quick);
     fz_iso_batch(x->backend_arg, x->jobs, x->njobs, timeout, on_job, x);
     if (isatty(2)) fprintf(stderr, "\n");
@@ -627,7 +661,7 @@ int cli_certify(int argc, char **argv)
     free(jtext);
 
     /* summary table */
-    printf("flashcheck certify: backend %s\n", x->backend);
+    printf("flashcheck certify: backend %s, profile %s\n", x->backend, x->profile ? x->profile : "declared by the backend");
     printf("  %-11s %-10s %7s %7s %7s %8s %11s %12s\n", "category", "status", "cases", "passed", "failed", "skipped", "not judged", "worst ratio");
     for (int i = 0; i < CAT_COUNT; i++) {
         const cat_result *c = &x->cat[i];
@@ -639,6 +673,10 @@ int cli_certify(int argc, char **argv)
     }
     for (int i = 0; i < CAT_COUNT; i++)
         for (int k = 0; k < x->cat[i].nfail_listed; k++) printf("  FAIL %s: %s\n", cat_names[i], x->cat[i].failures[k]);
+    for (int i = 0; i < CAT_COUNT; i++)
+        if (x->cat[i].overflow)
+            printf("  overflow-sensitive %s: %lld case(s), not failures (oracle/BOUNDS.md 11), in %s/overflow-sensitive/\n",
+                   cat_names[i], (long long)x->cat[i].overflow, x->out);
     if (baseline) {
         printf("baseline %s (backend %s): %d regression(s)\n", baseline, bl_backend, nreg);
         const cJSON *r;

@@ -10,12 +10,13 @@
 #include "cli/cli.h"
 #include "fuzz/fz_campaign.h"
 #include "fuzz/fz_isolate.h"
+#include "properties/check/check.h"
 
 static const char *fuzz_help =
     "usage: flashcheck fuzz [--backend B] [--jobs N | --gpus LIST] [--time SEC] [--cases N]\n"
     "                       [--corpus DIR] [--findings DIR] [--seeds DIR] [--max-seq N] [--max-dim N]\n"
     "                       [--max-batch N] [--max-heads N] [--forward-only] [--timeout SEC] [--seed S]\n"
-    "                       [--no-determinism] [--quiet]\n"
+    "                       [--no-determinism] [--quiet] [--profile NAME]\n"
     "\n"
     "A coverage- and error-guided campaign: each worker mutates cases from the shared corpus\n"
     "(shapes at tile boundaries +-1, 0, 1, primes; permuted/padded/offset layouts; masks with\n"
@@ -42,6 +43,12 @@ static const char *fuzz_help =
     "  --seed S         campaign seed (default 1)\n"
     "  --no-determinism skip the bitwise re-run of each case (about 2x faster)\n"
     "  --quiet          no per-finding lines\n"
+    "  --profile NAME   judge by the named precision preset (tensorcore, fp32, torch-flash, torch-efficient,\n"
+    "                   torch-cudnn, torch-math) instead of the profile the backend declares\n"
+    "\n"
+    "NaN/Inf where the profile's own intermediates may overflow for the case's magnitudes\n"
+    "(oracle/BOUNDS.md section 11) are not findings: they are saved as repro files under\n"
+    "FINDINGS/overflow-sensitive/ and counted in the summary.\n"
     "\n"
     "exit: 0 no new finding, 1 new findings (listed in DIR), 2 usage, 3 backend cannot be loaded\n";
 
@@ -74,6 +81,8 @@ int cli_fuzz(int argc, char **argv)
     int64_t jobs = 0;
     const char *gpus = NULL;
     int seeds_given = 0;
+    const char *profile = NULL;
+    fa_precision prof;
     for (int i = 1; i < argc; i++) {
         const char *v;
         int r;
@@ -95,6 +104,12 @@ int cli_fuzz(int argc, char **argv)
         else if ((r = cli_opt(argc, argv, &i, "--max-heads", &v))) { NEED(!cli_parse_i64(v, 1, 4096, &x), "--max-heads needs an integer in [1, 4096]"); cfg.budget.max_heads_q = x; }
         else if ((r = cli_opt(argc, argv, &i, "--timeout", &v))) { NEED(!cli_parse_double(v, &d) && d > 0, "--timeout needs seconds > 0"); cfg.case_timeout_s = d; }
         else if ((r = cli_opt(argc, argv, &i, "--seed", &v))) { NEED(!cli_parse_i64(v, 0, INT64_MAX, &x), "--seed needs a non-negative integer"); cfg.seed = (uint64_t)x; }
+        else if ((r = cli_opt(argc, argv, &i, "--profile", &v))) {
+            fa_error perr;
+            NEED(1, "--profile needs a preset name");
+            if (fa_precision_preset(v, &prof, &perr) != FA_OK) return cli_usage_error("fuzz", "--profile: %s", perr.msg);
+            profile = v;
+        }
         else if (strcmp(argv[i], "--forward-only") == 0) cfg.budget.backward = 0;
         else if (strcmp(argv[i], "--no-determinism") == 0) cfg.determinism = 0;
         else if (strcmp(argv[i], "--quiet") == 0) cfg.quiet = 1;
@@ -153,6 +168,8 @@ int cli_fuzz(int argc, char **argv)
         cfg.omp_threads = (int)per;         /* for the workers themselves */
     }
 
+    if (profile) fc_check_set_profile(&prof); /* workers are forked: they inherit it */
+    fprintf(stderr, "flashcheck fuzz: profile %s\n", profile ? profile : "declared by the backend");
     fprintf(stderr, "flashcheck fuzz: backend %s, %d worker%s%s, budget S<=%lld D<=%lld B<=%lld Hq<=%lld%s, corpus %s, findings %s\n",
             bname, cfg.workers, cfg.workers == 1 ? "" : "s", nids ? " (GPUs round-robin)" : "",
             (long long)cfg.budget.max_seq, (long long)cfg.budget.max_head_dim, (long long)cfg.budget.max_batch,
@@ -164,7 +181,8 @@ int cli_fuzz(int argc, char **argv)
         fprintf(stderr, "flashcheck fuzz: %s\n", msg);
         return strstr(msg, "backend") ? CLI_BACKEND : CLI_USAGE;
     }
-    printf("fuzz summary: backend %s, %d workers, %.1f s\n", bname, cfg.workers, st.seconds);
+    printf("fuzz summary: backend %s, %d workers, %.1f s, profile %s\n", bname, cfg.workers, st.seconds,
+           profile ? profile : "declared by the backend");
     printf("  cases      %lld checked (%.1f cases/s), %lld executions (%.1f/s), %lld unsupported\n",
            (long long)st.cases, st.cases_per_s, (long long)st.execs, st.execs_per_s, (long long)st.skipped);
     printf("  elements   %lld output elements compared with the oracle\n", (long long)st.elements);
@@ -178,5 +196,7 @@ int cli_fuzz(int argc, char **argv)
     printf("  corpus     +%lld inputs in %s\n", (long long)st.corpus, cfg.corpus_dir);
     printf("  findings   %lld new, %lld duplicates (%lld crashes, %lld hangs) in %s\n", (long long)st.findings_new,
            (long long)st.findings_dup, (long long)st.crashes, (long long)st.hangs, cfg.findings_dir);
+    printf("  overflow   %lld overflow-sensitive cases (NaN/Inf where the profile may overflow; not findings) in "
+           "%s/overflow-sensitive\n", (long long)st.overflow, cfg.findings_dir);
     return st.findings_new > 0 ? CLI_FAIL : CLI_OK;
 }

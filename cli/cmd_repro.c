@@ -126,6 +126,7 @@ static const char *class_word(int klass)
     case FZ_OUT_CRASH: return "FAIL (crash)";
     case FZ_OUT_HANG: return "FAIL (hang)";
     case FZ_OUT_SLOW: return "NOT JUDGED (the harness ran past --timeout; raise it)";
+    case FZ_OUT_OVERFLOW: return "OVERFLOW-SENSITIVE (NaN/Inf where the profile's intermediates may overflow: oracle/BOUNDS.md 11)";
     default: return "ERROR";
     }
 }

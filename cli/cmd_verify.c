@@ -16,7 +16,7 @@ static const char *verify_help =
     "usage: flashcheck verify [--dir DIR] [--q F --k F --v F] [--o F] [--lse F] [--do F --dq F --dk F --dv F]\n"
     "                         [--mask F] [--layout bshd|bhsd] [--causal none|top_left|bottom_right]\n"
     "                         [--window LEFT RIGHT] [--window-align top_left|bottom_right] [--scale S]\n"
-    "                         [--profile tensorcore|fp32] [--json FILE]\n"
+    "                         [--profile NAME] [--json FILE]\n"
     "\n"
     "Checks outputs of any attention implementation, saved with numpy.save, against the MPFR oracle\n"
     "with a per-element error bound. --dir DIR reads DIR/q.npy, k.npy, v.npy, o.npy, lse.npy,\n"
@@ -36,15 +36,23 @@ static const char *verify_help =
     "  --window L R     sliding window: keys diag-L .. diag+R (negative = unbounded)\n"
     "  --window-align A diagonal of the window without causal: top_left (default) | bottom_right\n"
     "  --scale S        softmax scale (default 1/sqrt(head_dim))\n"
-    "  --profile P      precision the implementation promises, which sets the bounds:\n"
-    "                     tensorcore (default): fp32 scores, truncating fp32 accumulation (u = 2^-23),\n"
-    "                       approximate exp (rel. err 2^-21), P and dS rounded to the input dtype,\n"
-    "                       subnormals may flush to zero (ex2.approx.ftz; absolute floor ~2^-126)\n"
+    "  --profile P      precision the implementation promises, which sets the bounds (named presets,\n"
+    "                   kernels/api/fa_profile.c gives each one's evidence; oracle/BOUNDS.md section 10):\n"
+    "                     tensorcore (default): a flash kernel on tensor cores (multi-term truncating\n"
+    "                       accumulation, ex2.approx.ftz, P and dS rounded to the input dtype, scale\n"
+    "                       applied after dS.K, GQA accumulated in fp32, LSE -inf for empty rows)\n"
     "                     fp32: everything in fp32 round-to-nearest (u = 2^-24), P and dS not rounded\n"
+    "                     torch-flash: PyTorch SDPA flash (FlashAttention-2: GQA per-head dK/dV rounded\n"
+    "                       then summed, LSE +inf for empty rows)\n"
+    "                     torch-efficient: PyTorch SDPA memory-efficient (scale folded into dS before\n"
+    "                       its rounding, GQA per head, LSE 0 for empty rows)\n"
+    "                     torch-cudnn: PyTorch SDPA cuDNN (closed source: the dominating choices)\n"
+    "                     torch-math: PyTorch SDPA math (unfused: scores, P, dP, dS in the input dtype)\n"
     "  --json FILE      also write the result as JSON\n"
     "\n"
     "exit: 0 PASS (every element within its bound), 1 FAIL, 2 bad option or array (the message says\n"
-    "      which file and what to fix), 4 internal error\n";
+    "      which file and what to fix), 4 internal error, 5 OVERFLOW-SENSITIVE (no element outside its\n"
+    "      bound, but NaN/Inf where the profile's own intermediates may overflow: oracle/BOUNDS.md 11)\n";
 
 /* ------------------------------------------------------------------------- */
 /* arrays                                                                    */
@@ -380,12 +388,19 @@ int cli_verify(int argc, char **argv)
 
     /* report */
     int fail = 0;
+    int64_t ovf = 0;
     printf("  %-4s %12s %10s %10s %12s %12s %10s\n", "out", "checked", "failed", "nonfinite", "worst ratio", "max |err|", "FA-style");
     for (int id = 0; id < VN; id++) {
         if (!checked[id]) continue;
         orc_stats *s = &st[id];
         int bad = s->failed > 0;
         fail |= bad;
+        ovf += s->overflow_sensitive;
+        if (s->overflow_sensitive)
+            printf("       %lld elements NaN/Inf where the profile's own intermediates may overflow (overflow-sensitive, "
+                   "oracle/BOUNDS.md 11); first at (b=%lld, s=%lld, h=%lld, d=%lld)\n", (long long)s->overflow_sensitive,
+                   (long long)s->first_ovf_at[0], (long long)s->first_ovf_at[1], (long long)s->first_ovf_at[2],
+                   (long long)s->first_ovf_at[3]);
         printf("  %-4s %12lld %10lld %10lld %12.4g %12.4g %10s %s\n", vnames[id], (long long)s->checked, (long long)s->failed,
                (long long)(s->nan_unexpected + s->nan_missing), s->worst_ratio, s->max_err,
                s->has_baseline ? (s->baseline_pass ? "pass" : "fail") : "-", bad ? "FAIL" : "ok");
@@ -397,12 +412,14 @@ int cli_verify(int argc, char **argv)
     if (want_bwd && (o_in > 1 || lse_in > 1))
         printf("  note: the o%s given to the backward is not what a correct forward produces (error/bound o %.3g, lse %.3g);\n"
                "        the gradient check judges the backward for these inputs\n", va.have[VLSE] ? "/lse" : "", o_in, lse_in);
-    printf("%s\n", fail ? "FAIL: some elements are outside their error bound (see above)" : "PASS: every element is within its error bound");
+    printf("%s\n", fail ? "FAIL: some elements are outside their error bound (see above)"
+                  : ovf ? "OVERFLOW-SENSITIVE: no element outside its bound, but NaN/Inf where the profile may overflow (see above)"
+                        : "PASS: every element is within its error bound");
 
     if (json_path) {
         FILE *f = fopen(json_path, "w");
         if (!f) { fprintf(stderr, "flashcheck verify: cannot write %s\n", json_path); return CLI_INTERNAL; }
-        fprintf(f, "{\"result\": \"%s\", \"tensors\": {", fail ? "FAIL" : "PASS");
+        fprintf(f, "{\"result\": \"%s\", \"tensors\": {", fail ? "FAIL" : ovf ? "OVERFLOW-SENSITIVE" : "PASS");
         int first = 1;
         for (int id = 0; id < VN; id++) {
             if (!checked[id]) continue;
@@ -420,5 +437,5 @@ int cli_verify(int argc, char **argv)
         if (va.bits[i] && va.bits[i] != va.a[i].bits) free(va.bits[i]);
         npy_free(&va.a[i]);
     }
-    return fail ? CLI_FAIL : CLI_OK;
+    return fail ? CLI_FAIL : ovf ? 5 : CLI_OK;
 }

@@ -30,6 +30,7 @@
 typedef struct {
     /* written by the worker */
     int64_t execs, cases, skipped, elements, findings_new, findings_dup, corpus_added;
+    int64_t overflow;           /* overflow-sensitive cases (saved under FINDINGS/overflow-sensitive/) */
     double worst_ratio;
     double total_s, backend_s;  /* time in checks, and of it inside the backend */
     double work;                /* sum of fz_camp_case_work over checked cases */
@@ -251,6 +252,23 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index)
             }
             if (r.klass == FZ_OUT_DEVICE) _exit(4);   /* fresh process, fresh device context */
         }
+        if (r.klass == FZ_OUT_OVERFLOW) {
+            /* NaN/Inf where the profile's own intermediates may overflow (oracle/BOUNDS.md 11):
+             * not a finding against the backend, but never dropped: its own class and directory */
+            fz_crash_state st;
+            fz_crash_state_make(&st, &c, be->name, r.pass, r.tensor, "overflow-sensitive");
+            char dir[4200], path[4200], msg[256], state[256];
+            snprintf(dir, sizeof dir, "%s/overflow-sensitive", cfg->findings_dir);
+            int s = fz_mkdirs(dir, msg, sizeof msg) == 0
+                        ? fz_store_save(dir, &st, &c, r.detail, path, sizeof path, msg, sizeof msg) : -1;
+            fz_crash_state_format(&st, state, sizeof state);
+            slot->overflow++;
+            if (s == 1 && !cfg->quiet)
+                fprintf(stderr, "\nflashcheck fuzz: worker %d: overflow-sensitive %s -> %s\n", index, state, path);
+            else if (s < 0)
+                fprintf(stderr, "\nflashcheck fuzz: worker %d: overflow-sensitive %s NOT SAVED (%s); repro:\n%s\n", index,
+                        state, msg, text);
+        }
         if (mono_ns() - last_scan > 5000000000LL) {
             corpus_scan(&corpus, cfg->corpus_dir);
             last_scan = mono_ns();
@@ -313,6 +331,7 @@ static void sum_slots(camp_slot *slots, int n, fz_camp_stats *st, const fz_camp_
         st->backward_cases += slots[i].backward_cases;
         st->findings_new += slots[i].findings_new;
         st->findings_dup += slots[i].findings_dup;
+        st->overflow += slots[i].overflow;
         st->corpus += slots[i].corpus_added;
         if (slots[i].worst_ratio > st->worst_ratio) st->worst_ratio = slots[i].worst_ratio;
     }

@@ -60,6 +60,8 @@ typedef struct {
     int64_t skipped;
     int64_t elements;           /* output elements compared with the oracle */
     int64_t findings_new, findings_dup;
+    int64_t overflow;           /* overflow-sensitive cases (FINDINGS/overflow-sensitive/): NaN/Inf
+                                   where the profile's own intermediates may overflow; not findings */
     int64_t crashes, hangs;     /* worker deaths recorded by the supervisor */
     int64_t slow;               /* cases killed at the timeout while in the HARNESS (oracle,
                                    checks), saved under FINDINGS/harness-slow/, not findings */

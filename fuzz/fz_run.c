@@ -13,7 +13,8 @@ static int failing_tensor(const fc_verdict *v)
 {
     for (int i = 0; i < 5; i++) {
         const fc_tensor_stats *s = &v->t[fz_run_outputs[i]];
-        if (s->checked && (s->violations || s->nonfinite_mismatch || s->unwritten)) return fz_run_outputs[i];
+        if (s->checked && (s->violations || s->nonfinite_mismatch || s->unwritten || s->overflow_sensitive))
+            return fz_run_outputs[i];
     }
     /* else: a tensor named at the start of the first reason ("dq: ...", "o[...]") */
     if (v->n_reasons > 0) {
@@ -107,8 +108,9 @@ void fz_run_classify(const fc_case *c, const fc_verdict *verdict, fz_run_result 
         if (f) fz_feat_ratio(f, i, s->max_ratio);
     }
 
-    r->klass = r->v.outcome == FC_PASS ? FZ_OUT_PASS : r->v.outcome == FC_SKIP ? FZ_OUT_SKIP : FZ_OUT_FAIL;
-    if (r->v.outcome == FC_FAIL) {
+    r->klass = r->v.outcome == FC_PASS ? FZ_OUT_PASS : r->v.outcome == FC_SKIP ? FZ_OUT_SKIP
+               : r->v.outcome == FC_OVERFLOW ? FZ_OUT_OVERFLOW : FZ_OUT_FAIL;
+    if (r->v.outcome == FC_FAIL || r->v.outcome == FC_OVERFLOW) {
         const char *check = fc_verdict_first_check(&r->v);
         snprintf(r->failure, sizeof r->failure, "%s", check && *check ? check : "fail");
         int t = failing_tensor(&r->v);

@@ -24,7 +24,9 @@ enum {
     FZ_OUT_CRASH = 4,    /* the process running the case died (fz_isolate.h) */
     FZ_OUT_HANG = 5,     /* the backend call ran past the timeout and was killed (fz_isolate.h) */
     FZ_OUT_ERROR = 6,    /* the harness could not run the case (fork, pipe, bad case) */
-    FZ_OUT_SLOW = 7      /* the HARNESS (oracle, checks) ran past the timeout: not a backend finding */
+    FZ_OUT_SLOW = 7,     /* the HARNESS (oracle, checks) ran past the timeout: not a backend finding */
+    FZ_OUT_OVERFLOW = 8  /* overflow-sensitive (check.h FC_OVERFLOW): NaN/Inf where the profile's
+                            intermediates may overflow; saved as its own class, not a failure */
 };
 
 typedef struct {

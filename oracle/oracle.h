@@ -79,8 +79,12 @@ enum {
     ORC_F_NAN = 2,         /* reference is NaN: the kernel must give NaN */
     ORC_F_INF = 4,         /* reference is +-Inf: the kernel must give the same Inf */
     ORC_F_ESCALATED = 8,   /* value recomputed in MPFR */
-    ORC_F_UNCHECKABLE = 16 /* no finite bound exists (fp32 overflow of a score, or
+    ORC_F_UNCHECKABLE = 16,/* no finite bound exists (fp32 overflow of a score, or
                               inconsistent backward inputs); counted, not judged */
+    ORC_F_OVERFLOW = 32    /* an intermediate of the profile that feeds this element may
+                              overflow its format for these inputs (BOUNDS.md section 11):
+                              a kernel NaN/Inf here is counted in overflow_sensitive, not
+                              failed; a finite kernel value is judged as usual */
 };
 
 /* One (batch, head, seq) vector: a row of O/dQ (head = query head) or a
@@ -157,6 +161,9 @@ typedef struct {
     int64_t overflow_inf;    /* kernel +-Inf accepted for a finite reference that rounds
                                 to that Inf in the output dtype (|ref| + bound - orc_err >=
                                 the overflow threshold); counted in checked, not failed */
+    int64_t overflow_sensitive; /* kernel NaN/Inf on an element flagged ORC_F_OVERFLOW (finite or
+                                   uncheckable reference): not a failure, a class of its own */
+    int64_t first_ovf_at[4]; /* (b, s, h, d) of the first overflow-sensitive element, -1 if none */
     int64_t first_fail_at[4];/* (b, s, h, d) of the first failure, -1 if none */
     int64_t ratio_hist[ORC_HIST_BUCKETS];
     /* Baseline-relative measure (FlashAttention style), when the result has a

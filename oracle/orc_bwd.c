@@ -27,6 +27,7 @@ typedef struct {
     double *kp64;  /* K, P64 layout: dQ = sum dS K */
     double *vp64;  /* V, P64 layout: O = sum P V */
     double k1max, v1max; /* max_j sum_d |k_jd|, |v_jd| over finite rows (underflow floors) */
+    double kmax;   /* max |k_jd| over finite rows (overflow of the dQ accumulator, section 11) */
 } bkv;
 
 static int bkv_load(const orc_ctx *c, int64_t b, int64_t hk, bkv *kv, int nth) {
@@ -35,15 +36,16 @@ static int bkv_load(const orc_ctx *c, int64_t b, int64_t hk, bkv *kv, int nth) {
     kv->kp64 = calloc(orc_p64_size(c->Sk, c->D) + 1, sizeof(double));
     kv->vp64 = calloc(orc_p64_size(c->Sk, c->Dv) + 1, sizeof(double));
     if (!kv->kp8 || !kv->vp8 || !kv->kp64 || !kv->vp64) return 0;
-    double k1max = 0, v1max = 0;
-#pragma omp parallel for schedule(static) num_threads(nth) reduction(max : k1max, v1max)
+    double k1max = 0, v1max = 0, kmax = 0;
+#pragma omp parallel for schedule(static) num_threads(nth) reduction(max : k1max, v1max, kmax)
     for (int64_t j = 0; j < c->Sk; j++) {
-        double k1 = 0, v1 = 0;
+        double k1 = 0, v1 = 0, km = 0;
         for (int64_t d = 0; d < c->D; d++) {
             double x = orc_ld(c->k, c->ks, b, j, hk, d, c->dt);
             kv->kp8[orc_p8_at(j, d, c->D)] = x;
             kv->kp64[orc_p64_at(j, d, c->D)] = x;
             k1 += fabs(x);
+            if (fabs(x) > km) km = fabs(x);
         }
         for (int64_t d = 0; d < c->Dv; d++) {
             double x = orc_ld(c->v, c->vs, b, j, hk, d, c->dt);
@@ -54,7 +56,9 @@ static int bkv_load(const orc_ctx *c, int64_t b, int64_t hk, bkv *kv, int nth) {
         /* a non-finite key/value row makes every (i, j) that sees it NaN/Inf: skip it */
         if (isfinite(k1) && k1 > k1max) k1max = k1;
         if (isfinite(v1) && v1 > v1max) v1max = v1;
+        if (isfinite(km) && km > kmax) kmax = km;
     }
+    kv->kmax = kmax;
     kv->k1max = k1max * (1 + 0x1p-40); /* D-term sums in double: gamma_D(2^-53) < 2^-40 */
     kv->v1max = v1max * (1 + 0x1p-40);
     return 1;
@@ -83,6 +87,7 @@ typedef struct {
     uint8_t *vis;              /* [nrows * Sk] */
     double *mat[NMAT];         /* [nrows * Sk] each, see M_* */
     uint8_t *row_bad;          /* [nrows]: row cannot be bounded (input inconsistent) */
+    uint8_t *ovf;              /* [nrows * Sk]: an intermediate of (i, j) may overflow (section 11) */
     /* results of phase A */
     double o_ratio, lse_ratio;
     int64_t esc;
@@ -177,10 +182,11 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
     for (int r = 0; r < nr; r++) {
         int64_t i = g->rows[r0 + r], cr = r0 + r;
         orc_row_info *R = &ri[r];
-        uint8_t *mv = g->vis + cr * Sk;
+        uint8_t *mv = g->vis + cr * Sk, *mo_ = g->ovf + cr * Sk;
         double *m[NMAT];
         for (int k = 0; k < NMAT; k++) m[k] = g->mat[k] + cr * Sk;
         memset(mv, 0, (size_t)Sk);
+        memset(mo_, 0, (size_t)Sk);
         int64_t slot = g->dq_slot[cr];
         if (R->kind != ROW_NORMAL && slot >= 0) {
             orc_block *bq = &g->res->dq;
@@ -189,7 +195,8 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
                 bq->ref[e] = R->kind == ROW_MASKED ? 0.0 : NAN;
                 bq->bound[e] = bq->orc_err[e] = R->kind == ROW_MASKED ? 0.0 : NAN;
                 bq->flags[e] = R->kind == ROW_MASKED ? ORC_F_MASKED_ROW
-                               : R->kind == ROW_NAN  ? ORC_F_NAN : ORC_F_UNCHECKABLE;
+                               : R->kind == ROW_NAN  ? ORC_F_NAN
+                                                     : ORC_F_UNCHECKABLE | (R->ovf ? ORC_F_OVERFLOW : 0);
                 if (bq->baseline) bq->baseline[e] = bq->ref[e];
             }
         }
@@ -199,6 +206,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             for (int64_t t = 0; t < span; t++) {
                 if (!vis[r * span + t]) continue;
                 mv[jlo + t] = 1;
+                mo_[jlo + t] = (uint8_t)R->ovf;
                 for (int k = 0; k < NMAT; k++) m[k][jlo + t] = NAN;
             }
             g->row_bad[cr] = R->kind == ROW_UNCHECKABLE;
@@ -245,6 +253,8 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             if (eo > Eo_max) Eo_max = eo;
         }
         double lue_o = mo->lue, lue_k = mk->lue, sdsm = 0;
+        double thr32 = orc_overflow_threshold(-1), thrdt = orc_overflow_threshold((int)c->dt);
+        int row_ovf = 0;
         /* first pass: P's upper bound, the kernel's P error and floor per key (parked in the
          * forward's scratch rows W, C, CO, free once O is formed) and, for a kernel that forms
          * D from P and dP (10.3), the bound on |D' - D| */
@@ -316,6 +326,18 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             dSe_k += mk->u_s * Pk * (gup + hk) * (1 + mk->u_s);
             dSe_k += 2 * mk->tau; /* the product P (dP - D) flushed */
             if (mk->u_ds > 0) dSe_k += mk->u_ds * (Pup * gup + dSe_k) + f_ds;
+            /* section 11: P', dP', D', dP' - D', dS' against fp32's overflow threshold, dP' and dS'
+             * against the dtype's when they are rounded to it (dS' scaled when the scale is folded) */
+            {
+                double dPb = (fabs(dP) + (gdv_o + gdv_k) * bij) * (1 + mk->u_dp) + mk->f_dp;
+                double Db = (mk->d_from_p ? dD_k + fabs(Dorc) : dOaOg * (1 + gdv_k)) * (1 + 0x1p-40);
+                double dSb = fabs(dSv) + dSe_o + dSe_k, dsc = mk->ds_fold ? (sc > 1 ? sc : 1) : 1;
+                int o = !(Pk < thr32) || !(dPb < thr32) || !(Db < thr32) || !(dPb + Db < thr32) ||
+                        !(dSb * dsc < thr32) || (mk->u_dp > 0 && !(dPb < thrdt)) ||
+                        (mk->u_ds > 0 && !(dSb * (mk->ds_fold == 1 ? sc : mk->ds_fold ? dsc : 1) < thrdt));
+                mo_[j] = (uint8_t)o;
+                row_ovf |= o;
+            }
             mv[j] = 1;
             m[M_P][j] = P;
             m[M_DS][j] = dSv;
@@ -361,6 +383,9 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
          * multiply per term, final scale multiply and store */
         double smax = fabs(c->scale) > 1 ? fabs(c->scale) : 1;
         double fq = mk->tau * (fabs(c->scale) * sdsm * (1 + 0x1p-40) + n * (2 * smax + 1) + 3);
+        /* the fp32 dQ accumulator: |sum_j dS'_ij K_jd| <= sum_j dSm_ij max|K| (scaled first
+         * when the scale is folded into dS) (section 11) */
+        if (!(sdsm * kv->kmax * (1 + kQ) * (mk->ds_fold && sc > 1 ? sc : 1) < thr32)) row_ovf = 1;
         orc_block *bq = &g->res->dq;
         for (int64_t d = 0; d < D; d++) {
             int64_t e = slot * D + d;
@@ -373,6 +398,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             bq->bound[e] = bound;
             bq->flags[e] = orc_value_flags(val);
             if (g->row_bad[cr] || !isfinite(bound)) bq->flags[e] |= ORC_F_UNCHECKABLE;
+            if (row_ovf) bq->flags[e] |= ORC_F_OVERFLOW;
             if (bq->baseline) bq->baseline[e] = orc_rd_fast(orc_rd_fast(dq16[d], c->dt) * c->scale, c->dt);
         }
         free(qh);
@@ -396,6 +422,7 @@ typedef struct {
     double *vhi, *vlo, *vblk, *vbnd, *vorc, *v16; /* dV: [Dv] each */
     int cnt;
     uint8_t bad;
+    uint8_t ovf;       /* some (i, j) feeding the column may overflow (section 11) */
     double sdsm, sp;   /* sum over rows of dSm_ij and of an upper bound on P'_ij (9.4, 9.5) */
     double *hs, *habs;   /* dK: running sum at the current head's start; sum over heads of an
                             upper bound on |that head's part| (GQA per-head rounding, 10.4) */
@@ -457,6 +484,7 @@ static int phase_b_cols(bgroup *g, const int64_t *cols, int nc, col_acc *accs, c
             vis[(size_t)k * (size_t)n + (size_t)r] = v;
             if (!v) continue;
             if (g->row_bad[r]) accs[k].bad = 1;
+            if (g->ovf[e]) accs[k].ovf = 1;
             double cp = mk->u_p + cc[k].accV * (1 + mk->u_p);
             accs[k].sdsm += g->mat[M_DSM][e];
             accs[k].sp += g->mat[M_P1][e] * (1 + mk->u_p) + g->mat[M_PPI][e];
@@ -570,6 +598,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
     g.vis = malloc(nm);
     for (int k = 0; k < NMAT; k++) { g.mat[k] = malloc(nm * sizeof(double)); ok = ok && g.mat[k]; }
     g.row_bad = malloc((size_t)RC);
+    g.ovf = malloc(nm);
     int64_t *rows = malloc((size_t)(c.Sq > 0 ? c.Sq : 1) * sizeof(int64_t));
     int64_t *slots = malloc((size_t)(c.Sq > 0 ? c.Sq : 1) * sizeof(int64_t));
     int64_t *ncol = malloc((size_t)(Sk > 0 ? Sk : 1) * sizeof(int64_t));
@@ -577,7 +606,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
     double *Qc = calloc(orc_p64_size(RC, D) + 1, sizeof(double)), *dOc = calloc(orc_p64_size(RC, Dv) + 1, sizeof(double));
     col_acc *ca = calloc((size_t)(Sk > 0 ? Sk : 1), sizeof(col_acc));
     double *cabuf = calloc((size_t)(Sk > 0 ? Sk : 1) * (size_t)(8 * D + 8 * Dv), sizeof(double));
-    ok = ok && g.vis && g.row_bad && rows && slots && ncol && colj && Qc && dOc && ca && cabuf;
+    ok = ok && g.vis && g.row_bad && g.ovf && rows && slots && ncol && colj && Qc && dOc && ca && cabuf;
 
     for (int64_t gi = 0; ok && gi < c.B * c.Hkv; gi++) {
         int64_t b = gi / c.Hkv, hk = gi % c.Hkv;
@@ -593,6 +622,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
         bkv kv;
         if (!bkv_load(&c, b, hk, &kv, nth)) { bkv_free(&kv); ok = 0; break; }
         g.kv = &kv; g.b = b; g.hk = hk;
+        double qmax = 0, domax = 0; /* max |Q|, |dO| over the group's rows (section 11) */
         /* visible rows per column over the group (for the gamma of dK, dV) */
         memset(ncol, 0, (size_t)Sk * sizeof(int64_t));
         for (int64_t h = hk * c.G; h < (hk + 1) * c.G; h++)
@@ -611,7 +641,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
             p += 8 * D;
             a->vhi = p; a->vlo = p + Dv; a->vblk = p + 2 * Dv; a->vbnd = p + 3 * Dv; a->vorc = p + 4 * Dv; a->v16 = p + 5 * Dv;
             a->vhs = p + 6 * Dv; a->vhabs = p + 7 * Dv;
-            a->cnt = 0; a->bad = 0; a->sdsm = 0; a->sp = 0;
+            a->cnt = 0; a->bad = 0; a->ovf = 0; a->sdsm = 0; a->sp = 0;
         }
         for (int64_t h = hk * c.G; ok && h < (hk + 1) * c.G; h++) {
             g.h = h;
@@ -644,8 +674,16 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 if (!ok || ncs == 0) continue;
                 tok = 1;
                 for (int64_t r = 0; r < n; r++) {
-                    for (int64_t d = 0; d < D; d++) Qc[orc_p64_at(r, d, D)] = orc_ld(c.q, c.qs, b, g.rows[r], h, d, c.dt);
-                    for (int64_t d = 0; d < Dv; d++) dOc[orc_p64_at(r, d, Dv)] = orc_ld(c.dout, c.dos, b, g.rows[r], h, d, c.dt);
+                    for (int64_t d = 0; d < D; d++) {
+                        double x = orc_ld(c.q, c.qs, b, g.rows[r], h, d, c.dt);
+                        Qc[orc_p64_at(r, d, D)] = x;
+                        if (isfinite(x) && fabs(x) > qmax) qmax = fabs(x);
+                    }
+                    for (int64_t d = 0; d < Dv; d++) {
+                        double x = orc_ld(c.dout, c.dos, b, g.rows[r], h, d, c.dt);
+                        dOc[orc_p64_at(r, d, Dv)] = x;
+                        if (isfinite(x) && fabs(x) > domax) domax = fabs(x);
+                    }
                 }
 #define CB 8 /* columns per phase-B block */
                 int64_t nblk = (ncs + CB - 1) / CB;
@@ -684,16 +722,27 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
             double smax = fabs(c.scale) > 1 ? fabs(c.scale) : 1;
             double fk = mk.tau * (fabs(c.scale) * a->sdsm * (1 + 0x1p-40) + nn * (2 * smax + 1) + 3);
             double fv = mk.tau * (a->sp * (1 + 0x1p-40) + 2 * nn + 2);
+            /* section 11: an overflowing (i, j) feeds the column, or the fp32 accumulators
+             * |sum dS' Q| <= sum dSm max|Q| (scaled first if folded), |sum P' dO| <= sum P' max|dO|
+             * may overflow */
+            double thr32 = orc_overflow_threshold(-1), thrdt = orc_overflow_threshold((int)c.dt);
+            double sck = mk.ds_fold && fabs(c.scale) > 1 ? fabs(c.scale) : 1;
+            double cc_kk_bound = orc_acc_coef(&mk, nn, (double)(c.G * c.Sq + c.G), 0);
+            int ovf_k = a->ovf || !(a->sdsm * qmax * (1 + cc_kk_bound) * sck < thr32);
+            int ovf_v = a->ovf || !(a->sp * domax * (1 + cc_kk_bound) < thr32);
             for (int64_t d = 0; d < D; d++) {
                 int64_t e = slot * D + d;
                 double val = c.scale * (a->hi[d] + a->lo[d]);
                 double eo = fabs(c.scale) * a->orc[d] * sumsafe * ORC_SAFETY;
                 double pre = fabs(c.scale) * a->bnd[d] * sumsafe;
                 pre = gqa_rounding(&mk, &c, pre, fabs(c.scale) * a->habs[d], eo);
+                int ovf_e = ovf_k || (c.G > 1 && mk.gqa != FA_GQA_FUSED &&
+                                      !(fabs(c.scale) * a->habs[d] + 2 * (double)c.G * eo + pre < thrdt));
                 double bound = (pre + mk.u_out * (fabs(val) + eo + pre) + mk.f_out + fk) * ORC_SAFETY;
                 res->dk.ref[e] = val; res->dk.orc_err[e] = eo; res->dk.bound[e] = ncol[j] ? bound : 0;
                 res->dk.flags[e] = orc_value_flags(val) | (ncol[j] ? 0 : ORC_F_MASKED_ROW) |
-                                   ((a->bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0);
+                                   ((a->bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0) |
+                                   (ovf_e && ncol[j] ? ORC_F_OVERFLOW : 0);
                 if (base) res->dk.baseline[e] = orc_rd_fast(orc_rd_fast(a->b16[d], c.dt) * c.scale, c.dt);
             }
             for (int64_t d = 0; d < Dv; d++) {
@@ -702,17 +751,20 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 double eo = a->vorc[d] * sumsafe * ORC_SAFETY;
                 double pre = a->vbnd[d] * sumsafe;
                 pre = gqa_rounding(&mk, &c, pre, a->vhabs[d], eo);
+                int ovf_e = ovf_v || (c.G > 1 && mk.gqa != FA_GQA_FUSED &&
+                                      !(a->vhabs[d] + 2 * (double)c.G * eo + pre < thrdt));
                 double bound = (pre + mk.u_out * (fabs(val) + eo + pre) + mk.f_out + fv) * ORC_SAFETY;
                 res->dv.ref[e] = val; res->dv.orc_err[e] = eo; res->dv.bound[e] = ncol[j] ? bound : 0;
                 res->dv.flags[e] = orc_value_flags(val) | (ncol[j] ? 0 : ORC_F_MASKED_ROW) |
-                                   ((a->bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0);
+                                   ((a->bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0) |
+                                   (ovf_e && ncol[j] ? ORC_F_OVERFLOW : 0);
                 if (base) res->dv.baseline[e] = orc_rd_fast(a->v16[d], c.dt);
             }
         }
         bkv_free(&kv);
     }
     for (int k = 0; k < NMAT; k++) free(g.mat[k]);
-    free(g.vis); free(g.row_bad); free(rows); free(slots); free(ncol); free(colj);
+    free(g.vis); free(g.row_bad); free(g.ovf); free(rows); free(slots); free(ncol); free(colj);
     free(Qc); free(dOc); free(ca); free(cabuf);
     if (!ok) {
         orc_bwd_free(res);
@@ -743,7 +795,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
             int64_t e = x * D + d;
             bq->orc_err[e] = orc_mpfr_err(mp[d], bq->orc_err[e], prec, (double)Sk);
             bq->ref[e] = mp[d];
-            bq->flags[e] = (uint8_t)((bq->flags[e] & ORC_F_UNCHECKABLE) | orc_value_flags(mp[d]) | ORC_F_ESCALATED);
+            bq->flags[e] = (uint8_t)((bq->flags[e] & (ORC_F_UNCHECKABLE | ORC_F_OVERFLOW)) | orc_value_flags(mp[d]) | ORC_F_ESCALATED);
         }
         esc += D;
         free(mp);
@@ -770,7 +822,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 int64_t e = x * bl[k]->dim + d;
                 bl[k]->orc_err[e] = orc_mpfr_err(mp[d], bl[k]->orc_err[e], prec, nn);
                 bl[k]->ref[e] = mp[d];
-                bl[k]->flags[e] = (uint8_t)((bl[k]->flags[e] & ORC_F_UNCHECKABLE) | orc_value_flags(mp[d]) | ORC_F_ESCALATED);
+                bl[k]->flags[e] = (uint8_t)((bl[k]->flags[e] & (ORC_F_UNCHECKABLE | ORC_F_OVERFLOW)) | orc_value_flags(mp[d]) | ORC_F_ESCALATED);
             }
         }
         esc += D + Dv;

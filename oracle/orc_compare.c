@@ -101,11 +101,24 @@ static void note_fail(orc_stats *s, const int64_t at[4]) {
     if (s->first_fail_at[0] < 0) memcpy(s->first_fail_at, at, sizeof s->first_fail_at);
 }
 
+static void note_ovf(orc_stats *s, const int64_t at[4]) {
+    s->overflow_sensitive++;
+    if (s->first_ovf_at[0] < 0) memcpy(s->first_ovf_at, at, sizeof s->first_ovf_at);
+}
+
 /* Judge one element. Returns 0 judged, 1 undecided (needs MPFR). */
 static int judge(acc_stats *a, double kv, double ref, double bound, double oe, uint8_t fl,
                  const int64_t at[4], int final) {
     orc_stats *s = a->s;
-    if (fl & ORC_F_UNCHECKABLE) { s->unchecked++; return 0; }
+    /* ORC_F_OVERFLOW: the profile's own intermediates may overflow here (BOUNDS.md section
+     * 11): a non-finite result that is not a correctly rounded overflow is its own class,
+     * never a pass and never a kernel failure */
+    int ovf = (fl & ORC_F_OVERFLOW) && !isfinite(kv);
+    if (fl & ORC_F_UNCHECKABLE) {
+        s->unchecked++;
+        if (ovf) note_ovf(s, at);
+        return 0;
+    }
     if (isnan(ref) || isinf(ref)) {
         s->checked++;
         int ok = isnan(ref) ? isnan(kv) : (kv == ref);
@@ -125,9 +138,14 @@ static int judge(acc_stats *a, double kv, double ref, double bound, double oe, u
         if (!final && !(reach - oe >= a->thr) && reach + oe >= a->thr) return 1;
         s->checked++;
         if (reach - oe >= a->thr) { s->overflow_inf++; return 0; }
+        if (ovf) { note_ovf(s, at); return 0; }
         s->nan_unexpected++; note_fail(s, at); return 0;
     }
-    if (!isfinite(kv)) { s->checked++; s->nan_unexpected++; note_fail(s, at); return 0; }
+    if (!isfinite(kv)) {
+        s->checked++;
+        if (ovf) { note_ovf(s, at); return 0; }
+        s->nan_unexpected++; note_fail(s, at); return 0;
+    }
     double err = fabs(kv - ref);
     if (!final && !(err + oe <= bound) && !(err - oe > bound)) return 1;
     s->checked++;
@@ -146,7 +164,7 @@ static int judge(acc_stats *a, double kv, double ref, double bound, double oe, u
 
 static void stats_init(orc_stats *s, int has_baseline) {
     memset(s, 0, sizeof *s);
-    for (int k = 0; k < 4; k++) s->worst_at[k] = s->first_fail_at[k] = -1;
+    for (int k = 0; k < 4; k++) s->worst_at[k] = s->first_fail_at[k] = s->first_ovf_at[k] = -1;
     s->has_baseline = has_baseline;
 }
 
@@ -319,6 +337,13 @@ void orc_stats_format(const orc_stats *s, const char *tensor, char *buf, size_t 
              (long long)s->worst_at[3], s->worst_kernel, s->worst_ref, s->worst_bound,
              s->median_ratio, (long long)s->nan_unexpected, (long long)s->nan_missing,
              s->overflow_inf ? " (overflow to inf accepted: see overflow_inf)" : "");
+    if (s->overflow_sensitive) {
+        size_t len = strlen(buf);
+        if (len < n)
+            snprintf(buf + len, n - len, " | overflow-sensitive %lld (first at b=%lld,s=%lld,h=%lld,d=%lld)",
+                     (long long)s->overflow_sensitive, (long long)s->first_ovf_at[0], (long long)s->first_ovf_at[1],
+                     (long long)s->first_ovf_at[2], (long long)s->first_ovf_at[3]);
+    }
     if (s->has_baseline) {
         size_t len = strlen(buf);
         if (len < n)

@@ -22,16 +22,17 @@ typedef struct {
     double *kp8;   /* K in P8 layout (orc_simd.h), for the score dots */
     double *vp64;  /* V in P64 layout, for the P.V sums */
     double k1max;  /* max_j sum_d |k_jd| (underflow floor of the scores) */
+    double vmax;   /* max |v_jd| over finite rows (overflow of the P.V accumulator, section 11) */
 } kv_head;
 
 static int kv_load(const orc_ctx *c, int64_t b, int64_t hk, kv_head *kv, int nth) {
     kv->kp8 = calloc(orc_p8_size(c->Sk, c->D) + 1, sizeof(double));
     kv->vp64 = calloc(orc_p64_size(c->Sk, c->Dv) + 1, sizeof(double));
     if (!kv->kp8 || !kv->vp64) return 0;
-    double k1max = 0;
-#pragma omp parallel for schedule(static) num_threads(nth) reduction(max : k1max)
+    double k1max = 0, vmax = 0;
+#pragma omp parallel for schedule(static) num_threads(nth) reduction(max : k1max, vmax)
     for (int64_t j = 0; j < c->Sk; j++) {
-        double k1 = 0;
+        double k1 = 0, vm = 0;
         for (int64_t d = 0; d < c->D; d++) {
             double x = orc_ld(c->k, c->ks, b, j, hk, d, c->dt);
             kv->kp8[orc_p8_at(j, d, c->D)] = x;
@@ -40,9 +41,15 @@ static int kv_load(const orc_ctx *c, int64_t b, int64_t hk, kv_head *kv, int nth
         /* a key with a non-finite entry makes every row that sees it NaN/Inf (not
          * bounded), and one nobody sees must not matter: skip it */
         if (isfinite(k1) && k1 > k1max) k1max = k1;
-        for (int64_t d = 0; d < c->Dv; d++) kv->vp64[orc_p64_at(j, d, c->Dv)] = orc_ld(c->v, c->vs, b, j, hk, d, c->dt);
+        for (int64_t d = 0; d < c->Dv; d++) {
+            double x = orc_ld(c->v, c->vs, b, j, hk, d, c->dt);
+            kv->vp64[orc_p64_at(j, d, c->Dv)] = x;
+            if (fabs(x) > vm) vm = fabs(x);
+        }
+        if (isfinite(vm) && vm > vmax) vmax = vm;
     }
     kv->k1max = k1max * (1 + 0x1p-40); /* sum of D terms in double: gamma_D(2^-53) < 2^-40 */
+    kv->vmax = vmax;
     return 1;
 }
 
@@ -76,6 +83,7 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
     orc_score_coefs(c, mk, &ce_k, &cm_k);
     orc_row_range(&c->p, i, &ri->lo, &ri->hi);
     ri->n = 0;
+    ri->ovf = 0;
     ri->floor_n = 0;
     ri->M = -INFINITY;
     int nan = 0, neg_inf = 0, overflow = 0;
@@ -98,7 +106,13 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
     }
     if (ri->n == 0) { ri->kind = ROW_MASKED; return; }
     if (nan) { ri->kind = ROW_NAN; return; }
-    if (neg_inf || ri->M == -INFINITY || overflow) { ri->kind = ROW_UNCHECKABLE; return; }
+    if (neg_inf || ri->M == -INFINITY || overflow) {
+        /* an fp32 score may overflow (|s| > 2^126, or s = -inf from finite inputs): the
+         * profile's own intermediate (section 11) */
+        ri->ovf = 1;
+        ri->kind = ROW_UNCHECKABLE;
+        return;
+    }
     ri->kind = ROW_NORMAL;
 
     /* oracle score errors and exp values; L by blocked compensated sum */
@@ -306,7 +320,7 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
             continue;
         }
         if (R->kind != ROW_NORMAL) {
-            uint8_t f = R->kind == ROW_NAN ? ORC_F_NAN : ORC_F_UNCHECKABLE;
+            uint8_t f = R->kind == ROW_NAN ? ORC_F_NAN : ORC_F_UNCHECKABLE | (R->ovf ? ORC_F_OVERFLOW : 0);
             for (int64_t d = 0; d < Dv; d++) { ref[d] = NAN; bound[d] = NAN; oe[d] = NAN; fl[d] = f; }
             if (bl) for (int64_t d = 0; d < Dv; d++) bl[d] = NAN;
             res->lse.ref[row] = NAN;
@@ -317,6 +331,12 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
         }
         int unbounded = !(R->kap_k < 1);
         int need_esc = job->opt->tier == ORC_TIER_MPFR;
+        /* section 11: the kernel's unnormalised numerator sum_j w'_j v_jd (w' <= 1 + u_e: the
+         * exp of a computed score minus the running max of computed scores is <= 0) may
+         * overflow fp32 */
+        double accm = orc_acc_coef(mk, (double)R->n, (double)(R->hi - R->lo + 1), mk->R);
+        double thr32 = orc_overflow_threshold(-1);
+        int ovf_row = (double)R->n * kv->vmax * (1 + mk->u_e) * (1 + mk->u_p) * (1 + accm) * (1 + 0x1p-20) >= thr32;
         for (int64_t d = 0; d < Dv; d++) {
             double O;
             orc_fwd_elem(mk, job->mo, R, num_hi[r * Dv + d] + num_lo[r * Dv + d], bnd[r * Dv + d],
@@ -324,6 +344,7 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
             ref[d] = O;
             fl[d] = orc_value_flags(O);
             if (unbounded || !isfinite(bound[d])) fl[d] |= ORC_F_UNCHECKABLE;
+            if (ovf_row) fl[d] |= ORC_F_OVERFLOW;
             if (!(fl[d] & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE)) &&
                 oe[d] > job->opt->escalate_ratio * bound[d])
                 need_esc = 1;
@@ -340,7 +361,7 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
             for (int64_t d = 0; d < Dv; d++) {
                 ref[d] = tmp[d];
                 oe[d] = orc_mpfr_err(tmp[d], oe[d], job->opt->mpfr_prec, (double)Sk);
-                fl[d] = (uint8_t)((fl[d] & ORC_F_UNCHECKABLE) | orc_value_flags(tmp[d]) | ORC_F_ESCALATED);
+                fl[d] = (uint8_t)((fl[d] & (ORC_F_UNCHECKABLE | ORC_F_OVERFLOW)) | orc_value_flags(tmp[d]) | ORC_F_ESCALATED);
             }
             res->lse.ref[row] = lse_mp;
             res->lse.orc_err[row] = orc_mpfr_err(lse_mp, R->lse_orc, job->opt->mpfr_prec, (double)Sk);

@@ -175,6 +175,7 @@ enum { ROW_NORMAL = 0, ROW_MASKED = 1, ROW_NAN = 2, ROW_UNCHECKABLE = 3 };
 
 typedef struct {
     int kind;
+    int ovf;                 /* the kernel's intermediates of this row may overflow (section 11) */
     int64_t lo, hi;          /* key range of the row (causal/window) */
     double M, L, logL;       /* max score, sum of exp(s - M) (oracle values) */
     double kap_o, kap_k;     /* relative perturbation of the denominator: oracle, kernel */

@@ -75,7 +75,7 @@ static int run_all(const fa_backend *be, fc_run *r, int bwd, fc_verdict *v, cons
 
 static int oracle_fwd(const fc_run *r, const fa_backend *be, orc_fwd_result *res, fc_verdict *v, const char *prop) {
     char msg[300];
-    if (fc_oracle_fwd(r, &be->precision, res, msg, sizeof msg)) {
+    if (fc_oracle_fwd(r, fc_check_profile(be), res, msg, sizeof msg)) {
         pfail(v, prop, "harness: %s", msg);
         return 0;
     }
@@ -84,7 +84,7 @@ static int oracle_fwd(const fc_run *r, const fa_backend *be, orc_fwd_result *res
 
 static int oracle_bwd(const fc_run *r, const fa_backend *be, orc_bwd_result *res, fc_verdict *v, const char *prop) {
     char msg[300];
-    if (fc_oracle_bwd(r, &be->precision, res, msg, sizeof msg)) {
+    if (fc_oracle_bwd(r, fc_check_profile(be), res, msg, sizeof msg)) {
         pfail(v, prop, "harness: %s", msg);
         return 0;
     }
@@ -431,7 +431,7 @@ fc_outcome fc_prop_pow2_scale(const fa_backend *be, const fc_case *c, fc_verdict
     const char *prop = "pow2_scale";
     fc_verdict_init(v);
     int bwd = c->backward && be->backward;
-    int grads_exact = !be->precision.ds_rounded; /* rounding dS to fp16/bf16 does not commute with *2 near underflow */
+    int grads_exact = !fc_check_profile(be)->ds_rounded; /* rounding dS to fp16/bf16 does not commute with *2 near underflow */
     fc_run ra, rb, rc;
     memset(&rb, 0, sizeof rb);
     memset(&rc, 0, sizeof rc);

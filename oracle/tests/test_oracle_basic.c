@@ -554,7 +554,10 @@ static void test_overflow_inf(void) {
     t_free(&t);
 
     /* end to end: fp16 backward whose dQ lies far beyond 65504 (large K, dO, V); the
-     * kernel output is the reference rounded to fp16 (RN-even), i.e. a correct store */
+     * kernel output is the reference rounded to fp16 (RN-even), i.e. a correct store.
+     * dS (~1e6) stays in fp32 here: a profile rounding it to fp16 would make dQ
+     * overflow-sensitive (BOUNDS.md section 11; checked below) */
+    pr.ds_rounded = 0;
     p = t_problem(1, 3, 5, 1, 1, 8, 8, FA_F16, FA_CAUSAL_NONE, -1, -1);
     t_setup(&t, p, 0, 0.01, 100, 2000, 0);
     for (int64_t e = 0; e < 3 * 8; e++) t.dout[e] = orc_encode(1000 * orc_decode(t.dout[e], FA_F16), FA_F16);
@@ -579,10 +582,29 @@ static void test_overflow_inf(void) {
           "correctly rounded dQ: failed %lld overflow_inf %lld (beyond %lld) nan_unexpected %lld", (long long)s.failed,
           (long long)s.overflow_inf, (long long)beyond, (long long)s.nan_unexpected);
     /* flipping the sign of one overflowing element must fail */
+    int64_t flipped = -1;
     for (int64_t e = 0; e < nq; e++)
-        if ((dq[e] & 0x7fff) == 0x7c00) { dq[e] ^= 0x8000; break; }
+        if ((dq[e] & 0x7fff) == 0x7c00) { dq[e] ^= 0x8000; flipped = e; break; }
     CHECK(orc_compare_bwd(&br, &tq, NULL, NULL, &s, NULL, NULL, NULL) == FA_OK && s.failed == 1 &&
-          s.nan_unexpected == 1, "wrong-sign Inf: failed %lld", (long long)s.failed);
+          s.nan_unexpected == 1 && s.overflow_sensitive == 0, "wrong-sign Inf: failed %lld", (long long)s.failed);
+    /* the same outputs under a profile that rounds dS to fp16: dS (~1e6) overflows in the
+     * profile itself, so the wrong-sign Inf (and a NaN) are overflow-sensitive, not failures,
+     * while the correctly rounded Infs still count as overflow_inf */
+    orc_bwd_free(&br);
+    pr.ds_rounded = 1;
+    CHECK(orc_bwd(&ba, &pr, NULL, &br, NULL) == FA_OK, "bwd");
+    {
+        int64_t nflag = 0;
+        for (int64_t e = 0; e < nq; e++) nflag += (br.dq.flags[e] & ORC_F_OVERFLOW) != 0;
+        CHECK(nflag == nq, "every dQ element is fed by an overflowing dS: %lld of %lld flagged", (long long)nflag,
+              (long long)nq);
+        int64_t other = flipped == 0 ? 1 : 0;
+        dq[other] = orc_encode(NAN, FA_F16);
+        CHECK(orc_compare_bwd(&br, &tq, NULL, NULL, &s, NULL, NULL, NULL) == FA_OK && s.failed == 0 &&
+                  s.overflow_sensitive == 2 && s.overflow_inf >= beyond - 2,
+              "overflow-sensitive: failed %lld sensitive %lld overflow_inf %lld", (long long)s.failed,
+              (long long)s.overflow_sensitive, (long long)s.overflow_inf);
+    }
     free(dq);
     orc_bwd_free(&br);
     orc_fwd_free(&r);

@@ -161,6 +161,16 @@ static int64_t judge(const fc_run *r, const orc_block *blk, const orc_stats *st,
                         (long long)st->first_fail_at[2], (long long)st->first_fail_at[3]);
         problems += ts->nonfinite_mismatch;
     }
+    ts->overflow_sensitive = st->overflow_sensitive;
+    if (st->overflow_sensitive > 0) {
+        /* the profile's own intermediates may overflow for these magnitudes (oracle/BOUNDS.md
+           section 11): reported as its own class with the case, never as a pass or a failure */
+        fc_verdict_overflow(v, "%s: %lld elements NaN/Inf where the profile's own intermediates may overflow "
+                               "for these magnitudes (oracle/BOUNDS.md section 11); first at [%lld,%lld,%lld,%lld]",
+                            name, (long long)st->overflow_sensitive, (long long)st->first_ovf_at[0],
+                            (long long)st->first_ovf_at[1], (long long)st->first_ovf_at[2],
+                            (long long)st->first_ovf_at[3]);
+    }
     if (st->unchecked > 0) {
         /* no finite bound exists for these elements (e.g. fp32 score error too large for exp):
            they are not judged, so the case cannot PASS */
@@ -262,6 +272,16 @@ int64_t fc_check_bwd_outputs(const fc_run *r, const orc_bwd_result *res, fc_verd
 /* ---------------------------------------------------------------------------
  * The whole check of one case
  * ------------------------------------------------------------------------- */
+static int g_have_profile;
+static fa_precision g_profile;
+
+void fc_check_set_profile(const fa_precision *prof) {
+    g_have_profile = prof != NULL;
+    if (prof) g_profile = *prof;
+}
+
+const fa_precision *fc_check_profile(const fa_backend *be) { return g_have_profile ? &g_profile : &be->precision; }
+
 void fc_check_opts_default(fc_check_opts *o) {
     o->determinism = 1;
     o->backward = -1;
@@ -324,7 +344,7 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
     fc_check_written(&r1, FC_T_O, v);
     fc_check_written(&r1, FC_T_LSE, v);
     orc_fwd_result fres;
-    if (fc_oracle_fwd(&r1, &be->precision, &fres, msg, sizeof msg)) {
+    if (fc_oracle_fwd(&r1, fc_check_profile(be), &fres, msg, sizeof msg)) {
         fc_verdict_fail(v, "harness", "%s", msg);
         goto done;
     }
@@ -358,7 +378,7 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
         if (!judge_status(&r1, "backward", bwd_outs, 3, v)) goto done;
         for (int i = 0; i < 3; i++) fc_check_written(&r1, bwd_outs[i], v);
         orc_bwd_result bres;
-        if (fc_oracle_bwd(&r1, &be->precision, &bres, msg, sizeof msg)) {
+        if (fc_oracle_bwd(&r1, fc_check_profile(be), &bres, msg, sizeof msg)) {
             fc_verdict_fail(v, "harness", "%s", msg);
             goto done;
         }

@@ -50,7 +50,11 @@ extern "C" {
 /* ---------------------------------------------------------------------------
  * Verdict
  * ------------------------------------------------------------------------- */
-typedef enum { FC_PASS = 0, FC_FAIL = 1, FC_SKIP = 2 } fc_outcome;
+/* FC_OVERFLOW ("overflow-sensitive"): no check failed, but the backend gave NaN/Inf
+ * where the profile's own intermediates may overflow for these inputs (oracle/BOUNDS.md
+ * section 11): neither a pass nor a failure of the backend. Precedence when merging:
+ * FAIL > OVERFLOW > SKIP > PASS. */
+typedef enum { FC_PASS = 0, FC_FAIL = 1, FC_SKIP = 2, FC_OVERFLOW = 3 } fc_outcome;
 const char *fc_outcome_name(fc_outcome o);
 
 typedef struct {
@@ -59,6 +63,7 @@ typedef struct {
     int64_t violations;     /* elements with |got - ref| > bound */
     int64_t nonfinite_mismatch;
     int64_t unwritten;      /* elements still holding poison */
+    int64_t overflow_sensitive; /* NaN/Inf where the profile may overflow (BOUNDS.md 11) */
     double max_abs_err;     /* over finite pairs */
     double max_ratio;       /* max |got - ref| / bound (bound 0: inf if err > 0) */
     double ref_norm2, got_norm2, bound_norm2;
@@ -88,15 +93,23 @@ void fc_verdict_fail(fc_verdict *v, const char *check, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-/* Record a skip: a reason with check "skip"; outcome SKIP unless already FAIL. */
+/* Record a skip: a reason with check "skip"; outcome SKIP unless already FAIL or OVERFLOW. */
 void fc_verdict_skip(fc_verdict *v, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Record an overflow-sensitive result: a reason with check "overflow"; outcome
+ * OVERFLOW unless already FAIL. */
+void fc_verdict_overflow(fc_verdict *v, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
 /* Merge src's reasons and stats (tensors src checked) into dst. */
 void fc_verdict_merge(fc_verdict *dst, const fc_verdict *src);
-/* Name of the check of the first failure reason, or "" if none. */
+/* Name of the check of the first failure reason ("overflow" for an overflow-sensitive
+ * verdict), or "" if none. */
 const char *fc_verdict_first_check(const fc_verdict *v);
 /* 1 if some reason has this check name (prefix match when name ends in '*'). */
 int fc_verdict_has(const fc_verdict *v, const char *check);
@@ -173,6 +186,13 @@ typedef struct {
     int verbose;       /* print the verdict to stderr on failure */
 } fc_check_opts;
 void fc_check_opts_default(fc_check_opts *o);
+
+/* The precision profile the checks judge a backend by: the one set with
+ * fc_check_set_profile (verify/certify/fuzz --profile NAME: a named preset overriding
+ * every backend's declared profile in this process and the processes it forks), else
+ * be->precision. fc_check_set_profile(NULL) goes back to the declared profiles. */
+void fc_check_set_profile(const fa_precision *prof);
+const fa_precision *fc_check_profile(const fa_backend *be);
 
 /* Run c on be and check everything listed at the top. Returns v->outcome. */
 fc_outcome fc_check_case(const fa_backend *be, const fc_case *c, const fc_check_opts *o, fc_verdict *v);

@@ -12,6 +12,7 @@ const char *fc_outcome_name(fc_outcome o) {
     case FC_PASS: return "pass";
     case FC_FAIL: return "fail";
     case FC_SKIP: return "skip";
+    case FC_OVERFLOW: return "overflow-sensitive";
     }
     return "?";
 }
@@ -41,7 +42,15 @@ void fc_verdict_skip(fc_verdict *v, const char *fmt, ...) {
     va_start(ap, fmt);
     add_reason(v, "skip", fmt, ap);
     va_end(ap);
-    if (v->outcome != FC_FAIL) v->outcome = FC_SKIP;
+    if (v->outcome == FC_PASS) v->outcome = FC_SKIP;
+}
+
+void fc_verdict_overflow(fc_verdict *v, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    add_reason(v, "overflow", fmt, ap);
+    va_end(ap);
+    if (v->outcome != FC_FAIL) v->outcome = FC_OVERFLOW;
 }
 
 void fc_verdict_merge(fc_verdict *dst, const fc_verdict *src) {
@@ -56,12 +65,15 @@ void fc_verdict_merge(fc_verdict *dst, const fc_verdict *src) {
     for (int t = 0; t < FC_T_COUNT; t++)
         if (src->t[t].checked) dst->t[t] = src->t[t];
     if (src->outcome == FC_FAIL) dst->outcome = FC_FAIL;
+    else if (src->outcome == FC_OVERFLOW && dst->outcome != FC_FAIL) dst->outcome = FC_OVERFLOW;
     else if (src->outcome == FC_SKIP && dst->outcome == FC_PASS) dst->outcome = FC_SKIP;
 }
 
 const char *fc_verdict_first_check(const fc_verdict *v) {
     for (int i = 0; i < v->n_reasons; i++)
-        if (strcmp(v->reason[i].check, "skip") != 0) return v->reason[i].check;
+        if (strcmp(v->reason[i].check, "skip") != 0 &&
+            (strcmp(v->reason[i].check, "overflow") != 0 || v->outcome == FC_OVERFLOW))
+            return v->reason[i].check;
     return "";
 }
 
@@ -80,10 +92,11 @@ void fc_verdict_print(const fc_verdict *v, FILE *f) {
     for (int t = 0; t < FC_T_COUNT; t++) {
         const fc_tensor_stats *s = &v->t[t];
         if (!s->checked) continue;
-        fprintf(f, "  %-3s n=%lld viol=%lld nonfinite=%lld unwritten=%lld max_err=%.3g max_ratio=%.3g "
-                   "|ref|=%.3g |got|=%.3g |bound|=%.3g%s\n",
+        fprintf(f, "  %-3s n=%lld viol=%lld nonfinite=%lld overflow-sensitive=%lld unwritten=%lld max_err=%.3g "
+                   "max_ratio=%.3g |ref|=%.3g |got|=%.3g |bound|=%.3g%s\n",
                 fc_tensor_name(t), (long long)s->elements, (long long)s->violations,
-                (long long)s->nonfinite_mismatch, (long long)s->unwritten, s->max_abs_err, s->max_ratio,
+                (long long)s->nonfinite_mismatch, (long long)s->overflow_sensitive, (long long)s->unwritten,
+                s->max_abs_err, s->max_ratio,
                 s->ref_norm2, s->got_norm2, s->bound_norm2, s->weak ? " WEAK" : "");
     }
     for (int i = 0; i < v->n_reasons; i++) fprintf(f, "  [%s] %s\n", v->reason[i].check, v->reason[i].text);
@@ -135,9 +148,10 @@ size_t fc_verdict_json(const fc_verdict *v, char *buf, size_t buflen) {
     for (int t = 0; t < FC_T_COUNT; t++) {
         const fc_tensor_stats *s = &v->t[t];
         if (!s->checked) continue;
-        jp(&j, "%s\"%s\":{\"elements\":%lld,\"violations\":%lld,\"nonfinite_mismatch\":%lld,\"unwritten\":%lld,",
+        jp(&j, "%s\"%s\":{\"elements\":%lld,\"violations\":%lld,\"nonfinite_mismatch\":%lld,"
+               "\"overflow_sensitive\":%lld,\"unwritten\":%lld,",
            first ? "" : ",", fc_tensor_name(t), (long long)s->elements, (long long)s->violations,
-           (long long)s->nonfinite_mismatch, (long long)s->unwritten);
+           (long long)s->nonfinite_mismatch, (long long)s->overflow_sensitive, (long long)s->unwritten);
         first = 0;
         jp(&j, "\"max_abs_err\":"); jnum(&j, s->max_abs_err);
         jp(&j, ",\"max_ratio\":"); jnum(&j, s->max_ratio);

@@ -35,7 +35,10 @@ enum {
     F_MASKED_ROW_LSE,     /* fully masked row: LSE finite */
     F_DQ_GUARD,           /* backward writes past dQ's end */
     F_DK_SCALED,          /* backward: dK * (1 + 2^-3) */
-    F_COUNT
+    F_COUNT,
+    /* used by the tests below the table, not by run_one's loop */
+    F_NAN_DQ = F_COUNT,   /* backward: every dQ element NaN */
+    F_MASKED_LSE_PINF     /* fully masked row: LSE +inf (FlashAttention-2's convention) */
 };
 static const char *const fault_names[F_COUNT] = {
     "none", "guard_after_o", "guard_before_lse", "gap_o", "input_q", "unwritten_o", "status_invalid",
@@ -81,6 +84,14 @@ static fa_status fault_forward(const fa_fwd_args *a, fa_error *err) {
         break;
     case F_MASKED_ROW_O: *h16(&a->o, 0, 0, 0, 0) = 0x0001; break; /* row 0 is fully masked in that case */
     case F_MASKED_ROW_LSE: a->lse.ptr[0] = -1e30f; break;
+    case F_MASKED_LSE_PINF: /* every fully masked row: -inf -> +inf */
+        for (int64_t b = 0; b <= Bl; b++)
+            for (int64_t h = 0; h <= Hl; h++)
+                for (int64_t i = 0; i <= Sl; i++) {
+                    float *x = a->lse.ptr + b * a->lse.stride[0] + h * a->lse.stride[1] + i * a->lse.stride[2];
+                    if (*x == -INFINITY) *x = INFINITY;
+                }
+        break;
     default: break;
     }
     return FA_OK;
@@ -91,6 +102,11 @@ static fa_status fault_backward(const fa_bwd_args *a, fa_error *err) {
     if (st != FA_OK) return st;
     const fa_problem *p = &a->p;
     if (fault == F_DQ_GUARD) *(h16(&a->dq, p->batch - 1, p->seqlen_q - 1, p->heads_q - 1, p->head_dim_qk - 1) + 1) = 0;
+    if (fault == F_NAN_DQ)
+        for (int64_t b = 0; b < p->batch; b++)
+            for (int64_t i = 0; i < p->seqlen_q; i++)
+                for (int64_t h = 0; h < p->heads_q; h++)
+                    for (int64_t d = 0; d < p->head_dim_qk; d++) *h16(&a->dq, b, i, h, d) = 0x7E00;
     if (fault == F_DK_SCALED) {
         for (int64_t j = 0; j < p->seqlen_k; j++)
             for (int64_t d = 0; d < p->head_dim_qk; d++) {
@@ -196,6 +212,71 @@ static void test_weak_flag(const fa_backend *be) {
     if (!ok) failures++;
 }
 
+/* Regression, /work/shared/findings/cuda_dq_nan.case.min (fp16, "large" Q and K, B=1 Sq=37
+ * Sk=1 D=8; the CUDA backward gave NaN in dQ where the CPU backend is finite). Under the
+ * tensorcore preset the oracle's derivation (BOUNDS.md section 11) says the profile's own
+ * P' = exp(s' - lse) may overflow fp32: |q.k| ~ 1e9 makes the fp32 score error bound
+ * E ~ 1e2 > log(2^128), so P' may be +inf and dS' = P' (dP' - D') NaN when dP' - D' = 0
+ * (Sk = 1: dP = D exactly). A NaN dQ there is overflow-sensitive, not a failure; the same
+ * NaN on a case of moderate magnitudes is still a failure ("nan"). */
+static const char *const cuda_dq_nan =
+    "shape = 1 37 1 1 1 8 8\ndtype = fp16\nscale = 0\ndist.q = large amp=0 prob=0.5\n"
+    "dist.k = large amp=0 prob=0.5\nseed = 0xbbee36f88e84db3b\nbackward = 1\ndeterministic = 1\n";
+
+static void test_overflow_sensitive(const fa_backend *fb) {
+    fc_case c;
+    char msg[300];
+    fa_precision tc;
+    int ok = fc_case_parse(cuda_dq_nan, &c, msg, sizeof msg) == 0 && fa_precision_preset("tensorcore", &tc, NULL) == FA_OK;
+    fc_check_set_profile(&tc);
+    fc_verdict v;
+    fault = F_NONE;
+    fc_check_case(fb, &c, NULL, &v); /* the CPU backend's finite dQ: within its bound */
+    int clean = v.outcome != FC_FAIL && v.outcome != FC_OVERFLOW && v.t[FC_T_DQ].checked &&
+                v.t[FC_T_DQ].violations == 0;
+    fault = F_NAN_DQ;
+    fc_check_case(fb, &c, NULL, &v);
+    int ovf = v.outcome == FC_OVERFLOW && fc_verdict_has(&v, "overflow") && !fc_verdict_has(&v, "nan") &&
+              v.t[FC_T_DQ].overflow_sensitive == 37 * 8 && v.t[FC_T_DQ].nonfinite_mismatch == 0;
+    printf("%s cuda_dq_nan regression, tensorcore preset: finite dQ %s, NaN dQ -> %s (%lld overflow-sensitive)\n",
+           ok && clean && ovf ? "ok  " : "FAIL", clean ? "judged" : "NOT judged", fc_outcome_name(v.outcome),
+           (long long)v.t[FC_T_DQ].overflow_sensitive);
+    if (!(ok && clean && ovf)) { fc_verdict_print(&v, stdout); failures++; }
+    /* moderate magnitudes: the same NaN is a failure */
+    fc_case_parse(plain, &c, msg, sizeof msg);
+    fc_check_case(fb, &c, NULL, &v);
+    int fail = v.outcome == FC_FAIL && fc_verdict_has(&v, "nan") && v.t[FC_T_DQ].overflow_sensitive == 0;
+    printf("%s NaN dQ on a moderate case under the tensorcore preset -> %s\n", fail ? "ok  " : "FAIL",
+           fc_outcome_name(v.outcome));
+    if (!fail) { fc_verdict_print(&v, stdout); failures++; }
+    fault = F_NONE;
+    fc_check_set_profile(NULL);
+}
+
+/* The LSE of a row with no visible key is the profile's declared value and nothing else:
+ * +inf fails the contract's -inf, passes a profile declaring FA_LSE_EMPTY_POS_INF, and
+ * then the contract's -inf fails that profile. */
+static void test_lse_convention(const fa_backend *fb) {
+    fc_case c;
+    char msg[300];
+    fc_case_parse(masked, &c, msg, sizeof msg);
+    fa_precision pinf = cpu->precision;
+    pinf.lse_empty = FA_LSE_EMPTY_POS_INF;
+    fc_verdict v1, v2, v3;
+    fault = F_MASKED_LSE_PINF;
+    fc_check_case(fb, &c, NULL, &v1);
+    fc_check_set_profile(&pinf);
+    fc_check_case(fb, &c, NULL, &v2);
+    fault = F_NONE;
+    fc_check_case(fb, &c, NULL, &v3);
+    fc_check_set_profile(NULL);
+    int ok = v1.outcome == FC_FAIL && fc_verdict_has(&v1, "masked_row") && v2.outcome == FC_PASS &&
+             v3.outcome == FC_FAIL && fc_verdict_has(&v3, "masked_row");
+    printf("%s empty-row LSE: +inf under -inf %s, +inf under +inf %s, -inf under +inf %s\n", ok ? "ok  " : "FAIL",
+           fc_outcome_name(v1.outcome), fc_outcome_name(v2.outcome), fc_outcome_name(v3.outcome));
+    if (!ok) { fc_verdict_print(&v2, stdout); failures++; }
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     cpu = fa_backend_cpu();
@@ -210,6 +291,8 @@ int main(void) {
         run_one(&fb, f, texts[k], labels[k]);
     }
     test_json(&fb);
+    test_overflow_sensitive(&fb);
+    test_lse_convention(&fb);
     test_weak_flag(cpu);
     printf("check_faults_test: %s\n", failures ? "FAILED" : "all faults caught, no false alarm");
     return failures ? 1 : 0;
