@@ -282,7 +282,6 @@ typedef struct {
     int fails;
 } findings;
 
-static double gamma_n(int n, double u) { return n * u / (1 - n * u); }
 
 static void probe(findings *f, const fa_precision *pr, const orc_model *m) {
     const double u_acc = pr->u_acc;
