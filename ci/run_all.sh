@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # run_all.sh [FILTER]: run every test in this GPU bundle (see MANIFEST) the way `bazel test` would
 # (cwd = the test's runfiles workspace, TEST_SRCDIR/TEST_TMPDIR set), each with a time limit,
-# and print one line per test and "N passed, N failed". Needs a GPU; no Bazel, no network.
+# and print one line per test and "N passed, N failed, N skipped". Needs a GPU; no Bazel, no network.
+# A test that exits 77 could not run there (e.g. the false-alarm suite without PyTorch): SKIPPED,
+# never passed.
 # FILTER (a grep pattern) selects tests by label. TIMEOUT_S (default 900) limits each test.
 set -uo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 filter="${1:-.}"; limit="${TIMEOUT_S:-900}"
-passed=0; failed=0; logs="$here/logs"; mkdir -p "$logs"
+passed=0; failed=0; skipped=0; logs="$here/logs"; mkdir -p "$logs"
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L >/dev/null 2>&1; then
   echo "run_all: no GPU visible (nvidia-smi -L failed): these are GPU tests; not run" >&2
@@ -24,8 +26,9 @@ while read -r label path; do
   rc=$?
   secs=$(( $(date +%s) - start ))
   if [ $rc -eq 0 ]; then passed=$((passed+1)); printf '%-60s PASSED in %ss\n' "$label" "$secs"
+  elif [ $rc -eq 77 ]; then skipped=$((skipped+1)); printf '%-60s SKIPPED (exit 77: %s)\n' "$label" "$(tail -n 1 "$log" | cut -c1-100)"
   else failed=$((failed+1)); printf '%-60s FAILED (exit %s) in %ss, log: %s\n' "$label" "$rc" "$secs" "$log"; tail -n 15 "$log" | sed 's/^/    /'; fi
   rm -rf "$tmp"
 done < "$here/MANIFEST"
-echo "$passed passed, $failed failed"
+echo "$passed passed, $failed failed, $skipped skipped"
 [ $failed -eq 0 ]

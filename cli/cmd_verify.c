@@ -573,6 +573,7 @@ int cli_verify(int argc, char **argv)
             cJSON_AddNumberToObject(o, "nonfinite", (double)(st[id].nan_unexpected + st[id].nan_missing));
             cJSON_AddNumberToObject(o, "overflow_sensitive", (double)st[id].overflow_sensitive);
             json_number(o, "worst_ratio", st[id].worst_ratio);
+            json_number(o, "median_ratio", st[id].median_ratio);
             json_number(o, "max_err", st[id].max_err);
         }
         char *text = root ? cJSON_Print(root) : NULL;

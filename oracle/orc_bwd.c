@@ -286,9 +286,10 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             }
         }
         if (mk->d_from_p) {
-            /* D' = fl(sum_j P'_ij dP'_ij) over the row's n keys; exact D = dO.O (10.3) */
+            /* D' = fl(sum_j fl(P'_ij dP'_ij)) over the row's n keys (each product one fp32
+             * rounding, 2^-23 covers RN and truncation); exact D = dO.O (10.3) */
             double n = (double)R->n;
-            dD_k = (dSum_err + orc_acc_coef(mk, n, (double)(R->hi - R->lo + 1), 0) * dSum_abs) *
+            dD_k = (dSum_err + (orc_acc_coef(mk, n, (double)(R->hi - R->lo + 1), 0) + 0x1p-23) * dSum_abs) *
                    (1 + 0x1p-40) + mk->tau * (2 * n + 1);
             if (!isfinite(dD_k)) g->row_bad[cr] = 1;
         }

@@ -97,6 +97,11 @@ expect 2 "big endian" "verify: big-endian file" -- \
 expect 2 "shapes disagree" "verify: inconsistent shapes" -- "$fc" verify --dir "$n/bad_shape"
 expect 2 "q, k and v are required" "verify: missing arrays" -- "$fc" verify --o "$n/good/o.npy"
 expect 2 "--causal must be" "verify: bad --causal" -- "$fc" verify --dir "$n/good" --causal sideways
+presets="tensorcore, fp32, torch-flash, torch-efficient, torch-cudnn, torch-math"
+for pr in tensorcore fp32 torch-flash torch-efficient torch-cudnn torch-math; do
+  expect 0 "profile $pr" "verify --profile $pr: correct outputs pass" -- "$fc" verify --dir "$n/good" --causal bottom_right --profile $pr
+done
+expect 2 "known presets are $presets" "verify: unknown --profile lists the presets" -- "$fc" verify --dir "$n/good" --profile bogus
 
 # --- certify --------------------------------------------------------------------------------
 expect 0 "result: CERTIFIED" "certify --quick on cpu" -- "$fc" certify --backend cpu --quick --fuzz-seconds 2 --jobs 1 --out "$tmp/r1"
@@ -107,6 +112,20 @@ expect 2 "cannot read" "certify with a missing baseline" -- "$fc" certify --back
 expect 1 "REGRESSION causal" "certify of a broken backend against the baseline flags the regression" -- \
   env FLASHCHECK_CPU_MUTANT=causal_off_by_one "$fc" certify --backend cpu --quick --fuzz-seconds 0 --out "$tmp/r2" --baseline "$tmp/r1/report.json"
 check 'grep -q "failures/" "$tmp/r2/report.md"' "the failing report lists repro files"
+# --profile NAME overrides the backend's declared profile; a wrong preset still fails (the
+# CPU backend rounds P to the dtype, the fp32 preset says it does not)
+expect 2 "known presets are $presets" "certify: unknown --profile lists the presets" -- "$fc" certify --backend cpu --profile bogus
+expect 2 "known presets are $presets" "fuzz: unknown --profile lists the presets" -- "$fc" fuzz --backend cpu --profile bogus
+expect 0 "result: CERTIFIED" "certify --profile tensorcore on cpu" -- \
+  "$fc" certify --backend cpu --quick --fuzz-seconds 0 --profile tensorcore --out "$tmp/r3"
+check '/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r[\"profile\"]==\"tensorcore\" and all(\"overflow_sensitive\" in c for c in r[\"categories\"])" "$tmp/r3/report.json"' "report.json names the profile and counts overflow-sensitive cases"
+check 'grep -q "precision profile: tensorcore" "$tmp/r3/report.md"' "report.md names the profile"
+expect 1 "result: NOT CERTIFIED" "certify --profile fp32 on cpu (P rounded, the preset says not) fails" -- \
+  "$fc" certify --backend cpu --quick --fuzz-seconds 0 --profile fp32 --out "$tmp/r4"
+expect 1 "masked_row|lse" "certify --profile torch-flash on cpu fails: empty rows' LSE is -inf, the preset says +inf" -- \
+  "$fc" certify --backend cpu --quick --fuzz-seconds 0 --profile torch-flash --out "$tmp/r5"
+expect 0 "profile torch-math" "fuzz --profile torch-math: the summary names the profile" -- \
+  "$fc" fuzz --backend cpu --time 2 --jobs 1 --max-seq 32 --max-dim 32 --profile torch-math --corpus "$tmp/corpus3" --findings "$tmp/findings3"
 
 # --- issue 12: faults and usability (each check names its item) ------------------------------
 i12="$tmp/i12"; mkdir -p "$i12/wd" "$i12/elsewhere" "$i12/full"
