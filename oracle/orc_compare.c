@@ -205,16 +205,15 @@ static void recompute(const orc_ctx *c, vec_kind kind, int is_dv, const orc_inde
     }
 }
 
-static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind kind, int is_dv,
-                               const void *kptr, const int64_t *st, int prec, double nterms,
-                               double factor, orc_stats *out) {
-    acc_stats a = {out, malloc((size_t)(blk->n * blk->dim > 0 ? blk->n * blk->dim : 1) * sizeof(double)), 0, 0,
-                   orc_overflow_threshold(kind == V_LSE ? -1 : (int)c->dt)};
+/* Judge vectors [v0, v1) of blk into a (its ratios from a->ratios[0]). */
+static int compare_range(const orc_block *blk, const orc_ctx *c, vec_kind kind, int is_dv,
+                         const void *kptr, const int64_t *st, int prec, double nterms, int64_t v0,
+                         int64_t v1, acc_stats *a) {
     double *mp = malloc((size_t)(blk->dim > 0 ? blk->dim : 1) * sizeof(double));
-    if (!a.ratios || !mp) { free(a.ratios); free(mp); return FA_ERR_NOMEM; }
-    stats_init(out, blk->baseline != NULL);
+    if (!mp) return 0;
+    orc_stats *out = a->s;
     int f32 = kind == V_LSE;
-    for (int64_t v = 0; v < blk->n; v++) {
+    for (int64_t v = v0; v < v1; v++) {
         const orc_index *ix = &blk->index[v];
         int escalated = 0;
         for (int64_t d = 0; d < blk->dim; d++) {
@@ -230,21 +229,72 @@ static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind 
             }
             double ref = blk->ref[e], oe = blk->orc_err[e];
             if (escalated) { oe = orc_mpfr_err(mp[d], oe, prec, nterms); ref = mp[d]; }
-            if (judge(&a, kv, ref, blk->bound[e], oe, blk->flags[e], at, 0)) {
+            if (judge(a, kv, ref, blk->bound[e], oe, blk->flags[e], at, 0)) {
                 if (!escalated) { recompute(c, kind, is_dv, ix, prec, mp); escalated = 1; }
                 out->escalations++;
                 oe = orc_mpfr_err(mp[d], blk->orc_err[e], prec, nterms);
                 ref = mp[d];
-                int still = judge(&a, kv, ref, blk->bound[e], oe, blk->flags[e], at, 0);
-                if (still) judge(&a, kv, ref, blk->bound[e], 0, blk->flags[e], at, 1);
+                int still = judge(a, kv, ref, blk->bound[e], oe, blk->flags[e], at, 0);
+                if (still) judge(a, kv, ref, blk->bound[e], 0, blk->flags[e], at, 1);
             }
-            note_baseline(&a, blk, e, ref, f32, c->dt);
+            note_baseline(a, blk, e, ref, f32, c->dt);
         }
     }
-    stats_finish(&a, factor);
-    free(a.ratios);
     free(mp);
-    return FA_OK;
+    return 1;
+}
+
+/* Judge every element of blk. Threads take contiguous vector ranges; their
+ * statistics are merged in range order, and their ratios concatenated in
+ * element order, so every field (median, worst and first-failure positions
+ * included) is the one a single sequential pass gives. */
+static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind kind, int is_dv,
+                               const void *kptr, const int64_t *st, int prec, double nterms,
+                               double factor, int nth, orc_stats *out) {
+    int64_t nel = blk->n * blk->dim;
+    double thr = orc_overflow_threshold(kind == V_LSE ? -1 : (int)c->dt);
+    if (nel < (1 << 20) || nth < 1) nth = 1; /* small blocks (every fuzz case): one thread */
+    if (nth > 256) nth = 256;
+    acc_stats a = {out, malloc((size_t)(nel > 0 ? nel : 1) * sizeof(double)), 0, 0, thr};
+    orc_stats *ts = calloc((size_t)nth, sizeof *ts);
+    acc_stats *ta = calloc((size_t)nth, sizeof *ta);
+    int64_t *first = calloc((size_t)nth + 1, sizeof *first);
+    if (!a.ratios || !ts || !ta || !first) { free(a.ratios); free(ts); free(ta); free(first); return FA_ERR_NOMEM; }
+    for (int t = 0; t <= nth; t++) first[t] = blk->n * t / nth;
+    int ok = 1;
+#pragma omp parallel for schedule(static, 1) num_threads(nth)
+    for (int t = 0; t < nth; t++) {
+        stats_init(&ts[t], blk->baseline != NULL);
+        ta[t] = (acc_stats){&ts[t], a.ratios + first[t] * blk->dim, 0, 0, thr};
+        if (!compare_range(blk, c, kind, is_dv, kptr, st, prec, nterms, first[t], first[t + 1], &ta[t])) {
+#pragma omp atomic write
+            ok = 0;
+        }
+    }
+    stats_init(out, blk->baseline != NULL);
+    for (int t = 0; t < nth; t++) {
+        const orc_stats *s = &ts[t];
+        out->checked += s->checked; out->failed += s->failed; out->unchecked += s->unchecked;
+        out->escalations += s->escalations; out->nan_unexpected += s->nan_unexpected;
+        out->nan_missing += s->nan_missing; out->overflow_inf += s->overflow_inf;
+        for (int k = 0; k < ORC_HIST_BUCKETS; k++) out->ratio_hist[k] += s->ratio_hist[k];
+        if (out->first_fail_at[0] < 0 && s->first_fail_at[0] >= 0)
+            memcpy(out->first_fail_at, s->first_fail_at, sizeof out->first_fail_at);
+        if (s->worst_at[0] >= 0 && (s->worst_ratio > out->worst_ratio || out->worst_at[0] < 0)) {
+            out->worst_ratio = s->worst_ratio;
+            memcpy(out->worst_at, s->worst_at, sizeof out->worst_at);
+            out->worst_kernel = s->worst_kernel; out->worst_ref = s->worst_ref; out->worst_bound = s->worst_bound;
+        }
+        if (s->max_err > out->max_err) out->max_err = s->max_err;
+        if (!isnan(out->baseline_max_err) && (isnan(s->baseline_max_err) || s->baseline_max_err > out->baseline_max_err))
+            out->baseline_max_err = s->baseline_max_err;
+        if (ta[t].floor_max > a.floor_max) a.floor_max = ta[t].floor_max;
+        memmove(a.ratios + a.nr, ta[t].ratios, (size_t)ta[t].nr * sizeof(double));
+        a.nr += ta[t].nr;
+    }
+    if (ok) stats_finish(&a, factor);
+    free(a.ratios); free(ts); free(ta); free(first);
+    return ok ? FA_OK : FA_ERR_NOMEM;
 }
 
 // ----------------------------------------------------------------------------
@@ -268,11 +318,11 @@ fa_status orc_compare_fwd(const orc_fwd_result *res, const fa_tensor *o, const f
         if ((st = check_view("lse", lse->ptr, 4, 3, dl, lse->stride, err))) return st;
     }
     if (o_stats && (st = compare_block(&res->o, &c, V_O, 0, o->ptr, o->stride, res->opt.mpfr_prec,
-                                       (double)c.Sk, 2.0, o_stats)))
+                                       (double)c.Sk, 2.0, orc_nthreads(&res->opt), o_stats)))
         return cmp_fail(err, st, "", "out of memory while comparing O.");
     if (lse_stats) {
         if ((st = compare_block(&res->lse, &c, V_LSE, 0, lse->ptr, lse->stride, res->opt.mpfr_prec,
-                                (double)c.Sk, 2.0, lse_stats)))
+                                (double)c.Sk, 2.0, orc_nthreads(&res->opt), lse_stats)))
             return cmp_fail(err, st, "", "out of memory while comparing LSE.");
     }
     return FA_OK;
@@ -298,11 +348,11 @@ fa_status orc_compare_bwd(const orc_bwd_result *res, const fa_tensor *dq, const 
     }
     int prec = res->opt.mpfr_prec;
     double ncol = (double)(c.Sq * c.G + c.G);
-    if (dq_stats && (st = compare_block(&res->dq, &c, V_DQ, 0, dq->ptr, dq->stride, prec, (double)c.Sk, 3.0, dq_stats)))
+    if (dq_stats && (st = compare_block(&res->dq, &c, V_DQ, 0, dq->ptr, dq->stride, prec, (double)c.Sk, 3.0, orc_nthreads(&res->opt), dq_stats)))
         return cmp_fail(err, st, "", "out of memory while comparing dQ.");
-    if (dk_stats && (st = compare_block(&res->dk, &c, V_DKV, 0, dk->ptr, dk->stride, prec, ncol, 3.0, dk_stats)))
+    if (dk_stats && (st = compare_block(&res->dk, &c, V_DKV, 0, dk->ptr, dk->stride, prec, ncol, 3.0, orc_nthreads(&res->opt), dk_stats)))
         return cmp_fail(err, st, "", "out of memory while comparing dK.");
-    if (dv_stats && (st = compare_block(&res->dv, &c, V_DKV, 1, dv->ptr, dv->stride, prec, ncol, 3.0, dv_stats)))
+    if (dv_stats && (st = compare_block(&res->dv, &c, V_DKV, 1, dv->ptr, dv->stride, prec, ncol, 3.0, orc_nthreads(&res->opt), dv_stats)))
         return cmp_fail(err, st, "", "out of memory while comparing dV.");
     return FA_OK;
 }

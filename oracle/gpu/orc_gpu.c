@@ -113,6 +113,14 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
     if ((st = orc_check_profile(prof, err))) return st;
     if (opt_in) opt = *opt_in; else orc_options_init(&opt);
     if ((st = orc_check_options(&opt, err))) return st;
+    {
+        const char *nm[4] = {"q", "k", "v", "mask"};
+        const void *pt[4] = {args->q.ptr, args->k.ptr, args->v.ptr, args->mask.ptr};
+        for (int t = 0; t < 4; t++)
+            if (pt[t] && !orc_gpu_is_device(pt[t]))
+                return orc_fail(err, FA_ERR_INVALID, nm[t], "%s is not CUDA device memory: orc_gpu_fwd takes "
+                                "device pointers (orc_fwd takes host pointers).", nm[t]);
+    }
 
     /* host copies of the inputs (escalation reads them) */
     const fa_problem *p = &args->p;

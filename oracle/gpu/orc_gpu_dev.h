@@ -49,6 +49,9 @@ int orc_gpu_fwd_rows(orc_gpu_fwd_state *st, int64_t b, int64_t h, int64_t r0, in
 
 void orc_gpu_fwd_end(orc_gpu_fwd_state *st);
 
+/* 1 if p points into CUDA device (or managed) memory, else 0. */
+int orc_gpu_is_device(const void *p);
+
 /* Copy bytes from device memory to host. 0 on success, else -1 with msg. */
 int orc_gpu_to_host(void *dst, const void *src, size_t bytes, char *msg, size_t nmsg);
 

@@ -338,6 +338,12 @@ __global__ void __launch_bounds__(256) k_pv(orc_gpu_fwd_desc d, int64_t b, int64
 // ----------------------------------------------------------------------------
 // host side
 
+extern "C" int orc_gpu_is_device(const void *p) {
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
 extern "C" int orc_gpu_to_host(void *dst, const void *src, size_t bytes, char *msg, size_t n) {
     if (bytes == 0) return 0;
     return cu_ok(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host", msg, n) ? 0 : -1;
@@ -359,6 +365,7 @@ extern "C" int orc_gpu_fwd_begin(const orc_gpu_fwd_desc *d, int64_t *rc_out, orc
     orc_gpu_fwd_state *st = (orc_gpu_fwd_state *)calloc(1, sizeof *st);
     if (!st) { snprintf(msg, n, "out of host memory"); return -1; }
     st->d = *d;
+    (void)cudaGetLastError(); /* errors left by earlier calls are not this run's */
     st->cur_b = st->cur_hk = -1;
     size_t fr = 0, tot = 0;
     if (!cu_ok(cudaMemGetInfo(&fr, &tot), "memory info", msg, n)) { free(st); return -1; }

@@ -264,10 +264,13 @@ int main(int argc, char **argv) {
         t_prob t;
         t_setup(&t, t_problem(1, 8, 8, 2, 1, 16, 16, FA_F16, FA_CAUSAL_NONE, -1, -1), 0, 1, 1, 1, 0);
         fa_fwd_args a = t_fwd_args(&t);
-        a.p.heads_q = 3;
         orc_fwd_result r;
+        CHECK(orc_gpu_fwd(&a, &cpu->precision, NULL, &r, &err) == FA_ERR_INVALID && !strcmp(err.arg, "q"),
+              "host pointers not refused: %d %s", err.status, err.arg);
+        a.p.heads_q = 3;
+        a.p.heads_kv = 2;
         CHECK(orc_gpu_fwd(&a, &cpu->precision, NULL, &r, &err) == FA_ERR_INVALID && !strcmp(err.arg, "heads_kv"),
-              "GQA mismatch not refused: %s", err.arg);
+              "GQA mismatch not refused: %d %s", err.status, err.arg);
         t_free(&t);
     }
     clock_t t0 = clock();
