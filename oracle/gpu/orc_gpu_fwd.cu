@@ -375,6 +375,7 @@ extern "C" int orc_gpu_fwd_begin(const orc_gpu_fwd_desc *d, int64_t *rc_out, orc
     int64_t rc = (int64_t)(budget / (24.0 * (double)(Sk + d->Dv))) / RT * RT;
     int64_t sq = (d->Sq + RT - 1) / RT * RT;
     if (rc > sq) rc = sq;
+    if (rc > (int64_t)65535 * RT) rc = (int64_t)65535 * RT; /* row tiles go in gridDim.y */
     if (rc < RT) rc = RT;
     st->rc = rc;
     size_t nm = (size_t)rc * (size_t)Sk, no = (size_t)rc * (size_t)d->Dv, nt = (size_t)(rc / RT);
