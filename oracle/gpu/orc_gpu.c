@@ -184,54 +184,67 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
         orc_gpu_fwd_free(res);
         return orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
     }
-    size_t no = (size_t)rc * (size_t)c.Dv;
-    orc_row_info *ri = malloc((size_t)rc * sizeof *ri);
-    double *num = malloc(no * sizeof(double)), *bsum = malloc(no * sizeof(double));
-    double *osum = malloc(no * sizeof(double));
     int64_t *rlo = malloc((size_t)rc * sizeof(int64_t)), *rhi = malloc((size_t)rc * sizeof(int64_t));
-    int nth = orc_nthreads(&opt);
-    int64_t esc = 0;
-    st = (ri && num && bsum && osum && rlo && rhi) ? FA_OK
-         : orc_fail(err, FA_ERR_NOMEM, "", "out of host memory for the GPU tier's results.");
-    /* rows are sorted by (b, h, s): one (b, h) group at a time, chunks of rc rows */
-    for (int64_t g0 = 0; !st && g0 < n;) {
+    /* chunks: rows are sorted by (b, h, s); a chunk is <= rc consecutive query
+     * rows of one (b, h) holding sampled rows x0 .. x1-1 */
+    typedef struct { int64_t b, h, r0, nr, x0, x1; } chunk;
+    chunk *ch = malloc((size_t)n * sizeof *ch);
+    int64_t nch = 0;
+    for (int64_t g0 = 0; ch && g0 < n;) {
         int64_t b = ix[g0].b, h = ix[g0].h, g1 = g0;
         while (g1 < n && ix[g1].b == b && ix[g1].h == h) g1++;
-        for (int64_t x0 = g0; !st && x0 < g1;) {
+        for (int64_t x0 = g0; x0 < g1;) {
             int64_t r0 = ix[x0].s, nr = c.Sq - r0 < rc ? c.Sq - r0 : rc, x1 = x0;
             while (x1 < g1 && ix[x1].s < r0 + nr) x1++;
-            nr = ix[x1 - 1].s - r0 + 1; /* up to the last sampled row of the chunk */
-            for (int64_t r = 0; r < nr; r++) orc_row_range(&c.p, r0 + r, &rlo[r], &rhi[r]);
-            if (orc_gpu_fwd_rows(gs, b, h, r0, nr, rlo, rhi, ri, num, bsum, osum, msg, sizeof msg)) {
-                st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
-                break;
-            }
-            int64_t e = 0;
-            int mem_ok = 1;
-#pragma omp parallel num_threads(nth) reduction(+ : e)
-            {
-                double *tmp = malloc((size_t)c.Dv * sizeof(double));
-                if (!tmp) {
-#pragma omp atomic write
-                    mem_ok = 0;
-                }
-#pragma omp for schedule(dynamic, 64)
-                for (int64_t x = x0; x < x1; x++) {
-                    if (!tmp) continue;
-                    int64_t r = ix[x].s - r0;
-                    e += finalize_row(&hc, &d.mk, &d.mo, &opt, res, x, &ri[r], num + r * c.Dv,
-                                      bsum + r * c.Dv, osum + r * c.Dv, tmp);
-                }
-                free(tmp);
-            }
-            if (!mem_ok) st = orc_fail(err, FA_ERR_NOMEM, "", "out of host memory in the GPU tier.");
-            esc += e;
+            ch[nch++] = (chunk){b, h, r0, ix[x1 - 1].s - r0 + 1, x0, x1};
             x0 = x1;
         }
         g0 = g1;
     }
+    int nth = orc_nthreads(&opt);
+    int64_t esc = 0;
+    st = (ch && rlo && rhi) ? FA_OK : orc_fail(err, FA_ERR_NOMEM, "", "out of host memory for the GPU tier.");
+    /* pipeline: the device computes chunk k+1 while the host assembles chunk k */
+    for (int64_t k = 0; !st && k <= nch; k++) {
+        if (k < nch) {
+            const chunk *q = &ch[k];
+            for (int64_t r = 0; r < q->nr; r++) orc_row_range(&c.p, q->r0 + r, &rlo[r], &rhi[r]);
+            if (orc_gpu_fwd_start(gs, (int)(k & 1), q->b, q->h, q->r0, q->nr, rlo, rhi, msg, sizeof msg)) {
+                st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
+                break;
+            }
+        }
+        if (k == 0) continue;
+        const chunk *q = &ch[k - 1];
+        const orc_row_info *ri;
+        const double *num, *bsum, *osum;
+        if (orc_gpu_fwd_wait(gs, (int)((k - 1) & 1), &ri, &num, &bsum, &osum, msg, sizeof msg)) {
+            st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
+            break;
+        }
+        int64_t e = 0, Dv = c.Dv;
+        int mem_ok = 1;
+#pragma omp parallel num_threads(nth) reduction(+ : e)
+        {
+            double *tmp = malloc((size_t)Dv * sizeof(double));
+            if (!tmp) {
+#pragma omp atomic write
+                mem_ok = 0;
+            }
+#pragma omp for schedule(dynamic, 64)
+            for (int64_t x = q->x0; x < q->x1; x++) {
+                if (!tmp) continue;
+                int64_t r = ix[x].s - q->r0;
+                e += finalize_row(&hc, &d.mk, &d.mo, &opt, res, x, &ri[r], num + r * Dv, bsum + r * Dv,
+                                  osum + r * Dv, tmp);
+            }
+            free(tmp);
+        }
+        if (!mem_ok) st = orc_fail(err, FA_ERR_NOMEM, "", "out of host memory in the GPU tier.");
+        esc += e;
+    }
     orc_gpu_fwd_end(gs);
-    free(ri); free(num); free(bsum); free(osum); free(rlo); free(rhi);
+    free(ch); free(rlo); free(rhi);
     if (st) {
         orc_gpu_fwd_free(res);
         return st;

@@ -40,12 +40,17 @@ typedef struct orc_gpu_fwd_state orc_gpu_fwd_state;
 int orc_gpu_fwd_begin(const orc_gpu_fwd_desc *d, int64_t *rc, orc_gpu_fwd_state **st, char *msg,
                       size_t nmsg);
 
-/* Rows r0 .. r0+nr-1 (nr <= *rc) of query head h of batch b. rlo/rhi: key range
- * of each row (orc_row_range, host); ri, num, bsum, osum: host outputs, [nr] and
- * [nr * Dv]. 0 on success, else -1 with msg filled. */
-int orc_gpu_fwd_rows(orc_gpu_fwd_state *st, int64_t b, int64_t h, int64_t r0, int64_t nr,
-                     const int64_t *rlo, const int64_t *rhi, orc_row_info *ri, double *num,
-                     double *bsum, double *osum, char *msg, size_t nmsg);
+/* Start rows r0 .. r0+nr-1 (nr <= *rc) of query head h of batch b in result
+ * slot 0 or 1 (asynchronous: the device works while the host assembles the
+ * other slot). rlo/rhi: key range of each row (orc_row_range, host), read
+ * before the call returns. 0 on success, else -1 with msg filled. */
+int orc_gpu_fwd_start(orc_gpu_fwd_state *st, int slot, int64_t b, int64_t h, int64_t r0, int64_t nr,
+                      const int64_t *rlo, const int64_t *rhi, char *msg, size_t nmsg);
+
+/* Wait for a slot's results: ri [nr], num, bsum, osum [nr * Dv] in host memory,
+ * valid until the slot is started again. 0 on success, else -1 with msg. */
+int orc_gpu_fwd_wait(orc_gpu_fwd_state *st, int slot, const orc_row_info **ri, const double **num,
+                     const double **bsum, const double **osum, char *msg, size_t nmsg);
 
 void orc_gpu_fwd_end(orc_gpu_fwd_state *st);
 

@@ -30,17 +30,27 @@
 #define KS 16          /* keys per P.V stage (two stages per compensated block) */
 #define PADR (RT + 1)  /* padded row count of the shared tiles (bank-conflict free) */
 
+/* One of two result slots: a chunk's outputs on the device and in pinned host
+ * memory, so the host assembles one chunk while the device computes the next. */
+typedef struct {
+    double *num, *bsum, *osum; /* device [rc][Dv] */
+    orc_row_info *ri;          /* device [rc] */
+    int64_t *rng;              /* device: rlo [rc], rhi [rc], tlo [rc/RT], thi [rc/RT] */
+    double *hnum, *hbsum, *hosum; /* pinned host copies */
+    orc_row_info *hri;
+    int64_t *hrng;             /* pinned host ranges (upload source) */
+    cudaEvent_t done;
+    int64_t nr;
+} slot_t;
+
 struct orc_gpu_fwd_state {
     orc_gpu_fwd_desc d;
     int64_t rc;                /* rows per chunk */
-    double *X, *Y, *W;         /* [rc][Sk] */
-    double *num, *bsum, *osum; /* [rc][Dv] */
-    int64_t *rlo, *rhi;        /* [rc] */
-    int64_t *tlo, *thi;        /* [rc / RT] */
+    double *X, *Y, *W;         /* [rc][Sk]: scratch, shared by the slots (stream order) */
     unsigned long long *k1;    /* k1max bits of the current kv head */
-    orc_row_info *ri;          /* [rc] */
-    int64_t *tspan;            /* host: [2 * rc / RT] */
     int64_t cur_b, cur_hk;     /* kv head whose k1max is in k1 */
+    cudaStream_t stream;
+    slot_t slot[2];
 };
 
 static int cu_ok(cudaError_t e, const char *what, char *msg, size_t n) {
@@ -351,11 +361,16 @@ extern "C" int orc_gpu_to_host(void *dst, const void *src, size_t bytes, char *m
 
 extern "C" void orc_gpu_fwd_end(orc_gpu_fwd_state *st) {
     if (!st) return;
-    cudaFree(st->X); cudaFree(st->Y); cudaFree(st->W);
-    cudaFree(st->num); cudaFree(st->bsum); cudaFree(st->osum);
-    cudaFree(st->rlo); cudaFree(st->rhi); cudaFree(st->tlo); cudaFree(st->thi);
-    cudaFree(st->k1); cudaFree(st->ri);
-    free(st->tspan);
+    if (st->stream) cudaStreamSynchronize(st->stream);
+    cudaFree(st->X); cudaFree(st->Y); cudaFree(st->W); cudaFree(st->k1);
+    for (int k = 0; k < 2; k++) {
+        slot_t *sl = &st->slot[k];
+        cudaFree(sl->num); cudaFree(sl->bsum); cudaFree(sl->osum); cudaFree(sl->ri); cudaFree(sl->rng);
+        cudaFreeHost(sl->hnum); cudaFreeHost(sl->hbsum); cudaFreeHost(sl->hosum); cudaFreeHost(sl->hri);
+        cudaFreeHost(sl->hrng);
+        if (sl->done) cudaEventDestroy(sl->done);
+    }
+    if (st->stream) cudaStreamDestroy(st->stream);
     free(st);
 }
 
@@ -370,44 +385,53 @@ extern "C" int orc_gpu_fwd_begin(const orc_gpu_fwd_desc *d, int64_t *rc_out, orc
     size_t fr = 0, tot = 0;
     if (!cu_ok(cudaMemGetInfo(&fr, &tot), "memory info", msg, n)) { free(st); return -1; }
     int64_t Sk = d->Sk > 0 ? d->Sk : 1;
-    /* scratch: 3 doubles per (row, key) + 3 per (row, column); at most half the free memory, 8 GiB */
+    /* scratch: 3 doubles per (row, key) + 6 per (row, column); at most half the free memory, 8 GiB */
     double budget = (double)fr * 0.5 < 0x1p33 ? (double)fr * 0.5 : 0x1p33;
-    int64_t rc = (int64_t)(budget / (24.0 * (double)(Sk + d->Dv))) / RT * RT;
+    int64_t rc = (int64_t)(budget / (24.0 * (double)Sk + 48.0 * (double)d->Dv)) / RT * RT;
     int64_t sq = (d->Sq + RT - 1) / RT * RT;
     if (rc > sq) rc = sq;
     if (rc > (int64_t)65535 * RT) rc = (int64_t)65535 * RT; /* row tiles go in gridDim.y */
     if (rc < RT) rc = RT;
     st->rc = rc;
-    size_t nm = (size_t)rc * (size_t)Sk, no = (size_t)rc * (size_t)d->Dv, nt = (size_t)(rc / RT);
-    int ok = cu_ok(cudaMalloc(&st->X, nm * 8), "scratch", msg, n) &&
+    size_t nm = (size_t)rc * (size_t)Sk, no = (size_t)rc * (size_t)d->Dv, ng = (size_t)(2 * rc + 2 * (rc / RT));
+    int ok = cu_ok(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking), "stream", msg, n) &&
+             cu_ok(cudaMalloc(&st->X, nm * 8), "scratch", msg, n) &&
              cu_ok(cudaMalloc(&st->Y, nm * 8), "scratch", msg, n) &&
              cu_ok(cudaMalloc(&st->W, nm * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&st->num, no * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&st->bsum, no * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&st->osum, no * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&st->rlo, (size_t)rc * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&st->rhi, (size_t)rc * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&st->tlo, nt * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&st->thi, nt * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&st->k1, 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&st->ri, (size_t)rc * sizeof(orc_row_info)), "scratch", msg, n);
-    st->tspan = (int64_t *)malloc(nt * 2 * sizeof(int64_t));
-    if (ok && !st->tspan) { snprintf(msg, n, "out of host memory"); ok = 0; }
+             cu_ok(cudaMalloc(&st->k1, 8), "scratch", msg, n);
+    for (int k = 0; ok && k < 2; k++) {
+        slot_t *sl = &st->slot[k];
+        ok = cu_ok(cudaMalloc(&sl->num, no * 8), "scratch", msg, n) &&
+             cu_ok(cudaMalloc(&sl->bsum, no * 8), "scratch", msg, n) &&
+             cu_ok(cudaMalloc(&sl->osum, no * 8), "scratch", msg, n) &&
+             cu_ok(cudaMalloc(&sl->ri, (size_t)rc * sizeof(orc_row_info)), "scratch", msg, n) &&
+             cu_ok(cudaMalloc(&sl->rng, ng * 8), "scratch", msg, n) &&
+             cu_ok(cudaMallocHost(&sl->hnum, no * 8), "pinned memory", msg, n) &&
+             cu_ok(cudaMallocHost(&sl->hbsum, no * 8), "pinned memory", msg, n) &&
+             cu_ok(cudaMallocHost(&sl->hosum, no * 8), "pinned memory", msg, n) &&
+             cu_ok(cudaMallocHost(&sl->hri, (size_t)rc * sizeof(orc_row_info)), "pinned memory", msg, n) &&
+             cu_ok(cudaMallocHost(&sl->hrng, ng * 8), "pinned memory", msg, n) &&
+             cu_ok(cudaEventCreateWithFlags(&sl->done, cudaEventDisableTiming), "event", msg, n);
+    }
     if (!ok) { orc_gpu_fwd_end(st); return -1; }
     *rc_out = rc;
     *out = st;
     return 0;
 }
 
-extern "C" int orc_gpu_fwd_rows(orc_gpu_fwd_state *st, int64_t b, int64_t h, int64_t r0, int64_t nr,
-                                const int64_t *rlo, const int64_t *rhi, orc_row_info *ri, double *num,
-                                double *bsum, double *osum, char *msg, size_t n) {
+extern "C" int orc_gpu_fwd_start(orc_gpu_fwd_state *st, int slot, int64_t b, int64_t h, int64_t r0,
+                                 int64_t nr, const int64_t *rlo, const int64_t *rhi, char *msg, size_t n) {
     const orc_gpu_fwd_desc &d = st->d;
+    slot_t *sl = &st->slot[slot & 1];
+    cudaStream_t s = st->stream;
+    sl->nr = nr;
     if (nr <= 0) return 0;
     if (nr > st->rc) { snprintf(msg, n, "internal: %lld rows > chunk %lld", (long long)nr, (long long)st->rc); return -1; }
     int64_t nt = (nr + RT - 1) / RT, hk = h / d.G;
-    /* tile spans: union of the non-empty row ranges of each tile */
-    int64_t *tl = st->tspan, *th = st->tspan + nt;
+    /* ranges (pinned): rows, then tile spans = union of the non-empty row ranges of each tile */
+    int64_t *hr = sl->hrng, *tl = hr + 2 * nr, *th = tl + nt;
+    memcpy(hr, rlo, (size_t)nr * 8);
+    memcpy(hr + nr, rhi, (size_t)nr * 8);
     for (int64_t t = 0; t < nt; t++) {
         int64_t a = INT64_MAX, z = -1;
         for (int64_t r = t * RT; r < nr && r < (t + 1) * RT; r++) {
@@ -419,34 +443,44 @@ extern "C" int orc_gpu_fwd_rows(orc_gpu_fwd_state *st, int64_t b, int64_t h, int
         tl[t] = a;
         th[t] = z;
     }
-    if (!cu_ok(cudaMemcpy(st->rlo, rlo, (size_t)nr * 8, cudaMemcpyHostToDevice), "upload", msg, n) ||
-        !cu_ok(cudaMemcpy(st->rhi, rhi, (size_t)nr * 8, cudaMemcpyHostToDevice), "upload", msg, n) ||
-        !cu_ok(cudaMemcpy(st->tlo, tl, (size_t)nt * 8, cudaMemcpyHostToDevice), "upload", msg, n) ||
-        !cu_ok(cudaMemcpy(st->thi, th, (size_t)nt * 8, cudaMemcpyHostToDevice), "upload", msg, n))
+    int64_t *drlo = sl->rng, *drhi = drlo + nr, *dtlo = drhi + nr, *dthi = dtlo + nt;
+    if (!cu_ok(cudaMemcpyAsync(sl->rng, hr, (size_t)(2 * nr + 2 * nt) * 8, cudaMemcpyHostToDevice, s), "upload", msg, n))
         return -1;
     if (b != st->cur_b || hk != st->cur_hk) {
-        if (!cu_ok(cudaMemset(st->k1, 0, 8), "memset", msg, n)) return -1;
-        if (d.Sk > 0) k_k1max<<<(unsigned)((d.Sk + 255) / 256), 256>>>(d, b, hk, st->k1);
+        if (!cu_ok(cudaMemsetAsync(st->k1, 0, 8, s), "memset", msg, n)) return -1;
+        if (d.Sk > 0) k_k1max<<<(unsigned)((d.Sk + 255) / 256), 256, 0, s>>>(d, b, hk, st->k1);
         if (!cu_ok(cudaGetLastError(), "k_k1max launch", msg, n)) return -1;
         st->cur_b = b;
         st->cur_hk = hk;
     }
     if (d.Sk > 0) {
         dim3 gs((unsigned)((d.Sk + KT - 1) / KT), (unsigned)nt);
-        k_scores<<<gs, 256>>>(d, b, h, r0, nr, st->tlo, st->thi, st->X, st->Y);
+        k_scores<<<gs, 256, 0, s>>>(d, b, h, r0, nr, dtlo, dthi, st->X, st->Y);
         if (!cu_ok(cudaGetLastError(), "k_scores launch", msg, n)) return -1;
     }
-    k_rows<<<(unsigned)((nr + 3) / 4), 128>>>(d, b, h, r0, nr, st->rlo, st->rhi, st->tlo, st->thi, st->k1,
-                                             st->X, st->Y, st->W, st->ri);
+    k_rows<<<(unsigned)((nr + 3) / 4), 128, 0, s>>>(d, b, h, r0, nr, drlo, drhi, dtlo, dthi, st->k1, st->X,
+                                                   st->Y, st->W, sl->ri);
     if (!cu_ok(cudaGetLastError(), "k_rows launch", msg, n)) return -1;
     dim3 gp((unsigned)((d.Dv + KT - 1) / KT), (unsigned)nt);
-    k_pv<<<gp, 256>>>(d, b, h, nr, st->tlo, st->thi, st->X, st->Y, st->W, st->num, st->bsum, st->osum);
+    k_pv<<<gp, 256, 0, s>>>(d, b, h, nr, dtlo, dthi, st->X, st->Y, st->W, sl->num, sl->bsum, sl->osum);
     if (!cu_ok(cudaGetLastError(), "k_pv launch", msg, n)) return -1;
     size_t no = (size_t)nr * (size_t)d.Dv * 8;
-    if (!cu_ok(cudaMemcpy(ri, st->ri, (size_t)nr * sizeof(orc_row_info), cudaMemcpyDeviceToHost), "results", msg, n) ||
-        !cu_ok(cudaMemcpy(num, st->num, no, cudaMemcpyDeviceToHost), "results", msg, n) ||
-        !cu_ok(cudaMemcpy(bsum, st->bsum, no, cudaMemcpyDeviceToHost), "results", msg, n) ||
-        !cu_ok(cudaMemcpy(osum, st->osum, no, cudaMemcpyDeviceToHost), "results", msg, n))
+    if (!cu_ok(cudaMemcpyAsync(sl->hri, sl->ri, (size_t)nr * sizeof(orc_row_info), cudaMemcpyDeviceToHost, s), "results", msg, n) ||
+        !cu_ok(cudaMemcpyAsync(sl->hnum, sl->num, no, cudaMemcpyDeviceToHost, s), "results", msg, n) ||
+        !cu_ok(cudaMemcpyAsync(sl->hbsum, sl->bsum, no, cudaMemcpyDeviceToHost, s), "results", msg, n) ||
+        !cu_ok(cudaMemcpyAsync(sl->hosum, sl->osum, no, cudaMemcpyDeviceToHost, s), "results", msg, n) ||
+        !cu_ok(cudaEventRecord(sl->done, s), "event", msg, n))
         return -1;
+    return 0;
+}
+
+extern "C" int orc_gpu_fwd_wait(orc_gpu_fwd_state *st, int slot, const orc_row_info **ri, const double **num,
+                                const double **bsum, const double **osum, char *msg, size_t n) {
+    slot_t *sl = &st->slot[slot & 1];
+    if (sl->nr > 0 && !cu_ok(cudaEventSynchronize(sl->done), "device work", msg, n)) return -1;
+    *ri = sl->hri;
+    *num = sl->hnum;
+    *bsum = sl->hbsum;
+    *osum = sl->hosum;
     return 0;
 }
