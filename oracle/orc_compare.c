@@ -150,16 +150,71 @@ static void stats_init(orc_stats *s, int has_baseline) {
     s->has_baseline = has_baseline;
 }
 
-static void stats_finish(acc_stats *a, double factor) {
+/* k-th and (k-1)-th smallest (*lo; k >= 1) of a[0..n) on nth threads, the same
+ * values select_kth gives: histogram of the top 16 bits of the values (>= 0,
+ * not NaN: their bit patterns order like the values), then select_kth within
+ * the bucket holding the k-th; the (k-1)-th is in that bucket or is the largest
+ * value below it. Returns 0 (and leaves a as it was) when memory runs out. */
+static int select_kth_par(const double *a, int64_t n, int64_t k, int nth, double *kth, double *lo) {
+    enum { NB = 1 << 16 };
+    int64_t *hist = calloc((size_t)nth * NB, sizeof(int64_t));
+    if (!hist) return 0;
+#pragma omp parallel for schedule(static) num_threads(nth)
+    for (int t = 0; t < nth; t++) {
+        int64_t *h = hist + (size_t)t * NB;
+        for (int64_t i = n * t / nth; i < n * (t + 1) / nth; i++) {
+            uint64_t u;
+            memcpy(&u, &a[i], 8);
+            h[u >> 48]++;
+        }
+    }
+    int64_t below = 0, bk = 0;
+    for (int b = 0; b < NB; b++) {
+        int64_t c = 0;
+        for (int t = 0; t < nth; t++) c += hist[(size_t)t * NB + (size_t)b];
+        if (below + c > k) { bk = b; break; }
+        below += c;
+    }
+    int64_t cnt = 0;
+    for (int t = 0; t < nth; t++) cnt += hist[(size_t)t * NB + (size_t)bk];
+    free(hist);
+    double *sub = malloc((size_t)(cnt > 0 ? cnt : 1) * sizeof(double));
+    if (!sub) return 0;
+    int64_t m = 0;
+    double below_max = -INFINITY;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t u;
+        memcpy(&u, &a[i], 8);
+        if ((int64_t)(u >> 48) == bk) sub[m++] = a[i];
+        else if ((int64_t)(u >> 48) < bk && a[i] > below_max) below_max = a[i];
+    }
+    *kth = select_kth(sub, m, k - below);
+    if (k - below >= 1) {
+        double mx = sub[0]; /* max of the lower part left by select_kth */
+        for (int64_t i = 1; i < k - below; i++) if (sub[i] > mx) mx = sub[i];
+        *lo = mx;
+    } else {
+        *lo = below_max;
+    }
+    free(sub);
+    return 1;
+}
+
+static void stats_finish(acc_stats *a, double factor, int nth) {
     orc_stats *s = a->s;
     if (a->nr > 0) {
-        double hi = select_kth(a->ratios, a->nr, a->nr / 2);
-        if (a->nr % 2) {
-            s->median_ratio = hi;
+        double hi, lo;
+        if (nth > 1 && a->nr >= 2 && select_kth_par(a->ratios, a->nr, a->nr / 2, nth, &hi, &lo)) {
+            s->median_ratio = a->nr % 2 ? hi : 0.5 * (lo + hi);
         } else {
-            double lo = a->ratios[0]; /* max of the lower part */
-            for (int64_t i = 1; i < a->nr / 2; i++) if (a->ratios[i] > lo) lo = a->ratios[i];
-            s->median_ratio = 0.5 * (lo + hi);
+            hi = select_kth(a->ratios, a->nr, a->nr / 2);
+            if (a->nr % 2) {
+                s->median_ratio = hi;
+            } else {
+                lo = a->ratios[0]; /* max of the lower part */
+                for (int64_t i = 1; i < a->nr / 2; i++) if (a->ratios[i] > lo) lo = a->ratios[i];
+                s->median_ratio = 0.5 * (lo + hi);
+            }
         }
     }
     if (s->has_baseline) {
@@ -292,7 +347,7 @@ static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind 
         memmove(a.ratios + a.nr, ta[t].ratios, (size_t)ta[t].nr * sizeof(double));
         a.nr += ta[t].nr;
     }
-    if (ok) stats_finish(&a, factor);
+    if (ok) stats_finish(&a, factor, nth);
     free(a.ratios); free(ts); free(ta); free(first);
     return ok ? FA_OK : FA_ERR_NOMEM;
 }
