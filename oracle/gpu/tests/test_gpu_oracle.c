@@ -12,7 +12,8 @@
  *     identical for the CPU backend's outputs, the CUDA backend's outputs
  *     (where it accepts the case), and the CPU backend's outputs with elements
  *     pushed outside their bound (failures must be found by both tiers);
- *   - escalate_ratio 0: every element escalated to MPFR, same values.
+ *   - escalate_ratio 0: every element escalated to MPFR, same values;
+ *   - every 4th case on a row sample (max_rows, seed) instead of every row.
  * Needs a GPU (target_compatible_with @local_gpu//:present). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -161,6 +162,9 @@ static void run_case(int cs, const fa_backend *cpu, const fa_backend *cuda) {
     da.v.ptr = db.v;
     da.mask.ptr = t.mask ? (const float *)((char *)db.mask + 4 * off) : NULL;
 
+    /* every 4th case: a row sample (same seed: the same rows in both tiers) */
+    int64_t max_rows = cs % 4 == 3 ? 1 + (int64_t)(t_next() % (uint64_t)(B * Hkv * G * Sq)) : 0;
+    uint64_t seed = t_next();
     const fa_backend *bes[2] = {cpu, cuda};
     for (int bi = 0; bi < 2; bi++) {
         const fa_backend *be = bes[bi];
@@ -168,6 +172,8 @@ static void run_case(int cs, const fa_backend *cpu, const fa_backend *cuda) {
         orc_options opt;
         orc_options_init(&opt);
         opt.baseline = 0;
+        opt.max_rows = max_rows;
+        opt.seed = seed;
         orc_fwd_result rc, rg;
         fa_error err;
         memset(&err, 0, sizeof err);
