@@ -12,9 +12,11 @@
  * the device code is compiled with -fmad=false, the host with
  * -ffp-contract=off), so with the same exp/log the values are bitwise those of
  * orc_row_weights; test_gpu_row_host checks that against the CPU functions, and
- * fails when the CPU formula changes and this copy does not. Only L's summation
- * order differs (32-key blocks aligned to key positions instead of 32 visible
- * keys): the same error coefficient covers both (BOUNDS.md, "GPU tier").
+ * fails when the CPU formula changes and this copy does not. On the device only
+ * summation orders differ: L (32-key blocks aligned to key positions instead of
+ * 32 visible keys; the same error coefficient covers both), and the row sums of
+ * bound terms (per lane, then a tree; covered by the same evaluation factors).
+ * BOUNDS.md, "GPU tier".
  *
  * Rounding: as stated at each formula in orc_fwd.c; exp/log/expm1/log1p are
  * CUDA's on the device (<= 1 ulp, BOUNDS.md "GPU tier"), glibc's on the host. */
