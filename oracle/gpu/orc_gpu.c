@@ -1,0 +1,254 @@
+/* orc_gpu.c: host half of the GPU tier's forward (orc_gpu.h).
+ *
+ * Validation, error models, sampling, result blocks, the per-element assembly
+ * (orc_fwd_elem) and the MPFR escalation are the CPU tier's own code
+ * (orc_internal.h, orc_util.c, orc_mpfr.c); the device half (orc_gpu_fwd.cu)
+ * supplies per row the orc_row_info and per element the three weighted sums
+ * that orc_fwd_elem consumes. The finalize step below is fwd_tile's
+ * (orc_fwd.c) for one row; test_gpu_oracle checks the two tiers agree. */
+#include <stdio.h>
+#include <string.h>
+
+#include "oracle/gpu/orc_gpu.h"
+#include "oracle/gpu/orc_gpu_dev.h"
+
+/* Elements spanned by a strided view (0 if a dimension is 0). */
+static int64_t view_extent(int nd, const int64_t *dims, const int64_t *st) {
+    int64_t e = 0;
+    for (int i = 0; i < nd; i++) {
+        if (dims[i] == 0) return 0;
+        e += (dims[i] - 1) * st[i];
+    }
+    return e + 1;
+}
+
+/* Host copy of a device view's extent (at least one element, zeroed). */
+static void *host_copy(const void *dev, int64_t elems, size_t esize, fa_error *err, fa_status *st) {
+    size_t bytes = (size_t)elems * esize;
+    void *h = calloc(bytes ? bytes : esize, 1);
+    char msg[256];
+    if (!h) { *st = orc_fail(err, FA_ERR_NOMEM, "", "out of host memory for a copy of the inputs."); return NULL; }
+    if (orc_gpu_to_host(h, dev, bytes, msg, sizeof msg)) {
+        free(h);
+        *st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
+        return NULL;
+    }
+    return h;
+}
+
+void orc_gpu_fwd_free(orc_fwd_result *res) {
+    if (!res) return;
+    free(res->args.q.ptr);
+    free(res->args.k.ptr);
+    free(res->args.v.ptr);
+    free((void *)res->args.mask.ptr);
+    orc_fwd_free(res);
+}
+
+/* fwd_tile's finalize for one row (orc_fwd.c): values, flags, LSE, escalation.
+ * Returns the number of escalated elements. */
+static int64_t finalize_row(const orc_ctx *hc, const orc_model *mk, const orc_model *mo,
+                            const orc_options *opt, orc_fwd_result *res, int64_t row,
+                            const orc_row_info *R, const double *num, const double *bsum,
+                            const double *osum, double *tmp) {
+    int64_t Dv = hc->Dv;
+    double *ref = res->o.ref + row * Dv, *bound = res->o.bound + row * Dv;
+    double *oe = res->o.orc_err + row * Dv;
+    uint8_t *fl = res->o.flags + row * Dv;
+    if (R->kind == ROW_MASKED) {
+        for (int64_t d = 0; d < Dv; d++) { ref[d] = 0; bound[d] = 0; oe[d] = 0; fl[d] = ORC_F_MASKED_ROW; }
+        res->lse.ref[row] = -INFINITY;
+        res->lse.flags[row] = ORC_F_MASKED_ROW | ORC_F_INF;
+        return 0;
+    }
+    if (R->kind != ROW_NORMAL) {
+        uint8_t f = R->kind == ROW_NAN ? ORC_F_NAN : ORC_F_UNCHECKABLE;
+        for (int64_t d = 0; d < Dv; d++) { ref[d] = NAN; bound[d] = NAN; oe[d] = NAN; fl[d] = f; }
+        res->lse.ref[row] = NAN;
+        res->lse.bound[row] = NAN;
+        res->lse.orc_err[row] = NAN;
+        res->lse.flags[row] = f;
+        return 0;
+    }
+    int unbounded = !(R->kap_k < 1);
+    int need_esc = opt->tier == ORC_TIER_MPFR;
+    for (int64_t d = 0; d < Dv; d++) {
+        double O;
+        orc_fwd_elem(mk, mo, R, num[d], bsum[d], osum[d], &O, &oe[d], &bound[d]);
+        ref[d] = O;
+        fl[d] = orc_value_flags(O);
+        if (unbounded || !isfinite(bound[d])) fl[d] |= ORC_F_UNCHECKABLE;
+        if (!(fl[d] & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE)) && oe[d] > opt->escalate_ratio * bound[d])
+            need_esc = 1;
+    }
+    res->lse.ref[row] = R->lse;
+    res->lse.orc_err[row] = R->lse_orc;
+    res->lse.bound[row] = R->lse_bound;
+    res->lse.flags[row] = orc_value_flags(R->lse) | (isfinite(R->lse_bound) ? 0 : ORC_F_UNCHECKABLE);
+    if (R->lse_orc > opt->escalate_ratio * R->lse_bound) need_esc = 1;
+    if (!need_esc) return 0;
+    const orc_index *ix = &res->o.index[row];
+    double lse_mp;
+    orc_mpfr_fwd_row(hc, ix->b, ix->h, ix->s, opt->mpfr_prec, tmp, &lse_mp);
+    for (int64_t d = 0; d < Dv; d++) {
+        ref[d] = tmp[d];
+        oe[d] = orc_mpfr_err(tmp[d], oe[d], opt->mpfr_prec, (double)hc->Sk);
+        fl[d] = (uint8_t)((fl[d] & ORC_F_UNCHECKABLE) | orc_value_flags(tmp[d]) | ORC_F_ESCALATED);
+    }
+    res->lse.ref[row] = lse_mp;
+    res->lse.orc_err[row] = orc_mpfr_err(lse_mp, R->lse_orc, opt->mpfr_prec, (double)hc->Sk);
+    res->lse.flags[row] |= ORC_F_ESCALATED;
+    return Dv + 1;
+}
+
+fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const orc_options *opt_in,
+                      orc_fwd_result *res, fa_error *err) {
+    orc_ctx c, hc;
+    orc_options opt;
+    fa_status st;
+    char msg[256];
+    if (!res) return orc_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_fwd_result.");
+    memset(res, 0, sizeof *res);
+    if ((st = orc_ctx_fwd(args, &c, err))) return st;
+    if ((st = orc_check_profile(prof, err))) return st;
+    if (opt_in) opt = *opt_in; else orc_options_init(&opt);
+    if ((st = orc_check_options(&opt, err))) return st;
+    {
+        const char *nm[4] = {"q", "k", "v", "mask"};
+        const void *pt[4] = {args->q.ptr, args->k.ptr, args->v.ptr, args->mask.ptr};
+        for (int t = 0; t < 4; t++)
+            if (pt[t] && !orc_gpu_is_device(pt[t]))
+                return orc_fail(err, FA_ERR_INVALID, nm[t], "%s is not CUDA device memory: orc_gpu_fwd takes "
+                                "device pointers (orc_fwd takes host pointers).", nm[t]);
+    }
+
+    /* host copies of the inputs (escalation reads them) */
+    const fa_problem *p = &args->p;
+    int64_t dq[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk};
+    int64_t dk[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk};
+    int64_t dv[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v};
+    int64_t dm[4] = {p->batch, p->heads_q, p->seqlen_q, p->seqlen_k};
+    res->args = *args;
+    res->args.q.ptr = res->args.k.ptr = res->args.v.ptr = NULL;
+    res->args.mask.ptr = NULL;
+    st = FA_OK;
+    res->args.q.ptr = host_copy(args->q.ptr, view_extent(4, dq, args->q.stride), 2, err, &st);
+    if (!st) res->args.k.ptr = host_copy(args->k.ptr, view_extent(4, dk, args->k.stride), 2, err, &st);
+    if (!st) res->args.v.ptr = host_copy(args->v.ptr, view_extent(4, dv, args->v.stride), 2, err, &st);
+    if (!st && args->mask.ptr)
+        res->args.mask.ptr = host_copy(args->mask.ptr, view_extent(4, dm, args->mask.stride), 4, err, &st);
+    if (st) { orc_gpu_fwd_free(res); return st; }
+    if ((st = orc_ctx_fwd(&res->args, &hc, err))) { orc_gpu_fwd_free(res); return st; }
+    res->prof = *prof;
+    res->opt = opt;
+    res->scale = c.scale;
+
+    int64_t n;
+    orc_index *ix = orc_sample(c.B, c.Hq, c.Sq, opt.max_rows, opt.seed, &n);
+    if (!ix || !orc_block_alloc(&res->o, n, c.Dv, 0) || !orc_block_alloc(&res->lse, n, 1, 0)) {
+        free(ix);
+        orc_gpu_fwd_free(res);
+        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory for %lld rows.", (long long)n);
+    }
+    res->o.index = ix;
+    res->lse.index = malloc((size_t)(n ? n : 1) * sizeof *ix);
+    if (!res->lse.index) {
+        orc_gpu_fwd_free(res);
+        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory for %lld rows.", (long long)n);
+    }
+    memcpy(res->lse.index, ix, (size_t)n * sizeof *ix);
+    res->elements = n * (c.Dv + 1);
+    if (n == 0) return FA_OK;
+
+    orc_gpu_fwd_desc d;
+    memset(&d, 0, sizeof d);
+    d.B = c.B; d.Sq = c.Sq; d.Sk = c.Sk; d.Hq = c.Hq; d.Hkv = c.Hkv; d.G = c.G; d.D = c.D; d.Dv = c.Dv;
+    d.bf16 = c.dt == FA_BF16;
+    d.q = args->q.ptr; d.k = args->k.ptr; d.v = args->v.ptr; d.mask = args->mask.ptr;
+    memcpy(d.qs, args->q.stride, sizeof d.qs);
+    memcpy(d.ks, args->k.stride, sizeof d.ks);
+    memcpy(d.vs, args->v.stride, sizeof d.vs);
+    memcpy(d.ms, args->mask.stride, sizeof d.ms);
+    orc_model_kernel(&c, prof, &d.mk);
+    orc_model_oracle(&c, &d.mo);
+    d.rc.scale = c.scale;
+    orc_score_coefs(&c, &d.mo, &d.rc.ce_o, &d.rc.cm_o);
+    orc_score_coefs(&c, &d.mk, &d.rc.ce_k, &d.rc.cm_k);
+    d.rc.lue_k = (d.mk.R + 1) * d.mk.lue;
+    d.rc.sc_abs = fabs(c.scale);
+    d.rc.D = (double)c.D;
+
+    orc_gpu_fwd_state *gs = NULL;
+    int64_t rc = 0;
+    if (orc_gpu_fwd_begin(&d, &rc, &gs, msg, sizeof msg)) {
+        orc_gpu_fwd_free(res);
+        return orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
+    }
+    int64_t *rlo = malloc((size_t)rc * sizeof(int64_t)), *rhi = malloc((size_t)rc * sizeof(int64_t));
+    /* chunks: rows are sorted by (b, h, s); a chunk is <= rc consecutive query
+     * rows of one (b, h) holding sampled rows x0 .. x1-1 */
+    typedef struct { int64_t b, h, r0, nr, x0, x1; } chunk;
+    chunk *ch = malloc((size_t)n * sizeof *ch);
+    int64_t nch = 0;
+    for (int64_t g0 = 0; ch && g0 < n;) {
+        int64_t b = ix[g0].b, h = ix[g0].h, g1 = g0;
+        while (g1 < n && ix[g1].b == b && ix[g1].h == h) g1++;
+        for (int64_t x0 = g0; x0 < g1;) {
+            int64_t r0 = ix[x0].s, nr = c.Sq - r0 < rc ? c.Sq - r0 : rc, x1 = x0;
+            while (x1 < g1 && ix[x1].s < r0 + nr) x1++;
+            ch[nch++] = (chunk){b, h, r0, ix[x1 - 1].s - r0 + 1, x0, x1};
+            x0 = x1;
+        }
+        g0 = g1;
+    }
+    int nth = orc_nthreads(&opt);
+    int64_t esc = 0;
+    st = (ch && rlo && rhi) ? FA_OK : orc_fail(err, FA_ERR_NOMEM, "", "out of host memory for the GPU tier.");
+    /* pipeline: the device computes chunk k+1 while the host assembles chunk k */
+    for (int64_t k = 0; !st && k <= nch; k++) {
+        if (k < nch) {
+            const chunk *q = &ch[k];
+            for (int64_t r = 0; r < q->nr; r++) orc_row_range(&c.p, q->r0 + r, &rlo[r], &rhi[r]);
+            if (orc_gpu_fwd_start(gs, (int)(k & 1), q->b, q->h, q->r0, q->nr, rlo, rhi, msg, sizeof msg)) {
+                st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
+                break;
+            }
+        }
+        if (k == 0) continue;
+        const chunk *q = &ch[k - 1];
+        const orc_row_info *ri;
+        const double *num, *bsum, *osum;
+        if (orc_gpu_fwd_wait(gs, (int)((k - 1) & 1), &ri, &num, &bsum, &osum, msg, sizeof msg)) {
+            st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
+            break;
+        }
+        int64_t e = 0, Dv = c.Dv;
+        int mem_ok = 1;
+#pragma omp parallel num_threads(nth) reduction(+ : e)
+        {
+            double *tmp = malloc((size_t)Dv * sizeof(double));
+            if (!tmp) {
+#pragma omp atomic write
+                mem_ok = 0;
+            }
+#pragma omp for schedule(dynamic, 64)
+            for (int64_t x = q->x0; x < q->x1; x++) {
+                if (!tmp) continue;
+                int64_t r = ix[x].s - q->r0;
+                e += finalize_row(&hc, &d.mk, &d.mo, &opt, res, x, &ri[r], num + r * Dv, bsum + r * Dv,
+                                  osum + r * Dv, tmp);
+            }
+            free(tmp);
+        }
+        if (!mem_ok) st = orc_fail(err, FA_ERR_NOMEM, "", "out of host memory in the GPU tier.");
+        esc += e;
+    }
+    orc_gpu_fwd_end(gs);
+    free(ch); free(rlo); free(rhi);
+    if (st) {
+        orc_gpu_fwd_free(res);
+        return st;
+    }
+    res->escalations = esc;
+    return FA_OK;
+}

@@ -1,0 +1,39 @@
+/* orc_gpu.h: the GPU tier of the certified double oracle (oracle/gpu).
+ *
+ * Prefix orc_gpu_. C linkage. Same results as orc_fwd (oracle.h) -- the same
+ * reference, orc_err and kernel bound per element, from the same formulas
+ * (orc_gpu_row.h; BOUNDS.md "GPU tier") -- for inputs in CUDA device memory:
+ * the O(rows * Sk * D) work runs on the GPU in float64, the per-element
+ * assembly on the host with the CPU tier's own code, and elements the double
+ * evaluation cannot decide are escalated to the CPU MPFR tier exactly as
+ * orc_fwd does (reference time; orc_compare_fwd escalates at compare time).
+ *
+ * args: DEVICE pointers (q, k, v, mask) in the fa_fwd_args layout, any
+ * strides, GQA, every mask; o and lse are ignored. The result's args point to
+ * HOST copies of the inputs, owned by the result (orc_compare_fwd recomputes
+ * escalated elements from them): free it with orc_gpu_fwd_free, not orc_fwd_free.
+ * The result has no naive baseline (o.baseline == NULL). Compare a backend's
+ * outputs with orc_compare_fwd (host copies of them). Runs on the current CUDA
+ * device, default stream, synchronously.
+ * ------------------------------------------------------------------------- */
+#ifndef FLASHCHECK_ORC_GPU_H
+#define FLASHCHECK_ORC_GPU_H
+
+#include "oracle/oracle.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Validates like orc_fwd (FA_ERR_INVALID with err filled), FA_ERR_NOMEM, or
+ * FA_ERR_DEVICE with the CUDA error in err. On error *res is zeroed. */
+fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const orc_options *opt,
+                      orc_fwd_result *res, fa_error *err);
+
+/* Frees the result and the host copies of its inputs. */
+void orc_gpu_fwd_free(orc_fwd_result *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHCHECK_ORC_GPU_H */

@@ -1,0 +1,486 @@
+/* orc_gpu_fwd.cu: device half of the GPU tier's forward (orc_gpu_dev.h).
+ * Written from the contract (kernels/flash_api.h) and the CPU tier's formulas
+ * (oracle/orc_fwd.c via orc_gpu_row.h); shares nothing with kernels/cuda.
+ *
+ * Per chunk of rows of one (b, h), three kernels over device scratch
+ * [rows][Sk] of doubles X, Y, W:
+ *   k_scores  X = q.k (raw dot), Y = |q|.|k|: exact products, fma-accumulated
+ *             in double (error <= gamma_D(2^-53) |q|.|k|, any order, BOUNDS.md 2)
+ *   k_rows    one warp per row: orc_row_weights in four passes over the row's
+ *             keys (orc_gpu_row.h); W = exp(s - M) (-1: key not visible, never
+ *             read), then X <- CO, Y <- C; the row info
+ *   k_pv      per 64-row x 64-column tile: num = sum_j W_j v_j in plain fma
+ *             blocks of 32 keys aligned to key positions, each folded into
+ *             (hi, lo) with TwoSum (the CPU tier's blocked compensated sum),
+ *             bsum = sum_j C_j |v_j|, osum = sum_j CO_j |v_j| (plain fma sums)
+ * Built with -fmad=false: every a*b+c not written as fma() rounds twice, as in
+ * the CPU tier (-ffp-contract=off); TwoSum needs that. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime.h>
+
+#include "oracle/gpu/orc_gpu_dev.h"
+
+#define RT ORC_GPU_RT  /* rows per tile */
+#define KT 64          /* keys per score tile; columns per P.V tile */
+#define DK 32          /* head dims per score stage */
+#define KS 16          /* keys per P.V stage (two stages per compensated block) */
+#define PADR (RT + 1)  /* padded row count of the shared tiles (bank-conflict free) */
+
+/* One of two result slots: a chunk's outputs on the device and in pinned host
+ * memory, so the host assembles one chunk while the device computes the next. */
+typedef struct {
+    double *num, *bsum, *osum; /* device [rc][Dv] */
+    orc_row_info *ri;          /* device [rc] */
+    int64_t *rng;              /* device: rlo [rc], rhi [rc], tlo [rc/RT], thi [rc/RT] */
+    double *hnum, *hbsum, *hosum; /* pinned host copies */
+    orc_row_info *hri;
+    int64_t *hrng;             /* pinned host ranges (upload source) */
+    cudaEvent_t done;
+    int64_t nr;
+} slot_t;
+
+struct orc_gpu_fwd_state {
+    orc_gpu_fwd_desc d;
+    int64_t rc;                /* rows per chunk */
+    double *X, *Y, *W;         /* [rc][Sk]: scratch, shared by the slots (stream order) */
+    unsigned long long *k1;    /* k1max bits of the current kv head */
+    int64_t cur_b, cur_hk;     /* kv head whose k1max is in k1 */
+    cudaStream_t stream;
+    slot_t slot[2];
+};
+
+static int cu_ok(cudaError_t e, const char *what, char *msg, size_t n) {
+    if (e == cudaSuccess) return 1;
+    snprintf(msg, n, "CUDA error in the GPU oracle (%s): %s", what, cudaGetErrorString(e));
+    return 0;
+}
+
+// ----------------------------------------------------------------------------
+// loads
+
+__device__ static inline double ld16(const uint16_t *p, const int64_t *st, int64_t b, int64_t s,
+                                     int64_t h, int64_t d, int bf16) {
+    return orc_gpu_decode(p[b * st[0] + s * st[1] + h * st[2] + d * st[3]], bf16);
+}
+
+__device__ static inline double mask_at(const orc_gpu_fwd_desc &d, int64_t b, int64_t h, int64_t i,
+                                        int64_t j) {
+    if (!d.mask) return 0.0;
+    return (double)d.mask[b * d.ms[0] + h * d.ms[1] + i * d.ms[2] + j * d.ms[3]];
+}
+
+__device__ static inline double warp_sum(double x) {
+    for (int o = 16; o; o >>= 1) x = x + __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+__device__ static inline double warp_max(double x) {
+    for (int o = 16; o; o >>= 1) x = fmax(x, __shfl_xor_sync(0xffffffffu, x, o));
+    return x;
+}
+__device__ static inline int64_t warp_sum_i(int64_t x) {
+    for (int o = 16; o; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    return x;
+}
+__device__ static inline int warp_or(int x) { return __any_sync(0xffffffffu, x); }
+
+/* Knuth TwoSum: a + b = s + e exactly (RN, no contraction) */
+__device__ static inline void two_sum_d(double a, double b, double *s, double *e) {
+    double x = a + b, bb = x - a;
+    *e = (a - (x - bb)) + (b - bb);
+    *s = x;
+}
+
+// ----------------------------------------------------------------------------
+// k1max: max_j sum_d |k_jd| over keys with a finite sum (as kv_load: d in order)
+
+__global__ void k_k1max(orc_gpu_fwd_desc d, int64_t b, int64_t hk, unsigned long long *out) {
+    int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= d.Sk) return;
+    double k1 = 0;
+    for (int64_t x = 0; x < d.D; x++) k1 += fabs(ld16(d.k, d.ks, b, j, hk, x, d.bf16));
+    if (isfinite(k1)) atomicMax(out, (unsigned long long)__double_as_longlong(k1));
+}
+
+// ----------------------------------------------------------------------------
+// scores: X = q.k, Y = |q|.|k| for the key tiles that meet the row tile's span
+
+__global__ void __launch_bounds__(256) k_scores(orc_gpu_fwd_desc d, int64_t b, int64_t h, int64_t r0,
+                                                int64_t nr, const int64_t *tlo, const int64_t *thi,
+                                                double *X, double *Y) {
+    __shared__ double Qs[DK][PADR], Ks[DK][PADR];
+    int64_t t = blockIdx.y, j0 = (int64_t)blockIdx.x * KT;
+    if (thi[t] < tlo[t] || j0 > thi[t] || j0 + KT - 1 < tlo[t]) return;
+    int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    int64_t hk = h / d.G, rbase = t * RT;
+    double s[4][4], a[4][4];
+    for (int x = 0; x < 4; x++)
+        for (int y = 0; y < 4; y++) s[x][y] = a[x][y] = 0;
+    for (int64_t d0 = 0; d0 < d.D; d0 += DK) {
+        for (int e = tid; e < DK * RT; e += 256) {
+            int dd = e % DK, rr = e / DK;
+            int64_t r = rbase + rr, i = r0 + r, dim = d0 + dd, j = j0 + rr;
+            Qs[dd][rr] = (r < nr && dim < d.D) ? ld16(d.q, d.qs, b, i, h, dim, d.bf16) : 0.0;
+            Ks[dd][rr] = (j < d.Sk && dim < d.D) ? ld16(d.k, d.ks, b, j, hk, dim, d.bf16) : 0.0;
+        }
+        __syncthreads();
+#pragma unroll 4
+        for (int dd = 0; dd < DK; dd++) {
+            double qv[4], kv[4];
+            for (int x = 0; x < 4; x++) qv[x] = Qs[dd][ty + 16 * x];
+            for (int y = 0; y < 4; y++) kv[y] = Ks[dd][tx + 16 * y];
+            for (int x = 0; x < 4; x++)
+                for (int y = 0; y < 4; y++) {
+                    s[x][y] = fma(qv[x], kv[y], s[x][y]);
+                    a[x][y] = fma(fabs(qv[x]), fabs(kv[y]), a[x][y]);
+                }
+        }
+        __syncthreads();
+    }
+    for (int x = 0; x < 4; x++) {
+        int64_t r = rbase + ty + 16 * x;
+        if (r >= nr) continue;
+        for (int y = 0; y < 4; y++) {
+            int64_t j = j0 + tx + 16 * y;
+            if (j >= d.Sk) continue;
+            X[r * d.Sk + j] = s[x][y];
+            Y[r * d.Sk + j] = a[x][y];
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// row weights: one warp per row (orc_gpu_row.h passes 1-4)
+
+__global__ void __launch_bounds__(128) k_rows(orc_gpu_fwd_desc d, int64_t b, int64_t h, int64_t r0,
+                                              int64_t nr, const int64_t *rlo, const int64_t *rhi,
+                                              const int64_t *tlo, const int64_t *thi,
+                                              const unsigned long long *k1bits, double *X, double *Y,
+                                              double *W, orc_row_info *ri_out) {
+    int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    int lane = threadIdx.x % 32;
+    if (r >= nr) return; /* whole warps leave together */
+    int64_t i = r0 + r, lo = rlo[r], hi = rhi[r], tl = tlo[r / RT], th = thi[r / RT];
+    const orc_model &mk = d.mk, &mo = d.mo;
+    orc_gpu_rowc rc = d.rc;
+    rc.k1max = __longlong_as_double((long long)*k1bits) * (1 + 0x1p-40);
+    double *Xr = X + r * d.Sk, *Yr = Y + r * d.Sk, *Wr = W + r * d.Sk;
+    orc_row_info ri;
+    memset(&ri, 0, sizeof ri);
+    ri.lo = lo;
+    ri.hi = hi;
+
+    /* q1 = sum_d |q_d| (any order: gamma_D(2^-53) < 2^-40 of it, in the factor) */
+    double q1 = 0;
+    for (int64_t x = lane; x < d.D; x += 32) q1 += fabs(ld16(d.q, d.qs, b, i, h, x, d.bf16));
+    q1 = warp_sum(q1);
+
+    /* pass 1: scores, n, M, kind */
+    orc_gpu_rows rs;
+    memset(&rs, 0, sizeof rs);
+    rs.M = -INFINITY;
+    for (int64_t j0 = lo >= 0 ? lo / 32 * 32 : 0; j0 <= hi; j0 += 32) {
+        int64_t j = j0 + lane;
+        if (j < lo || j > hi) continue;
+        double m = mask_at(d, b, h, i, j);
+        if (m == -INFINITY) continue;
+        orc_gpu_pass1(&mk, &rs, orc_gpu_score(&rc, Xr[j], m));
+    }
+    rs.n = warp_sum_i(rs.n);
+    rs.M = warp_max(rs.M);
+    rs.nan = warp_or(rs.nan);
+    rs.neg_inf = warp_or(rs.neg_inf);
+    rs.overflow = warp_or(rs.overflow);
+    int kind = orc_gpu_row_kind(&rs);
+    ri.n = rs.n;
+    ri.kind = kind;
+    if (kind != ROW_NORMAL) {
+        for (int64_t j0 = tl / 32 * 32; th >= tl && j0 <= th; j0 += 32) {
+            int64_t j = j0 + lane;
+            if (j >= tl && j <= th) Wr[j] = -1.0;
+        }
+        if (lane == 0) ri_out[r] = ri;
+        return;
+    }
+    rs.e_floor = orc_gpu_score_floor(mk.tau, rc.sc_abs, rc.D, q1 * (1 + 0x1p-40), rc.k1max);
+
+    /* pass 2: errors, W, L (blocks of 32 key positions, TwoSum folds) */
+    double Ls = 0, Le = 0, eom = 0, ekm = 0;
+    for (int64_t j0 = tl / 32 * 32; j0 <= th; j0 += 32) {
+        int64_t j = j0 + lane;
+        int in = j >= tl && j <= th;
+        double m = in && j >= lo && j <= hi ? mask_at(d, b, h, i, j) : -INFINITY;
+        double w = 0;
+        if (m != -INFINITY) {
+            double eo, ek;
+            orc_gpu_key_err(&rc, &rs, Yr[j], fabs(m), &eo, &ek);
+            eom = fmax(eom, eo);
+            ekm = fmax(ekm, ek);
+            w = exp(orc_gpu_score(&rc, Xr[j], m) - rs.M);
+            Wr[j] = w;
+        } else if (in) {
+            Wr[j] = -1.0;
+        }
+        double blk = warp_sum(w), e;
+        two_sum_d(Ls, blk, &Ls, &e);
+        Le += e;
+    }
+    rs.L = Ls + Le;
+    rs.Eo_max = warp_max(eom);
+    rs.Ek_max = warp_max(ekm);
+
+    /* pass 3: eta_o, eta_k, sum_pe */
+    double spe = 0, etom = 0, etkm = 0;
+    for (int64_t j0 = lo / 32 * 32; j0 <= hi; j0 += 32) {
+        int64_t j = j0 + lane;
+        if (j < lo || j > hi) continue;
+        double m = mask_at(d, b, h, i, j);
+        if (m == -INFINITY) continue;
+        double eo, ek, eta_o, eta_k;
+        orc_gpu_key_err(&rc, &rs, Yr[j], fabs(m), &eo, &ek);
+        orc_gpu_key_eta(&mk, &mo, &rc, &rs, orc_gpu_score(&rc, Xr[j], m), eo, ek, &eta_o, &eta_k);
+        etom = fmax(etom, eta_o);
+        etkm = fmax(etkm, eta_k);
+        spe += orc_gpu_key_pe(&rs, Wr[j], eta_o);
+    }
+    rs.sum_pe = warp_sum(spe);
+    rs.eta_o_max = warp_max(etom);
+    rs.eta_k_max = warp_max(etkm);
+    orc_gpu_row_mid(&mk, &mo, &rs, &ri, (double)(th - tl + 1));
+
+    /* pass 4: C, CO (into Y, X), sum_pek */
+    double spk = 0;
+    for (int64_t j0 = lo / 32 * 32; j0 <= hi; j0 += 32) {
+        int64_t j = j0 + lane;
+        if (j < lo || j > hi) continue;
+        double m = mask_at(d, b, h, i, j);
+        if (m == -INFINITY) continue;
+        double eo, ek, eta_o, eta_k, C, CO;
+        orc_gpu_key_err(&rc, &rs, Yr[j], fabs(m), &eo, &ek);
+        orc_gpu_key_eta(&mk, &mo, &rc, &rs, orc_gpu_score(&rc, Xr[j], m), eo, ek, &eta_o, &eta_k);
+        spk += orc_gpu_key_weights(&mk, &rs, Wr[j], eta_o, eta_k, &C, &CO);
+        Yr[j] = C;
+        Xr[j] = CO;
+    }
+    spk = warp_sum(spk);
+    if (lane == 0) {
+        orc_gpu_row_end(&mk, &mo, &rs, spk, &ri);
+        ri.lo = lo;
+        ri.hi = hi;
+        ri_out[r] = ri;
+    }
+}
+
+// ----------------------------------------------------------------------------
+// P.V: num (blocked compensated), bsum, osum per (row, column)
+
+__global__ void __launch_bounds__(256) k_pv(orc_gpu_fwd_desc d, int64_t b, int64_t h, int64_t nr,
+                                            const int64_t *tlo, const int64_t *thi, const double *X,
+                                            const double *Y, const double *W, double *num,
+                                            double *bsum, double *osum) {
+    __shared__ double Ws[KS][PADR], Cs[KS][PADR], Os[KS][PADR], Vs[KS][KT];
+    int64_t t = blockIdx.y, c0 = (int64_t)blockIdx.x * KT, rbase = t * RT;
+    int64_t tl = tlo[t], th = thi[t], hk = h / d.G;
+    int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    double blk[4][4], hi[4][4], lo[4][4], bs[4][4], os[4][4];
+    for (int x = 0; x < 4; x++)
+        for (int y = 0; y < 4; y++) blk[x][y] = hi[x][y] = lo[x][y] = bs[x][y] = os[x][y] = 0;
+    for (int64_t j0 = th >= tl ? tl / 32 * 32 : 1, stage = 0; j0 <= th; j0 += KS, stage++) {
+        for (int e = tid; e < KS * RT; e += 256) {
+            int kk = e % KS, rr = e / KS;
+            int64_t r = rbase + rr, j = j0 + kk;
+            int ok = r < nr && j >= tl && j <= th;
+            double w = ok ? W[r * d.Sk + j] : -1.0;
+            Ws[kk][rr] = w;
+            Cs[kk][rr] = w >= 0 ? Y[r * d.Sk + j] : 0.0;
+            Os[kk][rr] = w >= 0 ? X[r * d.Sk + j] : 0.0;
+        }
+        for (int e = tid; e < KS * KT; e += 256) {
+            int cc = e % KT, kk = e / KT;
+            int64_t j = j0 + kk, col = c0 + cc;
+            Vs[kk][cc] = (j >= tl && j <= th && col < d.Dv) ? ld16(d.v, d.vs, b, j, hk, col, d.bf16) : 0.0;
+        }
+        __syncthreads();
+        for (int kk = 0; kk < KS; kk++) {
+            double vv[4];
+            for (int y = 0; y < 4; y++) vv[y] = Vs[kk][tx + 16 * y];
+            for (int x = 0; x < 4; x++) {
+                int rr = ty + 16 * x;
+                double w = Ws[kk][rr];
+                if (w >= 0) { /* visible: invisible keys are never read (a NaN v must not leak) */
+                    double cw = Cs[kk][rr], ow = Os[kk][rr];
+                    for (int y = 0; y < 4; y++) {
+                        double ax = fabs(vv[y]);
+                        blk[x][y] = fma(w, vv[y], blk[x][y]);
+                        bs[x][y] = fma(cw, ax, bs[x][y]);
+                        os[x][y] = fma(ow, ax, os[x][y]);
+                    }
+                }
+            }
+        }
+        __syncthreads();
+        if (stage % 2 == 1 || j0 + KS > th) { /* end of a 32-key aligned block: fold */
+            for (int x = 0; x < 4; x++)
+                for (int y = 0; y < 4; y++) {
+                    double e;
+                    two_sum_d(hi[x][y], blk[x][y], &hi[x][y], &e);
+                    lo[x][y] += e;
+                    blk[x][y] = 0;
+                }
+        }
+    }
+    for (int x = 0; x < 4; x++) {
+        int64_t r = rbase + ty + 16 * x;
+        if (r >= nr) continue;
+        for (int y = 0; y < 4; y++) {
+            int64_t col = c0 + tx + 16 * y;
+            if (col >= d.Dv) continue;
+            num[r * d.Dv + col] = hi[x][y] + lo[x][y];
+            bsum[r * d.Dv + col] = bs[x][y];
+            osum[r * d.Dv + col] = os[x][y];
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// host side
+
+extern "C" int orc_gpu_is_device(const void *p) {
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+extern "C" int orc_gpu_to_host(void *dst, const void *src, size_t bytes, char *msg, size_t n) {
+    if (bytes == 0) return 0;
+    return cu_ok(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host", msg, n) ? 0 : -1;
+}
+
+extern "C" void orc_gpu_fwd_end(orc_gpu_fwd_state *st) {
+    if (!st) return;
+    if (st->stream) cudaStreamSynchronize(st->stream);
+    cudaFree(st->X); cudaFree(st->Y); cudaFree(st->W); cudaFree(st->k1);
+    for (int k = 0; k < 2; k++) {
+        slot_t *sl = &st->slot[k];
+        cudaFree(sl->num); cudaFree(sl->bsum); cudaFree(sl->osum); cudaFree(sl->ri); cudaFree(sl->rng);
+        cudaFreeHost(sl->hnum); cudaFreeHost(sl->hbsum); cudaFreeHost(sl->hosum); cudaFreeHost(sl->hri);
+        cudaFreeHost(sl->hrng);
+        if (sl->done) cudaEventDestroy(sl->done);
+    }
+    if (st->stream) cudaStreamDestroy(st->stream);
+    free(st);
+}
+
+extern "C" int orc_gpu_fwd_begin(const orc_gpu_fwd_desc *d, int64_t *rc_out, orc_gpu_fwd_state **out,
+                                 char *msg, size_t n) {
+    *out = NULL;
+    orc_gpu_fwd_state *st = (orc_gpu_fwd_state *)calloc(1, sizeof *st);
+    if (!st) { snprintf(msg, n, "out of host memory"); return -1; }
+    st->d = *d;
+    (void)cudaGetLastError(); /* errors left by earlier calls are not this run's */
+    st->cur_b = st->cur_hk = -1;
+    size_t fr = 0, tot = 0;
+    if (!cu_ok(cudaMemGetInfo(&fr, &tot), "memory info", msg, n)) { free(st); return -1; }
+    int64_t Sk = d->Sk > 0 ? d->Sk : 1;
+    /* scratch: 3 doubles per (row, key) + 6 per (row, column); at most half the free memory, 8 GiB */
+    double budget = (double)fr * 0.5 < 0x1p33 ? (double)fr * 0.5 : 0x1p33;
+    int64_t rc = (int64_t)(budget / (24.0 * (double)Sk + 48.0 * (double)d->Dv)) / RT * RT;
+    int64_t sq = (d->Sq + RT - 1) / RT * RT;
+    if (rc > sq) rc = sq;
+    if (rc > (int64_t)65535 * RT) rc = (int64_t)65535 * RT; /* row tiles go in gridDim.y */
+    if (rc < RT) rc = RT;
+    st->rc = rc;
+    size_t nm = (size_t)rc * (size_t)Sk, no = (size_t)rc * (size_t)d->Dv, ng = (size_t)(2 * rc + 2 * (rc / RT));
+    int ok = cu_ok(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking), "stream", msg, n) &&
+             cu_ok(cudaMalloc(&st->X, nm * 8), "scratch", msg, n) &&
+             cu_ok(cudaMalloc(&st->Y, nm * 8), "scratch", msg, n) &&
+             cu_ok(cudaMalloc(&st->W, nm * 8), "scratch", msg, n) &&
+             cu_ok(cudaMalloc(&st->k1, 8), "scratch", msg, n);
+    for (int k = 0; ok && k < 2; k++) {
+        slot_t *sl = &st->slot[k];
+        ok = cu_ok(cudaMalloc(&sl->num, no * 8), "scratch", msg, n) &&
+             cu_ok(cudaMalloc(&sl->bsum, no * 8), "scratch", msg, n) &&
+             cu_ok(cudaMalloc(&sl->osum, no * 8), "scratch", msg, n) &&
+             cu_ok(cudaMalloc(&sl->ri, (size_t)rc * sizeof(orc_row_info)), "scratch", msg, n) &&
+             cu_ok(cudaMalloc(&sl->rng, ng * 8), "scratch", msg, n) &&
+             cu_ok(cudaMallocHost(&sl->hnum, no * 8), "pinned memory", msg, n) &&
+             cu_ok(cudaMallocHost(&sl->hbsum, no * 8), "pinned memory", msg, n) &&
+             cu_ok(cudaMallocHost(&sl->hosum, no * 8), "pinned memory", msg, n) &&
+             cu_ok(cudaMallocHost(&sl->hri, (size_t)rc * sizeof(orc_row_info)), "pinned memory", msg, n) &&
+             cu_ok(cudaMallocHost(&sl->hrng, ng * 8), "pinned memory", msg, n) &&
+             cu_ok(cudaEventCreateWithFlags(&sl->done, cudaEventDisableTiming), "event", msg, n);
+    }
+    if (!ok) { orc_gpu_fwd_end(st); return -1; }
+    *rc_out = rc;
+    *out = st;
+    return 0;
+}
+
+extern "C" int orc_gpu_fwd_start(orc_gpu_fwd_state *st, int slot, int64_t b, int64_t h, int64_t r0,
+                                 int64_t nr, const int64_t *rlo, const int64_t *rhi, char *msg, size_t n) {
+    const orc_gpu_fwd_desc &d = st->d;
+    slot_t *sl = &st->slot[slot & 1];
+    cudaStream_t s = st->stream;
+    sl->nr = nr;
+    if (nr <= 0) return 0;
+    if (nr > st->rc) { snprintf(msg, n, "internal: %lld rows > chunk %lld", (long long)nr, (long long)st->rc); return -1; }
+    int64_t nt = (nr + RT - 1) / RT, hk = h / d.G;
+    /* ranges (pinned): rows, then tile spans = union of the non-empty row ranges of each tile */
+    int64_t *hr = sl->hrng, *tl = hr + 2 * nr, *th = tl + nt;
+    memcpy(hr, rlo, (size_t)nr * 8);
+    memcpy(hr + nr, rhi, (size_t)nr * 8);
+    for (int64_t t = 0; t < nt; t++) {
+        int64_t a = INT64_MAX, z = -1;
+        for (int64_t r = t * RT; r < nr && r < (t + 1) * RT; r++) {
+            if (rhi[r] < rlo[r]) continue;
+            if (rlo[r] < a) a = rlo[r];
+            if (rhi[r] > z) z = rhi[r];
+        }
+        if (z < 0) a = 0;
+        tl[t] = a;
+        th[t] = z;
+    }
+    int64_t *drlo = sl->rng, *drhi = drlo + nr, *dtlo = drhi + nr, *dthi = dtlo + nt;
+    if (!cu_ok(cudaMemcpyAsync(sl->rng, hr, (size_t)(2 * nr + 2 * nt) * 8, cudaMemcpyHostToDevice, s), "upload", msg, n))
+        return -1;
+    if (b != st->cur_b || hk != st->cur_hk) {
+        if (!cu_ok(cudaMemsetAsync(st->k1, 0, 8, s), "memset", msg, n)) return -1;
+        if (d.Sk > 0) k_k1max<<<(unsigned)((d.Sk + 255) / 256), 256, 0, s>>>(d, b, hk, st->k1);
+        if (!cu_ok(cudaGetLastError(), "k_k1max launch", msg, n)) return -1;
+        st->cur_b = b;
+        st->cur_hk = hk;
+    }
+    if (d.Sk > 0) {
+        dim3 gs((unsigned)((d.Sk + KT - 1) / KT), (unsigned)nt);
+        k_scores<<<gs, 256, 0, s>>>(d, b, h, r0, nr, dtlo, dthi, st->X, st->Y);
+        if (!cu_ok(cudaGetLastError(), "k_scores launch", msg, n)) return -1;
+    }
+    k_rows<<<(unsigned)((nr + 3) / 4), 128, 0, s>>>(d, b, h, r0, nr, drlo, drhi, dtlo, dthi, st->k1, st->X,
+                                                   st->Y, st->W, sl->ri);
+    if (!cu_ok(cudaGetLastError(), "k_rows launch", msg, n)) return -1;
+    dim3 gp((unsigned)((d.Dv + KT - 1) / KT), (unsigned)nt);
+    k_pv<<<gp, 256, 0, s>>>(d, b, h, nr, dtlo, dthi, st->X, st->Y, st->W, sl->num, sl->bsum, sl->osum);
+    if (!cu_ok(cudaGetLastError(), "k_pv launch", msg, n)) return -1;
+    size_t no = (size_t)nr * (size_t)d.Dv * 8;
+    if (!cu_ok(cudaMemcpyAsync(sl->hri, sl->ri, (size_t)nr * sizeof(orc_row_info), cudaMemcpyDeviceToHost, s), "results", msg, n) ||
+        !cu_ok(cudaMemcpyAsync(sl->hnum, sl->num, no, cudaMemcpyDeviceToHost, s), "results", msg, n) ||
+        !cu_ok(cudaMemcpyAsync(sl->hbsum, sl->bsum, no, cudaMemcpyDeviceToHost, s), "results", msg, n) ||
+        !cu_ok(cudaMemcpyAsync(sl->hosum, sl->osum, no, cudaMemcpyDeviceToHost, s), "results", msg, n) ||
+        !cu_ok(cudaEventRecord(sl->done, s), "event", msg, n))
+        return -1;
+    return 0;
+}
+
+extern "C" int orc_gpu_fwd_wait(orc_gpu_fwd_state *st, int slot, const orc_row_info **ri, const double **num,
+                                const double **bsum, const double **osum, char *msg, size_t n) {
+    slot_t *sl = &st->slot[slot & 1];
+    if (sl->nr > 0 && !cu_ok(cudaEventSynchronize(sl->done), "device work", msg, n)) return -1;
+    *ri = sl->hri;
+    *num = sl->hnum;
+    *bsum = sl->hbsum;
+    *osum = sl->hosum;
+    return 0;
+}

@@ -1,0 +1,297 @@
+/* test_gpu_oracle.c: the GPU tier (orc_gpu_fwd) against the CPU tiers on
+ * random cases: shapes (Sq != Sk, ragged tiles), GQA/MQA, Dqk != Dv, fp16 and
+ * bf16, default and explicit scales, causal top-left / bottom-right, windows
+ * with both alignments, additive masks (-inf holes, fully masked rows, stride-0
+ * broadcast), layouts (contiguous, permuted, padded strides, pointer offsets),
+ * NaN/Inf inputs. Per case and element:
+ *   - flags equal (escalation aside); |ref_gpu - ref_cpu| <= orc_err_gpu + orc_err_cpu;
+ *     kernel bounds equal to the rounding of their evaluation (2^-30 relative:
+ *     ORC_SAFETY's margin; the tiers sum in different orders);
+ *   - small cases: |ref_gpu - ref_mpfr| <= orc_err_gpu + orc_err_mpfr (the MPFR tier);
+ *   - verdicts (orc_compare_fwd: checked, failed, unchecked, non-finite counts)
+ *     identical for the CPU backend's outputs, the CUDA backend's outputs
+ *     (where it accepts the case), and the CPU backend's outputs with elements
+ *     pushed outside their bound (failures must be found by both tiers);
+ *   - escalate_ratio 0: every element escalated to MPFR, same values;
+ *   - every 4th case on a row sample (max_rows, seed) instead of every row.
+ * Needs a GPU (target_compatible_with @local_gpu//:present). */
+#include <cuda_runtime_api.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "oracle/gpu/orc_gpu.h"
+#include "oracle/tests/tutil.h"
+
+#define CU(x)                                                                              \
+    do {                                                                                   \
+        cudaError_t e_ = (x);                                                              \
+        if (e_ != cudaSuccess) {                                                           \
+            fprintf(stderr, "CUDA error %s at %s:%d\n", cudaGetErrorString(e_), __FILE__, __LINE__); \
+            exit(2);                                                                       \
+        }                                                                                  \
+    } while (0)
+
+static int same_bits(double a, double b) { return (isnan(a) && isnan(b)) || a == b; }
+
+static int64_t n_cmp, n_mpfr, n_verdict, n_fail_found;
+
+/* Element-wise: GPU result g against CPU result c (same sample). */
+static void cmp_block(const char *what, int cs, const orc_block *g, const orc_block *c) {
+    CHECK(g->n == c->n && g->dim == c->dim, "case %d %s: shape", cs, what);
+    if (g->n != c->n || g->dim != c->dim) return;
+    int bad = 0;
+    for (int64_t e = 0; e < g->n * g->dim && bad < 5; e++) {
+        uint8_t fg = g->flags[e] & ~ORC_F_ESCALATED, fc = c->flags[e] & ~ORC_F_ESCALATED;
+        n_cmp++;
+        if (fg != fc) { bad++; CHECK(0, "case %d %s[%lld]: flags %d vs %d", cs, what, (long long)e, fg, fc); continue; }
+        if (fg & (ORC_F_NAN | ORC_F_UNCHECKABLE)) continue;
+        double rg = g->ref[e], rc = c->ref[e];
+        if (isinf(rg) || isinf(rc)) {
+            if (!same_bits(rg, rc)) { bad++; CHECK(0, "case %d %s[%lld]: %g vs %g", cs, what, (long long)e, rg, rc); }
+            continue;
+        }
+        if (!(fabs(rg - rc) <= g->orc_err[e] + c->orc_err[e])) {
+            bad++;
+            CHECK(0, "case %d %s[%lld]: ref %a vs %a, orc_err %g + %g", cs, what, (long long)e, rg, rc,
+                  g->orc_err[e], c->orc_err[e]);
+        }
+        double bg = g->bound[e], bc = c->bound[e];
+        if (!(same_bits(bg, bc) || fabs(bg - bc) <= 0x1p-30 * fmax(bg, bc))) {
+            bad++;
+            CHECK(0, "case %d %s[%lld]: bound %a vs %a", cs, what, (long long)e, bg, bc);
+        }
+    }
+}
+
+/* GPU result against the MPFR tier: the exact value lies in ref_gpu +- orc_err_gpu. */
+static void cmp_mpfr(const char *what, int cs, const orc_block *g, const orc_block *m) {
+    int bad = 0;
+    for (int64_t e = 0; e < g->n * g->dim && bad < 5; e++) {
+        if ((g->flags[e] | m->flags[e]) & (ORC_F_NAN | ORC_F_UNCHECKABLE | ORC_F_INF)) continue;
+        n_mpfr++;
+        if (!(fabs(g->ref[e] - m->ref[e]) <= g->orc_err[e] + m->orc_err[e])) {
+            bad++;
+            CHECK(0, "case %d %s[%lld]: gpu %a +- %g does not contain mpfr %a", cs, what, (long long)e,
+                  g->ref[e], g->orc_err[e], m->ref[e]);
+        }
+    }
+}
+
+static void cmp_stats(const char *what, int cs, const orc_stats *a, const orc_stats *b) {
+    n_verdict++;
+    CHECK(a->checked == b->checked && a->failed == b->failed && a->unchecked == b->unchecked &&
+              a->nan_unexpected == b->nan_unexpected && a->nan_missing == b->nan_missing &&
+              a->overflow_inf == b->overflow_inf,
+          "case %d %s: verdicts differ: gpu checked %lld failed %lld unchecked %lld, cpu checked %lld failed %lld "
+          "unchecked %lld",
+          cs, what, (long long)a->checked, (long long)a->failed, (long long)a->unchecked, (long long)b->checked,
+          (long long)b->failed, (long long)b->unchecked);
+}
+
+typedef struct {
+    void *q, *k, *v, *mask, *o, *lse;
+} dev_bufs;
+
+static void *dev_copy(const void *h, size_t bytes, size_t off_bytes) {
+    char *d;
+    CU(cudaMalloc((void **)&d, bytes + off_bytes));
+    CU(cudaMemset(d, 0xff, off_bytes));
+    CU(cudaMemcpy(d + off_bytes, h, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+
+/* Verdicts of both results on outputs (host O of the problem's layout, LSE). */
+static void verdicts(const char *what, int cs, const orc_fwd_result *rg, const orc_fwd_result *rc,
+                     const fa_tensor *o, const fa_lse *lse) {
+    orc_stats og, lg, oc, lc;
+    fa_error err;
+    CHECK(orc_compare_fwd(rg, o, lse, &og, &lg, &err) == FA_OK, "case %d: compare gpu: %s", cs, err.msg);
+    CHECK(orc_compare_fwd(rc, o, lse, &oc, &lc, &err) == FA_OK, "case %d: compare cpu: %s", cs, err.msg);
+    char w[64];
+    snprintf(w, sizeof w, "%s O", what);
+    cmp_stats(w, cs, &og, &oc);
+    snprintf(w, sizeof w, "%s LSE", what);
+    cmp_stats(w, cs, &lg, &lc);
+    n_fail_found += og.failed + lg.failed;
+}
+
+static void run_case(int cs, const fa_backend *cpu, const fa_backend *cuda) {
+    int64_t B = 1 + (int64_t)(t_next() % 2), Sq = 1 + (int64_t)(t_next() % 200), Sk = 1 + (int64_t)(t_next() % 200);
+    if (cs % 7 == 0) Sk = Sq;
+    int64_t Hkv = 1 + (int64_t)(t_next() % 2), G = 1 + (int64_t)(t_next() % 3);
+    int64_t dims[] = {16, 32, 40, 64, 72, 96, 128};
+    int64_t D = dims[t_next() % 7], Dv = t_next() % 4 == 0 ? dims[t_next() % 7] : D;
+    fa_dtype dt = t_next() % 2 ? FA_BF16 : FA_F16;
+    fa_causal causal = (fa_causal)(t_next() % 3);
+    int64_t wl = t_next() % 3 == 0 ? (int64_t)(t_next() % 64) : -1;
+    int64_t wr = t_next() % 3 == 0 ? (int64_t)(t_next() % 64) : -1;
+    fa_problem p = t_problem(B, Sq, Sk, Hkv * G, Hkv, D, Dv, dt, causal, wl, wr);
+    p.window_align = (fa_align)(t_next() % 2);
+    if (t_next() % 3 == 0) p.softmax_scale = (float)(0.02 + t_unif());
+    int layout = (int)(t_next() % 3), mask_kind = (int)(t_next() % 4); /* 0 none 1 full 2 broadcast 3 rows masked */
+    double amp = t_next() % 5 == 0 ? 8.0 : 1.0;
+    t_prob t;
+    t_setup(&t, p, layout, amp, amp, 1.0, mask_kind != 0);
+    if (mask_kind == 2) { t.tmask.stride[0] = 0; t.tmask.stride[1] = 0; }
+    if (mask_kind == 3)
+        for (int64_t x = 0; x < Sk && t.mask; x++) t.mask[x] = -INFINITY; /* row (0, 0, 0) fully masked */
+    if (t_next() % 6 == 0) { /* a non-finite input somewhere */
+        uint16_t special = t_next() % 2 ? 0x7e00 : 0x7c00; /* fp16 NaN / Inf patterns */
+        if (dt == FA_BF16) special = t_next() % 2 ? 0x7fc0 : 0x7f80;
+        int64_t sl = (int64_t)(t_next() % (uint64_t)Sk);
+        int64_t st4[4];
+        t_layout(B, Sk, Hkv, Dv, layout, st4);
+        t.v[sl * st4[1]] = special;
+    }
+    fa_fwd_args ha = t_fwd_args(&t);
+    /* device copies, some at an offset */
+    int64_t st[4];
+    size_t off = t_next() % 2 ? 2 * (size_t)(1 + t_next() % 40) : 0;
+    dev_bufs db;
+    memset(&db, 0, sizeof db);
+    int64_t nq = t_layout(B, Sq, Hkv * G, D, layout, st), nk = t_layout(B, Sk, Hkv, D, layout, st);
+    int64_t nv = t_layout(B, Sk, Hkv, Dv, layout, st), no = t_layout(B, Sq, Hkv * G, Dv, layout, st);
+    db.q = dev_copy(t.q, (size_t)nq * 2, off);
+    db.k = dev_copy(t.k, (size_t)nk * 2, off);
+    db.v = dev_copy(t.v, (size_t)nv * 2, 0);
+    int64_t nm = B * Hkv * G * Sq * Sk + 1;
+    if (t.mask) db.mask = dev_copy(t.mask, (size_t)nm * 4, 4 * off);
+    fa_fwd_args da = ha;
+    da.q.ptr = (char *)db.q + off;
+    da.k.ptr = (char *)db.k + off;
+    da.v.ptr = db.v;
+    da.mask.ptr = t.mask ? (const float *)((char *)db.mask + 4 * off) : NULL;
+
+    /* every 4th case: a row sample (same seed: the same rows in both tiers) */
+    int64_t max_rows = cs % 4 == 3 ? 1 + (int64_t)(t_next() % (uint64_t)(B * Hkv * G * Sq)) : 0;
+    uint64_t seed = t_next();
+    const fa_backend *bes[2] = {cpu, cuda};
+    for (int bi = 0; bi < 2; bi++) {
+        const fa_backend *be = bes[bi];
+        if (!be) continue;
+        orc_options opt;
+        orc_options_init(&opt);
+        opt.baseline = 0;
+        opt.max_rows = max_rows;
+        opt.seed = seed;
+        orc_fwd_result rc, rg;
+        fa_error err;
+        memset(&err, 0, sizeof err);
+        CHECK(orc_fwd(&ha, &be->precision, &opt, &rc, &err) == FA_OK, "case %d: orc_fwd: %s", cs, err.msg);
+        CHECK(orc_gpu_fwd(&da, &be->precision, &opt, &rg, &err) == FA_OK, "case %d: orc_gpu_fwd: %s", cs, err.msg);
+        cmp_block("O", cs, &rg.o, &rc.o);
+        cmp_block("LSE", cs, &rg.lse, &rc.lse);
+        if (bi == 0 && Sq * Sk * (Hkv * G) * B <= 40000) { /* MPFR tier */
+            orc_fwd_result rm;
+            opt.tier = ORC_TIER_MPFR;
+            CHECK(orc_fwd(&ha, &be->precision, &opt, &rm, &err) == FA_OK, "case %d: mpfr: %s", cs, err.msg);
+            cmp_mpfr("O", cs, &rg.o, &rm.o);
+            cmp_mpfr("LSE", cs, &rg.lse, &rm.lse);
+            orc_fwd_free(&rm);
+            opt.tier = ORC_TIER_CERTIFIED;
+        }
+        /* the backend's outputs, judged by both tiers */
+        uint16_t *oh = calloc((size_t)no, 2);
+        float *lh = calloc((size_t)(B * Hkv * G * Sq + 1), sizeof(float));
+        fa_fwd_args ka = bi == 0 ? ha : da;
+        int ran = 0;
+        if (be->memspace == FA_MEM_HOST) {
+            ka.o.ptr = oh;
+            ka.lse.ptr = lh;
+            ran = be->forward(&ka, &err) == FA_OK;
+        } else {
+            void *od, *ld;
+            CU(cudaMalloc(&od, (size_t)no * 2));
+            CU(cudaMalloc(&ld, (size_t)(B * Hkv * G * Sq + 1) * 4));
+            ka.o.ptr = od;
+            ka.lse.ptr = ld;
+            ran = be->forward(&ka, &err) == FA_OK;
+            if (ran) {
+                CU(cudaMemcpy(oh, od, (size_t)no * 2, cudaMemcpyDeviceToHost));
+                CU(cudaMemcpy(lh, ld, (size_t)(B * Hkv * G * Sq + 1) * 4, cudaMemcpyDeviceToHost));
+            }
+            CU(cudaFree(od));
+            CU(cudaFree(ld));
+        }
+        if (ran) {
+            fa_tensor o = ha.o;
+            o.ptr = oh;
+            fa_lse l = ha.lse;
+            l.ptr = lh;
+            verdicts(be->name, cs, &rg, &rc, &o, &l);
+            if (bi == 0) { /* push some elements outside their bound: both tiers must fail them alike */
+                for (int64_t x = 0; x < rc.o.n; x += 3) {
+                    const orc_index *ix = &rc.o.index[x];
+                    int64_t d = x % Dv, e = x * Dv + d;
+                    if (rc.o.flags[e]) continue;
+                    double bad = rc.o.ref[e] + 4 * rc.o.bound[e] + 1e-3 * fabs(rc.o.ref[e]) + 1e-6;
+                    oh[ix->b * o.stride[0] + ix->s * o.stride[1] + ix->h * o.stride[2] + d * o.stride[3]] =
+                        orc_encode(bad, dt);
+                }
+                verdicts("cpu-mutated", cs, &rg, &rc, &o, &l);
+            }
+        }
+        free(oh);
+        free(lh);
+        if (bi == 0 && cs % 10 == 0) { /* everything escalated */
+            orc_fwd_result re;
+            opt.escalate_ratio = 0;
+            CHECK(orc_gpu_fwd(&da, &be->precision, &opt, &re, &err) == FA_OK, "case %d: esc: %s", cs, err.msg);
+            int64_t normal = 0;
+            for (int64_t x = 0; x < re.o.n; x++) normal += re.lse.flags[x] == 0 || re.lse.flags[x] == ORC_F_ESCALATED;
+            CHECK(re.escalations >= normal * (Dv + 1), "case %d: %lld escalations < %lld", cs,
+                  (long long)re.escalations, (long long)(normal * (Dv + 1)));
+            /* against the CPU tier escalating alike (MPFR values on both sides: the double
+             * tiers' TwoSum turns an Inf sum into NaN where MPFR keeps the Inf) */
+            orc_fwd_result rce;
+            CHECK(orc_fwd(&ha, &be->precision, &opt, &rce, &err) == FA_OK, "case %d: cpu esc: %s", cs, err.msg);
+            cmp_block("O-esc", cs, &re.o, &rce.o);
+            cmp_block("LSE-esc", cs, &re.lse, &rce.lse);
+            orc_fwd_free(&rce);
+            orc_gpu_fwd_free(&re);
+        }
+        orc_fwd_free(&rc);
+        orc_gpu_fwd_free(&rg);
+    }
+    cudaFree(db.q); cudaFree(db.k); cudaFree(db.v); cudaFree(db.mask);
+    t_free(&t);
+}
+
+int main(int argc, char **argv) {
+    int ncases = argc > 1 ? atoi(argv[1]) : 160;
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+        fprintf(stderr, "test_gpu_oracle: no CUDA device: cannot run (not passed)\n");
+        return 2;
+    }
+    const fa_backend *cpu = fa_backend_cpu(), *cuda = NULL;
+    fa_error err;
+    if (fa_backend_by_name("cuda", &cuda, &err) != FA_OK) {
+        fprintf(stderr, "test_gpu_oracle: no cuda backend: %s\n", err.msg);
+        return 2;
+    }
+    /* invalid input is refused with a named argument, like orc_fwd */
+    {
+        t_prob t;
+        t_setup(&t, t_problem(1, 8, 8, 2, 1, 16, 16, FA_F16, FA_CAUSAL_NONE, -1, -1), 0, 1, 1, 1, 0);
+        fa_fwd_args a = t_fwd_args(&t);
+        orc_fwd_result r;
+        CHECK(orc_gpu_fwd(&a, &cpu->precision, NULL, &r, &err) == FA_ERR_INVALID && !strcmp(err.arg, "q"),
+              "host pointers not refused: %d %s", err.status, err.arg);
+        a.p.heads_q = 3;
+        a.p.heads_kv = 2;
+        CHECK(orc_gpu_fwd(&a, &cpu->precision, NULL, &r, &err) == FA_ERR_INVALID && !strcmp(err.arg, "heads_kv"),
+              "GQA mismatch not refused: %d %s", err.status, err.arg);
+        t_free(&t);
+    }
+    clock_t t0 = clock();
+    for (int cs = 0; cs < ncases; cs++) run_case(cs, cpu, cuda);
+    printf("test_gpu_oracle: %d cases, %lld elements compared with the CPU tier, %lld with MPFR, %lld verdicts "
+           "compared (%lld failures found by both tiers alike), %.1f s CPU\n",
+           ncases, (long long)n_cmp, (long long)n_mpfr, (long long)n_verdict, (long long)n_fail_found,
+           (double)(clock() - t0) / CLOCKS_PER_SEC);
+    CHECK(n_fail_found > 0, "the mutated outputs produced no failure: the comparison cannot fail");
+    if (t_failures) { fprintf(stderr, "%d failures\n", t_failures); return 1; }
+    printf("test_gpu_oracle: OK\n");
+    return 0;
+}
