@@ -61,32 +61,27 @@ static void kv_free(kv_head *kv) {
 // ----------------------------------------------------------------------------
 // per-row weights (BOUNDS.md section 3)
 
-/* Score-stage error coefficient (section 2): |s' - s| <= ce * a + cm * |m|. */
+/* Score-stage error coefficient (section 2): |s' - s| <= ce * a + cm * |m|
+ * (orc_fm_score_coefs, orc_formulas.h). */
 void orc_score_coefs(const orc_ctx *c, const orc_model *m, double *ce, double *cm) {
-    /* the oracle's dots are plain double sums (gamma_D); a kernel's follow its profile */
-    double g = m->compensated ? orc_gamma((double)c->D, m->u_dot) : orc_acc_coef(m, (double)c->D, (double)c->D, 0);
-    double us = m->u_s, r = 1;
-    for (int k = 0; k < m->n_sr; k++) r *= 1 + us; /* n_sr roundings of unit u_s (section 2) */
-    *ce = fabs(c->scale) * ((1 + m->sigma) * r * (1 + g) - 1);
-    *cm = orc_gamma(2, us);
+    orc_fm_score_coefs(m, c->scale, (double)c->D, ce, cm);
 }
 
 /* Row r of a tile: S (raw dot, becomes the score), A (abs dot), vis flags,
  * and on return W (exp(s - M)), C (kernel weight), CO (oracle weight), all
- * indexed by t = j - jlo. */
+ * indexed by t = j - jlo. The passes of orc_formulas.h; only the sum L is this
+ * tier's (blocks of ORC_BLK visible keys folded with TwoSum). */
 void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
                         int64_t b, int64_t h, int64_t i, int64_t jlo, int64_t span,
                         double *S, const double *A, double e_floor, uint8_t *vis, double *W, double *C,
                         double *CO, double *E, orc_row_info *ri) {
-    double ce_o, cm_o, ce_k, cm_k;
-    orc_score_coefs(c, mo, &ce_o, &cm_o);
-    orc_score_coefs(c, mk, &ce_k, &cm_k);
+    orc_fm_rowc k;
+    orc_fm_rowc_init(mk, mo, c->scale, (double)c->D, &k);
     orc_row_range(&c->p, i, &ri->lo, &ri->hi);
-    ri->n = 0;
-    ri->ovf = 0;
     ri->floor_n = 0;
-    ri->M = -INFINITY;
-    int nan = 0, neg_inf = 0, overflow = 0;
+    orc_fm_rows rs;
+    orc_fm_rows_init(&rs);
+    /* pass 1 */
     for (int64_t t = 0; t < span; t++) {
         int64_t j = jlo + t;
         vis[t] = 0;
@@ -95,103 +90,52 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
         double m = orc_mask_at(c, b, h, i, j);
         if (m == -INFINITY) continue;
         vis[t] = 1;
-        ri->n++;
-        double s = c->scale * S[t] + m; /* two roundings, in E below */
+        double s = orc_fm_score(&k, S[t], m);
         S[t] = s;
         E[t] = fabs(m); /* keep |m| until the error pass */
-        if (isnan(s) || s == INFINITY) nan = 1;
-        else if (s == -INFINITY) neg_inf = 1;
-        else if (s > ri->M) ri->M = s;
-        if (fabs(s) > 0x1p126 && mk->u_s >= ORC_U_F) overflow = 1; /* fp32 score may overflow */
+        orc_fm_pass1(mk, &rs, s);
     }
-    if (ri->n == 0) { ri->kind = ROW_MASKED; return; }
-    if (nan) { ri->kind = ROW_NAN; return; }
-    if (neg_inf || ri->M == -INFINITY || overflow) {
-        /* an fp32 score may overflow (|s| > 2^126, or s = -inf from finite inputs): the
-         * profile's own intermediate (section 11) */
-        ri->ovf = 1;
-        ri->kind = ROW_UNCHECKABLE;
-        return;
-    }
-    ri->kind = ROW_NORMAL;
+    if (orc_fm_row_kind(&rs, ri) != ROW_NORMAL) return;
+    rs.e_floor = e_floor;
 
-    /* oracle score errors and exp values; L by blocked compensated sum */
-    double Eo_max = 0, Ek_max = 0, Ls = 0, Le = 0, blk = 0;
+    /* pass 2: score errors and exp values; L by blocked compensated sum */
+    double Ls = 0, Le = 0, blk = 0;
     int cnt = 0;
     for (int64_t t = 0; t < span; t++) {
         if (!vis[t]) continue;
-        double am = E[t];
-        double eo = ce_o * A[t] + cm_o * am, ek = ce_k * A[t] + cm_k * am + e_floor;
-        if (eo > Eo_max) Eo_max = eo;
-        if (ek > Ek_max) Ek_max = ek;
+        double eo, ek;
+        orc_fm_key_err(&k, &rs, A[t], E[t], &eo, &ek);
+        if (eo > rs.Eo_max) rs.Eo_max = eo;
+        if (ek > rs.Ek_max) rs.Ek_max = ek;
         E[t] = ek;
-        C[t] = eo; /* park the oracle score error in C until the kernel pass */
-        W[t] = exp(S[t] - ri->M);
+        C[t] = eo; /* park the oracle score error in C until pass 3 */
+        W[t] = exp(S[t] - rs.M);
         blk += W[t];
         if (++cnt == ORC_BLK) { double e; two_sum(Ls, blk, &Ls, &e); Le += e; blk = 0; cnt = 0; }
     }
     { double e; two_sum(Ls, blk, &Ls, &e); Le += e; }
-    ri->L = Ls + Le;
-    double n = (double)ri->n, L = ri->L;
+    rs.L = Ls + Le;
 
-    /* oracle model: eta_o per key, kappa_o (section 3.5) */
-    double acc_o = orc_acc_coef(mo, n, (double)span, 0);
-    double lue_o = mo->lue, eta_o_max = 0, sum_pe = 0;
+    /* pass 3: eta_o (parked in CO), eta_k (in E), sum_pe; kappa_o (section 3.5) */
     for (int64_t t = 0; t < span; t++) {
         if (!vis[t]) continue;
-        double gap = ri->M - S[t] + 2 * Eo_max;
-        double eo = C[t];
-        double eta = orc_expm1_up(eo + 3 * mo->u_s * (gap + eo + Eo_max) + lue_o);
-        CO[t] = eta; /* park eta_o */
-        if (eta > eta_o_max) eta_o_max = eta;
-        sum_pe += W[t] / L * (1 + eta) * eta;
+        double eta_o, eta_k;
+        orc_fm_key_eta(mk, mo, &k, &rs, S[t], C[t], E[t], &eta_o, &eta_k);
+        CO[t] = eta_o;
+        E[t] = eta_k;
+        if (eta_o > rs.eta_o_max) rs.eta_o_max = eta_o;
+        if (eta_k > rs.eta_k_max) rs.eta_k_max = eta_k;
+        rs.sum_pe += orc_fm_key_pe(&rs, W[t], eta_o);
     }
-    ri->kap_o = (sum_pe + acc_o * (1 + eta_o_max)) * (1 + 0x1p-40);
-    double pin = 1.0 / (L * (1 - ri->kap_o)); /* true P_j <= W_j (1+eta_o) * pin */
+    orc_fm_row_mid(mk, mo, &rs, ri, (double)span, (double)(ri->hi - ri->lo + 1));
 
-    /* kernel model: eta_k, floors, kappa_k */
-    double R = mk->R, acc_k = orc_acc_coef(mk, n, (double)(ri->hi - ri->lo + 1), R);
-    double lue_k = (R + 1) * mk->lue, eta_k_max = 0;
+    /* pass 4: kernel and oracle weights, kappa_k, floors, LSE (sections 3.6, 4, 9) */
+    double sum_pek = 0;
     for (int64_t t = 0; t < span; t++) {
         if (!vis[t]) continue;
-        double gap = ri->M - S[t] + 2 * Eo_max;
-        double ek = E[t];
-        double eta = orc_expm1_up(ek + 3 * mk->u_s * (gap + ek + Ek_max) + lue_k);
-        E[t] = eta; /* E now holds eta_k */
-        if (eta > eta_k_max) eta_k_max = eta;
+        sum_pek += orc_fm_key_weights(mk, &rs, W[t], CO[t], E[t], &C[t], &CO[t]);
     }
-    double sum_pek = 0, sum_floor = 0;
-    double floor_unit = mk->f_p * (1 + acc_k) * exp(2 * Ek_max) * (1 + eta_k_max) * pin * (1 + 0x1p-50);
-    /* underflow (section 9.2): per key tau (1+eta_max)(1+u_p)(1+acc) |v_j| in w units */
-    double tau_w = mk->tau * (1 + eta_k_max) * (1 + mk->u_p) * (1 + acc_k) * (1 + 0x1p-50);
-    double floor_lim = mk->nmin_p * exp(Ek_max) * (1 + 0x1p-50); /* w (1-eta_o)(1-eta_k) e^-Ek < nmin */
-    for (int64_t t = 0; t < span; t++) {
-        if (!vis[t]) continue;
-        double eta_o = CO[t], eta_k = E[t];
-        double p = W[t] * (1 + eta_o) * pin;
-        double fl = 0;
-        if (mk->u_p > 0 && W[t] * (1 - eta_o) * (1 - eta_k) < floor_lim) fl = floor_unit;
-        C[t] = p * (eta_k + (1 + eta_k) * (mk->u_p + acc_k * (1 + mk->u_p))) + fl + tau_w * pin;
-        CO[t] = p * (eta_o + (1 + eta_o) * acc_o);
-        sum_pek += p * eta_k;
-        sum_floor += fl;
-    }
-    /* the row sum l is formed from the UNROUNDED P (flash_api.h: p_rounded rounds P
-     * before P.V, dV and dP only), so P rounding does not enter the denominator */
-    (void)sum_floor;
-    ri->kap_k = sum_pek + acc_k * (1 + eta_k_max) + tau_w * (2 * n + 2 * R) * pin;
-    ri->floor_n = tau_w * (3 * n + R) * pin;
-
-    /* LSE (section 4) */
-    ri->logL = log(L);
-    ri->lse = ri->M + ri->logL;
-    double lk = -log1p(-ri->kap_o);
-    ri->lse_orc = (lk + (mo->u_log + 4 * mo->u_s) * (fabs(ri->M) + Eo_max + fabs(ri->logL) + lk)) *
-                  ORC_SAFETY;
-    if (ri->kap_k >= 1) { ri->lse_bound = INFINITY; return; }
-    double lkk = -log1p(-ri->kap_k);
-    double bk = lkk + (mk->u_log + 4 * mk->u_s) * (fabs(ri->M) + Ek_max + fabs(ri->logL) + lkk);
-    ri->lse_bound = (bk + mk->u_lse * (fabs(ri->lse) + ri->lse_orc + bk) + 3 * mk->tau) * ORC_SAFETY;
+    orc_fm_row_end(mk, mo, &rs, sum_pek, ri);
 }
 
 /* Baseline row (FlashAttention's out_pt, in the input dtype): s = rd(rd(qs.k) + rd(m))
@@ -214,6 +158,69 @@ void orc_row_baseline(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int64_t
 }
 
 // ----------------------------------------------------------------------------
+// one row's outputs (both tiers: orc_fwd here, orc_gpu_fwd in oracle/gpu)
+
+int64_t orc_fwd_row_out(const orc_ctx *c, const orc_model *mk, const orc_model *mo, const orc_options *opt,
+                        orc_fwd_result *res, int64_t row, const orc_row_info *R, const double *num,
+                        const double *bsum, const double *osum, const double *b16, double *tmp) {
+    int64_t Dv = c->Dv;
+    double *ref = res->o.ref + row * Dv, *bound = res->o.bound + row * Dv;
+    double *oe = res->o.orc_err + row * Dv;
+    uint8_t *fl = res->o.flags + row * Dv;
+    double *bl = res->o.baseline && b16 ? res->o.baseline + row * Dv : NULL;
+    if (R->kind == ROW_MASKED) {
+        for (int64_t d = 0; d < Dv; d++) { ref[d] = 0; bound[d] = 0; oe[d] = 0; fl[d] = ORC_F_MASKED_ROW; }
+        if (bl) for (int64_t d = 0; d < Dv; d++) bl[d] = 0;
+        /* the declared convention for a row with no visible key (BOUNDS.md 10.6):
+         * -inf (the contract), +inf or 0, exactly */
+        res->lse.ref[row] = mk->lse_empty;
+        res->lse.flags[row] = ORC_F_MASKED_ROW | orc_value_flags(mk->lse_empty);
+        return 0;
+    }
+    if (R->kind != ROW_NORMAL) {
+        uint8_t f = R->kind == ROW_NAN ? ORC_F_NAN : ORC_F_UNCHECKABLE | (R->ovf ? ORC_F_OVERFLOW : 0);
+        for (int64_t d = 0; d < Dv; d++) { ref[d] = NAN; bound[d] = NAN; oe[d] = NAN; fl[d] = f; }
+        if (bl) for (int64_t d = 0; d < Dv; d++) bl[d] = NAN;
+        res->lse.ref[row] = NAN;
+        res->lse.bound[row] = NAN;
+        res->lse.orc_err[row] = NAN;
+        res->lse.flags[row] = f;
+        return 0;
+    }
+    int unbounded = !(R->kap_k < 1);
+    int need_esc = opt->tier == ORC_TIER_MPFR;
+    for (int64_t d = 0; d < Dv; d++) {
+        double O;
+        orc_fwd_elem(mk, mo, R, num[d], bsum[d], osum[d], &O, &oe[d], &bound[d]);
+        ref[d] = O;
+        fl[d] = orc_value_flags(O);
+        if (unbounded || !isfinite(bound[d])) fl[d] |= ORC_F_UNCHECKABLE;
+        if (R->ovf) fl[d] |= ORC_F_OVERFLOW; /* section 11: the P.V numerator (orc_fm_pv_overflow) */
+        if (!(fl[d] & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE)) && oe[d] > opt->escalate_ratio * bound[d])
+            need_esc = 1;
+        if (bl) bl[d] = orc_rd_fast(b16[d], c->dt);
+    }
+    res->lse.ref[row] = R->lse;
+    res->lse.orc_err[row] = R->lse_orc;
+    res->lse.bound[row] = R->lse_bound;
+    res->lse.flags[row] = orc_value_flags(R->lse) | (isfinite(R->lse_bound) ? 0 : ORC_F_UNCHECKABLE);
+    if (R->lse_orc > opt->escalate_ratio * R->lse_bound) need_esc = 1;
+    if (!need_esc) return 0;
+    const orc_index *ix = &res->o.index[row];
+    double lse_mp;
+    orc_mpfr_fwd_row(c, ix->b, ix->h, ix->s, opt->mpfr_prec, tmp, &lse_mp);
+    for (int64_t d = 0; d < Dv; d++) {
+        ref[d] = tmp[d];
+        oe[d] = orc_mpfr_err(tmp[d], oe[d], opt->mpfr_prec, (double)c->Sk);
+        fl[d] = (uint8_t)((fl[d] & (ORC_F_UNCHECKABLE | ORC_F_OVERFLOW)) | orc_value_flags(tmp[d]) | ORC_F_ESCALATED);
+    }
+    res->lse.ref[row] = lse_mp;
+    res->lse.orc_err[row] = orc_mpfr_err(lse_mp, R->lse_orc, opt->mpfr_prec, (double)c->Sk);
+    res->lse.flags[row] |= ORC_F_ESCALATED;
+    return Dv + 1;
+}
+
+// ----------------------------------------------------------------------------
 // one tile: up to RT rows of the same (b, h)
 
 typedef struct {
@@ -230,7 +237,7 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
     const kv_head *kv = job->kv;
     orc_fwd_result *res = job->res;
     const orc_index *ix = res->o.index + first;
-    int64_t b = ix[0].b, h = ix[0].h, D = c->D, Dv = c->Dv, Sk = c->Sk;
+    int64_t b = ix[0].b, h = ix[0].h, D = c->D, Dv = c->Dv;
     int base = res->o.baseline != NULL;
 
     int64_t jlo = INT64_MAX, jhi = -1;
@@ -301,73 +308,15 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
     }
 
     /* finalize rows */
-    const orc_model *mk = job->mk;
     int64_t esc = 0;
     for (int r = 0; r < nr; r++) {
-        int64_t row = first + r;
-        double *ref = res->o.ref + row * Dv, *bound = res->o.bound + row * Dv;
-        double *oe = res->o.orc_err + row * Dv;
-        uint8_t *fl = res->o.flags + row * Dv;
-        double *bl = base ? res->o.baseline + row * Dv : NULL;
         orc_row_info *R = &ri[r];
-        if (R->kind == ROW_MASKED) {
-            for (int64_t d = 0; d < Dv; d++) { ref[d] = 0; bound[d] = 0; oe[d] = 0; fl[d] = ORC_F_MASKED_ROW; }
-            if (bl) for (int64_t d = 0; d < Dv; d++) bl[d] = 0;
-            /* the declared convention for a row with no visible key (BOUNDS.md 10.6):
-             * -inf (the contract), +inf or 0, exactly */
-            res->lse.ref[row] = mk->lse_empty;
-            res->lse.flags[row] = ORC_F_MASKED_ROW | orc_value_flags(mk->lse_empty);
-            continue;
+        if (R->kind == ROW_NORMAL) {
+            R->ovf = orc_fm_pv_overflow(job->mk, (double)R->n, (double)(R->hi - R->lo + 1), kv->vmax);
+            for (int64_t d = 0; d < Dv; d++) num[r * Dv + d] = num_hi[r * Dv + d] + num_lo[r * Dv + d];
         }
-        if (R->kind != ROW_NORMAL) {
-            uint8_t f = R->kind == ROW_NAN ? ORC_F_NAN : ORC_F_UNCHECKABLE | (R->ovf ? ORC_F_OVERFLOW : 0);
-            for (int64_t d = 0; d < Dv; d++) { ref[d] = NAN; bound[d] = NAN; oe[d] = NAN; fl[d] = f; }
-            if (bl) for (int64_t d = 0; d < Dv; d++) bl[d] = NAN;
-            res->lse.ref[row] = NAN;
-            res->lse.bound[row] = NAN;
-            res->lse.orc_err[row] = NAN;
-            res->lse.flags[row] = f;
-            continue;
-        }
-        int unbounded = !(R->kap_k < 1);
-        int need_esc = job->opt->tier == ORC_TIER_MPFR;
-        /* section 11: the kernel's unnormalised numerator sum_j w'_j v_jd (w' <= 1 + u_e: the
-         * exp of a computed score minus the running max of computed scores is <= 0) may
-         * overflow fp32 */
-        double accm = orc_acc_coef(mk, (double)R->n, (double)(R->hi - R->lo + 1), mk->R);
-        double thr32 = orc_overflow_threshold(-1);
-        int ovf_row = (double)R->n * kv->vmax * (1 + mk->u_e) * (1 + mk->u_p) * (1 + accm) * (1 + 0x1p-20) >= thr32;
-        for (int64_t d = 0; d < Dv; d++) {
-            double O;
-            orc_fwd_elem(mk, job->mo, R, num_hi[r * Dv + d] + num_lo[r * Dv + d], bnd[r * Dv + d],
-                         orc[r * Dv + d], &O, &oe[d], &bound[d]);
-            ref[d] = O;
-            fl[d] = orc_value_flags(O);
-            if (unbounded || !isfinite(bound[d])) fl[d] |= ORC_F_UNCHECKABLE;
-            if (ovf_row) fl[d] |= ORC_F_OVERFLOW;
-            if (!(fl[d] & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE)) &&
-                oe[d] > job->opt->escalate_ratio * bound[d])
-                need_esc = 1;
-            if (bl) bl[d] = orc_rd_fast(b16[r * Dv + d], c->dt);
-        }
-        res->lse.ref[row] = R->lse;
-        res->lse.orc_err[row] = R->lse_orc;
-        res->lse.bound[row] = R->lse_bound;
-        res->lse.flags[row] = orc_value_flags(R->lse) | (isfinite(R->lse_bound) ? 0 : ORC_F_UNCHECKABLE);
-        if (R->lse_orc > job->opt->escalate_ratio * R->lse_bound) need_esc = 1;
-        if (need_esc) {
-            double lse_mp;
-            orc_mpfr_fwd_row(c, b, h, ix[r].s, job->opt->mpfr_prec, tmp, &lse_mp);
-            for (int64_t d = 0; d < Dv; d++) {
-                ref[d] = tmp[d];
-                oe[d] = orc_mpfr_err(tmp[d], oe[d], job->opt->mpfr_prec, (double)Sk);
-                fl[d] = (uint8_t)((fl[d] & (ORC_F_UNCHECKABLE | ORC_F_OVERFLOW)) | orc_value_flags(tmp[d]) | ORC_F_ESCALATED);
-            }
-            res->lse.ref[row] = lse_mp;
-            res->lse.orc_err[row] = orc_mpfr_err(lse_mp, R->lse_orc, job->opt->mpfr_prec, (double)Sk);
-            res->lse.flags[row] |= ORC_F_ESCALATED;
-            esc += Dv + 1;
-        }
+        esc += orc_fwd_row_out(c, job->mk, job->mo, job->opt, res, first + r, R, num + r * Dv, bnd + r * Dv,
+                               orc + r * Dv, base ? b16 + r * Dv : NULL, tmp);
     }
 #pragma omp atomic
     job->esc += esc;

@@ -70,10 +70,7 @@ typedef struct {
 // ----------------------------------------------------------------------------
 // helpers (orc_util.c)
 
-double orc_gamma(double n, double u);           /* n u / (1 - n u), +inf if n u >= 1 */
-/* error coefficient of a sum of n_terms nonzero products over n_span positions
- * (plus n_ops further fp32 operations on the accumulator: rescales) */
-double orc_acc_coef(const orc_model *m, double n_terms, double n_span, double n_ops);
+/* orc_gamma, orc_acc_coef, orc_expm1_up: orc_formulas.h (below, after orc_row_info) */
 void orc_model_kernel(const orc_ctx *c, const fa_precision *prof, orc_model *m);
 void orc_model_oracle(const orc_ctx *c, orc_model *m);
 
@@ -130,13 +127,6 @@ orc_index *orc_sample(int64_t B, int64_t H, int64_t S, int64_t max, uint64_t see
 int orc_block_alloc(orc_block *blk, int64_t n, int64_t dim, int baseline);
 void orc_block_free(orc_block *blk);
 
-/* Upper bound of expm1(x) for x >= 0 (used for relative-error factors):
- * e^x - 1 <= x + x^2 on [0, 1/2]; the factor 1 + 2^-50 covers the rounding
- * of evaluating it (and of expm1 itself, < 1 ulp, above 1/2). */
-static inline double orc_expm1_up(double x) {
-    return (x <= 0.5 ? x + x * x : expm1(x)) * (1.0 + 0x1p-50);
-}
-
 /* Round to the dtype quickly (Veltkamp splitting to 11 / 8 bits, magic-number
  * rounding in the subnormal range, overflow to Inf): round to nearest, but a
  * tie may round away from even. Only for the naive baseline, never for a
@@ -175,7 +165,9 @@ enum { ROW_NORMAL = 0, ROW_MASKED = 1, ROW_NAN = 2, ROW_UNCHECKABLE = 3 };
 
 typedef struct {
     int kind;
-    int ovf;                 /* the kernel's intermediates of this row may overflow (section 11) */
+    int ovf;                 /* section 11: ROW_UNCHECKABLE: an fp32 score may overflow
+                                (orc_fm_row_kind); ROW_NORMAL: 0 from orc_row_weights, then
+                                the forward sets orc_fm_pv_overflow (P.V numerator) */
     int64_t lo, hi;          /* key range of the row (causal/window) */
     double M, L, logL;       /* max score, sum of exp(s - M) (oracle values) */
     double kap_o, kap_k;     /* relative perturbation of the denominator: oracle, kernel */
@@ -185,14 +177,16 @@ typedef struct {
     int64_t n;               /* visible keys */
 } orc_row_info;
 
+/* The scalar bound formulas, one definition for the CPU and GPU tiers. */
+#include "oracle/orc_formulas.h"
+
 /* Score-stage error coefficients of model m: |s' - s| <= ce * |q|.|k| + cm * |mask|. */
 void orc_score_coefs(const orc_ctx *c, const orc_model *m, double *ce, double *cm);
 
 /* Kernel score underflow floor of a row (BOUNDS.md 9.1): added to every E_j.
  * q1 = sum_d |q_d| of the row, k1max = max_j sum_d |k_jd| over the kv head. */
 static inline double orc_score_floor(const orc_ctx *c, const orc_model *mk, double q1, double k1max) {
-    double sc = fabs(c->scale) > 1 ? fabs(c->scale) : 1;
-    return mk->tau * (sc * (2 * (double)c->D + q1 + k1max) + 8) * (1 + 0x1p-40);
+    return orc_fm_score_floor(mk->tau, fabs(c->scale), (double)c->D, q1, k1max);
 }
 
 /* Row i of head (b, h) over keys jlo .. jlo+span-1. In: S (raw dot q.k), A
@@ -222,6 +216,17 @@ static inline void orc_fwd_elem(const orc_model *mk, const orc_model *mo, const 
     *eo = e;
     *bound = kk < 1 ? (pre + dv + out) * ORC_SAFETY : INFINITY;
 }
+
+/* One forward row's outputs in res (row = its index in the sample): O values, orc_err,
+ * bounds and flags from the row info R and the row sums num = sum w v, bsum = sum C |v|,
+ * osum = sum CO |v| [Dv] (orc_fwd_elem); the LSE; the declared LSE of an empty row;
+ * ORC_F_OVERFLOW from R->ovf (section 11: set by the caller for a normal row,
+ * orc_fm_pv_overflow); MPFR escalation (tmp [Dv] scratch). b16: the baseline sums
+ * (NULL: none). The one finalize of both tiers (orc_fwd, orc_gpu_fwd). Returns the
+ * number of escalated elements. */
+int64_t orc_fwd_row_out(const orc_ctx *c, const orc_model *mk, const orc_model *mo, const orc_options *opt,
+                        orc_fwd_result *res, int64_t row, const orc_row_info *R, const double *num,
+                        const double *bsum, const double *osum, const double *b16, double *tmp);
 
 /* Baseline (naive same-dtype) probabilities of a row: P16[t] = rd(softmax(rd(rd(qs.k) + rd(m))))
  * from S16 = rd(q*scale).k; 0 where invisible. */

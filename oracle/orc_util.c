@@ -64,7 +64,7 @@ double orc_unit_roundoff(fa_dtype dt) { return dt == FA_BF16 ? 0x1p-8 : 0x1p-11;
 /* Exact: largest finite + half an ulp; RN-even sends that tie to Inf (the even
  * neighbour is the next power of two). */
 double orc_overflow_threshold(int dt) {
-    if (dt < 0) return 0x1.ffffffp127;             /* fp32: (2 - 2^-23 + 2^-24) 2^127 */
+    if (dt < 0) return ORC_F32_OVF;             /* fp32: (2 - 2^-23 + 2^-24) 2^127 */
     return dt == FA_BF16 ? 0x1.ffp127 : 65520.0;   /* bf16: 0x1.fep127 + 2^119; fp16: 65504 + 16 */
 }
 
@@ -97,38 +97,7 @@ int orc_visible(const fa_problem *p, int64_t i, int64_t j) {
 // ----------------------------------------------------------------------------
 // error models (BOUNDS.md section 1)
 
-double orc_gamma(double n, double u) {
-    double nu = n * u;
-    return nu >= 1.0 ? INFINITY : nu / (1.0 - nu);
-}
-
-/* Error coefficient c with |computed - exact| <= c * sum|terms| for a sum of
- * n_terms nonzero products spread over n_span positions, plus n_ops further
- * fp32 operations on the accumulator (rescale multiplies). Kernel, IEEE adds:
- * gamma_{n + ops}(u_acc) (any order). Kernel, tensor cores (BOUNDS.md 10.2):
- * X = (n + S) a (1 + u_n) + S u_n + (C + ops) 2^-23 with S = min(n, ceil(span/t)
- * + 2C) steps, C = ceil(span/16) + 1 partial sums, c = X / (1 - X). Oracle:
- * plain blocks of <= ORC_BLK positions folded with Sum2 (Ogita-Rump-Oishi):
- * gamma_{m+1} + 2 gamma_K^2, K = number of blocks. */
-double orc_acc_coef(const orc_model *m, double n_terms, double n_span, double n_ops) {
-    if (!m->compensated) {
-        double g = orc_gamma(n_terms + n_ops, m->u_acc);
-        if (m->tc_t > 0 && n_terms > 0) {
-            if (n_span < n_terms) n_span = n_terms;
-            double C = ceil(n_span / 16) + 1, S = ceil(n_span / m->tc_t) + 2 * C;
-            if (S > n_terms) S = n_terms;
-            double X = ((n_terms + S) * m->tc_a * (1 + m->tc_un) + S * m->tc_un + (C + n_ops) * 0x1p-23) *
-                       (1 + 0x1p-40);
-            double t = X >= 1 ? INFINITY : X / (1 - X);
-            if (t > g) g = t;
-        }
-        return g;
-    }
-    double mb = n_terms < ORC_BLK ? n_terms : ORC_BLK;
-    double K = ceil(n_span / ORC_BLK) + 1;
-    double gk = orc_gamma(K, m->u_acc);
-    return orc_gamma(mb + 1, m->u_acc) + 2 * gk * gk;
-}
+/* orc_gamma, orc_acc_coef: orc_formulas.h (shared with the GPU tier) */
 
 void orc_model_kernel(const orc_ctx *c, const fa_precision *pr, orc_model *m) {
     double u_in = orc_unit_roundoff(c->dt);

@@ -1,11 +1,12 @@
 /* orc_gpu.c: host half of the GPU tier's forward (orc_gpu.h).
  *
- * Validation, error models, sampling, result blocks, the per-element assembly
- * (orc_fwd_elem) and the MPFR escalation are the CPU tier's own code
- * (orc_internal.h, orc_util.c, orc_mpfr.c); the device half (orc_gpu_fwd.cu)
- * supplies per row the orc_row_info and per element the three weighted sums
- * that orc_fwd_elem consumes. The finalize step below is fwd_tile's
- * (orc_fwd.c) for one row; test_gpu_oracle checks the two tiers agree. */
+ * Validation, error models, sampling, result blocks, the row finalize
+ * (orc_fwd_row_out: values, bounds, flags, the LSE, the declared LSE of an
+ * empty row, escalation to MPFR) are the CPU tier's own code (orc_internal.h,
+ * orc_util.c, orc_fwd.c, orc_mpfr.c); the device half (orc_gpu_fwd.cu), written
+ * with the CPU tier's formulas (orc_formulas.h), supplies per row the
+ * orc_row_info and per element the three weighted sums that orc_fwd_row_out
+ * consumes. test_gpu_oracle checks the two tiers agree. */
 #include <stdio.h>
 #include <string.h>
 
@@ -43,62 +44,6 @@ void orc_gpu_fwd_free(orc_fwd_result *res) {
     free(res->args.v.ptr);
     free((void *)res->args.mask.ptr);
     orc_fwd_free(res);
-}
-
-/* fwd_tile's finalize for one row (orc_fwd.c): values, flags, LSE, escalation.
- * Returns the number of escalated elements. */
-static int64_t finalize_row(const orc_ctx *hc, const orc_model *mk, const orc_model *mo,
-                            const orc_options *opt, orc_fwd_result *res, int64_t row,
-                            const orc_row_info *R, const double *num, const double *bsum,
-                            const double *osum, double *tmp) {
-    int64_t Dv = hc->Dv;
-    double *ref = res->o.ref + row * Dv, *bound = res->o.bound + row * Dv;
-    double *oe = res->o.orc_err + row * Dv;
-    uint8_t *fl = res->o.flags + row * Dv;
-    if (R->kind == ROW_MASKED) {
-        for (int64_t d = 0; d < Dv; d++) { ref[d] = 0; bound[d] = 0; oe[d] = 0; fl[d] = ORC_F_MASKED_ROW; }
-        res->lse.ref[row] = -INFINITY;
-        res->lse.flags[row] = ORC_F_MASKED_ROW | ORC_F_INF;
-        return 0;
-    }
-    if (R->kind != ROW_NORMAL) {
-        uint8_t f = R->kind == ROW_NAN ? ORC_F_NAN : ORC_F_UNCHECKABLE;
-        for (int64_t d = 0; d < Dv; d++) { ref[d] = NAN; bound[d] = NAN; oe[d] = NAN; fl[d] = f; }
-        res->lse.ref[row] = NAN;
-        res->lse.bound[row] = NAN;
-        res->lse.orc_err[row] = NAN;
-        res->lse.flags[row] = f;
-        return 0;
-    }
-    int unbounded = !(R->kap_k < 1);
-    int need_esc = opt->tier == ORC_TIER_MPFR;
-    for (int64_t d = 0; d < Dv; d++) {
-        double O;
-        orc_fwd_elem(mk, mo, R, num[d], bsum[d], osum[d], &O, &oe[d], &bound[d]);
-        ref[d] = O;
-        fl[d] = orc_value_flags(O);
-        if (unbounded || !isfinite(bound[d])) fl[d] |= ORC_F_UNCHECKABLE;
-        if (!(fl[d] & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE)) && oe[d] > opt->escalate_ratio * bound[d])
-            need_esc = 1;
-    }
-    res->lse.ref[row] = R->lse;
-    res->lse.orc_err[row] = R->lse_orc;
-    res->lse.bound[row] = R->lse_bound;
-    res->lse.flags[row] = orc_value_flags(R->lse) | (isfinite(R->lse_bound) ? 0 : ORC_F_UNCHECKABLE);
-    if (R->lse_orc > opt->escalate_ratio * R->lse_bound) need_esc = 1;
-    if (!need_esc) return 0;
-    const orc_index *ix = &res->o.index[row];
-    double lse_mp;
-    orc_mpfr_fwd_row(hc, ix->b, ix->h, ix->s, opt->mpfr_prec, tmp, &lse_mp);
-    for (int64_t d = 0; d < Dv; d++) {
-        ref[d] = tmp[d];
-        oe[d] = orc_mpfr_err(tmp[d], oe[d], opt->mpfr_prec, (double)hc->Sk);
-        fl[d] = (uint8_t)((fl[d] & ORC_F_UNCHECKABLE) | orc_value_flags(tmp[d]) | ORC_F_ESCALATED);
-    }
-    res->lse.ref[row] = lse_mp;
-    res->lse.orc_err[row] = orc_mpfr_err(lse_mp, R->lse_orc, opt->mpfr_prec, (double)hc->Sk);
-    res->lse.flags[row] |= ORC_F_ESCALATED;
-    return Dv + 1;
 }
 
 fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const orc_options *opt_in,
@@ -171,12 +116,7 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
     memcpy(d.ms, args->mask.stride, sizeof d.ms);
     orc_model_kernel(&c, prof, &d.mk);
     orc_model_oracle(&c, &d.mo);
-    d.rc.scale = c.scale;
-    orc_score_coefs(&c, &d.mo, &d.rc.ce_o, &d.rc.cm_o);
-    orc_score_coefs(&c, &d.mk, &d.rc.ce_k, &d.rc.cm_k);
-    d.rc.lue_k = (d.mk.R + 1) * d.mk.lue;
-    d.rc.sc_abs = fabs(c.scale);
-    d.rc.D = (double)c.D;
+    orc_fm_rowc_init(&d.mk, &d.mo, c.scale, (double)c.D, &d.rc);
 
     orc_gpu_fwd_state *gs = NULL;
     int64_t rc = 0;
@@ -235,8 +175,8 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
             for (int64_t x = q->x0; x < q->x1; x++) {
                 if (!tmp) continue;
                 int64_t r = ix[x].s - q->r0;
-                e += finalize_row(&hc, &d.mk, &d.mo, &opt, res, x, &ri[r], num + r * Dv, bsum + r * Dv,
-                                  osum + r * Dv, tmp);
+                e += orc_fwd_row_out(&hc, &d.mk, &d.mo, &opt, res, x, &ri[r], num + r * Dv, bsum + r * Dv,
+                                     osum + r * Dv, NULL, tmp);
             }
             free(tmp);
         }

@@ -3,10 +3,11 @@
  *
  * The device computes, for a chunk of query rows of one (b, h), the heavy
  * O(rows * Sk * D) parts of the certified double forward: the row weights of
- * orc_row_weights (orc_gpu_row.h) with the row info, and the three weighted
+ * orc_row_weights (the same orc_formulas.h calls) with the row info (ovf
+ * included: orc_fm_row_kind, orc_fm_pv_overflow), and the three weighted
  * sums of every O element (value sum_j W_j v_j by 32-key blocks folded with
  * TwoSum, kernel-bound sum_j C_j |v_j|, oracle-bound sum_j CO_j |v_j|). The
- * host assembles the elements with the CPU tier's own orc_fwd_elem. */
+ * host assembles the rows with the CPU tier's own orc_fwd_row_out. */
 #ifndef FLASHCHECK_ORC_GPU_DEV_H
 #define FLASHCHECK_ORC_GPU_DEV_H
 
@@ -14,7 +15,6 @@
 #include <stdint.h>
 
 #include "oracle/orc_internal.h"
-#include "oracle/gpu/orc_gpu_row.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -29,7 +29,7 @@ typedef struct {
     const float *mask;           /* device, or NULL */
     int64_t qs[4], ks[4], vs[4], ms[4];
     orc_model mk, mo;
-    orc_gpu_rowc rc;             /* k1max is filled on the device per kv head */
+    orc_fm_rowc rc;              /* orc_fm_rowc_init of mk, mo */
 } orc_gpu_fwd_desc;
 
 typedef struct orc_gpu_fwd_state orc_gpu_fwd_state;

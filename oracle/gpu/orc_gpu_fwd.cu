@@ -1,14 +1,16 @@
 /* orc_gpu_fwd.cu: device half of the GPU tier's forward (orc_gpu_dev.h).
  * Written from the contract (kernels/flash_api.h) and the CPU tier's formulas
- * (oracle/orc_fwd.c via orc_gpu_row.h); shares nothing with kernels/cuda.
+ * (oracle/orc_formulas.h, the same functions the CPU tier calls); shares
+ * nothing with kernels/cuda.
  *
  * Per chunk of rows of one (b, h), three kernels over device scratch
  * [rows][Sk] of doubles X, Y, W:
  *   k_scores  X = q.k (raw dot), Y = |q|.|k|: exact products, fma-accumulated
  *             in double (error <= gamma_D(2^-53) |q|.|k|, any order, BOUNDS.md 2)
+ *   k_k1max   per kv head: k1max = max_j sum_d |k_jd|, vmax = max |v_jd| (finite rows)
  *   k_rows    one warp per row: orc_row_weights in four passes over the row's
- *             keys (orc_gpu_row.h); W = exp(s - M) (-1: key not visible, never
- *             read), then X <- CO, Y <- C; the row info
+ *             keys (orc_formulas.h); W = exp(s - M) (-1: key not visible, never
+ *             read), then X <- CO, Y <- C; the row info with ovf (section 11)
  *   k_pv      per 64-row x 64-column tile: num = sum_j W_j v_j in plain fma
  *             blocks of 32 keys aligned to key positions, each folded into
  *             (hi, lo) with TwoSum (the CPU tier's blocked compensated sum),
@@ -47,7 +49,7 @@ struct orc_gpu_fwd_state {
     orc_gpu_fwd_desc d;
     int64_t rc;                /* rows per chunk */
     double *X, *Y, *W;         /* [rc][Sk]: scratch, shared by the slots (stream order) */
-    unsigned long long *k1;    /* k1max bits of the current kv head */
+    unsigned long long *k1;    /* k1max, vmax bits of the current kv head (two words) */
     int64_t cur_b, cur_hk;     /* kv head whose k1max is in k1 */
     cudaStream_t stream;
     slot_t slot[2];
@@ -64,7 +66,7 @@ static int cu_ok(cudaError_t e, const char *what, char *msg, size_t n) {
 
 __device__ static inline double ld16(const uint16_t *p, const int64_t *st, int64_t b, int64_t s,
                                      int64_t h, int64_t d, int bf16) {
-    return orc_gpu_decode(p[b * st[0] + s * st[1] + h * st[2] + d * st[3]], bf16);
+    return orc_fm_decode(p[b * st[0] + s * st[1] + h * st[2] + d * st[3]], bf16);
 }
 
 __device__ static inline double mask_at(const orc_gpu_fwd_desc &d, int64_t b, int64_t h, int64_t i,
@@ -95,14 +97,21 @@ __device__ static inline void two_sum_d(double a, double b, double *s, double *e
 }
 
 // ----------------------------------------------------------------------------
-// k1max: max_j sum_d |k_jd| over keys with a finite sum (as kv_load: d in order)
+// out[0]: k1max = max_j sum_d |k_jd| over keys with a finite sum; out[1]: vmax =
+// max_j max_d |v_jd| over rows j with a finite max (as kv_load: d in order; the
+// values are >= 0, so their bit patterns order as the values)
 
 __global__ void k_k1max(orc_gpu_fwd_desc d, int64_t b, int64_t hk, unsigned long long *out) {
     int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= d.Sk) return;
-    double k1 = 0;
+    double k1 = 0, vm = 0;
     for (int64_t x = 0; x < d.D; x++) k1 += fabs(ld16(d.k, d.ks, b, j, hk, x, d.bf16));
-    if (isfinite(k1)) atomicMax(out, (unsigned long long)__double_as_longlong(k1));
+    if (isfinite(k1)) atomicMax(&out[0], (unsigned long long)__double_as_longlong(k1));
+    for (int64_t x = 0; x < d.Dv; x++) {
+        double a = fabs(ld16(d.v, d.vs, b, j, hk, x, d.bf16));
+        if (a > vm) vm = a;
+    }
+    if (isfinite(vm)) atomicMax(&out[1], (unsigned long long)__double_as_longlong(vm));
 }
 
 // ----------------------------------------------------------------------------
@@ -153,7 +162,7 @@ __global__ void __launch_bounds__(256) k_scores(orc_gpu_fwd_desc d, int64_t b, i
 }
 
 // ----------------------------------------------------------------------------
-// row weights: one warp per row (orc_gpu_row.h passes 1-4)
+// row weights: one warp per row (the passes 1-4 of orc_formulas.h)
 
 __global__ void __launch_bounds__(128) k_rows(orc_gpu_fwd_desc d, int64_t b, int64_t h, int64_t r0,
                                               int64_t nr, const int64_t *rlo, const int64_t *rhi,
@@ -165,8 +174,10 @@ __global__ void __launch_bounds__(128) k_rows(orc_gpu_fwd_desc d, int64_t b, int
     if (r >= nr) return; /* whole warps leave together */
     int64_t i = r0 + r, lo = rlo[r], hi = rhi[r], tl = tlo[r / RT], th = thi[r / RT];
     const orc_model &mk = d.mk, &mo = d.mo;
-    orc_gpu_rowc rc = d.rc;
-    rc.k1max = __longlong_as_double((long long)*k1bits) * (1 + 0x1p-40);
+    const orc_fm_rowc &rc = d.rc;
+    /* as kv_load: a sum of D terms in double, gamma_D(2^-53) < 2^-40 */
+    double k1max = __longlong_as_double((long long)k1bits[0]) * (1 + 0x1p-40);
+    double vmax = __longlong_as_double((long long)k1bits[1]);
     double *Xr = X + r * d.Sk, *Yr = Y + r * d.Sk, *Wr = W + r * d.Sk;
     orc_row_info ri;
     memset(&ri, 0, sizeof ri);
@@ -179,25 +190,21 @@ __global__ void __launch_bounds__(128) k_rows(orc_gpu_fwd_desc d, int64_t b, int
     q1 = warp_sum(q1);
 
     /* pass 1: scores, n, M, kind */
-    orc_gpu_rows rs;
-    memset(&rs, 0, sizeof rs);
-    rs.M = -INFINITY;
+    orc_fm_rows rs;
+    orc_fm_rows_init(&rs);
     for (int64_t j0 = lo >= 0 ? lo / 32 * 32 : 0; j0 <= hi; j0 += 32) {
         int64_t j = j0 + lane;
         if (j < lo || j > hi) continue;
         double m = mask_at(d, b, h, i, j);
         if (m == -INFINITY) continue;
-        orc_gpu_pass1(&mk, &rs, orc_gpu_score(&rc, Xr[j], m));
+        orc_fm_pass1(&mk, &rs, orc_fm_score(&rc, Xr[j], m));
     }
     rs.n = warp_sum_i(rs.n);
     rs.M = warp_max(rs.M);
     rs.nan = warp_or(rs.nan);
     rs.neg_inf = warp_or(rs.neg_inf);
     rs.overflow = warp_or(rs.overflow);
-    int kind = orc_gpu_row_kind(&rs);
-    ri.n = rs.n;
-    ri.kind = kind;
-    if (kind != ROW_NORMAL) {
+    if (orc_fm_row_kind(&rs, &ri) != ROW_NORMAL) {
         for (int64_t j0 = tl / 32 * 32; th >= tl && j0 <= th; j0 += 32) {
             int64_t j = j0 + lane;
             if (j >= tl && j <= th) Wr[j] = -1.0;
@@ -205,7 +212,7 @@ __global__ void __launch_bounds__(128) k_rows(orc_gpu_fwd_desc d, int64_t b, int
         if (lane == 0) ri_out[r] = ri;
         return;
     }
-    rs.e_floor = orc_gpu_score_floor(mk.tau, rc.sc_abs, rc.D, q1 * (1 + 0x1p-40), rc.k1max);
+    rs.e_floor = orc_fm_score_floor(mk.tau, rc.sc_abs, rc.D, q1 * (1 + 0x1p-40), k1max);
 
     /* pass 2: errors, W, L (blocks of 32 key positions, TwoSum folds) */
     double Ls = 0, Le = 0, eom = 0, ekm = 0;
@@ -216,10 +223,10 @@ __global__ void __launch_bounds__(128) k_rows(orc_gpu_fwd_desc d, int64_t b, int
         double w = 0;
         if (m != -INFINITY) {
             double eo, ek;
-            orc_gpu_key_err(&rc, &rs, Yr[j], fabs(m), &eo, &ek);
+            orc_fm_key_err(&rc, &rs, Yr[j], fabs(m), &eo, &ek);
             eom = fmax(eom, eo);
             ekm = fmax(ekm, ek);
-            w = exp(orc_gpu_score(&rc, Xr[j], m) - rs.M);
+            w = exp(orc_fm_score(&rc, Xr[j], m) - rs.M);
             Wr[j] = w;
         } else if (in) {
             Wr[j] = -1.0;
@@ -240,16 +247,16 @@ __global__ void __launch_bounds__(128) k_rows(orc_gpu_fwd_desc d, int64_t b, int
         double m = mask_at(d, b, h, i, j);
         if (m == -INFINITY) continue;
         double eo, ek, eta_o, eta_k;
-        orc_gpu_key_err(&rc, &rs, Yr[j], fabs(m), &eo, &ek);
-        orc_gpu_key_eta(&mk, &mo, &rc, &rs, orc_gpu_score(&rc, Xr[j], m), eo, ek, &eta_o, &eta_k);
+        orc_fm_key_err(&rc, &rs, Yr[j], fabs(m), &eo, &ek);
+        orc_fm_key_eta(&mk, &mo, &rc, &rs, orc_fm_score(&rc, Xr[j], m), eo, ek, &eta_o, &eta_k);
         etom = fmax(etom, eta_o);
         etkm = fmax(etkm, eta_k);
-        spe += orc_gpu_key_pe(&rs, Wr[j], eta_o);
+        spe += orc_fm_key_pe(&rs, Wr[j], eta_o);
     }
     rs.sum_pe = warp_sum(spe);
     rs.eta_o_max = warp_max(etom);
     rs.eta_k_max = warp_max(etkm);
-    orc_gpu_row_mid(&mk, &mo, &rs, &ri, (double)(th - tl + 1));
+    orc_fm_row_mid(&mk, &mo, &rs, &ri, (double)(th - tl + 1), (double)(hi - lo + 1));
 
     /* pass 4: C, CO (into Y, X), sum_pek */
     double spk = 0;
@@ -259,17 +266,16 @@ __global__ void __launch_bounds__(128) k_rows(orc_gpu_fwd_desc d, int64_t b, int
         double m = mask_at(d, b, h, i, j);
         if (m == -INFINITY) continue;
         double eo, ek, eta_o, eta_k, C, CO;
-        orc_gpu_key_err(&rc, &rs, Yr[j], fabs(m), &eo, &ek);
-        orc_gpu_key_eta(&mk, &mo, &rc, &rs, orc_gpu_score(&rc, Xr[j], m), eo, ek, &eta_o, &eta_k);
-        spk += orc_gpu_key_weights(&mk, &rs, Wr[j], eta_o, eta_k, &C, &CO);
+        orc_fm_key_err(&rc, &rs, Yr[j], fabs(m), &eo, &ek);
+        orc_fm_key_eta(&mk, &mo, &rc, &rs, orc_fm_score(&rc, Xr[j], m), eo, ek, &eta_o, &eta_k);
+        spk += orc_fm_key_weights(&mk, &rs, Wr[j], eta_o, eta_k, &C, &CO);
         Yr[j] = C;
         Xr[j] = CO;
     }
     spk = warp_sum(spk);
     if (lane == 0) {
-        orc_gpu_row_end(&mk, &mo, &rs, spk, &ri);
-        ri.lo = lo;
-        ri.hi = hi;
+        orc_fm_row_end(&mk, &mo, &rs, spk, &ri);
+        ri.ovf = orc_fm_pv_overflow(&mk, (double)ri.n, (double)(hi - lo + 1), vmax);
         ri_out[r] = ri;
     }
 }
@@ -398,7 +404,7 @@ extern "C" int orc_gpu_fwd_begin(const orc_gpu_fwd_desc *d, int64_t *rc_out, orc
              cu_ok(cudaMalloc(&st->X, nm * 8), "scratch", msg, n) &&
              cu_ok(cudaMalloc(&st->Y, nm * 8), "scratch", msg, n) &&
              cu_ok(cudaMalloc(&st->W, nm * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&st->k1, 8), "scratch", msg, n);
+             cu_ok(cudaMalloc(&st->k1, 16), "scratch", msg, n);
     for (int k = 0; ok && k < 2; k++) {
         slot_t *sl = &st->slot[k];
         ok = cu_ok(cudaMalloc(&sl->num, no * 8), "scratch", msg, n) &&
@@ -447,7 +453,7 @@ extern "C" int orc_gpu_fwd_start(orc_gpu_fwd_state *st, int slot, int64_t b, int
     if (!cu_ok(cudaMemcpyAsync(sl->rng, hr, (size_t)(2 * nr + 2 * nt) * 8, cudaMemcpyHostToDevice, s), "upload", msg, n))
         return -1;
     if (b != st->cur_b || hk != st->cur_hk) {
-        if (!cu_ok(cudaMemsetAsync(st->k1, 0, 8, s), "memset", msg, n)) return -1;
+        if (!cu_ok(cudaMemsetAsync(st->k1, 0, 16, s), "memset", msg, n)) return -1;
         if (d.Sk > 0) k_k1max<<<(unsigned)((d.Sk + 255) / 256), 256, 0, s>>>(d, b, hk, st->k1);
         if (!cu_ok(cudaGetLastError(), "k_k1max launch", msg, n)) return -1;
         st->cur_b = b;
