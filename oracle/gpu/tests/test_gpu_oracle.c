@@ -13,7 +13,14 @@
  *     (where it accepts the case), and the CPU backend's outputs with elements
  *     pushed outside their bound (failures must be found by both tiers);
  *   - escalate_ratio 0: every element escalated to MPFR, same values;
- *   - every 4th case on a row sample (max_rows, seed) instead of every row.
+ *   - every 4th case on a row sample (max_rows, seed) instead of every row;
+ *   - per case one named precision preset (fa_precision_preset_names in turn:
+ *     tensorcore, fp32, torch-flash, torch-efficient, torch-cudnn, torch-math;
+ *     tensor-core accumulation models, exp in ulps, dtype score stages, declared
+ *     LSE of empty rows): both tiers' results compared as above (flags include
+ *     ORC_F_OVERFLOW) and their verdicts on the CPU backend's outputs;
+ *   - bf16 cases with huge q, k (fp32 scores overflow: uncheckable rows) or huge
+ *     v (the P.V numerator may overflow): overflow-sensitive flags in both tiers.
  * Needs a GPU (target_compatible_with @local_gpu//:present). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -33,7 +40,7 @@
 
 static int same_bits(double a, double b) { return (isnan(a) && isnan(b)) || a == b; }
 
-static int64_t n_cmp, n_mpfr, n_verdict, n_fail_found;
+static int64_t n_cmp, n_mpfr, n_verdict, n_fail_found, n_ovf_flags, n_preset_cases[16];
 
 /* Element-wise: GPU result g against CPU result c (same sample). */
 static void cmp_block(const char *what, int cs, const orc_block *g, const orc_block *c) {
@@ -43,6 +50,7 @@ static void cmp_block(const char *what, int cs, const orc_block *g, const orc_bl
     for (int64_t e = 0; e < g->n * g->dim && bad < 5; e++) {
         uint8_t fg = g->flags[e] & ~ORC_F_ESCALATED, fc = c->flags[e] & ~ORC_F_ESCALATED;
         n_cmp++;
+        if (fg & ORC_F_OVERFLOW) n_ovf_flags++;
         if (fg != fc) { bad++; CHECK(0, "case %d %s[%lld]: flags %d vs %d", cs, what, (long long)e, fg, fc); continue; }
         if (fg & (ORC_F_NAN | ORC_F_UNCHECKABLE)) continue;
         double rg = g->ref[e], rc = c->ref[e];
@@ -81,7 +89,8 @@ static void cmp_stats(const char *what, int cs, const orc_stats *a, const orc_st
     n_verdict++;
     CHECK(a->checked == b->checked && a->failed == b->failed && a->unchecked == b->unchecked &&
               a->nan_unexpected == b->nan_unexpected && a->nan_missing == b->nan_missing &&
-              a->overflow_inf == b->overflow_inf,
+              a->overflow_inf == b->overflow_inf && a->overflow_sensitive == b->overflow_sensitive &&
+              a->nonfinite_match == b->nonfinite_match,
           "case %d %s: verdicts differ: gpu checked %lld failed %lld unchecked %lld, cpu checked %lld failed %lld "
           "unchecked %lld",
           cs, what, (long long)a->checked, (long long)a->failed, (long long)a->unchecked, (long long)b->checked,
@@ -115,6 +124,55 @@ static void verdicts(const char *what, int cs, const orc_fwd_result *rg, const o
     n_fail_found += og.failed + lg.failed;
 }
 
+/* One named preset (in turn over the cases): both tiers' results under that profile,
+ * and their verdicts on the CPU backend's outputs. */
+static void run_preset(int cs, const fa_fwd_args *ha, const fa_fwd_args *da, const fa_backend *cpu,
+                       int64_t max_rows, uint64_t seed) {
+    const char *const *names = fa_precision_preset_names();
+    int np = 0;
+    while (names[np]) np++;
+    int k = cs % np;
+    fa_precision pr;
+    fa_error err;
+    memset(&err, 0, sizeof err);
+    CHECK(fa_precision_preset(names[k], &pr, &err) == FA_OK, "preset %s: %s", names[k], err.msg);
+    if (k < 16) n_preset_cases[k]++;
+    orc_options opt;
+    orc_options_init(&opt);
+    opt.baseline = 0;
+    opt.max_rows = max_rows;
+    opt.seed = seed;
+    orc_fwd_result rc, rg;
+    CHECK(orc_fwd(ha, &pr, &opt, &rc, &err) == FA_OK, "case %d %s: orc_fwd: %s", cs, names[k], err.msg);
+    CHECK(orc_gpu_fwd(da, &pr, &opt, &rg, &err) == FA_OK, "case %d %s: orc_gpu_fwd: %s", cs, names[k], err.msg);
+    char w[64];
+    snprintf(w, sizeof w, "%s O", names[k]);
+    cmp_block(w, cs, &rg.o, &rc.o);
+    snprintf(w, sizeof w, "%s LSE", names[k]);
+    cmp_block(w, cs, &rg.lse, &rc.lse);
+    const fa_problem *p = &ha->p;
+    int64_t no = 1;
+    for (int x = 0; x < 4; x++) no += (x == 0 ? p->batch : x == 1 ? p->seqlen_q : x == 2 ? p->heads_q : p->head_dim_v) *
+                                     ha->o.stride[x];
+    int64_t nl = p->batch * p->heads_q * p->seqlen_q + 1;
+    uint16_t *oh = calloc((size_t)no, 2);
+    float *lh = calloc((size_t)nl, sizeof(float));
+    fa_fwd_args ka = *ha;
+    ka.o.ptr = oh;
+    ka.lse.ptr = lh;
+    if (oh && lh && cpu->forward(&ka, &err) == FA_OK) {
+        fa_tensor o = ha->o;
+        o.ptr = oh;
+        fa_lse l = ha->lse;
+        l.ptr = lh;
+        verdicts(w, cs, &rg, &rc, &o, &l);
+    }
+    free(oh);
+    free(lh);
+    orc_fwd_free(&rc);
+    orc_gpu_fwd_free(&rg);
+}
+
 static void run_case(int cs, const fa_backend *cpu, const fa_backend *cuda) {
     int64_t B = 1 + (int64_t)(t_next() % 2), Sq = 1 + (int64_t)(t_next() % 200), Sk = 1 + (int64_t)(t_next() % 200);
     if (cs % 7 == 0) Sk = Sq;
@@ -129,9 +187,11 @@ static void run_case(int cs, const fa_backend *cpu, const fa_backend *cuda) {
     p.window_align = (fa_align)(t_next() % 2);
     if (t_next() % 3 == 0) p.softmax_scale = (float)(0.02 + t_unif());
     int layout = (int)(t_next() % 3), mask_kind = (int)(t_next() % 4); /* 0 none 1 full 2 broadcast 3 rows masked */
-    double amp = t_next() % 5 == 0 ? 8.0 : 1.0;
+    double amp = t_next() % 5 == 0 ? 8.0 : 1.0, vamp = 1.0;
+    if (dt == FA_BF16 && cs % 9 == 4) vamp = 0x1p120;  /* P.V numerator may overflow fp32 */
+    if (dt == FA_BF16 && cs % 9 == 7) amp = 0x1p64;    /* fp32 scores overflow */
     t_prob t;
-    t_setup(&t, p, layout, amp, amp, 1.0, mask_kind != 0);
+    t_setup(&t, p, layout, amp, amp, vamp, mask_kind != 0);
     if (mask_kind == 2) { t.tmask.stride[0] = 0; t.tmask.stride[1] = 0; }
     if (mask_kind == 3)
         for (int64_t x = 0; x < Sk && t.mask; x++) t.mask[x] = -INFINITY; /* row (0, 0, 0) fully masked */
@@ -253,6 +313,7 @@ static void run_case(int cs, const fa_backend *cpu, const fa_backend *cuda) {
         orc_fwd_free(&rc);
         orc_gpu_fwd_free(&rg);
     }
+    run_preset(cs, &ha, &da, cpu, max_rows, seed);
     cudaFree(db.q); cudaFree(db.k); cudaFree(db.v); cudaFree(db.mask);
     t_free(&t);
 }
@@ -291,6 +352,15 @@ int main(int argc, char **argv) {
            ncases, (long long)n_cmp, (long long)n_mpfr, (long long)n_verdict, (long long)n_fail_found,
            (double)(clock() - t0) / CLOCKS_PER_SEC);
     CHECK(n_fail_found > 0, "the mutated outputs produced no failure: the comparison cannot fail");
+    CHECK(n_ovf_flags > 0, "no element flagged ORC_F_OVERFLOW: the overflow cases do not reach the flag");
+    {
+        const char *const *names = fa_precision_preset_names();
+        for (int k = 0; names[k] && k < 16; k++) {
+            printf("  preset %-16s %lld cases\n", names[k], (long long)n_preset_cases[k]);
+            CHECK(n_preset_cases[k] > 0 || ncases < 16, "preset %s not run", names[k]);
+        }
+        printf("  %lld elements flagged overflow-sensitive (both tiers alike)\n", (long long)n_ovf_flags);
+    }
     if (t_failures) { fprintf(stderr, "%d failures\n", t_failures); return 1; }
     printf("test_gpu_oracle: OK\n");
     return 0;
