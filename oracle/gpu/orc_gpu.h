@@ -2,7 +2,7 @@
  *
  * Prefix orc_gpu_. C linkage. Same results as orc_fwd (oracle.h) -- the same
  * reference, orc_err and kernel bound per element, from the same formulas
- * (orc_gpu_row.h; BOUNDS.md "GPU tier") -- for inputs in CUDA device memory:
+ * (oracle/orc_formulas.h; BOUNDS.md "GPU tier") -- for inputs in CUDA device memory:
  * the O(rows * Sk * D) work runs on the GPU in float64, the per-element
  * assembly on the host with the CPU tier's own code, and elements the double
  * evaluation cannot decide are escalated to the CPU MPFR tier exactly as
