@@ -42,8 +42,8 @@
  *
  * Arithmetic (what the oracle's precision profile should say for this backward):
  *   S = Q K^T by mma.sync m16n8k16, fp32 accumulate (tensor-core truncation, u = 2^-23);
- *   t = fmaf(S, scale, mask) - lse (two fp32 roundings), P = ex2.approx(t * log2 e)
- *   (one more rounding, ex2 rel. err ~2^-22); P rounded (RN) to the input dtype and that
+ *   t = fmaf(S, scale, mask) - lse (two fp32 roundings), P = min(ex2.approx(t * log2 e), 1)
+ *   (one more rounding, ex2 rel. err ~2^-22; the clamp: bwd_p_n8); P rounded (RN) to the input dtype and that
  *   rounded P is used for dV = P^T dO and for dS = P (dP - Dsum) (fp32); dS rounded (RN)
  *   to the input dtype before dS K and dS^T Q; Dsum accumulated in fp32 (RN, sequential
  *   per lane then a butterfly); dQ partials added in fp32 (RN) by atomics in the default
@@ -210,10 +210,16 @@ static __device__ __forceinline__ bool bwd_hid_hi(uint32_t u) { return (u & 0xff
 // The two packed words of an n8 tile are the two halves of an m16n8k16 A fragment.
 
 /* P of one n8 tile: fmaf(S, scale, mask) - lse (two fp32 roundings), then ex2 of that times
- * log2 e (one more rounding; ex2.approx, relative error ~2^-22), rounded RN to the input type.
- * Hidden entries (outside the tile's visibility, or a -inf mask entry) are -0, never ex2 of
- * anything: the dS step and the exact paths read -0 as "hidden" (a visible ex2 is never -0).
- * lse[e]: the row's (compact) LSE for entry e. */
+ * log2 e (one more rounding; ex2.approx, relative error ~2^-22), clamped to at most 1, rounded
+ * RN to the input type. Hidden entries (outside the tile's visibility, or a -inf mask entry) are
+ * -0, never ex2 of anything: the dS step and the exact paths read -0 as "hidden" (a visible ex2
+ * is never -0). lse[e]: the row's (compact) LSE for entry e.
+ * The clamp: exactly, P = exp(s - LSE) <= 1 for every visible entry (LSE >= s). Computed, the
+ * argument carries the roundings of fmaf and of the LSE, which grow with |LSE|: at |LSE| ~ 2^28
+ * (fp16 q, k ~ 3e4, D = 8: cuda_dq_nan.case) the LSE's ulp is 16-64, the argument is 16 or 32
+ * instead of 0, and P = e^16 rounded to fp16 is Inf; dS = Inf * (dP - Dsum = 0) was NaN in dQ.
+ * min(P, 1) only moves P toward the exact value (so the profile's bound on P still holds), keeps
+ * NaN (min.NaN), and makes true what the screen's dS bound assumes (P <= 1, bwd_needs_exact). */
 template <bool BF16, bool TRANS>
 static __device__ __forceinline__ void bwd_p_n8(const float (&s)[4], const bwd_params &p, const bwd_tile &tm,
                                                 const float *mrow, int r0, int c0, const float (&lse)[4],
@@ -231,20 +237,20 @@ static __device__ __forceinline__ void bwd_p_n8(const float (&s)[4], const bwd_p
             vis = mval != -INFINITY;
         }
         const float x = fmaf(s[e], p.scale, mval) - lse[e];
-        pv[e] = vis ? ptx_ex2(x * BWD_LOG2E) : -0.f;
+        pv[e] = vis ? ptx_min_nan(ptx_ex2(x * BWD_LOG2E), 1.f) : -0.f;
     }
     lo = ptx_pack2<BF16>(pv[0], pv[1]);
     hi = ptx_pack2<BF16>(pv[2], pv[3]);
 }
 
 /* bwd_p_n8 for a tile whose every entry is visible and no mask (mval = 0): the same
- * expression without the selects (CTA-uniform branch of the Hopper kernels). */
+ * expression (clamp included) without the selects (CTA-uniform branch of the Hopper kernels). */
 template <bool BF16>
 static __device__ __forceinline__ void bwd_p_n8_full(const float (&s)[4], const bwd_params &p, const float (&lse)[4],
                                                      uint32_t &lo, uint32_t &hi) {
     float pv[4];
 #pragma unroll
-    for (int e = 0; e < 4; e++) pv[e] = ptx_ex2((fmaf(s[e], p.scale, 0.f) - lse[e]) * BWD_LOG2E);
+    for (int e = 0; e < 4; e++) pv[e] = ptx_min_nan(ptx_ex2((fmaf(s[e], p.scale, 0.f) - lse[e]) * BWD_LOG2E), 1.f);
     lo = ptx_pack2<BF16>(pv[0], pv[1]);
     hi = ptx_pack2<BF16>(pv[2], pv[3]);
 }

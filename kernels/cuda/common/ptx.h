@@ -7,7 +7,7 @@
  *   fragments    ptx_ldsm4, ptx_ldsm4_t            ldmatrix x4 (plain, .trans)
  *                ptx_ldsm_{row,col}_{A,Bn,Bk,At}   the lane address patterns of one ldmatrix.x4
  *   products     ptx_mma16816<BF16>                mma.sync m16n8k16, fp32 accumulate
- *   values       ptx_pack2, ptx_unpack2, ptx_to_float, ptx_from_float, ptx_ex2
+ *   values       ptx_pack2, ptx_unpack2, ptx_to_float, ptx_from_float, ptx_ex2, ptx_min_nan
  *   plain moves  ptx_ld_shared16, ptx_st_shared16, ptx_st_shared32, ptx_st_global16
  * The Hopper-only instructions (wgmma, stmatrix, bulk reductions) are in gmma.h.
  *
@@ -154,6 +154,13 @@ static __device__ __forceinline__ uint16_t ptx_from_float(float x) {
 static __device__ __forceinline__ float ptx_ex2(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* min(a, b) by min.NaN.f32 (sm_80+): exact; NaN when either is NaN (fminf would drop it). */
+static __device__ __forceinline__ float ptx_min_nan(float a, float b) {
+    float y;
+    asm("min.NaN.f32 %0, %1, %2;\n" : "=f"(y) : "f"(a), "f"(b));
     return y;
 }
 
