@@ -1,4 +1,5 @@
-/* gmma.h: Hopper warpgroup MMA (wgmma) wrappers for the sm_90a kernels. Prefix gmma_.
+/* gmma.h: the Hopper (sm_90a) part of the PTX layer: warpgroup MMA (wgmma), stmatrix and
+ * bulk reductions. Prefix gmma_. (ptx.h holds the instructions every architecture has.)
  *
  * A warpgroup (4 consecutive warps, 128 threads) computes D[64 x N] += A[64 x 16] B[16 x N]
  * asynchronously on the tensor cores; fp16/bf16 inputs, fp32 accumulator (the same
@@ -30,7 +31,8 @@
  *     before overwriting A's registers or the shared tiles it reads);
  *   - gmma_fence_operands(d) after the wait: the compiler must not move reads of D above it.
  * Only compiled for sm_90a (GMMA_ENABLED); elsewhere the wrappers trap and the host never
- * launches their kernels. */
+ * launches their kernels. The self-test (gmma_selftest.cu) checks the wgmma wrappers and
+ * layouts against a host reference. */
 #pragma once
 #include <stdint.h>
 
@@ -179,4 +181,49 @@ static __device__ __forceinline__ void gmma_rs(float (&d)[N / 8][4], const uint3
     static_assert(N == 64 || N == 128, "gmma_rs: N is 64 or 128");
     if constexpr (N == 128) gmma_rs_m64n128k16<BF16, TB>(d, a, desc_b);
     else gmma_rs_m64n64k16<BF16, TB>(d, a, desc_b);
+}
+
+// ----------------------------------------------------------------------------
+// stmatrix and bulk reductions (sm_90a)
+
+/* stmatrix x4 .trans: the four 8x8 fragments r[0..3] (mma C layout: row g, cols 2t, 2t+1)
+ * stored transposed; lane 8m + j gives the address of row j of stored matrix m. */
+static __device__ __forceinline__ void gmma_stsm4_t(uint32_t addr, const uint32_t r[4]) {
+#if GMMA_ENABLED
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3])
+                 : "memory");
+#else
+    (void)addr; (void)r;
+    __trap();
+#endif
+}
+
+/* Bulk reduction global[0 .. bytes) += shared[0 .. bytes) (fp32 adds at L2, like red.add.f32),
+ * its bulk-group commit, and the waits (reads of the shared source done / all done). */
+static __device__ __forceinline__ void gmma_bulk_add_f32(float *gdst, uint32_t ssrc, uint32_t bytes) {
+#if GMMA_ENABLED
+    asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n" ::"l"(gdst), "r"(ssrc),
+                 "r"(bytes)
+                 : "memory");
+#else
+    (void)gdst; (void)ssrc; (void)bytes;
+    __trap();
+#endif
+}
+static __device__ __forceinline__ void gmma_bulk_commit(void) {
+#if GMMA_ENABLED
+    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+static __device__ __forceinline__ void gmma_bulk_wait_read(void) {
+#if GMMA_ENABLED
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#endif
+}
+static __device__ __forceinline__ void gmma_bulk_wait_all(void) {
+#if GMMA_ENABLED
+    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+#endif
 }

@@ -17,7 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cuda/sm90/gmma.h"
+#include "kernels/cuda/common/gmma.h"
+#include "kernels/cuda/common/ptx.h"
 
 #define CHECK(x)                                                                          \
     do {                                                                                  \
@@ -47,13 +48,13 @@ __global__ void selftest_kernel(const uint16_t *q, const uint16_t *k, const uint
     for (int idx = tid; idx < 64 * 16; idx += 128) {
         const int r = idx / 16, ch = idx % 16;
         const uint4 x = *(const uint4 *)(q + r * 128 + ch * 8);
-        asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(sQ + gmma_tile_offset<64>(r, ch)), "r"(x.x), "r"(x.y), "r"(x.z), "r"(x.w));
+        ptx_st_shared16(sQ + gmma_tile_offset<64>(r, ch), x);
     }
     for (int idx = tid; idx < 128 * 16; idx += 128) {
         const int r = idx / 16, ch = idx % 16;
         const uint4 xk = *(const uint4 *)(k + r * 128 + ch * 8), xv = *(const uint4 *)(v + r * 128 + ch * 8);
-        asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(sK + gmma_tile_offset<128>(r, ch)), "r"(xk.x), "r"(xk.y), "r"(xk.z), "r"(xk.w));
-        asm volatile("st.shared.v4.u32 [%0], {%1,%2,%3,%4};" ::"r"(sV + gmma_tile_offset<128>(r, ch)), "r"(xv.x), "r"(xv.y), "r"(xv.z), "r"(xv.w));
+        ptx_st_shared16(sK + gmma_tile_offset<128>(r, ch), xk);
+        ptx_st_shared16(sV + gmma_tile_offset<128>(r, ch), xv);
     }
     gmma_fence_proxy();
     __syncthreads();
