@@ -57,7 +57,7 @@ static const char *certify_help =
     "  --timeout SEC       per-case watchdog (default 300, at least 1)\n"
     "  --quiet             no progress line (there is none when stderr is not a terminal)\n"
     "  --profile NAME      judge by the named precision preset (tensorcore, fp32, torch-flash, torch-efficient,\n"
-    "                      torch-cudnn, torch-math) instead of the profile the backend declares\n"
+    "                      torch-cudnn, torch-math, torch-math-lowp) instead of the backend's profile\n"
     "\n"
     "A case whose NaN/Inf comes where the profile's own intermediates may overflow for its magnitudes\n"
     "(oracle/BOUNDS.md section 11) is counted as overflow-sensitive, saved under DIR/overflow-sensitive/,\n"

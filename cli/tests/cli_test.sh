@@ -97,8 +97,8 @@ expect 2 "big endian" "verify: big-endian file" -- \
 expect 2 "shapes disagree" "verify: inconsistent shapes" -- "$fc" verify --dir "$n/bad_shape"
 expect 2 "q, k and v are required" "verify: missing arrays" -- "$fc" verify --o "$n/good/o.npy"
 expect 2 "--causal must be" "verify: bad --causal" -- "$fc" verify --dir "$n/good" --causal sideways
-presets="tensorcore, fp32, torch-flash, torch-efficient, torch-cudnn, torch-math"
-for pr in tensorcore fp32 torch-flash torch-efficient torch-cudnn torch-math; do
+presets="tensorcore, fp32, torch-flash, torch-efficient, torch-cudnn, torch-math, torch-math-lowp"
+for pr in tensorcore fp32 torch-flash torch-efficient torch-cudnn torch-math torch-math-lowp; do
   expect 0 "profile $pr" "verify --profile $pr: correct outputs pass" -- "$fc" verify --dir "$n/good" --causal bottom_right --profile $pr
 done
 expect 2 "known presets are $presets" "verify: unknown --profile lists the presets" -- "$fc" verify --dir "$n/good" --profile bogus
@@ -124,8 +124,10 @@ expect 1 "result: NOT CERTIFIED" "certify --profile fp32 on cpu (P rounded, the 
   "$fc" certify --backend cpu --quick --fuzz-seconds 0 --profile fp32 --out "$tmp/r4"
 expect 1 "masked_row|lse" "certify --profile torch-flash on cpu fails: empty rows' LSE is -inf, the preset says +inf" -- \
   "$fc" certify --backend cpu --quick --fuzz-seconds 0 --profile torch-flash --out "$tmp/r5"
-expect 0 "profile torch-math" "fuzz --profile torch-math: the summary names the profile" -- \
-  "$fc" fuzz --backend cpu --time 2 --jobs 1 --max-seq 32 --max-dim 32 --profile torch-math --corpus "$tmp/corpus3" --findings "$tmp/findings3"
+expect 0 "profile tensorcore" "fuzz --profile tensorcore: the summary names the profile, no finding on cpu" -- \
+  "$fc" fuzz --backend cpu --time 2 --jobs 1 --max-seq 32 --max-dim 32 --profile tensorcore --corpus "$tmp/corpus3" --findings "$tmp/findings3"
+expect 1 "NEW FINDING" "fuzz --profile torch-math on cpu finds bound failures (cpu rounds P, the fp32 math graph does not)" -- \
+  "$fc" fuzz --backend cpu --time 3 --jobs 1 --max-seq 32 --max-dim 32 --profile torch-math --corpus "$tmp/corpus4" --findings "$tmp/findings4"
 
 # --- issue 12: faults and usability (each check names its item) ------------------------------
 i12="$tmp/i12"; mkdir -p "$i12/wd" "$i12/elsewhere" "$i12/full"
