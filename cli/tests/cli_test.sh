@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# cli_test.sh FLASHCHECK MAKE_NPY: exercises every `flashcheck` subcommand, including bad
+# cli_test.sh FLASHCHECK MAKE_NPY FAULTY_SO: exercises every `flashcheck` subcommand, including bad
 # input, deliberately broken backends (CPU mutants) and wrong outputs that must FAIL.
 # Prints one line per check and "N passed, N failed"; exits non-zero if any check failed.
 set -uo pipefail
 fc=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 make_npy=$2
+faulty=$(cd "$(dirname "$3")" && pwd)/$(basename "$3")
 tmp=${TEST_TMPDIR:-$(mktemp -d)}/cli
 rm -rf "$tmp"; mkdir -p "$tmp"
 export OMP_NUM_THREADS=1
@@ -104,6 +105,15 @@ expect 2 "cannot read" "certify with a missing baseline" -- "$fc" certify --back
 expect 1 "REGRESSION causal" "certify of a broken backend against the baseline flags the regression" -- \
   env FLASHCHECK_CPU_MUTANT=causal_off_by_one "$fc" certify --backend cpu --quick --fuzz-seconds 0 --out "$tmp/r2" --baseline "$tmp/r1/report.json"
 check 'grep -q "failures/" "$tmp/r2/report.md"' "the failing report lists repro files"
+# cases not judged (harness errors: here the worker is SIGKILLed as by the OOM killer) never certify
+expect 4 "^result: INCOMPLETE" "certify: cases killed from outside on some shapes end INCOMPLETE (exit 4)" -- \
+  env FAULTY_MODE=killed "$fc" certify --backend "$faulty" --quick --fuzz-seconds 0 --out "$tmp/r3"
+check 'grep -Eq "^not judged: [0-9]+ case\(s\).*shapes [0-9]+" "$out"' "certify: the summary lists the categories not judged"
+check '/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r[\"result\"]==\"INCOMPLETE\" and r[\"not_judged\"][\"shapes\"]>0 and any(c[\"status\"]==\"INCOMPLETE\" for c in r[\"categories\"])" "$tmp/r3/report.json"' "report.json: result INCOMPLETE, not_judged per category"
+check 'grep -q "result: \*\*INCOMPLETE\*\*" "$tmp/r3/report.md" && grep -q "Not judged.*shapes" "$tmp/r3/report.md"' "report.md: INCOMPLETE and the categories not judged"
+check '! grep -q "failures/" "$tmp/r3/report.md" && [ ! -d "$tmp/r3/failures" ]' "certify: killed cases are not findings against the backend"
+expect 4 "^result: INCOMPLETE" "certify: every case killed (nothing judged) is INCOMPLETE, never CERTIFIED" -- \
+  env FAULTY_MODE=killed_all "$fc" certify --backend "$faulty" --quick --fuzz-seconds 0 --out "$tmp/r4"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
