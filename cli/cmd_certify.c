@@ -106,6 +106,19 @@ typedef struct {
     int nfail_listed;
 } cat_result;
 
+/* Rounding bias of one output tensor pooled over the fixed sweep's cases (fc_tensor_stats.bias_*,
+   properties/PROPERTIES.md "Rounding bias"), and the case whose own mean is farthest from 0 among
+   those with at least BIAS_MIN_CASE elements (fewer: too noisy to name). A statistic, not a verdict. */
+#define BIAS_MIN_CASE 256
+typedef struct {
+    double sum, zero_sum;
+    int64_t n;
+    double case_mean;        /* the most biased case's mean (signed or toward-zero, whichever is larger) */
+    const char *case_kind;   /* "signed" or "toward zero"; NULL: no case qualified */
+    char case_label[200];
+} bias_acc;
+static const int bias_tensors[5] = { FC_T_O, FC_T_LSE, FC_T_DQ, FC_T_DK, FC_T_DV };
+
 typedef struct {
     const char *backend_arg;
     const char *profile;     /* --profile NAME, or NULL: the backend's declared profile */
@@ -121,6 +134,7 @@ typedef struct {
     int64_t njobs, cap;
     int64_t done;
     rp_plots *plots;         /* histograms and heat maps of the sweep's verdicts */
+    bias_acc bias[5];        /* rounding bias per output tensor (bias_tensors), pooled over the fixed sweep */
     rp_progress prog;
 } certify_ctx;
 
@@ -314,6 +328,22 @@ static void on_job(void *user, int64_t index, const fz_run_result *r)
                  (long long)index, (long long)j->c.p.batch, (long long)j->c.p.seqlen_q, (long long)j->c.p.seqlen_k,
                  (long long)j->c.p.heads_q, (long long)j->c.p.heads_kv, (long long)j->c.p.head_dim_qk, (long long)j->c.p.head_dim_v);
         rp_plots_add(x->plots, &r->v, label);
+        for (int k = 0; k < 5; k++) {
+            const fc_tensor_stats *ts = &r->v.t[bias_tensors[k]];
+            bias_acc *ba = &x->bias[k];
+            if (!ts->checked || ts->bias_n <= 0) continue;
+            ba->sum += ts->bias_sum;
+            ba->zero_sum += ts->bias_zero_sum;
+            ba->n += ts->bias_n;
+            if (ts->bias_n < BIAS_MIN_CASE) continue;
+            double ms = ts->bias_sum / (double)ts->bias_n, mz = ts->bias_zero_sum / (double)ts->bias_n;
+            double m = fabs(mz) > fabs(ms) ? mz : ms;
+            if (!ba->case_kind || fabs(m) > fabs(ba->case_mean)) {
+                ba->case_mean = m;
+                ba->case_kind = fabs(mz) > fabs(ms) ? "toward zero" : "signed";
+                snprintf(ba->case_label, sizeof ba->case_label, "%s", label);
+            }
+        }
     }
     x->done++;
     rp_progress_update(&x->prog, x->done, cat_names[cat]);
@@ -531,6 +561,20 @@ static cJSON *report_json(const certify_ctx *x, int verdict, const char *date, c
         for (int k = 0; k < c->nfail_listed; k++) cJSON_AddItemToArray(f, cJSON_CreateString(c->failures[k]));
         cJSON_AddItemToArray(cats, o);
     }
+    cJSON *bias = cJSON_AddObjectToObject(root, "rounding_bias");   /* per output tensor, fixed sweep pooled */
+    for (int k = 0; k < 5; k++) {
+        const bias_acc *ba = &x->bias[k];
+        if (ba->n <= 0) continue;
+        cJSON *o = cJSON_AddObjectToObject(bias, fc_tensor_name(bias_tensors[k]));
+        cJSON_AddNumberToObject(o, "elements", (double)ba->n);
+        cJSON_AddNumberToObject(o, "mean_bias", ba->sum / (double)ba->n);
+        cJSON_AddNumberToObject(o, "mean_bias_toward_zero", ba->zero_sum / (double)ba->n);
+        if (ba->case_kind) {
+            cJSON_AddNumberToObject(o, "most_biased_case_mean", ba->case_mean);
+            cJSON_AddStringToObject(o, "most_biased_case_kind", ba->case_kind);
+            cJSON_AddStringToObject(o, "most_biased_case", ba->case_label);
+        }
+    }
     if (regressions) cJSON_AddItemToObject(root, "regressions", regressions);
     return root;
 }
@@ -608,6 +652,26 @@ static int write_markdown(const certify_ctx *x, const char *path, int verdict, c
            (long long)c->passed, (long long)c->failed, (long long)c->skipped, (long long)c->not_judged, ratio, cat_what[i]);
     }
     MD("\n");
+    int any_bias = 0;
+    for (int k = 0; k < 5; k++) any_bias |= x->bias[k].n > 0;
+    if (any_bias) {
+        MD("Rounding bias of the fixed sweep (mean of (got - ref) / bound over every finite element with a bound, pooled "
+           "over the cases; *toward zero*: the same with the sign of ref, < 0 when results are pulled toward zero). "
+           "Unbiased rounding gives means near 0; a round-to-nearest that truncates shows a negative toward-zero mean, "
+           "one that rounds up a positive signed mean. A statistic, not a verdict: see properties/PROPERTIES.md, "
+           "\"Rounding bias\".\n\n");
+        MD("| tensor | elements | mean signed | mean toward zero | most biased case (>= %d elements) |\n|---|---:|---:|---:|---|\n",
+           BIAS_MIN_CASE);
+        for (int k = 0; k < 5; k++) {
+            const bias_acc *ba = &x->bias[k];
+            if (ba->n <= 0) continue;
+            MD("| %s | %lld | %.3g | %.3g | ", fc_tensor_name(bias_tensors[k]), (long long)ba->n, ba->sum / (double)ba->n,
+               ba->zero_sum / (double)ba->n);
+            if (ba->case_kind) MD("%.3g (%s): %s |\n", ba->case_mean, ba->case_kind, ba->case_label);
+            else MD("- |\n");
+        }
+        MD("\n");
+    }
     for (int i = 0; i < CAT_COUNT; i++) {
         const cat_result *c = &x->cat[i];
         if (c->note[0]) MD("- %s: %s\n", cat_names[i], c->note);

@@ -86,6 +86,12 @@ expect 0 "^PASS" "verify: bf16 bits, [B,H,S,D], Fortran order, v2 header, -inf m
 expect 1 "o .* FAIL" "verify: one wrong element of o FAILS" -- "$fc" verify --dir "$n/wrong_o" --causal bottom_right
 expect 1 "dq .* FAIL" "verify: dq off by 1% FAILS" -- "$fc" verify --dir "$n/wrong_dq" --causal bottom_right
 expect 1 "^FAIL" "verify: non-causal outputs checked as causal FAIL" -- "$fc" verify --dir "$n/wrong_causal" --causal bottom_right
+# rounding bias (mean signed error/bound): near 0 for correctly rounded outputs; o rounded toward zero
+# (still inside its bound) shows a clearly negative toward-zero mean
+expect 0 "^PASS" "verify: correct outputs, rounding bias in the JSON" -- "$fc" verify --dir "$n/good" --causal bottom_right --json "$tmp/vgood.json"
+check '/usr/bin/python3 -c "import json,sys; t=json.load(open(sys.argv[1]))[\"tensors\"]; assert all(abs(t[k][\"mean_bias\"]) < 0.01 and abs(t[k][\"mean_bias_toward_zero\"]) < 0.01 for k in t), t" "$tmp/vgood.json"' "verify: correctly rounded outputs have |mean bias| < 0.01"
+expect 0 "^  o .* -0\.[0-9]+ ok$" "verify: o truncated toward zero passes its bound, bias0 column negative" -- "$fc" verify --dir "$n/trunc_o" --causal bottom_right --json "$tmp/vtrunc.json"
+check '/usr/bin/python3 -c "import json,sys; o=json.load(open(sys.argv[1]))[\"tensors\"][\"o\"]; assert o[\"mean_bias_toward_zero\"] < -0.05 and abs(o[\"mean_bias\"]) < 0.05, o" "$tmp/vtrunc.json"' "verify: o truncated toward zero shows a toward-zero mean bias < -0.05"
 expect 2 "'<f8' is not supported" "verify: float64 array is rejected with a hint" -- \
   "$fc" verify --q "$n/bad_float64.npy" --k "$n/good/k.npy" --v "$n/good/v.npy" --o "$n/good/o.npy"
 expect 2 "truncated data" "verify: truncated file" -- \
@@ -100,6 +106,8 @@ expect 2 "--causal must be" "verify: bad --causal" -- "$fc" verify --dir "$n/goo
 expect 0 "result: CERTIFIED" "certify --quick on cpu" -- "$fc" certify --backend cpu --quick --fuzz-seconds 2 --jobs 1 --out "$tmp/r1"
 check '[ -f "$tmp/r1/report.md" ] && [ -f "$tmp/r1/report.json" ]' "certify wrote report.md and report.json"
 check '/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r[\"result\"]==\"PASS\" and len(r[\"categories\"])>=10" "$tmp/r1/report.json"' "report.json parses and says PASS"
+check '/usr/bin/python3 -c "import json,sys; b=json.load(open(sys.argv[1]))[\"rounding_bias\"]; assert set(b) >= {\"o\",\"lse\",\"dq\",\"dk\",\"dv\"} and all(v[\"elements\"] > 0 and abs(v[\"mean_bias\"]) < 0.01 for v in b.values()), b" "$tmp/r1/report.json"' "certify: report.json rounding bias per tensor, |mean| < 0.01 on the cpu backend"
+check 'grep -q "^| o | [0-9]* | " "$tmp/r1/report.md"' "certify: report.md has the rounding-bias table"
 expect 2 "already holds a report" "certify refuses to overwrite a report" -- "$fc" certify --backend cpu --quick --out "$tmp/r1"
 expect 2 "cannot read" "certify with a missing baseline" -- "$fc" certify --backend cpu --baseline "$tmp/none.json"
 expect 1 "REGRESSION causal" "certify of a broken backend against the baseline flags the regression" -- \
