@@ -37,7 +37,8 @@ static const char *main_help =
     "exit codes: 0 ok/pass; 1 a check failed (or findings, or the failure reproduced);\n"
     "            2 usage or bad input file (a bad case file, a missing option value);\n"
     "            3 backend cannot be loaded; 4 harness error: I/O (cannot write a report, a finding,\n"
-    "            a full disk), out of memory, a worker killed from outside; never a finding\n"
+    "            a full disk), out of memory, a worker killed from outside; never a finding (certify:\n"
+    "            INCOMPLETE, some cases not judged for such a reason)\n"
     "\n"
     "under `bazel run`, relative paths are taken from the directory you ran bazel in\n"
     "(BUILD_WORKING_DIRECTORY), so reports and findings land there.\n";
