@@ -406,8 +406,12 @@ int cli_verify(int argc, char **argv)
         int first = 1;
         for (int id = 0; id < VN; id++) {
             if (!checked[id]) continue;
-            fprintf(f, "%s\"%s\": {\"checked\": %lld, \"failed\": %lld, \"worst_ratio\": %.6g, \"max_err\": %.6g}", first ? "" : ", ",
-                    vnames[id], (long long)st[id].checked, (long long)st[id].failed, st[id].worst_ratio, st[id].max_err);
+            const orc_stats *s = &st[id];
+            fprintf(f, "%s\"%s\": {\"checked\": %lld, \"failed\": %lld, \"worst_ratio\": %.6g, \"max_err\": %.6g, "
+                    "\"first_fail\": [%lld, %lld, %lld, %lld], \"worst_got\": %.9g, \"worst_ref\": %.9g, \"worst_bound\": %.6g}",
+                    first ? "" : ", ", vnames[id], (long long)s->checked, (long long)s->failed, s->worst_ratio, s->max_err,
+                    (long long)s->first_fail_at[0], (long long)s->first_fail_at[1], (long long)s->first_fail_at[2],
+                    (long long)s->first_fail_at[3], s->worst_kernel, s->worst_ref, s->worst_bound);
             first = 0;
         }
         fprintf(f, "}}\n");

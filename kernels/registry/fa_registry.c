@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "kernels/flash_api.h"
+#include "kernels/py/fa_py.h"
 #ifndef FA_REGISTRY_CPU_ONLY
 #include "kernels/cuda/cuda_backend.h"
 #endif
@@ -102,9 +103,11 @@ fa_status fa_backend_by_name(const char *name, const fa_backend **out, fa_error 
         *out = b;
         return FA_OK;
     }
+    if (strncmp(name, "py:", 3) == 0) return fa_backend_py(name + 3, out, err);
     if (strchr(name, '/') != NULL || reg_ends_with(name, ".so")) return fa_backend_load(name, out, err);
-    return fa_fail(err, FA_ERR_INVALID, "backend", "unknown backend '%s'; choose 'cpu', 'cuda', or a path "
-                   "to a shared library (containing '/' or ending in .so) exporting %s.", name,
+    return fa_fail(err, FA_ERR_INVALID, "backend", "unknown backend '%s'; choose 'cpu', 'cuda', "
+                   "py:MODULE_OR_FILE:CALLABLE (a Python callable), or a path to a shared library (containing "
+                   "'/' or ending in .so) exporting %s.", name,
                    FA_BACKEND_EXPORT_SYMBOL);
 }
 
