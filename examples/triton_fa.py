@@ -21,8 +21,9 @@ import triton.language as tl
 
 import flashcheck
 
-LOG2E = 1.4426950408889634
-LN2 = 0.6931471805599453
+_LOG2E = 1.4426950408889634
+LOG2E = tl.constexpr(_LOG2E)   # inside kernels
+LN2 = tl.constexpr(0.6931471805599453)
 
 
 @triton.jit
@@ -186,7 +187,7 @@ def make(ragged_tail=True):
         BM, BN = 64, 64
         grid = (triton.cdiv(Sq, BM), B * Hq)
         _fwd[grid](q, k, v, out, lse, *q.stride(), *k.stride(), *v.stride(), *out.stride(), *lse.stride(),
-                   Sq, Sk, Hq, Hq // Hkv, Dqk, Dv, scale * LOG2E, diag_off, c, wl, wr,
+                   Sq, Sk, Hq, Hq // Hkv, Dqk, Dv, scale * _LOG2E, diag_off, c, wl, wr,
                    BLOCK_M=BM, BLOCK_N=BN, BDQK=_pow2(Dqk), BDV=_pow2(Dv), RAGGED_TAIL=RT)
 
     def backward(q, k, v, o, do, lse, *, causal, window, window_align, scale, dq, dk, dv):

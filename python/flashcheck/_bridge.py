@@ -13,7 +13,9 @@ forward(q, k, v, *, causal, window, window_align, scale, mask, out, lse, dtype)
     lse must be written) and the bridge copies.
 backward(q, k, v, o, do, lse, *, causal, window, window_align, scale, mask, dq, dk, dv, deterministic, dtype)
     writes dq, dk, dv (or returns them). With backward="autograd" the bridge instead calls forward with
-    out=None, lse=None on tensors that require grad and runs torch.autograd.grad(o, (q, k, v), do).
+    out=None, lse=None on tensors that require grad and runs torch.autograd.grad(o, (q, k, v), do);
+    a deterministic case runs under torch.use_deterministic_algorithms(True) (a RuntimeError about a
+    missing deterministic implementation is Unsupported).
 Only the keyword arguments a callable names are passed, unless it takes **kwargs.
 
 Arrays: on a CUDA backend, torch tensors over the harness's device buffers (torch.from_dlpack of a
@@ -110,7 +112,8 @@ def _failure(exc, what):
         return (FA_ERR_UNSUPPORTED, "", "unsupported: %s" % (exc,))
     sys.stderr.write("flashcheck py backend: %s raised:\n%s" % (what, traceback.format_exc()))
     sys.stderr.flush()
-    text = "%s: %s" % (type(exc).__name__, exc)
+    lines = [ln for ln in str(exc).splitlines() if ln.strip()]
+    text = "%s: %s" % (type(exc).__name__, lines[-1].strip() if lines else "")  # a compiler's last line names the error
     return (FA_ERR_INTERNAL, "backend", "python %s raised %s%s" % (what, text[:180], _where(exc)))
 
 
@@ -272,10 +275,19 @@ def backward(k, items, prob, deterministic):
             torch = k.torch
             qg, kg, vg = (t.detach().requires_grad_(True) for t in (q, kk, v))
             fkw = dict(kw, out=None, lse=None)
-            with torch.enable_grad():
-                ret = k.fwd(qg, kg, vg, **_filter(fkw, k.fwd_kw))
-                og = ret[0] if isinstance(ret, (tuple, list)) else ret
-                grads = torch.autograd.grad(og, (qg, kg, vg), do)
+            was = torch.are_deterministic_algorithms_enabled()
+            try:
+                torch.use_deterministic_algorithms(bool(deterministic) or was)
+                with torch.enable_grad():
+                    ret = k.fwd(qg, kg, vg, **_filter(fkw, k.fwd_kw))
+                    og = ret[0] if isinstance(ret, (tuple, list)) else ret
+                    grads = torch.autograd.grad(og, (qg, kg, vg), do)
+            except RuntimeError as e:
+                if deterministic and "deterministic" in str(e):
+                    raise Unsupported("torch has no deterministic implementation: %s" % str(e).splitlines()[0])
+                raise
+            finally:
+                torch.use_deterministic_algorithms(was)
         else:
             kw.update(dq=dq, dk=dk, dv=dv, deterministic=bool(deterministic))
             grads = k.bwd(q, kk, v, o, do, lse, **_filter(kw, k.bwd_kw))

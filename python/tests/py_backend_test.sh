@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # py_backend_test.sh FLASHCHECK: the py backend end to end with numpy kernels (examples/numpy_attention.py):
 # the correct kernel passes certify --quick and a fuzz budget; each broken copy is found by fuzz within
-# a fixed budget (one worker, fixed seed, 400 executions) and its finding replays with `repro`; a Python
+# a fixed budget (one worker, fixed seed, 150 executions of cases up to S=96, D=64) and its finding replays with `repro`; a Python
 # exception is a failed case with the exception in the finding (not a crash of the campaign);
 # flashcheck.Unsupported is SKIP; a bad declaration or module is a clear load error (exit 3).
 # The embedded interpreter is Debian's /usr/bin/python3 (numpy), the package comes from python/.
@@ -21,13 +21,13 @@ rc=$?; grep -q "result: CERTIFIED" cert.log && [ $rc -eq 0 ] || { bad "certify -
 grep -q "backend numpy" cert.log || bad "certify does not name the declared backend"
 
 # 2. fuzz: nothing on the correct kernel, a finding on each broken copy
-fz() { "$FC" fuzz --jobs 1 --seed 1 --cases 400 --time 0 --quiet --corpus "c_$1" --findings "f_$1" --backend "$K:$1" > "fz_$1.log" 2>&1; }
+fz() { "$FC" fuzz --jobs 1 --seed 1 --cases 150 --time 0 --max-seq 96 --max-dim 64 --quiet --corpus "c_$1" --findings "f_$1" --backend "$K:$1" > "fz_$1.log" 2>&1; }
 fz attention; rc=$?
 [ $rc -eq 0 ] || { bad "fuzz found something in the correct numpy kernel (rc $rc)"; tail -5 fz_attention.log; }
 for b in broken_causal broken_window broken_gqa broken_tail broken_dk; do
   fz $b; rc=$?
   n=$(find "f_$b" -name '*.case' | wc -l)
-  if [ $rc -ne 1 ] || [ "$n" -eq 0 ]; then bad "fuzz did not find $b in 400 executions (rc $rc, $n files)"; tail -5 "fz_$b.log"; continue; fi
+  if [ $rc -ne 1 ] || [ "$n" -eq 0 ]; then bad "fuzz did not find $b in 150 executions (rc $rc, $n files)"; tail -5 "fz_$b.log"; continue; fi
   f=$(find "f_$b" -name '*.case' | head -1)
   "$FC" repro "$f" --backend "$K:$b" > "rp_$b.log" 2>&1; rc=$?
   [ $rc -eq 1 ] || bad "repro of a $b finding does not fail on $b (rc $rc)"
