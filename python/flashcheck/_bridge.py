@@ -25,6 +25,7 @@ ml_dtypes.bfloat16 when ml_dtypes is importable and otherwise uint16 bit pattern
 format the 16-bit data is in; flashcheck.host converts). arrays="torch" gives torch CPU tensors.
 
 Status answered to C: (0, "", "") ok; (2, arg, msg) flashcheck.Unsupported or a declared limit;
+(4, "backend", msg) a CUDA fault surfacing as a torch error (the worker is then replaced);
 (5, "backend", msg) any other exception: msg has the exception and its innermost frame, the full
 traceback goes to stderr.
 """
@@ -38,7 +39,7 @@ import traceback
 from . import _decl
 from ._errors import Unsupported
 
-FA_OK, FA_ERR_INVALID, FA_ERR_UNSUPPORTED, FA_ERR_INTERNAL = 0, 1, 2, 5
+FA_OK, FA_ERR_INVALID, FA_ERR_UNSUPPORTED, FA_ERR_DEVICE, FA_ERR_INTERNAL = 0, 1, 2, 4, 5
 CAUSAL = _decl.CAUSAL_NAMES
 ALIGN = ("top_left", "bottom_right")
 
@@ -110,11 +111,24 @@ def _failure(exc, what):
     """(status, arg, msg) for an exception raised by the kernel (or while opening it)."""
     if isinstance(exc, Unsupported):
         return (FA_ERR_UNSUPPORTED, "", "unsupported: %s" % (exc,))
+    device = _device_fault(exc)
     sys.stderr.write("flashcheck py backend: %s raised:\n%s" % (what, traceback.format_exc()))
     sys.stderr.flush()
     lines = [ln for ln in str(exc).splitlines() if ln.strip()]
     text = "%s: %s" % (type(exc).__name__, lines[-1].strip() if lines else "")  # a compiler's last line names the error
+    if device:  # a kernel fault: the CUDA context is gone, the harness restarts the worker
+        return (FA_ERR_DEVICE, "backend", "python %s: CUDA fault: %s" % (what, device[:200]))
     return (FA_ERR_INTERNAL, "backend", "python %s raised %s%s" % (what, text[:180], _where(exc)))
+
+
+def _device_fault(exc):
+    """The CUDA error text of a device fault raised through torch (illegal address, misaligned
+    address, launch failure ...), else None. Such errors leave the context unusable."""
+    msg = str(exc)
+    if type(exc).__name__ in ("AcceleratorError", "CudaError") or msg.startswith("CUDA error"):
+        first = msg.strip().splitlines()[0] if msg.strip() else type(exc).__name__
+        return first
+    return None
 
 
 def open(spec):  # noqa: A001 (the C side calls it by this name)

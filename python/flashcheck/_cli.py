@@ -78,15 +78,7 @@ def spec_of(fn):
         if not path:
             raise ValueError("%r is defined in an interactive session; put it in a file" % (fn,))
         return "py:%s:%s" % (os.path.abspath(path), name)
-    if m is not None and getattr(m, "__file__", None) and mod not in ("flashcheck",) and \
-            not _importable(mod):
+    if m is not None and getattr(m, "__file__", None) and "." not in mod:
+        # a top-level module may sit on a path only this process has: name its file
         return "py:%s:%s" % (os.path.abspath(m.__file__), name)
     return "py:%s:%s" % (mod, name)
-
-
-def _importable(mod):
-    import importlib.util
-    try:
-        return importlib.util.find_spec(mod) is not None
-    except (ImportError, ValueError):
-        return False

@@ -15,3 +15,8 @@ def unsupported(q, k, v, *, out, lse):
 @flashcheck.kernel(device="cpu", profile="no-such-preset")
 def bad_profile(q, k, v, *, out, lse):
     pass
+
+
+@flashcheck.kernel(device="cpu", profile="fp32", name="noop")
+def noop(q, k, v, *, out, lse):
+    """Writes nothing: the bridge's cost alone (kernels/py/py_call_bench.c)."""

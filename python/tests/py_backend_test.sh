@@ -3,7 +3,7 @@
 # the correct kernel passes certify --quick and a fuzz budget; each broken copy is found by fuzz within
 # a fixed budget (one worker, fixed seed, 150 executions of cases up to S=96, D=64) and its finding replays with `repro`; a Python
 # exception is a failed case with the exception in the finding (not a crash of the campaign);
-# flashcheck.Unsupported is SKIP; a bad declaration or module is a clear load error (exit 3).
+# shrink minimizes a finding; flashcheck.Unsupported is SKIP; a bad declaration or module is a clear load error (exit 3).
 # The embedded interpreter is Debian's /usr/bin/python3 (numpy), the package comes from python/.
 set -uo pipefail
 FC=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
@@ -36,7 +36,22 @@ for b in broken_causal broken_window broken_gqa broken_tail broken_dk; do
   echo "ok: $b found ($n findings)"
 done
 
-# 3. exceptions: a failed case with the exception text, the campaign survives
+# 3. shrink minimizes a finding of the broken ragged-tail kernel through the py backend; the .min
+#    still fails on it and passes on the correct kernel
+f=$(find f_broken_tail -name '*.case' | head -1)
+if [ -n "$f" ]; then
+  cp "$f" tail.case
+  "$FC" shrink tail.case --max-runs 60 --backend "$K:broken_tail" > shrink.log 2>&1; rc=$?
+  if [ $rc -ne 0 ] || [ ! -f tail.case.min ]; then bad "shrink of a broken_tail finding (rc $rc)"; tail -5 shrink.log
+  else
+    "$FC" repro tail.case.min --backend "$K:broken_tail" > rpmin.log 2>&1; rc1=$?
+    "$FC" repro tail.case.min --backend "$K:attention" > rpminok.log 2>&1; rc2=$?
+    [ $rc1 -eq 1 ] && [ $rc2 -eq 0 ] || bad "tail.case.min: broken rc $rc1 (want 1), correct rc $rc2 (want 0)"
+    echo "ok: shrink: $(grep -h 'wrote' shrink.log | head -1)"
+  fi
+fi
+
+# 4. exceptions: a failed case with the exception text, the campaign survives
 C=$ROOT/fuzz/regressions/fwd/causal_top_left_sq_lt_sk.case
 "$FC" repro "$C" --backend "py:$T:raises" > raises.log 2>&1; rc=$?
 [ $rc -eq 1 ] || bad "a raising kernel: repro exit $rc, expected 1 (a failed case)"

@@ -105,3 +105,46 @@ def test_plugin_grid_finds_broken_tail_or_causal(request, case):
     o, lse = run(kern, c.q, c.k, c.v, causal=c.kwargs["causal"], window=c.kwargs["window"])
     with pytest.raises(AssertionError, match="repro:"):
         c.check(o, lse)
+
+
+REG = os.path.join(HERE, "..", "..", "fuzz", "regressions", "fwd", "causal_bottom_right_sq_gt_sk.case")
+
+
+def test_spec_of_names_files_and_modules():
+    from flashcheck import _cli
+    assert _cli.spec_of(numpy_attention.attention) == "py:%s:attention" % os.path.abspath(numpy_attention.__file__)
+    assert _cli.spec_of("mod:fn") == "py:mod:fn"
+    from flashcheck.adapters import __name__ as adapters  # noqa: F401 (a package module keeps its name)
+
+
+def test_repro_wrapper_runs_callables_through_the_py_backend():
+    good = flashcheck.repro(REG, numpy_attention.attention)
+    assert good.ok, good.stdout + good.stderr
+    bad = flashcheck.repro(REG, numpy_attention.broken_causal)
+    assert bad.returncode == 1 and "numpy-broken-causal" in bad.stdout
+
+
+def test_bridge_maps_exceptions():
+    from flashcheck import _bridge
+
+    class AcceleratorError(RuntimeError):  # torch's type for CUDA faults
+        pass
+    for exc, status in ((flashcheck.Unsupported("no"), 2), (AcceleratorError("CUDA error: misaligned address\nx"), 4),
+                        (ZeroDivisionError("planted"), 5)):
+        try:
+            raise exc
+        except BaseException as e:  # noqa: B036
+            st, _, msg = _bridge._failure(e, "forward")
+        assert st == status, (exc, st, msg)
+    assert "misaligned address" in _bridge._failure(AcceleratorError("CUDA error: misaligned address"), "f")[2]
+
+
+def test_bf16_rounding_is_correct_rounding_of_float64():
+    r = np.random.default_rng(11)
+    x = r.standard_normal(2000000) * np.exp(r.standard_normal(2000000) * 4)
+    z = np.zeros(0, np.uint16)
+    b = from_float(x, "bfloat16", z)
+    got = to_float(b, "bfloat16").astype(np.float64)
+    for step in (1, -1):  # no bf16 neighbour is nearer (ties: the even one)
+        nb = to_float((b.astype(np.int32) + step).astype(np.uint16), "bfloat16").astype(np.float64)
+        assert np.all(np.abs(got - x) <= np.abs(nb - x))
