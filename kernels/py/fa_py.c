@@ -235,7 +235,9 @@ static fa_status fail_from_python(fa_error *err, const char *what) {
     P.PyErr_Fetch(&type, &value, &tb);
     P.PyErr_NormalizeException(&type, &value, &tb);
     char tname[96], text[200];
-    take_text(type, tname, sizeof tname);
+    PyObject *tn = type ? P.PyObject_GetAttrString(type, "__name__") : NULL;
+    take_text(tn ? tn : type, tname, sizeof tname);
+    if (tn) P.Py_DecRef(tn);
     take_text(value, text, sizeof text);
     if (type) P.Py_DecRef(type);
     if (value) P.Py_DecRef(value);
@@ -501,10 +503,10 @@ static fa_status py_open(const char *spec, fa_error *err) {
     if (!S.bridge) {
         fa_error why;
         memset(&why, 0, sizeof why);
-        fail_from_python(&why, "import flashcheck._bridge");
-        st = fa_fail(err, FA_ERR_INVALID, "backend", "py backend: the Python package flashcheck is not importable "
-                     "by the interpreter (FLASHCHECK_PYTHON or python3 on PATH): pip install ./python from the "
-                     "flashcheck repository, or put its python/ folder on PYTHONPATH (%.120s)", why.msg + 13);
+        fail_from_python(&why, "import flashcheck._bridge"); /* "...: ModuleNotFoundError: No module ..." */
+        st = fa_fail(err, FA_ERR_INVALID, "backend", "py backend: %.110s; pip install ./python (flashcheck "
+                     "repository) for that interpreter, or put python/ on PYTHONPATH",
+                     why.msg + strlen("py backend: import flashcheck._bridge: "));
         goto out;
     }
     S.fwd = P.PyObject_GetAttrString(S.bridge, "forward");

@@ -70,5 +70,8 @@ grep -qi "skip" unsup.log && [ $rc -eq 0 ] || { bad "Unsupported is not a SKIP (
 FLASHCHECK_PYTHON=/nonexistent/python3 "$FC" repro "$C" --backend "$K:attention" > nopy.log 2>&1; rc=$?
 [ $rc -eq 3 ] && grep -q "FLASHCHECK_PYTHON" nopy.log || { bad "missing interpreter: rc $rc"; cat nopy.log; }
 
+env -u PYTHONPATH FLASHCHECK_PYTHON=/usr/bin/python3 "$FC" repro "$C" --backend "$K:attention" > nopkg.log 2>&1; rc=$?
+[ $rc -eq 3 ] && grep -q "No module named 'flashcheck'" nopkg.log || { bad "package not importable: rc $rc"; cat nopkg.log; }
+
 [ $fail -eq 0 ] && echo "py_backend_test: all passed"
 exit $fail
