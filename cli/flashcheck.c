@@ -28,7 +28,8 @@ static const char *main_help =
     "  verify    check outputs of any framework saved as .npy (q k v o lse; do dq dk dv)\n"
     "\n"
     "every command takes --backend cpu|cuda|PATH.so (default: CUDA when a GPU is present, else CPU)\n"
-    "and --help. With no command-specific option, `flashcheck certify` certifies the default backend.\n"
+    "or py:MODULE_OR_FILE:CALLABLE (a Python kernel: python/README.md), and --help. With no\n"
+    "command-specific option, `flashcheck certify` certifies the default backend.\n"
     "\n"
     "exit codes: 0 ok/pass; 1 a check failed (or findings, or the failure reproduced);\n"
     "            2 usage or bad input file; 3 backend cannot be loaded; 4 internal or I/O error\n";
