@@ -587,6 +587,11 @@ int cli_verify(int argc, char **argv)
             json_number(o, "worst_ratio", st[id].worst_ratio);
             json_number(o, "median_ratio", st[id].median_ratio);
             json_number(o, "max_err", st[id].max_err);
+            cJSON *ff = cJSON_AddArrayToObject(o, "first_fail");   /* [b, s, h, d]; -1s when none failed */
+            for (int k = 0; k < 4 && ff; k++) cJSON_AddItemToArray(ff, cJSON_CreateNumber((double)st[id].first_fail_at[k]));
+            json_number(o, "worst_got", st[id].worst_kernel);
+            json_number(o, "worst_ref", st[id].worst_ref);
+            json_number(o, "worst_bound", st[id].worst_bound);
             if (st[id].bias_n > 0) {   /* rounding bias (oracle.h orc_stats.bias_*); null when no element had a bound */
                 json_number(o, "mean_bias", bias_mean(st[id].bias_sum, st[id].bias_n));
                 json_number(o, "mean_bias_toward_zero", bias_mean(st[id].bias_zero_sum, st[id].bias_n));
