@@ -245,13 +245,13 @@ check '[ $rc_first -eq 0 ] && grep -q "result: CERTIFIED" "$i12/first.log" && gr
   "issue12 item 4: the first run finished with its own report intact (exit $rc_first)"
 # cases not judged (harness errors: here the worker is SIGKILLed as by the OOM killer) never certify
 expect 4 "^result: INCOMPLETE" "certify: cases killed from outside on some shapes end INCOMPLETE (exit 4)" -- \
-  env FAULTY_MODE=killed "$fc" certify --backend "$faulty" --quick --fuzz-seconds 0 --out "$tmp/r3"
+  env FAULTY_MODE=killed "$fc" certify --backend "$faulty" --quick --fuzz-seconds 0 --out "$tmp/r_inc1"
 check 'grep -Eq "^not judged: [0-9]+ case\(s\).*shapes [0-9]+" "$out"' "certify: the summary lists the categories not judged"
-check '/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r[\"result\"]==\"INCOMPLETE\" and r[\"not_judged\"][\"shapes\"]>0 and any(c[\"status\"]==\"INCOMPLETE\" for c in r[\"categories\"])" "$tmp/r3/report.json"' "report.json: result INCOMPLETE, not_judged per category"
-check 'grep -q "result: \*\*INCOMPLETE\*\*" "$tmp/r3/report.md" && grep -q "Not judged.*shapes" "$tmp/r3/report.md"' "report.md: INCOMPLETE and the categories not judged"
-check '! grep -q "failures/" "$tmp/r3/report.md" && [ ! -d "$tmp/r3/failures" ]' "certify: killed cases are not findings against the backend"
+check '/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r[\"result\"]==\"INCOMPLETE\" and r[\"not_judged\"][\"shapes\"]>0 and any(c[\"status\"]==\"INCOMPLETE\" for c in r[\"categories\"])" "$tmp/r_inc1/report.json"' "report.json: result INCOMPLETE, not_judged per category"
+check 'grep -q "result: \*\*INCOMPLETE\*\*" "$tmp/r_inc1/report.md" && grep -q "Not judged.*shapes" "$tmp/r_inc1/report.md"' "report.md: INCOMPLETE and the categories not judged"
+check '! grep -q "failures/" "$tmp/r_inc1/report.md" && [ ! -d "$tmp/r_inc1/failures" ]' "certify: killed cases are not findings against the backend"
 expect 4 "^result: INCOMPLETE" "certify: every case killed (nothing judged) is INCOMPLETE, never CERTIFIED" -- \
-  env FAULTY_MODE=killed_all "$fc" certify --backend "$faulty" --quick --fuzz-seconds 0 --out "$tmp/r4"
+  env FAULTY_MODE=killed_all "$fc" certify --backend "$faulty" --quick --fuzz-seconds 0 --out "$tmp/r_inc2"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
