@@ -17,7 +17,7 @@ for f in fuzz/fz_gen.c fuzz/fz_feat.c fuzz/fz_store.c fuzz/fz_harness.c fuzz/fz_
   $CC $CFLAGS -std=c11 -D_GNU_SOURCE -I. $extra -c "$f" -o "$o"
   objs+=("$o")
 done
-$CC $CFLAGS -std=c11 -D_GNU_SOURCE -I. -DFA_REGISTRY_CPU_ONLY -c kernels/registry/fa_registry.c -o /tmp/fzobj/reg.o
+$CC $CFLAGS -std=c11 -D_GNU_SOURCE -I. -DFA_REGISTRY_CPU_ONLY -DFA_REGISTRY_NO_PY -c kernels/registry/fa_registry.c -o /tmp/fzobj/reg.o
 objs+=(/tmp/fzobj/reg.o)
 libs="-Wl,-Bstatic -lmpfr -lgmp -Wl,-Bdynamic -lm -ldl -lpthread"
 for t in fwd bwd; do

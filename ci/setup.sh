@@ -14,7 +14,10 @@ PACKAGES=(
   clang-14            # libFuzzer campaigns (-fsanitize=fuzzer,address,undefined)
   libclang-rt-14-dev  # libFuzzer and sanitizer runtimes
   python3-mpmath      # the oracle's independent cross-check (second arbitrary-precision implementation)
-  python3-numpy       # .npy fixtures for `flashcheck verify` tests
+  python3-numpy       # .npy fixtures for `flashcheck verify` tests; the numpy kernels of the py backend tests
+  python3-dev         # CPython's stable-ABI headers for the py backend (kernels/py; libpython is dlopen'ed at run time)
+  libdlpack-dev       # dlpack/dlpack.h: the py backend hands the harness's buffers to torch without copies
+  python3-pytest      # the Python package's tests and its pytest plugin (python/tests)
 )
 
 missing=()

@@ -57,15 +57,21 @@ static const char *certify_help =
     "  --timeout SEC       per-case watchdog (default 300, at least 1)\n"
     "  --quiet             no progress line (there is none when stderr is not a terminal)\n"
     "  --profile NAME      judge by the named precision preset (tensorcore, fp32, torch-flash, torch-efficient,\n"
-    "                      torch-cudnn, torch-math) instead of the profile the backend declares\n"
+    "                      torch-cudnn, torch-math, torch-math-lowp) instead of the backend's profile\n"
     "\n"
     "A case whose NaN/Inf comes where the profile's own intermediates may overflow for its magnitudes\n"
     "(oracle/BOUNDS.md section 11) is counted as overflow-sensitive, saved under DIR/overflow-sensitive/,\n"
     "and does not fail the certification.\n"
     "\n"
-    "exit: 0 certified (and no regression), 1 a category failed or regressed, 2 usage (incl. a bad\n"
-    "      --baseline, or DIR in use by another run or holding a report), 3 backend cannot be loaded,\n"
-    "      4 harness error: DIR cannot be created or written (checked first), the report cannot be written\n";
+    "Verdict: CERTIFIED when every case was judged and none failed; NOT CERTIFIED when a case failed or\n"
+    "regressed; INCOMPLETE when none failed but some cases were not judged (a harness error: out of\n"
+    "memory, a worker killed from outside, the harness past --timeout, a finding that could not be\n"
+    "saved): the summary, report.md and report.json list the categories and counts not judged.\n"
+    "\n"
+    "exit: 0 CERTIFIED (and no regression), 1 NOT CERTIFIED (a category failed or regressed), 2 usage\n"
+    "      (incl. a bad --baseline, or DIR in use by another run or holding a report), 3 backend cannot be\n"
+    "      loaded, 4 harness error: INCOMPLETE (cases not judged, report written), or DIR cannot be created\n"
+    "      or written (checked first), or the report cannot be written\n";
 
 /* ------------------------------------------------------------------------- */
 /* categories                                                                */
@@ -100,6 +106,19 @@ typedef struct {
     int nfail_listed;
 } cat_result;
 
+/* Rounding bias of one output tensor pooled over the fixed sweep's cases (fc_tensor_stats.bias_*,
+   properties/PROPERTIES.md "Rounding bias"), and the case whose own mean is farthest from 0 among
+   those with at least BIAS_MIN_CASE elements (fewer: too noisy to name). A statistic, not a verdict. */
+#define BIAS_MIN_CASE 256
+typedef struct {
+    double sum, zero_sum;
+    int64_t n;
+    double case_mean;        /* the most biased case's mean (signed or toward-zero, whichever is larger) */
+    const char *case_kind;   /* "signed" or "toward zero"; NULL: no case qualified */
+    char case_label[200];
+} bias_acc;
+static const int bias_tensors[5] = { FC_T_O, FC_T_LSE, FC_T_DQ, FC_T_DK, FC_T_DV };
+
 typedef struct {
     const char *backend_arg;
     const char *profile;     /* --profile NAME, or NULL: the backend's declared profile */
@@ -115,6 +134,7 @@ typedef struct {
     int64_t njobs, cap;
     int64_t done;
     rp_plots *plots;         /* histograms and heat maps of the sweep's verdicts */
+    bias_acc bias[5];        /* rounding bias per output tensor (bias_tensors), pooled over the fixed sweep */
     rp_progress prog;
 } certify_ctx;
 
@@ -308,6 +328,22 @@ static void on_job(void *user, int64_t index, const fz_run_result *r)
                  (long long)index, (long long)j->c.p.batch, (long long)j->c.p.seqlen_q, (long long)j->c.p.seqlen_k,
                  (long long)j->c.p.heads_q, (long long)j->c.p.heads_kv, (long long)j->c.p.head_dim_qk, (long long)j->c.p.head_dim_v);
         rp_plots_add(x->plots, &r->v, label);
+        for (int k = 0; k < 5; k++) {
+            const fc_tensor_stats *ts = &r->v.t[bias_tensors[k]];
+            bias_acc *ba = &x->bias[k];
+            if (!ts->checked || ts->bias_n <= 0) continue;
+            ba->sum += ts->bias_sum;
+            ba->zero_sum += ts->bias_zero_sum;
+            ba->n += ts->bias_n;
+            if (ts->bias_n < BIAS_MIN_CASE) continue;
+            double ms = ts->bias_sum / (double)ts->bias_n, mz = ts->bias_zero_sum / (double)ts->bias_n;
+            double m = fabs(mz) > fabs(ms) ? mz : ms;
+            if (!ba->case_kind || fabs(m) > fabs(ba->case_mean)) {
+                ba->case_mean = m;
+                ba->case_kind = fabs(mz) > fabs(ms) ? "toward zero" : "signed";
+                snprintf(ba->case_label, sizeof ba->case_label, "%s", label);
+            }
+        }
     }
     x->done++;
     rp_progress_update(&x->prog, x->done, cat_names[cat]);
@@ -365,7 +401,11 @@ static void run_misuse(certify_ctx *x)
     close(fds[0]);
     int status;
     waitpid(pid, &status, 0);
-    if (WIFSIGNALED(status)) {
+    if (WIFSIGNALED(status) && fz_iso_external_signal(WTERMSIG(status))) {   /* OOM killer, a user: not judged */
+        cr->not_judged++;
+        snprintf(cr->note, sizeof cr->note, "harness: the misuse process was killed from outside (signal %d, %s); "
+                 "the remaining invalid calls were not run", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    } else if (WIFSIGNALED(status)) {
         cr->failed++;
         snprintf(cr->note, sizeof cr->note, "an invalid call crashed the process (signal %d, %s)", WTERMSIG(status),
                  strsignal(WTERMSIG(status)));
@@ -462,22 +502,46 @@ static void run_sanitizer(certify_ctx *x, int want)
 /* ------------------------------------------------------------------------- */
 /* report                                                                    */
 
+/* the run's verdict: a failure or regression decides NOT CERTIFIED; otherwise any case not judged
+   (a harness error) makes it INCOMPLETE, never CERTIFIED */
+enum { V_CERTIFIED, V_NOT_CERTIFIED, V_INCOMPLETE };
+static const char *verdict_line[3] = { "CERTIFIED", "NOT CERTIFIED", "INCOMPLETE" };
+static const char *verdict_json[3] = { "PASS", "FAIL", "INCOMPLETE" };
+
+/* "shapes 3, fuzz 1" into buf: the categories with cases not judged; returns their total */
+static int64_t not_judged_list(const certify_ctx *x, char *buf, size_t len)
+{
+    int64_t total = 0;
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 0; i < CAT_COUNT; i++) {
+        if (!x->cat[i].not_judged) continue;
+        total += x->cat[i].not_judged;
+        if (n < len) n += (size_t)snprintf(buf + n, len - n, "%s%s %lld", n ? ", " : "", cat_names[i], (long long)x->cat[i].not_judged);
+    }
+    return total;
+}
+
 static const char *cat_status(const cat_result *c)
 {
     if (!c->run) return "not run";
     if (c->failed) return "FAIL";
+    if (c->not_judged) return "INCOMPLETE";   /* some cases not judged (harness errors): cannot PASS */
     if (c->cases == 0 || c->passed == 0) return c->skipped || c->not_judged ? "not judged" : "empty";
     return "PASS";
 }
 
-static cJSON *report_json(const certify_ctx *x, int pass, const char *date, cJSON *regressions)
+static cJSON *report_json(const certify_ctx *x, int verdict, const char *date, cJSON *regressions)
 {
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "flashcheck_report", 1);
     cJSON_AddStringToObject(root, "backend", x->backend);
     cJSON_AddStringToObject(root, "profile", x->profile ? x->profile : "declared by the backend");
     cJSON_AddStringToObject(root, "date", date);
-    cJSON_AddStringToObject(root, "result", pass ? "PASS" : "FAIL");
+    cJSON_AddStringToObject(root, "result", verdict_json[verdict]);
+    cJSON *nj = cJSON_AddObjectToObject(root, "not_judged");   /* category -> cases not judged (harness errors) */
+    for (int i = 0; i < CAT_COUNT; i++)
+        if (x->cat[i].not_judged) cJSON_AddNumberToObject(nj, cat_names[i], (double)x->cat[i].not_judged);
     cJSON *cats = cJSON_AddArrayToObject(root, "categories");
     for (int i = 0; i < CAT_COUNT; i++) {
         const cat_result *c = &x->cat[i];
@@ -496,6 +560,20 @@ static cJSON *report_json(const certify_ctx *x, int pass, const char *date, cJSO
         cJSON *f = cJSON_AddArrayToObject(o, "failures");
         for (int k = 0; k < c->nfail_listed; k++) cJSON_AddItemToArray(f, cJSON_CreateString(c->failures[k]));
         cJSON_AddItemToArray(cats, o);
+    }
+    cJSON *bias = cJSON_AddObjectToObject(root, "rounding_bias");   /* per output tensor, fixed sweep pooled */
+    for (int k = 0; k < 5; k++) {
+        const bias_acc *ba = &x->bias[k];
+        if (ba->n <= 0) continue;
+        cJSON *o = cJSON_AddObjectToObject(bias, fc_tensor_name(bias_tensors[k]));
+        cJSON_AddNumberToObject(o, "elements", (double)ba->n);
+        cJSON_AddNumberToObject(o, "mean_bias", ba->sum / (double)ba->n);
+        cJSON_AddNumberToObject(o, "mean_bias_toward_zero", ba->zero_sum / (double)ba->n);
+        if (ba->case_kind) {
+            cJSON_AddNumberToObject(o, "most_biased_case_mean", ba->case_mean);
+            cJSON_AddStringToObject(o, "most_biased_case_kind", ba->case_kind);
+            cJSON_AddStringToObject(o, "most_biased_case", ba->case_label);
+        }
     }
     if (regressions) cJSON_AddItemToObject(root, "regressions", regressions);
     return root;
@@ -546,7 +624,7 @@ static cJSON *compare_baseline(const certify_ctx *x, const char *path, char *msg
     return regs;
 }
 
-static int write_markdown(const certify_ctx *x, const char *path, int pass, const char *date, const cJSON *regs,
+static int write_markdown(const certify_ctx *x, const char *path, int verdict, const char *date, const cJSON *regs,
                           const char *baseline, const char *plots_md, char *msg, size_t msglen)
 {
     size_t cap = 1 << 16, n = 0;
@@ -554,9 +632,13 @@ static int write_markdown(const certify_ctx *x, const char *path, int pass, cons
 #define MD(...) do { if (n < cap) n += (size_t)snprintf(b + n, cap - n, __VA_ARGS__); } while (0)
     MD("# flashcheck certification: %s\n\n", x->backend);
     MD("- result: **%s**\n- date: %s\n- backend: `%s` (%s memory; max head dim %lld, head dim multiple %lld%s)\n\n",
-       pass ? "CERTIFIED" : "NOT CERTIFIED", date, x->backend, x->mem == FA_MEM_CUDA ? "CUDA" : "host",
+       verdict_line[verdict], date, x->backend, x->mem == FA_MEM_CUDA ? "CUDA" : "host",
        (long long)x->lim.max_head_dim, (long long)x->lim.head_dim_multiple, x->has_bwd ? ", forward + backward" : ", forward only");
     MD("- precision profile: %s\n\n", x->profile ? x->profile : "declared by the backend");
+    char njl[600];
+    if (not_judged_list(x, njl, sizeof njl) > 0)
+        MD("**Not judged** (harness errors: out of memory, killed from outside, harness past --timeout; not findings "
+           "against the backend, but the run cannot certify): %s. Run those cases again.\n\n", njl);
     MD("Each case checks every output element against the oracle's per-element bound (ratio = |got - ref| / bound;\n"
        "an element passes at ratio <= 1), plus guards, unwritten outputs, unchanged inputs and determinism.\n\n");
     MD("| category | status | cases | passed | failed | skipped | not judged | worst error/bound | covers |\n");
@@ -570,6 +652,26 @@ static int write_markdown(const certify_ctx *x, const char *path, int pass, cons
            (long long)c->passed, (long long)c->failed, (long long)c->skipped, (long long)c->not_judged, ratio, cat_what[i]);
     }
     MD("\n");
+    int any_bias = 0;
+    for (int k = 0; k < 5; k++) any_bias |= x->bias[k].n > 0;
+    if (any_bias) {
+        MD("Rounding bias of the fixed sweep (mean of (got - ref) / bound over every finite element with a bound, pooled "
+           "over the cases; *toward zero*: the same with the sign of ref, < 0 when results are pulled toward zero). "
+           "Unbiased rounding gives means near 0; a round-to-nearest that truncates shows a negative toward-zero mean, "
+           "one that rounds up a positive signed mean. A statistic, not a verdict: see properties/PROPERTIES.md, "
+           "\"Rounding bias\".\n\n");
+        MD("| tensor | elements | mean signed | mean toward zero | most biased case (>= %d elements) |\n|---|---:|---:|---:|---|\n",
+           BIAS_MIN_CASE);
+        for (int k = 0; k < 5; k++) {
+            const bias_acc *ba = &x->bias[k];
+            if (ba->n <= 0) continue;
+            MD("| %s | %lld | %.3g | %.3g | ", fc_tensor_name(bias_tensors[k]), (long long)ba->n, ba->sum / (double)ba->n,
+               ba->zero_sum / (double)ba->n);
+            if (ba->case_kind) MD("%.3g (%s): %s |\n", ba->case_mean, ba->case_kind, ba->case_label);
+            else MD("- |\n");
+        }
+        MD("\n");
+    }
     for (int i = 0; i < CAT_COUNT; i++) {
         const cat_result *c = &x->cat[i];
         if (c->note[0]) MD("- %s: %s\n", cat_names[i], c->note);
@@ -692,6 +794,8 @@ int cli_certify(int argc, char **argv)
 
     int pass = 1;
     for (int i = 0; i < CAT_COUNT; i++) if (x->cat[i].failed) pass = 0;
+    char njl[600];
+    int64_t n_not_judged = not_judged_list(x, njl, sizeof njl);
     cJSON *regs = NULL;
     char bl_backend[64] = "";
     if (baseline) {
@@ -699,13 +803,14 @@ int cli_certify(int argc, char **argv)
         if (!regs) { fprintf(stderr, "flashcheck certify: --baseline: %s\n", msg); return CLI_USAGE; }
     }
     int nreg = regs ? cJSON_GetArraySize(regs) : 0;
-    cJSON *root = report_json(x, pass, date, regs);
+    int verdict = !pass || nreg ? V_NOT_CERTIFIED : n_not_judged ? V_INCOMPLETE : V_CERTIFIED;
+    cJSON *root = report_json(x, verdict, date, regs);
     if (baseline) cJSON_AddStringToObject(root, "baseline", baseline);
     char *jtext = cJSON_Print(root);
     int werr = fz_write_atomic(js, jtext, strlen(jtext), msg, sizeof msg) != 0;
     char *plots_md = NULL;
     if (!werr) werr = !(plots_md = rp_plots_write(x->plots, x->out, msg, sizeof msg));
-    if (!werr) werr = write_markdown(x, md, pass, date, cJSON_GetObjectItemCaseSensitive(root, "regressions"), baseline, plots_md, msg, sizeof msg) != 0;
+    if (!werr) werr = write_markdown(x, md, verdict, date, cJSON_GetObjectItemCaseSensitive(root, "regressions"), baseline, plots_md, msg, sizeof msg) != 0;
     free(plots_md);
     rp_plots_free(x->plots);
     free(jtext);
@@ -732,9 +837,11 @@ int cli_certify(int argc, char **argv)
         const cJSON *r;
         cJSON_ArrayForEach(r, regs) printf("  REGRESSION %s\n", r->valuestring);
     }
-    printf("result: %s%s\n", pass ? "CERTIFIED" : "NOT CERTIFIED", nreg ? " (with regressions against the baseline)" : "");
+    if (n_not_judged)
+        printf("not judged: %lld case(s) (harness errors, not findings): %s\n", (long long)n_not_judged, njl);
+    printf("result: %s%s\n", verdict_line[verdict], nreg ? " (with regressions against the baseline)" : "");
     if (!werr) printf("report: %s\n        %s\n", md, js);
     cJSON_Delete(root);
     if (werr) { fprintf(stderr, "flashcheck certify: cannot write the report: %s (the summary above is the result)\n", msg); return CLI_INTERNAL; }
-    return pass && nreg == 0 ? CLI_OK : CLI_FAIL;
+    return verdict == V_CERTIFIED ? CLI_OK : verdict == V_INCOMPLETE ? CLI_INTERNAL : CLI_FAIL;
 }

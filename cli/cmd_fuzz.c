@@ -45,7 +45,7 @@ static const char *fuzz_help =
     "  --no-determinism skip the bitwise re-run of each case (about 2x faster)\n"
     "  --quiet          no per-finding lines\n"
     "  --profile NAME   judge by the named precision preset (tensorcore, fp32, torch-flash, torch-efficient,\n"
-    "                   torch-cudnn, torch-math) instead of the profile the backend declares\n"
+    "                   torch-cudnn, torch-math, torch-math-lowp) instead of the backend's profile\n"
     "\n"
     "NaN/Inf where the profile's own intermediates may overflow for the case's magnitudes\n"
     "(oracle/BOUNDS.md section 11) are not findings: they are saved as repro files under\n"

@@ -52,13 +52,15 @@ static const char *verify_help =
     "                     torch-efficient: PyTorch SDPA memory-efficient (scale folded into dS before\n"
     "                       its rounding, GQA per head, LSE 0 for empty rows)\n"
     "                     torch-cudnn: PyTorch SDPA cuDNN (closed source: the dominating choices)\n"
-    "                     torch-math: PyTorch SDPA math (unfused: scores, P, dP, dS in the input dtype)\n"
+    "                     torch-math: PyTorch SDPA math (unfused, upcast to fp32 by default)\n"
+    "                     torch-math-lowp: the math graph with allow_fp16_bf16_reduction_math_sdp(True)\n"
     "  --json FILE      also write the result as JSON (strict: a non-finite number is written as the\n"
     "                   string \"inf\", \"-inf\" or \"nan\"). FILE is removed when the run starts and\n"
     "                   written atomically at the end, so it always describes the latest run or does not\n"
     "                   exist (a run that stops on an error leaves no FILE; a write error is exit 4)\n"
     "  --quiet          no progress line (on a terminal it shows the oracle and compare steps done\n"
     "                   and the elapsed time; there is none when stderr is not a terminal)\n"
+
     "\n"
     "exit: 0 PASS (every element within its bound), 1 FAIL, 2 bad option or array (the message says\n"
     "      which file and what to fix), 4 harness error (cannot write --json FILE, out of memory),\n"
@@ -197,6 +199,12 @@ static double lse_get(const void *user, const orc_block *blk, int64_t v, int64_t
 
 /* JSON numbers must be finite: a non-finite value is written as the string "inf", "-inf"
  * or "nan" (documented in the help) */
+/* mean of a rounding-bias sum (orc_stats.bias_*), NAN without elements; rounded to nearest */
+static double bias_mean(double sum, int64_t n)
+{
+    return n > 0 ? sum / (double)n : NAN;
+}
+
 static void json_number(cJSON *o, const char *key, double x)
 {
     if (isfinite(x)) cJSON_AddNumberToObject(o, key, x);
@@ -523,7 +531,8 @@ int cli_verify(int argc, char **argv)
     /* report */
     int fail = 0;
     int64_t ovf = 0;
-    printf("  %-4s %12s %10s %10s %12s %12s %10s\n", "out", "checked", "failed", "nonfinite", "worst ratio", "max |err|", "FA-style");
+    printf("  %-4s %12s %10s %10s %12s %12s %10s %10s %10s\n", "out", "checked", "failed", "nonfinite", "worst ratio", "max |err|",
+           "FA-style", "bias", "bias0");
     for (int id = 0; id < VN; id++) {
         if (!checked[id]) continue;
         orc_stats *s = &st[id];
@@ -535,9 +544,10 @@ int cli_verify(int argc, char **argv)
                    "oracle/BOUNDS.md 11); first at (b=%lld, s=%lld, h=%lld, d=%lld)\n", (long long)s->overflow_sensitive,
                    (long long)s->first_ovf_at[0], (long long)s->first_ovf_at[1], (long long)s->first_ovf_at[2],
                    (long long)s->first_ovf_at[3]);
-        printf("  %-4s %12lld %10lld %10lld %12.4g %12.4g %10s %s\n", vnames[id], (long long)s->checked, (long long)s->failed,
-               (long long)(s->nan_unexpected + s->nan_missing), s->worst_ratio, s->max_err,
-               s->has_baseline ? (s->baseline_pass ? "pass" : "fail") : "-", bad ? "FAIL" : "ok");
+        printf("  %-4s %12lld %10lld %10lld %12.4g %12.4g %10s %10.3g %10.3g %s\n", vnames[id], (long long)s->checked,
+               (long long)s->failed, (long long)(s->nan_unexpected + s->nan_missing), s->worst_ratio, s->max_err,
+               s->has_baseline ? (s->baseline_pass ? "pass" : "fail") : "-", bias_mean(s->bias_sum, s->bias_n),
+               bias_mean(s->bias_zero_sum, s->bias_n), bad ? "FAIL" : "ok");
         if (bad && nf_have[id])
             printf("       non-finite failure at (b=%lld, s=%lld, h=%lld, d=%lld): got %.9g, ref %.9g (%lld such)\n",
                    (long long)nf_at[id][0], (long long)nf_at[id][1], (long long)nf_at[id][2], (long long)nf_at[id][3],
@@ -553,6 +563,8 @@ int cli_verify(int argc, char **argv)
     if (want_bwd && (o_in > 1 || lse_in > 1))
         printf("  note: the o%s given to the backward is not what a correct forward produces (error/bound o %.3g, lse %.3g);\n"
                "        the gradient check judges the backward for these inputs\n", va.have[VLSE] ? "/lse" : "", o_in, lse_in);
+    printf("  bias: mean signed error/bound (got - ref) / bound; bias0: the same oriented by the sign of ref (< 0: toward\n"
+           "  zero). Near 0 for unbiased rounding; a statistic, not a verdict (properties/PROPERTIES.md, \"Rounding bias\").\n");
     printf("%s\n", fail ? "FAIL: some elements are outside their error bound (see above)"
                   : ovf ? "OVERFLOW-SENSITIVE: no element outside its bound, but NaN/Inf where the profile may overflow (see above)"
                         : "PASS: every element is within its error bound");
@@ -575,6 +587,18 @@ int cli_verify(int argc, char **argv)
             json_number(o, "worst_ratio", st[id].worst_ratio);
             json_number(o, "median_ratio", st[id].median_ratio);
             json_number(o, "max_err", st[id].max_err);
+            cJSON *ff = cJSON_AddArrayToObject(o, "first_fail");   /* [b, s, h, d]; -1s when none failed */
+            for (int k = 0; k < 4 && ff; k++) cJSON_AddItemToArray(ff, cJSON_CreateNumber((double)st[id].first_fail_at[k]));
+            json_number(o, "worst_got", st[id].worst_kernel);
+            json_number(o, "worst_ref", st[id].worst_ref);
+            json_number(o, "worst_bound", st[id].worst_bound);
+            if (st[id].bias_n > 0) {   /* rounding bias (oracle.h orc_stats.bias_*); null when no element had a bound */
+                json_number(o, "mean_bias", bias_mean(st[id].bias_sum, st[id].bias_n));
+                json_number(o, "mean_bias_toward_zero", bias_mean(st[id].bias_zero_sum, st[id].bias_n));
+            } else {
+                cJSON_AddNullToObject(o, "mean_bias");
+                cJSON_AddNullToObject(o, "mean_bias_toward_zero");
+            }
         }
         char *text = root ? cJSON_Print(root) : NULL;
         cJSON_Delete(root);

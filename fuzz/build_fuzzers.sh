@@ -58,14 +58,14 @@ cudart="${CUDA_PATH:-/usr/local/cuda}/lib64/libcudart_static.a"
 [ -f "$cudart" ] && libs="$libs $cudart -lrt -lstdc++"
 if [ "$cuda" = 1 ]; then
   nvcc="${CUDA_PATH:-/usr/local/cuda}/bin/nvcc"
-  for f in $(find kernels/cuda -name '*.cu' -not -path '*/bench/*' -not -path '*/tests/*'); do
+  for f in $(find kernels/cuda -name '*.cu' -not -path '*/bench/*' -not -path '*/tests/*' -not -name '*selftest*'); do
     o="$out/obj/$(echo "$f" | tr / _).o"
     "$nvcc" -c -O3 -std=c++17 -I. -gencode=arch=compute_90a,code=sm_90a -gencode=arch=compute_80,code=sm_80 "$f" -o "$o"
     objs+=("$o")
   done
-  compile "$cov -I${CUDA_PATH:-/usr/local/cuda}/include" kernels/registry/fa_registry.c
+  compile "$cov -DFA_REGISTRY_NO_PY -I${CUDA_PATH:-/usr/local/cuda}/include" kernels/registry/fa_registry.c
 else
-  compile "$cov -DFA_REGISTRY_CPU_ONLY" kernels/registry/fa_registry.c
+  compile "$cov -DFA_REGISTRY_CPU_ONLY -DFA_REGISTRY_NO_PY" kernels/registry/fa_registry.c
 fi
 
 link() { # name defines source

@@ -174,9 +174,12 @@ typedef struct {
                             that truncate) */
     double exp_rel_err;  /* max relative error of exp(x) for the argument actually passed
                             (excludes error already in the score); see also exp_ulps */
-    int scores_fp32;     /* 1: S = scale*QK^T (+mask) is computed and held in fp32; 0: the score
-                            stage rounds to the input dtype (up to 4 roundings: q and k scaled by
-                            sqrt(scale), the product, the mask add; section 2) */
+    int scores_fp32;     /* 1: S = scale*QK^T (+mask) is computed and held in fp32 (a fused kernel);
+                            2: held in fp32 but formed as (q sqrt(scale)).(k sqrt(scale)) with a
+                            float sqrt(scale), q and k scaled in fp32 (an unfused fp32 graph; the
+                            backward scales K, Q the same way); 0: the score stage rounds to the
+                            input dtype (q and k scaled by sqrt(scale), the product, the mask add;
+                            an unfused dtype graph). Oracle/BOUNDS.md 10.5 */
     int p_rounded;       /* 1: P is rounded to the input dtype before P.V (and before dV, dP use);
                             the row sum l is formed from the unrounded P */
     int ds_rounded;      /* 1: dS is rounded to the input dtype before dS.K and dS^T.Q */

@@ -172,6 +172,13 @@ typedef struct {
     int64_t ratio_hist[ORC_HIST_BUCKETS]; /* finite elements judged by |kernel - ref| / bound */
     int64_t exact;           /* of those, kernel == ref exactly (ratio 0, counted in ratio_hist[0]) */
     int64_t nonfinite_match; /* reference NaN/Inf matched by the kernel (checked, passed) */
+    /* Rounding bias over the bias_n finite elements judged with bound > 0: bias_sum is the sum of
+     * (kernel - ref) / bound, bias_zero_sum of sign(ref) (kernel - ref) / bound (< 0: toward
+     * zero; ref = 0 counts as +). Their means are near 0 for unbiased rounding; a round-to-
+     * nearest that truncates gives a negative zero-mean, one that rounds up a positive mean.
+     * A statistic, never a verdict (properties/PROPERTIES.md, "Rounding bias"). */
+    double bias_sum, bias_zero_sum;
+    int64_t bias_n;
     /* Worst ratio per (head block, sequence block), for plots. Cell [r][c] is the
      * max |kernel - ref| / bound over batch and head dim of the elements at heads
      * [r*grid_hb, (r+1)*grid_hb) and positions [c*grid_sb, (c+1)*grid_sb): query

@@ -361,10 +361,10 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
         if (!qh) { ok = 0; break; }
         double *ql = qh + D, *qp = qh + 2 * D, *qe = qh + 3 * D, *dq16 = qh + 4 * D;
         double n = (double)R->n;
-        /* accumulation, the scale multiply (n_sr - 2 = 1 fp32 rounding; a dtype graph
-         * rounds the scaled K and the product too: 2, 10.5), the scale's own error */
+        /* accumulation, the scale multiply (n_bq = 1 fp32 rounding; an unfused graph rounds
+         * the scaled K and the product or the multiply: 2, 10.5), the scale's own error */
         double kQ = (1 + orc_acc_coef(mk, n, (double)(R->hi - R->lo + 1), 0)) *
-                        pow(1 + mk->u_s, mk->n_sr - 2) * (1 + mk->sigma) - 1;
+                        pow(1 + mk->u_s, mk->n_bq) * (1 + mk->sigma) - 1;
         double kQo = (1 + orc_acc_coef(mo, n, (double)span, 0)) * (1 + ORC_U_D) * (1 + mo->sigma) - 1;
         double *blkv = calloc((size_t)D, sizeof(double));
         if (!blkv) { free(qh); ok = 0; break; }
@@ -697,7 +697,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                         double nn = (double)(ncol[j] + c.G);
                         double sp = (double)(c.G * c.Sq) + 64.0 * (double)c.G * ceil((double)c.Sq / (double)RC);
                         double spk = (double)(c.G * c.Sq + c.G); /* positions of a column's sum */
-                        cc[k].kK = (1 + orc_acc_coef(&mk, nn, spk, 0)) * pow(1 + mk.u_s, mk.n_sr - 2) *
+                        cc[k].kK = (1 + orc_acc_coef(&mk, nn, spk, 0)) * pow(1 + mk.u_s, mk.n_bq) *
                                        (1 + mk.sigma) - 1;
                         cc[k].kKo = (1 + orc_acc_coef(&mo, nn, sp, 0)) * (1 + ORC_U_D) * (1 + mo.sigma) - 1;
                         cc[k].accV = orc_acc_coef(&mk, nn, spk, 0);

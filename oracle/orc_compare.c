@@ -71,6 +71,7 @@ typedef struct {
     double thr;      /* overflow threshold of the output dtype (orc_overflow_threshold) */
     double vmax;     /* worst ratio of the vector being judged (-1: none judged yet); goes to its
                         grid cell (orc_stats.grid) when the vector is done */
+    double bias, bias_zero; /* sums of the signed ratios (orc_stats.bias_sum, bias_zero_sum) */
 } acc_stats;
 
 static void vec_max(acc_stats *a, double ratio) {
@@ -166,7 +167,14 @@ static inline __attribute__((always_inline)) int judge(acc_stats *a, double kv, 
     s->ratio_hist[bucket_of(ratio)]++;
     s->exact += err == 0;
     vec_max(a, ratio);
-    if (bound > 0) a->ratios[a->nr++] = ratio;
+    if (bound > 0) {
+        a->ratios[a->nr++] = ratio;
+        /* rounding bias: the signed ratio, and oriented by the sign of ref (round to nearest
+           in double: a statistic, its error is far below the ratios' own spread) */
+        double sr = kv < ref ? -ratio : ratio;
+        a->bias += sr;
+        a->bias_zero += ref < 0 ? -sr : sr;
+    }
     if (err > s->max_err) s->max_err = err;
     return 0;
 }
@@ -190,6 +198,9 @@ static void stats_init(orc_stats *s, int has_baseline, int64_t heads, int64_t se
 
 static void stats_finish(acc_stats *a, double factor) {
     orc_stats *s = a->s;
+    s->bias_sum = a->bias;
+    s->bias_zero_sum = a->bias_zero;
+    s->bias_n = a->nr;
     if (a->nr > 0) {
         double hi = select_kth(a->ratios, a->nr, a->nr / 2);
         if (a->nr % 2) {
@@ -247,7 +258,7 @@ static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind 
                                const void *kptr, const int64_t *st, int prec, double nterms,
                                double factor, orc_stats *out) {
     acc_stats a = {out, malloc((size_t)(blk->n * blk->dim > 0 ? blk->n * blk->dim : 1) * sizeof(double)), 0, 0,
-                   orc_overflow_threshold(kind == V_LSE ? -1 : (int)c->dt)};
+                   orc_overflow_threshold(kind == V_LSE ? -1 : (int)c->dt), 0, 0, 0};
     double *mp = malloc((size_t)(blk->dim > 0 ? blk->dim : 1) * sizeof(double));
     if (!a.ratios || !mp) { free(a.ratios); free(mp); return FA_ERR_NOMEM; }
     int dkv = kind == V_DKV;
@@ -369,6 +380,12 @@ void orc_stats_format(const orc_stats *s, const char *tensor, char *buf, size_t 
             snprintf(buf + len, n - len, " | overflow-sensitive %lld (first at b=%lld,s=%lld,h=%lld,d=%lld)",
                      (long long)s->overflow_sensitive, (long long)s->first_ovf_at[0], (long long)s->first_ovf_at[1],
                      (long long)s->first_ovf_at[2], (long long)s->first_ovf_at[3]);
+    }
+    if (s->bias_n > 0) {
+        size_t len = strlen(buf);
+        if (len < n)
+            snprintf(buf + len, n - len, " | mean signed err/bound %.3g (toward-zero oriented %.3g)",
+                     s->bias_sum / (double)s->bias_n, s->bias_zero_sum / (double)s->bias_n);
     }
     if (s->has_baseline) {
         size_t len = strlen(buf);

@@ -57,7 +57,10 @@ typedef struct {
                                  when the profile flushes subnormals, else 2^-149 (one
                                  subnormal ulp, gradual underflow) or exp_ulps * 2^-149 for
                                  an exp on the subnormal grid (10.1); 0 for the oracle */
-    int n_sr;                 /* roundings of unit u_s in the score stage: 3 fp32, 4 dtype (2) */
+    int n_sr;                 /* roundings of unit u_s in the score stage: 3 fp32, 4 dtype (10.5) */
+    int n_bq;                 /* roundings of unit u_s in dQ, dK besides the accumulation: 1 (the
+                                 scale multiply), 2 for unfused graphs (scaled K or Q, and the
+                                 product or the scale multiply) (10.5) */
     /* tensor-core multi-term accumulation (BOUNDS.md 10.2): tc_t > 0 replaces gamma_n(u_acc) */
     double tc_t, tc_a, tc_un; /* terms per step, alignment unit per term, normalisation unit */
     int ds_fold;              /* fa_precision.ds_scale_folded: 0 after, 1 folded, 2 either (10.3) */

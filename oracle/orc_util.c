@@ -108,9 +108,12 @@ void orc_model_kernel(const orc_ctx *c, const fa_precision *pr, orc_model *m) {
     m->u_acc = pr->u_acc;
     m->u_s = pr->scores_fp32 ? ORC_U_F : (u_in > ORC_U_F ? u_in : ORC_U_F);
     m->n_sr = pr->scores_fp32 ? 3 : 4;
-    /* float 1/sqrt(D): <= 2 roundings; a dtype score stage multiplies q and k by a float
-     * sqrt(scale) each (10.5): 4 more */
-    m->sigma = (c->scale_default ? 2 * ORC_U_F : 0.0) + (pr->scores_fp32 ? 0.0 : 4 * ORC_U_F);
+    m->n_bq = pr->scores_fp32 == 1 ? 1 : 2;
+    /* float 1/sqrt(D): <= 2 roundings. An unfused graph multiplies q and k by a float
+     * sqrt(scale) (from a double): scale (1 + d)^2, |d| <= 2^-24 (1 + 2^-28), 3 2^-24 covers it
+     * whatever the scale; the dtype graph (0) counts 4 2^-24 on top (10.5) */
+    m->sigma = pr->scores_fp32 == 2 ? 3 * ORC_U_F
+               : (c->scale_default ? 2 * ORC_U_F : 0.0) + (pr->scores_fp32 ? 0.0 : 4 * ORC_U_F);
     /* exp: exp_rel_err, or exp_ulps ulps of an fp32 result (<= exp_ulps 2^-23 relative) */
     m->u_e = pr->exp_rel_err;
     if (pr->exp_ulps * 0x1p-23 > m->u_e) m->u_e = pr->exp_ulps * 0x1p-23;
@@ -314,6 +317,9 @@ fa_status orc_check_profile(const fa_precision *pr, fa_error *err) {
         return orc_fail(err, FA_ERR_INVALID, "prof.u_acc", "u_acc must be in (0, 0.01).");
     if (!(pr->exp_rel_err >= 0 && pr->exp_rel_err < 0.01))
         return orc_fail(err, FA_ERR_INVALID, "prof.exp_rel_err", "exp_rel_err must be in [0, 0.01).");
+    if (pr->scores_fp32 < 0 || pr->scores_fp32 > 2)
+        return orc_fail(err, FA_ERR_INVALID, "prof.scores_fp32", "scores_fp32 must be 0 (dtype graph), 1 (fused fp32) "
+                        "or 2 (unfused fp32 graph).");
     if (!(pr->exp_ulps >= 0 && pr->exp_ulps < 1e4))
         return orc_fail(err, FA_ERR_INVALID, "prof.exp_ulps", "exp_ulps must be in [0, 10^4) (ulps of fp32).");
     if (pr->tc_terms < 0 || pr->tc_terms > 4096 || pr->tc_extra_bits < 0 || pr->tc_extra_bits > 64)

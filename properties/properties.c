@@ -1125,6 +1125,129 @@ fc_outcome fc_prop_determinism(const fa_backend *be, const fc_case *c, fc_verdic
 }
 
 /* ---------------------------------------------------------------------------
+ * batch_invariance
+ * ------------------------------------------------------------------------- */
+/* The backends whose batch invariance is checked bitwise: flashcheck's own CPU backends (one
+ * thread computes a whole row with a fixed order, whatever the batch). The contract has no
+ * declaration of this (PROPERTIES.md, batch_invariance): every other backend is held to the
+ * oracle's bound. */
+static int batch_bitwise(const fa_backend *be) {
+    return be->name && (strcmp(be->name, "cpu") == 0 || strcmp(be->name, "cpu_ftz") == 0);
+}
+
+/* Tensor t of run a at batch element b against run s (batch 1): bitwise, or, with oracle
+ * blocks ba, bs (exact values equal: the same inputs), |x - y| <= bd_a + bd_s. Returns the
+ * number of differing elements (one failure reason per tensor). */
+static int64_t batch_compare(const char *prop, int t, const fc_run *ra, const orc_block *ba, int64_t b, const fc_run *rs,
+                             const orc_block *bs, fc_verdict *v) {
+    const fc_buf *xs = &rs->buf[t], *xa = &ra->buf[t];
+    int64_t n = buf_numel(xs), bad = 0, idx[4], ia[4], first[4] = {0, 0, 0, 0};
+    double fx = 0, fy = 0, flim = 0;
+    for (int64_t e = 0; e < n; e++) {
+        unravel(xs, e, idx);
+        memcpy(ia, idx, sizeof ia);
+        ia[0] = b;
+        int ok;
+        double lim = 0;
+        if (!ba) {
+            ok = memcmp(elem_ptr(xa, ia), elem_ptr(xs, idx), xs->elem_size) == 0;
+        } else {
+            uint8_t fa, fs;
+            double bda = blk_bound(ba, t, ia, &fa), bds = blk_bound(bs, t, idx, &fs);
+            if ((fa & ORC_F_UNCHECKABLE) || (fs & ORC_F_UNCHECKABLE)) continue;
+            double x = fc_buf_get(xa, ia), y = fc_buf_get(xs, idx);
+            lim = bda + bds;
+            ok = isfinite(x) && isfinite(y) ? fabs(x - y) <= lim : (x == y || (isnan(x) && isnan(y)));
+        }
+        if (!ok) {
+            if (!bad) {
+                memcpy(first, ia, sizeof first);
+                fx = fc_buf_get(xa, ia);
+                fy = fc_buf_get(xs, idx);
+                flim = lim;
+            }
+            bad++;
+        }
+    }
+    if (bad && !ba)
+        pfail(v, prop, "%s: %lld elements of batch element %lld differ bitwise when it runs alone (B=1, same data); "
+                       "first [%lld,%lld,%lld,%lld]: %.9g in the batch, %.9g alone",
+              fc_tensor_name(t), (long long)bad, (long long)b, (long long)first[0], (long long)first[1],
+              (long long)first[2], (long long)first[3], fx, fy);
+    else if (bad)
+        pfail(v, prop, "%s: %lld elements of batch element %lld differ by more than bound_a + bound_b when it runs "
+                       "alone (B=1, same data); first [%lld,%lld,%lld,%lld]: %.9g in the batch, %.9g alone (allowed %.3g)",
+              fc_tensor_name(t), (long long)bad, (long long)b, (long long)first[0], (long long)first[1],
+              (long long)first[2], (long long)first[3], fx, fy, flim);
+    return bad;
+}
+
+fc_outcome fc_prop_batch_invariance(const fa_backend *be, const fc_case *c, fc_verdict *v) {
+    const char *prop = "batch_invariance";
+    fc_verdict_init(v);
+    const fa_problem *p = &c->p;
+    if (p->batch < 2 || fc_case_numel(c, FC_T_O) == 0) {
+        fc_verdict_skip(v, "%s: needs batch >= 2 and a non-empty output", prop);
+        return v->outcome;
+    }
+    int bwd = c->backward && be->backward != NULL;
+    int bit_fwd = batch_bitwise(be), bit_bwd = bit_fwd && c->deterministic;
+    fc_run ra;
+    if (!init_run(&ra, c, FC_POISON_A, v, prop)) return v->outcome;
+    orc_fwd_result fa;
+    orc_bwd_result ga;
+    int have_fa = 0, have_ga = 0;
+    if (!run_all(be, &ra, bwd, v, prop)) goto done;
+    if (!bit_fwd) { if (!(have_fa = oracle_fwd(&ra, be, &fa, v, prop))) goto done; }
+    if (bwd && !bit_bwd) { if (!(have_ga = oracle_bwd(&ra, be, &ga, v, prop))) goto done; }
+    /* the batch elements run alone: every one up to 4, else the first, second, middle and last */
+    int64_t picks[4], np = 0;
+    if (p->batch <= 4) for (int64_t b = 0; b < p->batch; b++) picks[np++] = b;
+    else { picks[0] = 0; picks[1] = 1; picks[2] = p->batch / 2; picks[3] = p->batch - 1; np = 4; }
+    fc_case c1 = *c;
+    c1.p.batch = 1;
+    const int ins[5] = {FC_T_Q, FC_T_K, FC_T_V, FC_T_DO, FC_T_MASK};
+    for (int64_t k = 0; k < np && v->outcome != FC_FAIL; k++) {
+        int64_t b = picks[k];
+        fc_run rs;
+        if (!init_run(&rs, &c1, FC_POISON_B, v, prop)) break;
+        for (int q = 0; q < 5; q++) {   /* batch element b's inputs, bit for bit */
+            fc_buf *d = &rs.buf[ins[q]];
+            const fc_buf *src = &ra.buf[ins[q]];
+            if (!d->alloc || !src->alloc) continue;
+            int64_t idx[4], ia[4], n = buf_numel(d);
+            for (int64_t e = 0; e < n; e++) {
+                unravel(d, e, idx);
+                memcpy(ia, idx, sizeof ia);
+                ia[0] = b;
+                memcpy((char *)d->alloc + fc_buf_index(d, idx) * (int64_t)d->elem_size, elem_ptr(src, ia), d->elem_size);
+            }
+        }
+        orc_fwd_result fs;
+        orc_bwd_result gs;
+        int have_fs = 0, have_gs = 0;
+        if (run_all(be, &rs, bwd, v, prop) && (bit_fwd || (have_fs = oracle_fwd(&rs, be, &fs, v, prop))) &&
+            (!bwd || bit_bwd || (have_gs = oracle_bwd(&rs, be, &gs, v, prop)))) {
+            batch_compare(prop, FC_T_O, &ra, have_fa ? &fa.o : NULL, b, &rs, have_fs ? &fs.o : NULL, v);
+            batch_compare(prop, FC_T_LSE, &ra, have_fa ? &fa.lse : NULL, b, &rs, have_fs ? &fs.lse : NULL, v);
+            if (bwd) {
+                batch_compare(prop, FC_T_DQ, &ra, have_ga ? &ga.dq : NULL, b, &rs, have_gs ? &gs.dq : NULL, v);
+                batch_compare(prop, FC_T_DK, &ra, have_ga ? &ga.dk : NULL, b, &rs, have_gs ? &gs.dk : NULL, v);
+                batch_compare(prop, FC_T_DV, &ra, have_ga ? &ga.dv : NULL, b, &rs, have_gs ? &gs.dv : NULL, v);
+            }
+        }
+        if (have_gs) orc_bwd_free(&gs);
+        if (have_fs) orc_fwd_free(&fs);
+        fc_run_free(&rs);
+    }
+done:
+    if (have_ga) orc_bwd_free(&ga);
+    if (have_fa) orc_fwd_free(&fa);
+    fc_run_free(&ra);
+    return v->outcome;
+}
+
+/* ---------------------------------------------------------------------------
  * Table
  * ------------------------------------------------------------------------- */
 const fc_prop_entry fc_prop_table[] = {
@@ -1132,6 +1255,7 @@ const fc_prop_entry fc_prop_table[] = {
     {"leak", fc_prop_leak, 0},
     {"pow2_scale", fc_prop_pow2_scale, 0},
     {"slices", fc_prop_slices, 0},
+    {"batch_invariance", fc_prop_batch_invariance, 1},
     {"row_sums", fc_prop_row_sums, 1},
     {"key_permutation", fc_prop_key_permutation, 1},
     {"key_translation", fc_prop_key_translation, 1},

@@ -42,6 +42,10 @@ fc_outcome fc_prop_linearity(const fa_backend *be, const fc_case *c, fc_verdict 
 /* Changing the inputs of the last batch / the last kv-head group leaves every
  * other batch / group bitwise unchanged (forward and backward). */
 fc_outcome fc_prop_slices(const fa_backend *be, const fc_case *c, fc_verdict *v);
+/* Batch element b run alone (B = 1, the same data) gives the outputs it has inside the batch:
+ * bitwise on flashcheck's CPU backends, within bound_a + bound_b otherwise (forward and backward;
+ * bitwise backward only when the case is deterministic). */
+fc_outcome fc_prop_batch_invariance(const fa_backend *be, const fc_case *c, fc_verdict *v);
 /* Keys split in two halves; merging the halves' (O, LSE) reproduces the whole within
  * a derived bound. No causal/window only. */
 fc_outcome fc_prop_split_merge(const fa_backend *be, const fc_case *c, fc_verdict *v);

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# cli_test.sh FLASHCHECK MAKE_NPY ENOSPC_SO: exercises every `flashcheck` subcommand, including bad
-# input, deliberately broken backends (CPU mutants) and wrong outputs that must FAIL; the
-# "issue12 item N" checks are the regressions of issue 12 (ENOSPC_SO: a test-only LD_PRELOAD
-# shim that fails writes under $FC_TEST_ENOSPC_DIR with ENOSPC, a full disk there).
+# cli_test.sh FLASHCHECK MAKE_NPY ENOSPC_SO FAULTY_SO: exercises every `flashcheck` subcommand, including
+# bad input, deliberately broken backends (CPU mutants, FAULTY_SO: a backend that kills its process)
+# and wrong outputs that must FAIL; the "issue12 item N" checks are the regressions of issue 12
+# (ENOSPC_SO: a test-only LD_PRELOAD shim that fails writes under $FC_TEST_ENOSPC_DIR with ENOSPC,
+# a full disk there).
 # Prints one line per check and "N passed, N failed"; exits non-zero if any check failed.
 set -uo pipefail
 fc=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 make_npy=$2
 enospc=$(cd "$(dirname "$3")" && pwd)/$(basename "$3")
+faulty=$(cd "$(dirname "$4")" && pwd)/$(basename "$4")
 tmp=${TEST_TMPDIR:-$(mktemp -d)}/cli
 rm -rf "$tmp"; mkdir -p "$tmp"
 export OMP_NUM_THREADS=1
@@ -88,6 +90,12 @@ expect 0 "^PASS" "verify: bf16 bits, [B,H,S,D], Fortran order, v2 header, -inf m
 expect 1 "o .* FAIL" "verify: one wrong element of o FAILS" -- "$fc" verify --dir "$n/wrong_o" --causal bottom_right
 expect 1 "dq .* FAIL" "verify: dq off by 1% FAILS" -- "$fc" verify --dir "$n/wrong_dq" --causal bottom_right
 expect 1 "^FAIL" "verify: non-causal outputs checked as causal FAIL" -- "$fc" verify --dir "$n/wrong_causal" --causal bottom_right
+# rounding bias (mean signed error/bound): near 0 for correctly rounded outputs; o rounded toward zero
+# (still inside its bound) shows a clearly negative toward-zero mean
+expect 0 "^PASS" "verify: correct outputs, rounding bias in the JSON" -- "$fc" verify --dir "$n/good" --causal bottom_right --json "$tmp/vgood.json"
+check '/usr/bin/python3 -c "import json,sys; t=json.load(open(sys.argv[1]))[\"tensors\"]; assert all(abs(t[k][\"mean_bias\"]) < 0.01 and abs(t[k][\"mean_bias_toward_zero\"]) < 0.01 for k in t), t" "$tmp/vgood.json"' "verify: correctly rounded outputs have |mean bias| < 0.01"
+expect 0 "^  o .* -0\.[0-9]+ ok$" "verify: o truncated toward zero passes its bound, bias0 column negative" -- "$fc" verify --dir "$n/trunc_o" --causal bottom_right --json "$tmp/vtrunc.json"
+check '/usr/bin/python3 -c "import json,sys; o=json.load(open(sys.argv[1]))[\"tensors\"][\"o\"]; assert o[\"mean_bias_toward_zero\"] < -0.05 and abs(o[\"mean_bias\"]) < 0.05, o" "$tmp/vtrunc.json"' "verify: o truncated toward zero shows a toward-zero mean bias < -0.05"
 expect 2 "'<f8' is not supported" "verify: float64 array is rejected with a hint" -- \
   "$fc" verify --q "$n/bad_float64.npy" --k "$n/good/k.npy" --v "$n/good/v.npy" --o "$n/good/o.npy"
 expect 2 "truncated data" "verify: truncated file" -- \
@@ -97,8 +105,8 @@ expect 2 "big endian" "verify: big-endian file" -- \
 expect 2 "shapes disagree" "verify: inconsistent shapes" -- "$fc" verify --dir "$n/bad_shape"
 expect 2 "q, k and v are required" "verify: missing arrays" -- "$fc" verify --o "$n/good/o.npy"
 expect 2 "--causal must be" "verify: bad --causal" -- "$fc" verify --dir "$n/good" --causal sideways
-presets="tensorcore, fp32, torch-flash, torch-efficient, torch-cudnn, torch-math"
-for pr in tensorcore fp32 torch-flash torch-efficient torch-cudnn torch-math; do
+presets="tensorcore, fp32, torch-flash, torch-efficient, torch-cudnn, torch-math, torch-math-lowp"
+for pr in tensorcore fp32 torch-flash torch-efficient torch-cudnn torch-math torch-math-lowp; do
   expect 0 "profile $pr" "verify --profile $pr: correct outputs pass" -- "$fc" verify --dir "$n/good" --causal bottom_right --profile $pr
 done
 expect 2 "known presets are $presets" "verify: unknown --profile lists the presets" -- "$fc" verify --dir "$n/good" --profile bogus
@@ -107,6 +115,8 @@ expect 2 "known presets are $presets" "verify: unknown --profile lists the prese
 expect 0 "result: CERTIFIED" "certify --quick on cpu" -- "$fc" certify --backend cpu --quick --fuzz-seconds 2 --jobs 1 --out "$tmp/r1"
 check '[ -f "$tmp/r1/report.md" ] && [ -f "$tmp/r1/report.json" ]' "certify wrote report.md and report.json"
 check '/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r[\"result\"]==\"PASS\" and len(r[\"categories\"])>=10" "$tmp/r1/report.json"' "report.json parses and says PASS"
+check '/usr/bin/python3 -c "import json,sys; b=json.load(open(sys.argv[1]))[\"rounding_bias\"]; assert set(b) >= {\"o\",\"lse\",\"dq\",\"dk\",\"dv\"} and all(v[\"elements\"] > 0 and abs(v[\"mean_bias\"]) < 0.01 for v in b.values()), b" "$tmp/r1/report.json"' "certify: report.json rounding bias per tensor, |mean| < 0.01 on the cpu backend"
+check 'grep -q "^| o | [0-9]* | " "$tmp/r1/report.md"' "certify: report.md has the rounding-bias table"
 expect 2 "already holds a report" "certify refuses to overwrite a report" -- "$fc" certify --backend cpu --quick --out "$tmp/r1"
 expect 2 "cannot read" "certify with a missing baseline" -- "$fc" certify --backend cpu --baseline "$tmp/none.json"
 expect 1 "REGRESSION causal" "certify of a broken backend against the baseline flags the regression" -- \
@@ -124,8 +134,10 @@ expect 1 "result: NOT CERTIFIED" "certify --profile fp32 on cpu (P rounded, the 
   "$fc" certify --backend cpu --quick --fuzz-seconds 0 --profile fp32 --out "$tmp/r4"
 expect 1 "masked_row|lse" "certify --profile torch-flash on cpu fails: empty rows' LSE is -inf, the preset says +inf" -- \
   "$fc" certify --backend cpu --quick --fuzz-seconds 0 --profile torch-flash --out "$tmp/r5"
-expect 0 "profile torch-math" "fuzz --profile torch-math: the summary names the profile" -- \
-  "$fc" fuzz --backend cpu --time 2 --jobs 1 --max-seq 32 --max-dim 32 --profile torch-math --corpus "$tmp/corpus3" --findings "$tmp/findings3"
+expect 0 "profile tensorcore" "fuzz --profile tensorcore: the summary names the profile, no finding on cpu" -- \
+  "$fc" fuzz --backend cpu --time 2 --jobs 1 --max-seq 32 --max-dim 32 --profile tensorcore --corpus "$tmp/corpus3" --findings "$tmp/findings3"
+expect 1 "NEW FINDING" "fuzz --profile torch-math on cpu finds bound failures (cpu rounds P, the fp32 math graph does not)" -- \
+  "$fc" fuzz --backend cpu --time 3 --jobs 1 --max-seq 32 --max-dim 32 --profile torch-math --corpus "$tmp/corpus4" --findings "$tmp/findings4"
 
 # --- issue 12: faults and usability (each check names its item) ------------------------------
 i12="$tmp/i12"; mkdir -p "$i12/wd" "$i12/elsewhere" "$i12/full"
@@ -231,6 +243,15 @@ fi
 wait $first; rc_first=$?
 check '[ $rc_first -eq 0 ] && grep -q "result: CERTIFIED" "$i12/first.log" && grep -q "\"result\":.*\"PASS\"" "$rdir/report.json"' \
   "issue12 item 4: the first run finished with its own report intact (exit $rc_first)"
+# cases not judged (harness errors: here the worker is SIGKILLed as by the OOM killer) never certify
+expect 4 "^result: INCOMPLETE" "certify: cases killed from outside on some shapes end INCOMPLETE (exit 4)" -- \
+  env FAULTY_MODE=killed "$fc" certify --backend "$faulty" --quick --fuzz-seconds 0 --out "$tmp/r_inc1"
+check 'grep -Eq "^not judged: [0-9]+ case\(s\).*shapes [0-9]+" "$out"' "certify: the summary lists the categories not judged"
+check '/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); assert r[\"result\"]==\"INCOMPLETE\" and r[\"not_judged\"][\"shapes\"]>0 and any(c[\"status\"]==\"INCOMPLETE\" for c in r[\"categories\"])" "$tmp/r_inc1/report.json"' "report.json: result INCOMPLETE, not_judged per category"
+check 'grep -q "result: \*\*INCOMPLETE\*\*" "$tmp/r_inc1/report.md" && grep -q "Not judged.*shapes" "$tmp/r_inc1/report.md"' "report.md: INCOMPLETE and the categories not judged"
+check '! grep -q "failures/" "$tmp/r_inc1/report.md" && [ ! -d "$tmp/r_inc1/failures" ]' "certify: killed cases are not findings against the backend"
+expect 4 "^result: INCOMPLETE" "certify: every case killed (nothing judged) is INCOMPLETE, never CERTIFIED" -- \
+  env FAULTY_MODE=killed_all "$fc" certify --backend "$faulty" --quick --fuzz-seconds 0 --out "$tmp/r_inc2"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

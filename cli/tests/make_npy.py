@@ -8,6 +8,7 @@ Writes, under OUTDIR:
                   order, v with a version 2.0 header, a broadcast additive mask with -inf entries
   wrong_o/        good/ with one element of o off by 1% of the row's scale
   wrong_dq/       good/ with dq scaled by 1.01
+  trunc_o/        good/'s forward with o rounded toward zero instead of to nearest (rounding bias)
   wrong_causal/   outputs of NON-causal attention, to be verified with --causal bottom_right
   bad_float64.npy, bad_truncated.npy, bad_bigendian.npy, bad_shape/ (k with the wrong head dim)
 """
@@ -84,6 +85,10 @@ def main(out):
     w = dict(good); wo = good["o"].copy(); wo[1, 20, 3, 5] = np.float16(float(wo[1, 20, 3, 5]) + 0.01 + 0.01 * abs(float(wo[1, 20, 3, 5])))
     w["o"] = wo
     save_all(os.path.join(out, "wrong_o"), w)
+    to = f16(o)
+    over = np.abs(to.astype(float)) > np.abs(o)   # rounded away from zero: one step back toward zero
+    to[over] = np.nextafter(to[over], np.float16(0))
+    save_all(os.path.join(out, "trunc_o"), dict(q=q, k=k, v=v, o=to, lse=good["lse"]))
     w = dict(good); w["dq"] = f16(dq * 1.01)
     save_all(os.path.join(out, "wrong_dq"), w)
     o2, lse2, dq2, dk2, dv2 = attention(q.astype(float), k.astype(float), v.astype(float), do.astype(float), False)

@@ -12,7 +12,7 @@
  *   FA2   flash_attn/flash_bwd_kernel.h, softmax.h, flash_api.cpp (FlashAttention-2 as
  *         vendored by PyTorch; the same lines are in Dao-AILab/flash-attention csrc/flash_attn)
  *   MEFF  mem_eff_attention/kernel_backward.h (commit 00f993df1f19)
- *   MATH  ../attention.cpp _scaled_dot_product_attention_math
+ *   MATH  ../attention.cpp _scaled_dot_product_attention_math (aten/src/ATen/native/transformers/)
  * Tensor-core accumulation: tc_terms 4, no extra alignment bit, truncation is
  * the setting whose bound covers every published tensor-core model (Fasi et
  * al. 2021: V100/T4 4 terms, A100 8, truncation; Khattak & Mikaitis 2025:
@@ -96,26 +96,40 @@ static const fa_preset presets[] = {
                      .flushes_subnormals = 1, .ds_scale_folded = 2, .dp_rounded = 1,
                      .d_source = FA_D_FROM_O, .gqa_reduce = FA_GQA_ROUND_SUM32,
                      .lse_empty = FA_LSE_EMPTY_NEG_INF}},
-    /* torch-math: the unfused SDPA graph (MATH): q and k each multiplied by sqrt(scale) in the
-     *   dtype, attn = q' @ k'^T rounded to the dtype, mask added in the dtype (scores_fp32 0:
-     *   BOUNDS.md section 2 counts 4 dtype roundings), _safe_softmax in fp32 opmath with the
-     *   output rounded (p_rounded; empty rows 0), O = attn @ v (fp32 accumulation, rounded).
-     *   Backward by autograd: dP = dO @ v^T rounded (dp_rounded); softmax backward
-     *   P (dP - sum_j P dP) in fp32 from the dtype P and dP (FA_D_FROM_P), output rounded
-     *   (ds_rounded); dQ = (dS @ k') sqrt(scale), each GEMM and multiply rounded to the
-     *   dtype (scale after the products: 0; the extra roundings are covered by scores_fp32 0,
-     *   BOUNDS.md 10.3); enable_gqa: repeat_interleave, gradients summed in the dtype with
-     *   fp32 accumulation (FA_GQA_ROUND_SUM32). cuBLAS GEMMs: tensor cores. No LSE output. */
-    {"torch-math", {FA_TC_CONSERVATIVE, .exp_rel_err = 0x1p-22, .exp_ulps = 2, .scores_fp32 = 0,
-                    .p_rounded = 1, .ds_rounded = 1, .out_rounded = 1, .max_rescales = 0,
-                    .flushes_subnormals = 1, .ds_scale_folded = 0, .dp_rounded = 1,
-                    .d_source = FA_D_FROM_P, .gqa_reduce = FA_GQA_ROUND_SUM32,
+    /* torch-math: the unfused SDPA graph (MATH) with PyTorch's default
+     *   allow_fp16_bf16_reduction_math_sdp(False): "auto query_acc = !ctx.allowFP16BF16ReductionMathSDP()
+     *   && (... kHalf || ... kBFloat16) ... ? query_.to(at::kFloat)" (and key, value): everything
+     *   in fp32. "scaling_factor = sdp::calculate_scale(..).sqrt()", "query = query_acc *
+     *   scaling_factor", "attn = at::matmul(query, key_expanded.transpose(-2, -1) *
+     *   scaling_factor)" (scores_fp32 2: fp32, sqrt(scale) on q and k), mask added in fp32,
+     *   "at::_safe_softmax(attn, -1)" (fp32, one pass: no rescale; empty rows 0),
+     *   "at::matmul(attn, value_expanded).to(origin_dtype)" (P never rounded, O rounded once).
+     *   Backward by autograd in fp32: dP = dO v^T, the softmax backward P (dP - sum_j P dP)
+     *   (FA_D_FROM_P), dQ = (dS k') sqrt(scale), cast to the dtype once; GQA by
+     *   pre_process_group_query_attention_input (K/V repeated in fp32, the repeated gradients
+     *   summed in fp32 before the cast: FA_GQA_FUSED). cuBLAS SGEMM (TF32 off by default):
+     *   IEEE fp32 sums. exp: CUDA expf, 2 ulp; subnormal flushing unverified (1 dominates).
+     *   No LSE output. */
+    {"torch-math", {.u_acc = 0x1p-24, .exp_rel_err = 0x1p-23, .exp_ulps = 2, .scores_fp32 = 2,
+                    .p_rounded = 0, .ds_rounded = 0, .out_rounded = 1, .max_rescales = 0,
+                    .flushes_subnormals = 1, .tc_terms = 0, .ds_scale_folded = 0, .dp_rounded = 0,
+                    .d_source = FA_D_FROM_P, .gqa_reduce = FA_GQA_FUSED,
                     .lse_empty = FA_LSE_EMPTY_NEG_INF}},
+    /* torch-math-lowp: the same graph with allow_fp16_bf16_reduction_math_sdp(True): no upcast,
+     *   so every op rounds to the dtype: q and k scaled in the dtype, attn rounded, mask added in
+     *   the dtype (scores_fp32 0), softmax output rounded (p_rounded), dP and the softmax
+     *   backward rounded (dp_rounded, ds_rounded, FA_D_FROM_P from the dtype P and dP), the
+     *   GEMMs on tensor cores with dtype outputs, GQA gradients per head in the dtype summed
+     *   by autograd (FA_GQA_ROUND_SUM32). */
+    {"torch-math-lowp", {FA_TC_CONSERVATIVE, .exp_rel_err = 0x1p-22, .exp_ulps = 2, .scores_fp32 = 0,
+                         .p_rounded = 1, .ds_rounded = 1, .out_rounded = 1, .max_rescales = 0,
+                         .flushes_subnormals = 1, .ds_scale_folded = 0, .dp_rounded = 1,
+                         .d_source = FA_D_FROM_P, .gqa_reduce = FA_GQA_ROUND_SUM32,
+                         .lse_empty = FA_LSE_EMPTY_NEG_INF}},
 };
 
-static const char *const preset_names[] = {"tensorcore",      "fp32",        "torch-flash",
-                                           "torch-efficient", "torch-cudnn", "torch-math",
-                                           NULL};
+static const char *const preset_names[] = {"tensorcore",  "fp32",       "torch-flash",    "torch-efficient",
+                                           "torch-cudnn", "torch-math", "torch-math-lowp", NULL};
 
 const char *const *fa_precision_preset_names(void) { return preset_names; }
 

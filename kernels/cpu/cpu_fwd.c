@@ -78,6 +78,7 @@ static void cpu_fwd_unit(const cpu_fwd_plan *pl, int64_t b, int64_t h, int64_t i
     const int mut_mul = cpu_mut(CPU_MUT_MASK_BY_MULTIPLY);
     const int mut_noshift = cpu_mut(CPU_MUT_P_NOT_SHIFTED);
     const int mut_norescale = cpu_mut(CPU_MUT_RESCALE_MISSING);
+    const int mut_batch_order = cpu_mut(CPU_MUT_BATCH_DEPENDENT_ORDER) && p->batch > 1;
 
     float m[CPU_TILE_Q], l[CPU_TILE_Q];
     cpu_row_range range[CPU_TILE_Q];
@@ -119,7 +120,14 @@ static void cpu_fwd_unit(const cpu_fwd_plan *pl, int64_t b, int64_t h, int64_t i
             const float *mask_row = NULL;
             if (a->mask.ptr)
                 mask_row = a->mask.ptr + b * pl->mask_st[0] + h * pl->mask_st[1] + i * pl->mask_st[2];
-            cpu_row_scores(w->q + r * Dqk, w->kt, Dqk, nk, pl->scale, w->s);
+            if (mut_batch_order) { /* mutant: the dot products summed from the last component down */
+                for (int64_t c = 0; c < nk; c++) w->s[c] = 0.0f;
+                for (int64_t d = Dqk - 1; d >= 0; d--)
+                    for (int64_t c = 0; c < nk; c++) w->s[c] += w->q[r * Dqk + d] * w->kt[d * CPU_TILE_K + c];
+                for (int64_t c = 0; c < nk; c++) w->s[c] *= pl->scale;
+            } else {
+                cpu_row_scores(w->q + r * Dqk, w->kt, Dqk, nk, pl->scale, w->s);
+            }
             /* the mask exists only for real keys (phantom keys of the mutant get none) */
             int any = cpu_row_visibility(rr, j0, nk_real, mask_row, pl->mask_st[3], w->s, w->vis);
             for (int64_t c = nk_real; c < nk; c++) {

@@ -68,6 +68,12 @@ static const struct { const char *name, *description; } cpu_mutant_table[CPU_MUT
     [CPU_MUT_MASK_BH_STRIDE_IGNORED] = {"mask_bh_stride_ignored",
         "Forward and backward: the additive mask's batch and head strides are ignored (always "
         "the [0,0] slice, as if broadcast); only wrong when the mask differs across batch or heads."},
+    [CPU_MUT_BATCH_DEPENDENT_ORDER] = {"batch_dependent_order",
+        "Forward: with batch > 1 the score dot products are summed over the head dimension in "
+        "reverse order (a summation order picked from the batch size, as split-KV and tile "
+        "heuristics pick theirs from the number of CTAs); every result stays within the oracle's "
+        "bound, but a row's LSE and O bits depend on the batch it runs in: only batch invariance "
+        "(the row run alone, B = 1) shows it."},
 };
 
 // ----------------------------------------------------------------------------

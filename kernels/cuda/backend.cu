@@ -1,7 +1,8 @@
-/* backend.cu: the CUDA backend table (fa_backend_cuda) and fa_cuda_device_count.
+/* backend.cu: the CUDA backend table (fa_backend_cuda), fa_cuda_device_count and the
+ * default kernel policy (testing.h).
  *
- * The precision profile describes the code in fwd/flash_fwd.cu (and the
- * backward in bwd/, which follows the same arithmetic):
+ * The precision profile describes the code in fwd/ (fwd_common.cuh) and the
+ * backward in bwd/, which follows the same arithmetic:
  *   u_acc       2^-23: q.k, p.v (and the backward's products) accumulate in the
  *               tensor cores' fp32 accumulator, whose additions truncate.
  *   exp_rel_err 2^-22: ex2.approx.ftz.f32, whose error the PTX ISA states
@@ -17,11 +18,13 @@
  *   out_rounded 1: O (and dQ, dK, dV) are rounded RN to the input dtype.
  *   max_rescales 33: at most one rescale per key block, the smallest block is
  *               32 keys: ceil(1000 / 32) + 1 per 1000 keys.
- * Limits: head dims 8..256 in steps of 8, Dqk == Dv, 16-byte aligned pointers
- * (the kernels move 16-byte chunks), unit last-dimension stride. */
+ * Limits: common/limits.h (head dims 8..256 in steps of 8, Dqk == Dv, 16-byte aligned
+ * pointers: the kernels move 16-byte chunks, unit last-dimension stride). */
 #include <cuda_runtime.h>
 
+#include "kernels/cuda/common/limits.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/testing.h"
 
 // ----------------------------------------------------------------------------
 // the table
@@ -51,17 +54,20 @@ static const fa_backend fa_cuda_table = {
         0,       /* lse_empty FA_LSE_EMPTY_NEG_INF (fwd/flash_fwd.cu: l == 0 -> -inf) */
     },
     {
-        256, /* max_head_dim */
-        8,   /* head_dim_multiple */
-        1,   /* dqk_must_equal_dv */
-        16,  /* ptr_align_bytes */
-        1,   /* unit_last_stride */
+        FA_CUDA_MAX_HEAD_DIM,
+        FA_CUDA_HEAD_DIM_MULTIPLE,
+        FA_CUDA_DQK_MUST_EQUAL_DV,
+        FA_CUDA_PTR_ALIGN_BYTES,
+        FA_CUDA_UNIT_LAST_STRIDE,
     },
     fa_cuda_forward,
     fa_cuda_backward,
 };
 
 extern "C" const fa_backend *fa_backend_cuda(void) { return &fa_cuda_table; }
+
+/* What the table's entry points run (testing.h: tests may pass another policy). */
+extern "C" const fa_cuda_policy fa_cuda_policy_default = {-1, -1, 1, 1, 1};
 
 // ----------------------------------------------------------------------------
 // devices

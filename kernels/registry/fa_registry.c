@@ -5,12 +5,18 @@
  *                                //kernels/cuda:cuda_backend;
  *   //kernels:backends_cpu_only  with -DFA_REGISTRY_CPU_ONLY: this file
  *                                defines fa_backend_cuda() == NULL and reports
- *                                no CUDA device. */
+ *                                no CUDA device.
+ * Both have the py backend (kernels/py); the libFuzzer builds outside Bazel
+ * (fuzz/build_fuzzers.sh, .clusterfuzzlite) compile with -DFA_REGISTRY_NO_PY:
+ * sanitizer builds do not embed CPython. */
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kernels/flash_api.h"
+#ifndef FA_REGISTRY_NO_PY
+#include "kernels/py/fa_py.h"
+#endif
 #ifndef FA_REGISTRY_CPU_ONLY
 #include "kernels/cuda/cuda_backend.h"
 #endif
@@ -102,9 +108,18 @@ fa_status fa_backend_by_name(const char *name, const fa_backend **out, fa_error 
         *out = b;
         return FA_OK;
     }
+    if (strncmp(name, "py:", 3) == 0) {
+#ifdef FA_REGISTRY_NO_PY
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "backend", "this build (the sanitizer fuzz targets) has no py "
+                       "backend; use the flashcheck command");
+#else
+        return fa_backend_py(name + 3, out, err);
+#endif
+    }
     if (strchr(name, '/') != NULL || reg_ends_with(name, ".so")) return fa_backend_load(name, out, err);
-    return fa_fail(err, FA_ERR_INVALID, "backend", "unknown backend '%s'; choose 'cpu', 'cuda', or a path "
-                   "to a shared library (containing '/' or ending in .so) exporting %s.", name,
+    return fa_fail(err, FA_ERR_INVALID, "backend", "unknown backend '%s'; choose 'cpu', 'cuda', "
+                   "py:MODULE_OR_FILE:CALLABLE (a Python callable), or a path to a shared library (containing "
+                   "'/' or ending in .so) exporting %s.", name,
                    FA_BACKEND_EXPORT_SYMBOL);
 }
 

@@ -58,6 +58,9 @@ typedef struct {
     int d_from_p;         /* D = sum_j P16 dP */
     int gqa;              /* fa_gqa_reduce */
     int exp_bias;         /* exp biased by 2^-23 (1) or correctly rounded (0) */
+    int split;            /* unfused fp32 graph: natural exp, scores (q sf).(k sf) with a float
+                             sf = sqrt(scale), dQ = (dS . k sf) sf (scores_fp32 = 2) */
+    int p_keep, ds_keep;  /* P, dS not rounded to the dtype */
 } s_opts;
 static s_opts so;
 
@@ -102,7 +105,7 @@ static float s_acc(float c, const double *p, int64_t n) {
 
 /* 2^x with a one-sided relative bias: declared exp_rel_err = 2^-22 covers it */
 static float s_exp2(float x) {
-    float f = (float)exp2((double)x);
+    float f = so.split ? (float)exp((double)x) : (float)exp2((double)x);
     return so.exp_bias ? f * (1.0f - 0x1p-23f) : f;
 }
 
@@ -143,6 +146,13 @@ static float s_score(const sim *s, int64_t b, int64_t h, int64_t i, int64_t j, f
     double pr[512];
     for (int64_t d = 0; d < p->head_dim_qk; d++)
         pr[d] = (double)s_ld(t->q, t->tq.stride, b, i, h, d, p->dtype) * s_ld(t->k, t->tk.stride, b, j, hk, d, p->dtype);
+    if (so.split) { /* q' = fl(q sf), k' = fl(k sf), s = fl(q'.k') + m: natural-log domain */
+        float sf = (float)sqrt((double)sl2);
+        for (int64_t d = 0; d < p->head_dim_qk; d++)
+            pr[d] = (double)s_mul(s_ld(t->q, t->tq.stride, b, i, h, d, p->dtype), sf) *
+                    s_mul(s_ld(t->k, t->tk.stride, b, j, hk, d, p->dtype), sf);
+        return s_acc(0.0f, pr, p->head_dim_qk) + s_mask(t, b, h, i, j);
+    }
     float acc = s_acc(0.0f, pr, p->head_dim_qk);
     return s_mul(acc, sl2) + s_mul(s_mask(t, b, h, i, j), 1.44269504f);
 }
@@ -156,7 +166,7 @@ static void sim_fwd(const sim *s, uint16_t *o, float *lse) {
     const t_prob *t = s->t;
     const fa_problem *p = &t->p;
     int64_t Dv = p->head_dim_v, hk;
-    float sl2 = s_mul(s_scale(p), 1.44269504f);
+    float sl2 = so.split ? s_scale(p) : s_mul(s_scale(p), 1.44269504f);
     float *acc = malloc((size_t)Dv * sizeof(float)), *sc = malloc((size_t)s->Bc * sizeof(float));
     double *pv = malloc((size_t)s->Bc * sizeof(double));
     for (int64_t b = 0; b < p->batch; b++)
@@ -184,7 +194,7 @@ static void sim_fwd(const sim *s, uint16_t *o, float *lse) {
                         if (sc[u] == -INFINITY) { sc[u] = 0; continue; } /* P = 0: a zero product */
                         float pr = s_exp2(sc[u] - m);
                         l = s_add(l, pr);
-                        sc[u] = s_rd(pr, p->dtype);
+                        sc[u] = so.p_keep ? pr : s_rd(pr, p->dtype);
                     }
                     for (int64_t d = 0; d < Dv; d++) {
                         for (int64_t u = 0; u < jn; u++)
@@ -196,7 +206,7 @@ static void sim_fwd(const sim *s, uint16_t *o, float *lse) {
                 for (int64_t d = 0; d < Dv; d++)
                     o[b * os[0] + i * os[1] + h * os[2] + d * os[3]] = s_enc(l > 0 ? acc[d] / l : 0.0f, p->dtype);
                 lse[b * t->tlse.stride[0] + h * t->tlse.stride[1] + i * t->tlse.stride[2]] =
-                    l > 0 ? (m + log2f(l)) * 0.693147182f : -INFINITY;
+                    l > 0 ? (so.split ? m + logf(l) : (m + log2f(l)) * 0.693147182f) : -INFINITY;
             }
         }
     free(acc);
@@ -213,7 +223,8 @@ static void sim_bwd(const sim *s, uint16_t *dq, uint16_t *dk, uint16_t *dv, cons
     const t_prob *t = s->t;
     const fa_problem *p = &t->p;
     int64_t D = p->head_dim_qk, Dv = p->head_dim_v, G = p->heads_q / p->heads_kv, Sk = p->seqlen_k, Sq = p->seqlen_q;
-    float sc = s_scale(p), sl2 = s_mul(sc, 1.44269504f);
+    float sc = s_scale(p), sl2 = so.split ? sc : s_mul(sc, 1.44269504f);
+    float sf = (float)sqrt((double)sc); /* split: the scale as sqrt(scale) on K (Q) and after */
     fa_dtype dt = p->dtype;
     size_t nij = (size_t)(G * Sq * Sk) + 1;
     float *P16 = calloc(nij, sizeof(float)), *dS = calloc(nij, sizeof(float));
@@ -232,8 +243,8 @@ static void sim_bwd(const sim *s, uint16_t *dq, uint16_t *dk, uint16_t *dv, cons
                     for (int64_t j = 0; j < Sk; j++) {
                         Pr[j] = 0; dSr[j] = 0;
                         if (!s_seen(t, b, h, i, j)) continue;
-                        float P = s_exp2(s_score(s, b, h, i, j, sl2) - s_mul(lse, 1.44269504f));
-                        Pr[j] = s_rd(P, dt);
+                        float P = s_exp2(s_score(s, b, h, i, j, sl2) - (so.split ? lse : s_mul(lse, 1.44269504f)));
+                        Pr[j] = so.p_keep ? P : s_rd(P, dt);
                         for (int64_t d = 0; d < Dv; d++)
                             prd[d] = (double)s_ld(t->dout, t->tdo.stride, b, i, h, d, dt) * s_ld(t->v, t->tv.stride, b, j, hk, d, dt);
                         float dP = s_acc(0.0f, prd, Dv);
@@ -252,17 +263,21 @@ static void sim_bwd(const sim *s, uint16_t *dq, uint16_t *dk, uint16_t *dv, cons
                     for (int64_t j = 0; j < Sk; j++) {
                         if (!s_seen(t, b, h, i, j)) continue;
                         float x = Pr[j] * (dPr[j] - Di);
-                        dSr[j] = s_rd(so.fold ? x * sc : x, dt);
+                        x = so.fold ? x * sc : x;
+                        dSr[j] = so.ds_keep ? x : s_rd(x, dt);
                     }
                 }
             }
-            float post = so.fold ? 1.0f : sc;
+            float post = so.fold ? 1.0f : so.split ? sf : sc;
             /* dQ rows: sum over keys */
             for (int64_t g = 0; g < G; g++)
                 for (int64_t i = 0; i < Sq; i++)
                     for (int64_t d = 0; d < D; d++) {
                         const float *dSr = dS + (size_t)((g * Sq + i) * Sk);
-                        for (int64_t j = 0; j < Sk; j++) pr[j] = (double)dSr[j] * s_ld(t->k, t->tk.stride, b, j, hk, d, dt);
+                        for (int64_t j = 0; j < Sk; j++) {
+                            float kk = s_ld(t->k, t->tk.stride, b, j, hk, d, dt);
+                            pr[j] = (double)dSr[j] * (so.split ? s_mul(kk, sf) : kk);
+                        }
                         float a = s_acc(0.0f, pr, Sk);
                         dq[b * qst[0] + i * qst[1] + (hk * G + g) * qst[2] + d * qst[3]] = s_enc(a * post, dt);
                     }
@@ -279,7 +294,8 @@ static void sim_bwd(const sim *s, uint16_t *dq, uint16_t *dk, uint16_t *dv, cons
                         for (int64_t i = 0; i < Sq; i++) {
                             size_t e = (size_t)((g * Sq + i) * Sk + j);
                             pr[n++] = isv ? (double)P16[e] * s_ld(t->dout, t->tdo.stride, b, i, h, dd, dt)
-                                          : (double)dS[e] * s_ld(t->q, t->tq.stride, b, i, h, dd, dt);
+                                          : (double)dS[e] * (so.split ? s_mul(s_ld(t->q, t->tq.stride, b, i, h, dd, dt), sf)
+                                                                      : s_ld(t->q, t->tq.stride, b, i, h, dd, dt));
                         }
                         if (so.gqa != FA_GQA_FUSED) { /* this head's part, stored in the dtype */
                             float part = s_acc(0.0f, pr, n);
@@ -574,6 +590,20 @@ int main(void) {
         run_case_p("scale after, profile says either", p, 0, 1.0, 0, 16, o, pr, 1e-5, 1, 0, NULL);
         o.fold = 1;
         run_case_p("scale folded, profile says either", p, 0, 1.0, 0, 16, o, pr, 1e-5, 1, 0, NULL);
+    }
+    /* PyTorch's math graph upcast to fp32 (the torch-math preset): natural exp, sqrt(scale) on
+     * q and k, P and dS in fp32, D from P and dP, GQA over fp32 gradients */
+    {
+        s_opts o = opts_ieee(0);
+        o.split = 1; o.p_keep = 1; o.ds_keep = 1; o.d_from_p = 1;
+        fa_precision pr;
+        CHECK(fa_precision_preset("torch-math", &pr, NULL) == FA_OK, "torch-math preset");
+        p = t_problem(1, 30, 41, 4, 2, 32, 32, FA_F16, FA_CAUSAL_TOP_LEFT, -1, -1);
+        p.softmax_scale = 0.3f;
+        run_case_p("unfused fp32 graph, preset torch-math", p, 0, 2.0, 1, 41, o, pr, 1.0, 1, 0, med);
+        for (int k = 0; k < 5; k++) CHECK(med[k] > 1e-3, "torch-math: bound too loose (tensor %d: %.3g)", k, med[k]);
+        p.softmax_scale = 0;
+        run_case_p("unfused fp32 graph, default scale, bf16", (p.dtype = FA_BF16, p), 1, 2.0, 0, 41, o, pr, 1.0, 1, 0, NULL);
     }
     /* undeclared behaviour fails somewhere */
     {

@@ -772,7 +772,74 @@ static void test_compare_grid(void) {
     t_free(&t);
 }
 
+// ----------------------------------------------------------------------------
+// rounding bias (orc_stats.bias_*): O stored round-to-nearest from the exact
+// reference has means near 0; truncated toward zero, a clearly negative mean
+// oriented by the reference's sign; always rounded up, a clearly positive signed
+// mean. Expected sizes: a directed rounding errs by ulp/2 on average against the
+// bound (>= the ulp/2 of the final rounding plus the fp32 accumulation terms), so
+// its mean ratio is a sizeable fraction of 1/2; RN's mean is 0 up to sampling noise.
+
+/* one fp16/bf16 step of bits x toward zero (dir 0) or toward +inf (dir 1); 0 stays 0 */
+static uint16_t bias_step(uint16_t x, int dir) {
+    if ((x & 0x7fff) == 0) return dir ? 1 : x;
+    int neg = x >> 15;
+    if (dir == 0 || neg) return (uint16_t)(x - 1);   /* magnitude down: toward zero (up if negative) */
+    return (uint16_t)(x + 1);
+}
+
+static orc_stats bias_run(const orc_fwd_result *r, t_prob *t, int mode) {
+    int64_t Dv = t->p.head_dim_v;
+    const int64_t *st = t->to.stride;
+    for (int64_t x = 0; x < r->o.n; x++) {
+        const orc_index *ix = &r->o.index[x];
+        for (int64_t d = 0; d < Dv; d++) {
+            double ref = r->o.ref[x * Dv + d];
+            uint16_t kv = orc_encode(ref, t->p.dtype);          /* round to nearest */
+            double got = orc_decode(kv, t->p.dtype);
+            if (mode == 1 && fabs(got) > fabs(ref)) kv = bias_step(kv, 0);   /* truncate toward zero */
+            if (mode == 2 && got < ref) kv = bias_step(kv, 1);               /* round up */
+            t->o[ix->b * st[0] + ix->s * st[1] + ix->h * st[2] + d * st[3]] = kv;
+        }
+    }
+    orc_stats s;
+    CHECK(orc_compare_fwd(r, &t->to, NULL, &s, NULL, NULL) == FA_OK, "cmp");
+    return s;
+}
+
+static void test_compare_bias(void) {
+    fa_precision pr = t_profile_fp32();
+    fa_problem p = t_problem(2, 48, 40, 2, 1, 32, 32, FA_F16, FA_CAUSAL_NONE, -1, -1);
+    t_prob t;
+    t_setup(&t, p, 0, 1, 1, 1, 0);
+    fa_fwd_args a = t_fwd_args(&t);
+    orc_fwd_result r;
+    CHECK(orc_fwd(&a, &pr, NULL, &r, NULL) == FA_OK, "fwd");
+    orc_stats rn = bias_run(&r, &t, 0), rz = bias_run(&r, &t, 1), ru = bias_run(&r, &t, 2);
+    CHECK(rn.bias_n > 1000 && rn.bias_n == rz.bias_n && rn.bias_n == ru.bias_n, "bias_n %lld %lld %lld",
+          (long long)rn.bias_n, (long long)rz.bias_n, (long long)ru.bias_n);
+    double n = (double)rn.bias_n;
+    printf("bias (mean signed, mean toward-zero-oriented): RN %.4f %.4f, RZ %.4f %.4f, RU %.4f %.4f; "
+           "worst ratio RN %.3g RZ %.3g RU %.3g; RN median %.3g\n", rn.bias_sum / n, rn.bias_zero_sum / n, rz.bias_sum / n,
+           rz.bias_zero_sum / n, ru.bias_sum / n, ru.bias_zero_sum / n, rn.worst_ratio, rz.worst_ratio, ru.worst_ratio, rn.median_ratio);
+    /* RN's error is uniform on [0, ulp/2]: its median ratio m is about ulp/4 / bound; a directed
+       rounding errs by ulp/2 on average, a mean of about 2m; RN's mean is 0 +- m / sqrt(n) */
+    double m = rn.median_ratio;
+    CHECK(m > 0.01 && fabs(rn.bias_sum / n) < 0.1 * m && fabs(rn.bias_zero_sum / n) < 0.1 * m,
+          "round to nearest: bias %g, %g (median ratio %g)", rn.bias_sum / n, rn.bias_zero_sum / n, m);
+    CHECK(rz.bias_zero_sum / n < -m && rz.bias_zero_sum / n < -0.1, "truncation toward zero: oriented bias %g, want < -%g",
+          rz.bias_zero_sum / n, m);
+    CHECK(ru.bias_sum / n > m && ru.bias_sum / n > 0.1, "round up: signed bias %g, want > %g", ru.bias_sum / n, m);
+    /* the sums are over exactly the ratios of the histogram's finite elements with bound > 0 */
+    int64_t hsum = 0;
+    for (int k = 0; k < ORC_HIST_BUCKETS; k++) hsum += rz.ratio_hist[k];
+    CHECK(rz.bias_n <= hsum, "bias_n %lld > finite elements %lld", (long long)rz.bias_n, (long long)hsum);
+    orc_fwd_free(&r);
+    t_free(&t);
+}
+
 int main(void) {
+    test_compare_bias();
     test_compare_grid();
     test_decode_all();
     test_dv_large_group();

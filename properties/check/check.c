@@ -147,6 +147,9 @@ static int64_t judge(const fc_run *r, const orc_block *blk, const orc_stats *st,
     ts->exact = st->exact;
     ts->nonfinite_ok = st->nonfinite_match + st->overflow_inf;
     ts->uncheckable = st->unchecked;
+    ts->bias_sum = st->bias_sum;
+    ts->bias_zero_sum = st->bias_zero_sum;
+    ts->bias_n = st->bias_n;
     ts->grid_rows = st->grid_rows;
     ts->grid_cols = st->grid_cols;
     ts->grid_hb = st->grid_hb;

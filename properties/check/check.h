@@ -77,6 +77,11 @@ typedef struct {
      * block, sequence block) cell (-1 none judged, +inf non-finite mismatch). */
     int64_t ratio_hist[ORC_HIST_BUCKETS];
     int64_t exact, nonfinite_ok, uncheckable;
+    /* Rounding bias, from orc_stats: sums of (got - ref) / bound and of sign(ref) (got - ref) /
+     * bound over the bias_n finite elements with bound > 0 (properties/PROPERTIES.md, "Rounding
+     * bias"). Sums, so that cases can be pooled; fc_bias_mean gives the means. */
+    double bias_sum, bias_zero_sum;
+    int64_t bias_n;
     int grid_rows, grid_cols;
     int64_t grid_hb, grid_sb, grid_heads, grid_seq;
     float grid[ORC_GRID_ROWS][ORC_GRID_COLS];
@@ -121,6 +126,8 @@ void fc_verdict_merge(fc_verdict *dst, const fc_verdict *src);
 /* Name of the check of the first failure reason ("overflow" for an overflow-sensitive
  * verdict), or "" if none. */
 const char *fc_verdict_first_check(const fc_verdict *v);
+/* Mean of a bias sum over n elements (fc_tensor_stats.bias_*), NAN when n == 0. */
+double fc_bias_mean(double sum, int64_t n);
 /* 1 if some reason has this check name (prefix match when name ends in '*'). */
 int fc_verdict_has(const fc_verdict *v, const char *check);
 void fc_verdict_print(const fc_verdict *v, FILE *f);

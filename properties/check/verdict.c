@@ -69,6 +69,10 @@ void fc_verdict_merge(fc_verdict *dst, const fc_verdict *src) {
     else if (src->outcome == FC_SKIP && dst->outcome == FC_PASS) dst->outcome = FC_SKIP;
 }
 
+double fc_bias_mean(double sum, int64_t n) {
+    return n > 0 ? sum / (double)n : NAN;   /* one division, rounded to nearest */
+}
+
 const char *fc_verdict_first_check(const fc_verdict *v) {
     for (int i = 0; i < v->n_reasons; i++)
         if (strcmp(v->reason[i].check, "skip") != 0 &&
@@ -163,6 +167,8 @@ size_t fc_verdict_json(const fc_verdict *v, char *buf, size_t buflen) {
         jnum(&j, s->worst_got);
         jp(&j, ",\"worst_ref\":"); jnum(&j, s->worst_ref);
         jp(&j, ",\"worst_bound\":"); jnum(&j, s->worst_bound);
+        jp(&j, ",\"mean_bias\":"); jnum(&j, fc_bias_mean(s->bias_sum, s->bias_n));
+        jp(&j, ",\"mean_bias_toward_zero\":"); jnum(&j, fc_bias_mean(s->bias_zero_sum, s->bias_n));
         jp(&j, "}");
     }
     jp(&j, "},\"reasons\":[");

@@ -153,6 +153,9 @@ static const mutant_cases cases[] = {
     {"mask_bh_stride_ignored",
      {BASE, .B = 2, .Hq = 2, .Hkv = 2, .mask = 1},
      {BASE, .B = 1, .Hq = 1, .Hkv = 1, .mask = 1}},     /* one (b, h) slice: nothing to broadcast */
+    {"batch_dependent_order",
+     {BASE, .B = 2},
+     {BASE, .B = 1}},                                   /* one batch element: the usual order */
 };
 
 static void test_table(void **state) {

@@ -21,8 +21,8 @@
  * a row that sees one has a NaN/Inf reference (IEEE on the formulas) and the
  * kernel must give the same NaN/Inf. The case also asserts that both kinds of
  * rows occur (near-boundary finite rows, non-finite rows), so it cannot pass
- * vacuously. All rows are checked (no sampling). A kernel built with
- * -DFWD_NONFINITE_GUARD=0 (the old 0 * NaN leak) fails the V cases.
+ * vacuously. All rows are checked (no sampling). The kernel before the guard
+ * (the old 0 * NaN leak) failed the V cases.
  *
  * Grid: seqlens 1 3 17 63 64 65 97 113 127 128 239 513 799 1023 1025 2048 4224
  * (Sq == Sk and Sq != Sk both ways), every head dim 8..256 step 8 in both
@@ -33,10 +33,11 @@
  * a Q/O tensor of more than 2^31 elements.
  *
  * usage: fwd_certify_test [--quick] [--no-big] [--sanitize] [--poison] [--rows N] [--threads N] [--mma-only]
- *   --sanitize: the small subset that sanitize.sh runs under compute-sanitizer
+ *   --sanitize: the small subset that sanitize_test.sh runs under compute-sanitizer
  *   --poison: only the non-finite hidden-key cases (section H)
  *   --mma-only: the mma.sync kernel for every case, also where an sm_90 device would run the
- *     wgmma kernel (head dims 104..128), so that both kernels are certified on an H100
+ *     wgmma kernel (head dims 104..128), so that both kernels are certified on an H100 (a test
+ *     policy, kernels/cuda/testing.h; without it the calls are fa_cuda_forward's, as shipped)
  * Exit status: 0 when every case passed, 1 otherwise (2: setup error).
  */
 #include <cuda_runtime.h>
@@ -47,11 +48,14 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/testing.h"
 #include "kernels/flash_api.h"
 #include "oracle/oracle.h"
 
-/* fwd/flash_fwd.cu (a test knob, not part of the API): 0 = never the sm_90a wgmma kernel. */
-void fa_cuda_fwd_set_sm90(int mode);
+/* The kernel policy of every call: the shipped default, or (--mma-only) never the wgmma kernel. */
+static fa_cuda_policy fwd_policy;
+
+static fa_status fwd_call(const fa_fwd_args *a, fa_error *err) { return fa_cuda_forward_policy(a, &fwd_policy, err); }
 
 #define CK(x)                                                                                       \
     do {                                                                                            \
@@ -521,7 +525,7 @@ static int run_case(int idx, const tc_case *c) {
     // ---- run
     fa_error err;
     memset(&err, 0, sizeof(err));
-    fa_status st = fa_cuda_forward(&a, &err);
+    fa_status st = fwd_call(&a, &err);
     char label[160];
     snprintf(label, sizeof(label), "#%d B%lld Sq%lld Sk%lld H%lld/%lld D%lld %s c%d w%lld,%lld a%d m=%s %s%s%s", idx,
              (long long)B, (long long)Sq, (long long)Sk, (long long)Hq, (long long)Hkv, (long long)D,
@@ -609,7 +613,7 @@ static int run_case(int idx, const tc_case *c) {
         CK(cudaMemset(d_lse2, 0xff, sizeof(float) * (size_t)n_lse));
         fa_fwd_args a2 = a;
         a2.o.ptr = d_o2; a2.lse.ptr = d_lse2;
-        st = fa_cuda_forward(&a2, &err);
+        st = fwd_call(&a2, &err);
         uint16_t *ho2 = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)vo.extent);
         float *hl2 = (float *)malloc(sizeof(float) * (size_t)(n_lse ? n_lse : 1));
         CK(cudaMemcpy(ho2, d_o2, sizeof(uint16_t) * (size_t)vo.extent, cudaMemcpyDeviceToHost));
@@ -668,7 +672,7 @@ static int check_rejections(void) {
         }
         fa_error err;
         memset(&err, 0, sizeof(err));
-        fa_status st = fa_cuda_forward(&a, &err);
+        fa_status st = fwd_call(&a, &err);
         uint16_t *ho = (uint16_t *)malloc(sizeof(uint16_t) * (size_t)n);
         float *hl = (float *)malloc(sizeof(float) * (size_t)(B * H * S));
         CK(cudaMemcpy(ho, d + 3 * n, sizeof(uint16_t) * (size_t)n, cudaMemcpyDeviceToHost));
@@ -690,6 +694,7 @@ static int check_rejections(void) {
 // main
 
 int main(int argc, char **argv) {
+    fwd_policy = fa_cuda_policy_default;
     int quick = 0, big = 1, sanitize = 0, poison_only = 0;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
@@ -698,7 +703,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--poison")) poison_only = 1;
         else if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows_sample = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) omp_threads = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--mma-only")) fa_cuda_fwd_set_sm90(0);
+        else if (!strcmp(argv[i], "--mma-only")) fwd_policy.fwd_sm90 = 0;
         else { fprintf(stderr, "usage: %s [--quick] [--no-big] [--sanitize] [--poison] [--rows N] [--threads N] [--mma-only]\n", argv[0]); return 2; }
     }
     if (fa_cuda_device_count() < 1) {

@@ -1,0 +1,214 @@
+/* bwd_host.cu: fa_cuda_backward (prefix bwd_): validation, the cached workspace, the screen's
+ * verdict (fast or exact kernels), the kernel family per call (bwd_sm80.cu, bwd_sm90.cu; the
+ * policy of kernels/cuda/testing.h) and the synchronization. */
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/cuda/bwd/bwd_common.cuh"
+#include "kernels/cuda/common/limits.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/testing.h"
+
+// ----------------------------------------------------------------------------
+// host: workspace (one cached buffer per device, held under a lock for a whole call)
+
+#define BWD_MAX_DEVICES 64
+static pthread_mutex_t bwd_ws_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *bwd_ws_ptr[BWD_MAX_DEVICES];
+static size_t bwd_ws_size[BWD_MAX_DEVICES];
+
+static fa_status bwd_cuda_fail(fa_error *err, cudaError_t e, const char *what) {
+    return fa_fail(err, FA_ERR_DEVICE, "", "CUDA error in the backward (%s): %s (%s)", what, cudaGetErrorString(e),
+                   cudaGetErrorName(e));
+}
+
+/* 16-byte vector access allowed: pointer 16-byte aligned and every used stride a multiple of 8. */
+static int bwd_vec16(const fa_tensor *t, int64_t nb, int64_t ns, int64_t nh) {
+    if (((uintptr_t)t->ptr) % 16 != 0) return 0;
+    if (nb > 1 && t->stride[0] % 8 != 0) return 0;
+    if (ns > 1 && t->stride[1] % 8 != 0) return 0;
+    if (nh > 1 && t->stride[2] % 8 != 0) return 0;
+    return 1;
+}
+
+/* 4-byte pair access allowed: pointer 4-byte aligned and every used stride even. */
+static int bwd_vec4(const fa_tensor *t, int64_t nb, int64_t ns, int64_t nh) {
+    if (((uintptr_t)t->ptr) % 4 != 0) return 0;
+    if (nb > 1 && t->stride[0] % 2 != 0) return 0;
+    if (ns > 1 && t->stride[1] % 2 != 0) return 0;
+    if (nh > 1 && t->stride[2] % 2 != 0) return 0;
+    return 1;
+}
+
+/* The screen's verdict (words documented at bwd_prep_kernel): 1 when this call needs
+ * the exact kernels. */
+static int bwd_needs_exact(const unsigned scr[4], const bwd_params *p) {
+    float w[4];
+    memcpy(w, scr, sizeof(w));
+    if (p->scan_nf && scr[0] != 0) return 1;
+    if (!p->scan_norm) return 0;
+    const double ovf = 65520.0; /* |x| that rounds to Inf in fp16 */
+    const double bound = sqrt((double)w[1]) * sqrt((double)w[2]) + (double)w[3];
+    return !(bound < 0.5 * ovf); /* NaN: exact */
+}
+
+/* The backend's limits (common/limits.h), with the backward's own pointer alignment: the
+ * element size (16-byte paths are chosen at run time, bwd_vec16). */
+static const fa_limits bwd_limits = {
+    FA_CUDA_MAX_HEAD_DIM,
+    FA_CUDA_HEAD_DIM_MULTIPLE,
+    FA_CUDA_DQK_MUST_EQUAL_DV,
+    FA_CUDA_BWD_PTR_ALIGN_BYTES,
+    FA_CUDA_UNIT_LAST_STRIDE,
+};
+
+// ----------------------------------------------------------------------------
+// entry point
+
+static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev) {
+    const fa_problem *pr = &a->p;
+    cudaStream_t st = (cudaStream_t)a->stream;
+    cudaError_t e;
+    const int64_t D = pr->head_dim_qk;
+    const int hd = D <= 64 ? 64 : (D <= 128 ? 128 : 256);
+
+    /* shared memory of the largest kernel of this call */
+    int optin = 0;
+    if ((e = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess)
+        return bwd_cuda_fail(err, e, "cudaDeviceGetAttribute");
+    const size_t need = bwd_sm80_smem_bytes(hd, a->deterministic);
+    if ((size_t)optin < need)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "head_dim_qk",
+                       "head_dim_qk %lld needs %zu bytes of shared memory per block in the backward; this GPU "
+                       "allows %d.", (long long)D, need, optin);
+
+    bwd_params p;
+    memset(&p, 0, sizeof(p));
+    p.B = pr->batch; p.Sq = pr->seqlen_q; p.Sk = pr->seqlen_k;
+    p.Hq = pr->heads_q; p.Hkv = pr->heads_kv; p.group = p.Hq / p.Hkv; p.D = D;
+    p.scale = fa_effective_scale(pr);
+    p.q = (const uint16_t *)a->q.ptr; p.k = (const uint16_t *)a->k.ptr; p.v = (const uint16_t *)a->v.ptr;
+    p.o = (const uint16_t *)a->o.ptr; p.dout = (const uint16_t *)a->dout.ptr;
+    p.dq = (uint16_t *)a->dq.ptr; p.dk = (uint16_t *)a->dk.ptr; p.dv = (uint16_t *)a->dv.ptr;
+    for (int x = 0; x < 3; x++) {
+        p.qs[x] = a->q.stride[x]; p.ks[x] = a->k.stride[x]; p.vs[x] = a->v.stride[x];
+        p.os[x] = a->o.stride[x]; p.dos[x] = a->dout.stride[x];
+        p.dqs[x] = a->dq.stride[x]; p.dks[x] = a->dk.stride[x]; p.dvs[x] = a->dv.stride[x];
+        p.lses[x] = a->lse.stride[x];
+    }
+    p.lse = a->lse.ptr;
+    p.mask = a->mask.ptr;
+    for (int x = 0; x < 4; x++) p.ms[x] = a->mask.stride[x];
+
+    /* visibility: dj = j - i - off with diag(i) = i + off */
+    const int bottom_right = pr->causal != FA_CAUSAL_NONE ? pr->causal == FA_CAUSAL_BOTTOM_RIGHT
+                                                          : pr->window_align == FA_ALIGN_BOTTOM_RIGHT;
+    p.off = bottom_right ? p.Sk - p.Sq : 0;
+    const int64_t span = p.Sq + p.Sk; /* |dj| < span always: larger bounds never bind */
+    /* causal: j <= diag(i); a window_right >= 0 is then never tighter than causal */
+    const int64_t right = pr->causal != FA_CAUSAL_NONE ? 0 : pr->window_right; /* < 0: unbounded */
+    p.has_right = right >= 0 && right < span;
+    p.right = p.has_right ? right : 0;
+    p.has_left = pr->window_left >= 0 && pr->window_left < span;
+    p.left = p.has_left ? pr->window_left : 0;
+
+    p.nsplit = hd == 256 ? 2 : 1;
+    /* the screen: NaN/Inf can only leak where visibility differs from row to row; the
+     * |dS| bound only matters for fp16 (bf16 rounds dS to Inf only at the top of fp32's
+     * range, where dP itself has already left the precision profile) */
+    p.scan_nf = p.has_left || p.has_right || p.mask != NULL;
+    p.scan_norm = pr->dtype == FA_F16;
+    p.vec_q = bwd_vec16(&a->q, p.B, p.Sq, p.Hq);
+    p.vec_k = bwd_vec16(&a->k, p.B, p.Sk, p.Hkv);
+    p.vec_v = bwd_vec16(&a->v, p.B, p.Sk, p.Hkv);
+    p.vec_do = bwd_vec16(&a->dout, p.B, p.Sq, p.Hq);
+    p.vec_o_prep = bwd_vec16(&a->o, p.B, p.Sq, p.Hq);
+    p.vec_do_prep = p.vec_do;
+    p.w32_dq = bwd_vec4(&a->dq, p.B, p.Sq, p.Hq);
+    p.w32_dk = bwd_vec4(&a->dk, p.B, p.Sk, p.Hkv);
+    p.w32_dv = bwd_vec4(&a->dv, p.B, p.Sk, p.Hkv);
+
+    /* the Hopper dK/dV kernel (section 2h) where it is proven: an sm_90 device (its code is
+     * sm_90a), head dim padded to 64 or 128, 16-byte copies for every streamed view, the
+     * shared memory it needs, and the policy (default: yes; testing.h); the launch also needs
+     * the fast kernels (below). Deterministic mode: its dK/dV-only instantiation, then
+     * bwd_g_dq_kernel (section 2q; bwd_dq_kernel under a policy with bwd_sm90_dq = 0) */
+    int cc_major = 0, cc_minor = 0;
+    if ((e = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess)
+        return bwd_cuda_fail(err, e, "cudaDeviceGetAttribute");
+    const int gmma = pol->bwd_sm90 && cc_major == 9 && cc_minor == 0 && (hd == 64 || hd == 128) && p.vec_q &&
+                     p.vec_k && p.vec_v && p.vec_do && (size_t)optin >= bwd_sm90_smem_bytes(hd) &&
+                     (!a->deterministic || pol->bwd_sm90_det);
+
+    /* workspace: lse, dsum [B*Hq*Sq], the screen (256 bytes) and (default mode) dq [B*Hq*Sq*D], fp32 */
+    const int64_t nrows = p.B * p.Hq * p.Sq;
+    const size_t rows_bytes = ((size_t)nrows * 4 + 255) / 256 * 256;
+    const size_t dq_bytes = a->deterministic ? 0 : (size_t)nrows * (size_t)D * 4;
+    const size_t ws_bytes = 2 * rows_bytes + 256 + dq_bytes;
+    if (ws_bytes > bwd_ws_size[dev]) {
+        if (bwd_ws_ptr[dev]) {
+            if ((e = cudaFree(bwd_ws_ptr[dev])) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaFree");
+            bwd_ws_ptr[dev] = NULL;
+            bwd_ws_size[dev] = 0;
+        }
+        e = cudaMalloc(&bwd_ws_ptr[dev], ws_bytes);
+        if (e != cudaSuccess) {
+            bwd_ws_ptr[dev] = NULL;
+            cudaGetLastError();
+            return fa_fail(err, FA_ERR_NOMEM, "", "the backward needs %zu bytes of device workspace: %s", ws_bytes,
+                           cudaGetErrorString(e));
+        }
+        bwd_ws_size[dev] = ws_bytes;
+    }
+    char *ws = (char *)bwd_ws_ptr[dev];
+    p.lse_ws = (float *)ws;
+    p.dsum_ws = (float *)(ws + rows_bytes);
+    p.screen = (unsigned *)(ws + 2 * rows_bytes);
+    p.dq_ws = a->deterministic ? NULL : (float *)(ws + 2 * rows_bytes + 256);
+    if ((e = cudaMemsetAsync(ws + 2 * rows_bytes, 0, 256 + dq_bytes, st)) != cudaSuccess)
+        return bwd_cuda_fail(err, e, "cudaMemsetAsync");
+
+    /* preprocess and screen, then the fast or the exact kernels (bwd_needs_exact) */
+    const int bf16 = pr->dtype == FA_BF16;
+    e = bwd_sm80_prep(&p, bf16, st);
+    if (e != cudaSuccess) return bwd_cuda_fail(err, e, "preprocess launch");
+    int exact = 0;
+    if (p.scan_nf || p.scan_norm) {
+        unsigned scr[4];
+        if ((e = cudaMemcpyAsync(scr, p.screen, sizeof(scr), cudaMemcpyDeviceToHost, st)) != cudaSuccess)
+            return bwd_cuda_fail(err, e, "cudaMemcpyAsync (screen)");
+        if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
+        exact = bwd_needs_exact(scr, &p);
+    }
+    /* the Hopper kernels have no exact instantiation: an exact call runs the sm_80 ones */
+    e = gmma && !exact ? bwd_sm90_run(&p, hd, bf16, a->deterministic, pol->bwd_sm90_dq, st)
+                       : bwd_sm80_run(&p, hd, bf16, a->deterministic, exact, st);
+    if (e != cudaSuccess) return bwd_cuda_fail(err, e, "kernel launch");
+    if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
+    return FA_OK;
+}
+
+extern "C" fa_status fa_cuda_backward_policy(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_error *err) {
+    fa_status s = fa_validate_bwd(a, &bwd_limits, err);
+    if (s != FA_OK) return s;
+    const fa_problem *pr = &a->p;
+    if (pr->batch == 0 || (pr->seqlen_q == 0 && pr->seqlen_k == 0)) return FA_OK; /* nothing to write */
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return bwd_cuda_fail(err, e, "cudaGetDevice");
+    if (dev < 0 || dev >= BWD_MAX_DEVICES)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "", "device %d is beyond the backward's table of %d devices", dev,
+                       BWD_MAX_DEVICES);
+    pthread_mutex_lock(&bwd_ws_lock);
+    s = bwd_run_locked(a, pol, err, dev);
+    pthread_mutex_unlock(&bwd_ws_lock);
+    return s;
+}
+
+
+extern "C" fa_status fa_cuda_backward(const fa_bwd_args *a, fa_error *err) {
+    return fa_cuda_backward_policy(a, &fa_cuda_policy_default, err);
+}

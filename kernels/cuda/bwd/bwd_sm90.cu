@@ -1,0 +1,539 @@
+/* bwd_sm90.cu: the Hopper backward kernels (sm_90a, warpgroup MMA): the dK/dV kernel of both
+ * modes and the deterministic mode's dQ kernel. Design and arithmetic: bwd_common.cuh. */
+#include "kernels/cuda/bwd/bwd_common.cuh"
+
+// ----------------------------------------------------------------------------
+// 2h. Hopper dK/dV kernel (sm_90a; default mode, fast instantiation): warpgroup MMA
+//
+// The same algorithm, selects and arithmetic as bwd_dkdv_kernel<HD, .., DET = false,
+// EXACT = false> (same roundings: fp32 tensor-core accumulation, P and dS rounded to
+// the input type before the products that use them, dQ partials added in fp32 by
+// atomics), with the products on wgmma (kernels/cuda/common/gmma.h) instead of mma.sync.
+// CTA = 2 warpgroups (256 threads) and one block of 128 keys: warpgroup w owns keys
+// 64w .. 64w+63 as the M (row) dimension of its products; K and V stay in shared memory
+// (128-byte swizzle, gmma layout) while the query blocks of 64 rows of every query head
+// of the GQA group stream through (Q, dO double-buffered by cp.async). Per query block,
+// per warpgroup:
+//   S^T[64 x 64] = K_w Q^T,  dP^T[64 x 64] = V_w dO^T   gmma_ss m64n64k16, both operands
+//                                                      K-major, HD/16 steps
+//   P^T, dS^T in registers, as in the sm_80 kernel (-0 marks a hidden P, dS = 0 there)
+//   dV += P^T dO,  dK += dS^T Q                         gmma_rs m64nHDk16: A = the rounded
+//                                                      P^T / dS^T fragments, B = dO / Q tile
+//                                                      MN-major, 4 steps over the 64 queries
+//   dS (queries x keys) to shared memory by stmatrix .trans, barrier, then
+//   dQ[64 x 64] = dS K                                  gmma_ss m64n64k16, A = dS (K-major),
+//                                                      B = the K tile MN-major
+//     HD = 128: warpgroup w forms dQ columns 64w .. 64w+63 over the 128 keys;
+//     HD = 64:  each warpgroup forms all 64 columns over its own 64 keys (two partial
+//               sums per element, both added: the order of the adds varies anyway).
+//   dQ partials to a shared fp32 staging buffer (two, alternating), fenced for the async
+//   proxy; after the NEXT iteration's barrier one thread per (partial, query row) issues a
+//   bulk reduction of the row into the fp32 workspace (cp.reduce.async.bulk .add.f32: one
+//   instruction per row instead of 16 float2 atomics per thread, and no barrier of its own);
+//   a buffer is rewritten only after its reductions have read it (wait_group.read).
+// Measured (bench/RESULTS-2026-11-23-bwd.md): float2 atomics per thread instead of the bulk reductions, and
+// the bulk reductions issued behind a barrier of their own, were both slower.
+// Deterministic mode (template DQ = false): the same loop without the dQ stage (no sdS, no
+// dS K products, no staging or bulk reductions; the dV/dK products of a block are waited for
+// at the end of its iteration, before the next loop top's barrier lets its Q/dO buffer be
+// reloaded; with the wait at the next loop top instead ptxas serialized the wgmmas), followed by
+// bwd_g_dq_kernel (2q; bwd_dq_kernel, 3b, under a test policy: kernels/cuda/testing.h) for dQ. Its dK and dV
+// are bitwise reproducible: each CTA owns its 128 keys'
+// dK/dV rows, summed in the wgmma accumulators over the query heads of the group (outer) and the
+// query blocks (inner) in a fixed order, and stored once; no atomics, no reductions in this path.
+// Used only where proven: sm_90 device, head dim padded to 64 or 128, 16-byte copies
+// allowed for Q, K, V and dO, fast (non-EXACT) call, either mode; everything else runs the
+// kernels of bwd_sm80.cu (tests can ask for those too: the policy of kernels/cuda/testing.h).
+
+template <int HD, bool DQ>
+struct bwd_g_smem {
+    static constexpr uint32_t kv = 128u * HD * 2; /* bytes of sK or sV (128 rows) */
+    static constexpr uint32_t qo = 64u * HD * 2;  /* bytes of one sQ or sdO buffer (64 rows) */
+    static constexpr uint32_t k = 0, v = kv, q = 2 * kv, dout = 2 * kv + 2 * qo, ds = 2 * kv + 4 * qo;
+    /* sdS [64 queries][128 keys] (only with DQ) */
+    static constexpr uint32_t rows = ds + (DQ ? 64u * 128 * 2 : 0u); /* sLse, sDsum [2][64] fp32 */
+    /* sdQ: fp32 dQ partials for the bulk reductions, [2 buffers][NP partials][64 rows][D + 4]
+     * (row stride D + 4 floats: 16-byte aligned rows, conflict-free float2 stores);
+     * NP = 1 for HD = 128 (the warpgroups own column halves), 2 for HD = 64 */
+    static constexpr int np = HD == 128 ? 1 : 2;
+    static constexpr uint32_t dqbuf = DQ ? (uint32_t)np * 64u * (HD + 4) * 4 : 0u; /* none without DQ */
+    static constexpr uint32_t dq = rows + 4 * 64 * 4;
+    /* + 1024: the tiles must start 1024-byte aligned (the swizzle reads address bits 7..9) */
+    static constexpr size_t bytes = (size_t)dq + 2 * dqbuf + 1024;
+};
+
+/* Load ROWS x HD 16-bit elements (rows >= nrows or cols >= D zero) from base (row stride
+ * rs) into the gmma tile at shared address tile, by 16-byte cp.async (the caller checked
+ * 16-byte alignment of the view). */
+template <int ROWS, int HD>
+static __device__ __forceinline__ void bwd_g_load(uint32_t tile, const uint16_t *base, int64_t rs, int64_t nrows,
+                                                  int64_t D, int tid) {
+    constexpr int CH = HD / 8, RSTEP = 256 / CH; /* thread tid: chunk tid % CH of rows tid / CH + x RSTEP */
+    static_assert(RSTEP % 8 == 0 && ROWS % RSTEP == 0, "bwd_g_load: the swizzle phase must be the same for every pass");
+    const int ch = tid % CH, r0 = tid / CH;
+    const bool col_ok = ch * 8 < D;
+    const uint16_t *src = base + (int64_t)r0 * rs + ch * 8;
+    const uint32_t dst = tile + gmma_tile_offset<ROWS>(r0, ch); /* + x RSTEP 128: (r0 + x RSTEP) % 8 == r0 % 8 */
+#pragma unroll
+    for (int x = 0; x < ROWS / RSTEP; x++) {
+        const bool ok = col_ok && r0 + x * RSTEP < nrows;
+        ptx_cp16(dst + x * RSTEP * 128, ok ? src : base, ok ? 16 : 0);
+        src += RSTEP * rs;
+    }
+}
+
+/* DQ = true: the default mode (dQ partials by bulk reductions into p.dq_ws); DQ = false: the
+ * deterministic mode, dK and dV only (no sdS, no dQ products, no bulk reductions, p.dq_ws unused;
+ * bwd_dq_kernel forms dQ afterwards). */
+template <int HD, bool BF16, bool DQ>
+__global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) {
+    extern __shared__ __align__(1024) unsigned char bwd_g_raw[];
+    typedef bwd_g_smem<HD, DQ> L;
+    constexpr int BC = 128, BR = 64;
+    const uint32_t raw = ptx_smem(bwd_g_raw), base = (raw + 1023u) & ~1023u;
+    const uint32_t sK = base + L::k, sV = base + L::v, sQ = base + L::q, sdO = base + L::dout, sdS = base + L::ds;
+    float *sLse = reinterpret_cast<float *>(bwd_g_raw + (base - raw) + L::rows); /* [2][BR] */
+    float *sDsum = sLse + 2 * BR;                                                  /* [2][BR] */
+    float *sdQ = reinterpret_cast<float *>(bwd_g_raw + (base - raw) + L::dq);      /* [2][NP][BR][D + 4] */
+    const uint32_t sdQa = base + L::dq;
+    const int dq_ld = (int)p.D + 4;
+
+    const int tid = threadIdx.x, wg = tid >> 7, wl = (tid >> 5) & 3, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int krow = wg * 64 + wl * 16 + g; /* key (in the block) of accumulator rows g; +8 for g + 8 */
+
+    /* block -> (kv block, kv head, batch) */
+    int64_t bid = blockIdx.x;
+    const int64_t nkb = (p.Sk + BC - 1) / BC;
+    const int64_t kb = bid % nkb;
+    bid /= nkb;
+    const int64_t hkv = bid % p.Hkv, b = bid / p.Hkv;
+    const int64_t j0 = kb * BC;
+    const int64_t kv_rows = p.Sk - j0 < BC ? p.Sk - j0 : BC;
+
+    /* query rows that see at least one key of this block */
+    int64_t i_lo = 0, i_hi = p.Sq;
+    if (p.has_right) { int64_t x = j0 - p.off - p.right; if (x > i_lo) i_lo = x; }
+    if (p.has_left) { int64_t x = j0 + kv_rows - p.off + p.left; if (x < i_hi) i_hi = x; }
+    int64_t qb_lo = 0, nqb = 0;
+    if (i_lo < i_hi) { qb_lo = i_lo / BR; nqb = (i_hi + BR - 1) / BR - qb_lo; }
+    const int64_t n_it = nqb * p.group;
+
+    bwd_g_load<BC, HD>(sK, p.k + b * p.ks[0] + j0 * p.ks[1] + hkv * p.ks[2], p.ks[1], kv_rows, p.D, tid);
+    bwd_g_load<BC, HD>(sV, p.v + b * p.vs[0] + j0 * p.vs[1] + hkv * p.vs[2], p.vs[1], kv_rows, p.D, tid);
+
+    /* issue the loads of query head hq, query block starting at row i0, into buffer buf */
+    auto issue = [&](int64_t hq, int64_t i0, int buf) {
+        const int64_t rows = p.Sq - i0 < BR ? p.Sq - i0 : BR;
+        bwd_g_load<BR, HD>(sQ + buf * L::qo, p.q + b * p.qs[0] + i0 * p.qs[1] + hq * p.qs[2], p.qs[1], rows, p.D, tid);
+        bwd_g_load<BR, HD>(sdO + buf * L::qo, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2], p.dos[1], rows,
+                           p.D, tid);
+        const int64_t ws = (b * p.Hq + hq) * p.Sq + i0;
+        if (tid < BR) {
+            bool ok = tid < rows;
+            ptx_cp4(ptx_smem(sLse + buf * BR + tid), ok ? p.lse_ws + ws + tid : p.lse_ws, ok ? 4 : 0);
+        } else if (tid < 2 * BR) {
+            int r = tid - BR;
+            bool ok = r < rows;
+            ptx_cp4(ptx_smem(sDsum + buf * BR + r), ok ? p.dsum_ws + ws + r : p.dsum_ws, ok ? 4 : 0);
+        }
+    };
+    /* iterations: query heads of the group (outer), query blocks qb_lo .. qb_lo + nqb - 1 (inner) */
+    int64_t hq = hkv * p.group, i0 = qb_lo * BR;        /* this iteration */
+    int64_t hq_n = hq, i0_n = i0;                        /* the next one */
+    const int64_t i0_end = (qb_lo + nqb) * BR;
+    if (n_it > 0) issue(hq, i0, 0);
+    ptx_cp_commit();
+
+    /* descriptors (K-major, 128-byte swizzle) of this warpgroup's K and V rows; a k-step adds its
+     * byte offset >> 4 (the start-address field; every address here is below 2^18) */
+    const uint64_t dK0 = gmma_desc(sK + wg * 64 * 128, 16, 1024), dV0 = gmma_desc(sV + wg * 64 * 128, 16, 1024);
+    /* dQ = dS K: A = dS (K-major), B = the K tile MN-major from column 64 wg (HD = 128) */
+    const uint64_t ddS0 = gmma_desc(sdS, 16, 1024);
+    const uint64_t dKt0 = gmma_desc(sK + (HD == 128 ? wg * BC * 128 : 0), BC * 128, 1024);
+
+    /* dQ partials of (query head hq_b, block i0_b), staged in sdQ[bb] (all threads' stores fenced,
+     * then a barrier): one bulk reduction per (partial, query row), threads tid < NP 64 */
+    auto bulk_dq = [&](int64_t hq_b, int64_t i0_b, int bb) {
+        if (tid < L::np * BR) {
+            const int part = tid / BR, r = tid % BR;
+            if (i0_b + r < p.Sq)
+                gmma_bulk_add_f32(p.dq_ws + ((b * p.Hq + hq_b) * p.Sq + i0_b + r) * p.D,
+                               sdQa + (uint32_t)(((bb * L::np + part) * BR + r) * dq_ld * 4), (uint32_t)p.D * 4);
+            gmma_bulk_commit();
+        }
+    };
+
+    float acc_dk[HD / 8][4], acc_dv[HD / 8][4];
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc_dk[n][e] = acc_dv[n][e] = 0.f;
+
+    for (int64_t it = 0; it < n_it; it++) {
+        const int buf = (int)(it & 1);
+        ptx_cp_wait<0>();
+        /* the reductions of iteration it - 2 (issued at the top of it - 1) have read sdQ[buf] */
+        if (DQ) gmma_bulk_wait_read<0>();
+        gmma_fence_proxy(); /* this thread's cp.async data -> visible to wgmma after the barrier */
+        __syncthreads();    /* buffer buf complete; every warpgroup is done with buf^1, sdS and sdQ[buf];
+                               the dQ partials of iteration it - 1 are staged in sdQ[buf^1] */
+        if (DQ && it > 0) bulk_dq(hq, i0, buf ^ 1); /* hq, i0: still iteration it - 1 */
+        hq = hq_n; i0 = i0_n;
+        i0_n += BR;
+        if (i0_n == i0_end) { i0_n = qb_lo * BR; hq_n++; }
+        if (it + 1 < n_it) issue(hq_n, i0_n, buf ^ 1);
+        ptx_cp_commit();
+
+        const uint32_t sQb = sQ + buf * L::qo, sdOb = sdO + buf * L::qo;
+        const float *lse_b = sLse + buf * BR;
+        const float *dsum_b = sDsum + buf * BR;
+
+        /* S^T = K_w Q^T and dP^T = V_w dO^T (two groups) */
+        float s[BR / 8][4], dp[BR / 8][4]; /* first step: scale_d = 0 (the inputs are ignored) */
+        const uint64_t dQ0 = gmma_desc(sQb, 16, 1024), ddO0 = gmma_desc(sdOb, 16, 1024);
+        gmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ks++)
+            gmma_ss_m64n64k16<BF16, 0, 0>(s, dK0 + (gmma_kslice_offset<BC>(ks) >> 4), dQ0 + (gmma_kslice_offset<BR>(ks) >> 4), ks > 0);
+        gmma_commit();
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ks++)
+            gmma_ss_m64n64k16<BF16, 0, 0>(dp, dV0 + (gmma_kslice_offset<BC>(ks) >> 4), ddO0 + (gmma_kslice_offset<BR>(ks) >> 4), ks > 0);
+        gmma_commit();
+        gmma_wait<1>();
+        gmma_fence_operands(s);
+
+        /* P^T = exp(scale * S + mask - lse), rounded to the input type (A fragments); -0 where hidden */
+        const bwd_tile tm = bwd_tile_make<BC, BR>(p, i0, j0);
+        const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
+        uint32_t pa[BR / 16][4];
+        if (!tm.partial && !mrow) { /* CTA-uniform: every entry visible, no mask (mval = 0) */
+#pragma unroll
+            for (int nt = 0; nt < BR / 8; nt++) {
+                const float2 l = *reinterpret_cast<const float2 *>(lse_b + nt * 8 + 2 * t);
+                const float lse[4] = {l.x, l.y, l.x, l.y};
+                bwd_p_n8_full<BF16>(s[nt], p, lse, pa[nt >> 1][(nt & 1) * 2 + 0], pa[nt >> 1][(nt & 1) * 2 + 1]);
+            }
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < BR / 8; nt++) {
+                const int il = nt * 8 + 2 * t;
+                const float lse[4] = {lse_b[il], lse_b[il + 1], lse_b[il], lse_b[il + 1]};
+                bwd_p_n8<BF16, true>(s[nt], p, tm, mrow, krow, il, lse, pa[nt >> 1][(nt & 1) * 2 + 0],
+                                     pa[nt >> 1][(nt & 1) * 2 + 1]);
+            }
+        }
+
+        /* dS^T = P^T (dP^T - Dsum), zero where hidden, rounded (A fragments) */
+        gmma_wait<0>();
+        gmma_fence_operands(dp);
+        uint32_t da[BR / 16][4];
+        float ds_max = 0.f; /* unused: the Hopper kernels run fast calls only */
+#pragma unroll
+        for (int nt = 0; nt < BR / 8; nt++) {
+            const float2 ds2 = *reinterpret_cast<const float2 *>(dsum_b + nt * 8 + 2 * t);
+            const float dsum[4] = {ds2.x, ds2.y, ds2.x, ds2.y};
+            bwd_ds_n8<BF16>(dp[nt], pa[nt >> 1][(nt & 1) * 2 + 0], pa[nt >> 1][(nt & 1) * 2 + 1], dsum,
+                            da[nt >> 1][(nt & 1) * 2 + 0], da[nt >> 1][(nt & 1) * 2 + 1], ds_max);
+        }
+
+        /* dS (query rows x key columns) to shared memory: fragment kk holds queries 16kk.. of keys
+         * krow - g + {0, 8}; stored transposed, row = query, 8 keys per 16-byte chunk */
+        if (DQ) {
+            const int m = lane >> 3, j = lane & 7;
+            const int ch = (wg * 64 + wl * 16 + (m & 1) * 8) >> 3;
+#pragma unroll
+            for (int kk = 0; kk < BR / 16; kk++)
+                gmma_stsm4_t(sdS + gmma_tile_offset<BR>(kk * 16 + (m >> 1) * 8 + j, ch), da[kk]);
+        }
+
+        /* dV += P^T dO, dK += dS^T Q (one group, in flight while dS is shared); B MN-major */
+        const uint64_t dOt0 = gmma_desc(sdOb, BR * 128, 1024), dQt0 = gmma_desc(sQb, BR * 128, 1024);
+        gmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BR / 16; kk++) gmma_rs<HD, BF16, 1>(acc_dv, pa[kk], dOt0 + ((kk * 16 * 128) >> 4));
+#pragma unroll
+        for (int kk = 0; kk < BR / 16; kk++) gmma_rs<HD, BF16, 1>(acc_dk, da[kk], dQt0 + ((kk * 16 * 128) >> 4));
+        gmma_commit();
+        if (!DQ) {
+            /* dK/dV only: these products must be done (their registers and buffer buf read)
+             * before the next loop top's barrier, after which buf is reloaded */
+            gmma_wait<0>();
+            gmma_fence_operands(acc_dv);
+            gmma_fence_operands(acc_dk);
+            continue;
+        }
+        gmma_fence_proxy(); /* the stmatrix stores -> visible to wgmma after the barrier */
+        __syncthreads();
+
+        /* dQ[64 queries x 64 columns] = dS K, added to the fp32 workspace */
+        float dq[8][4]; /* first step: scale_d = 0 */
+        gmma_fence();
+        if (HD == 128) {
+#pragma unroll
+            for (int ks = 0; ks < BC / 16; ks++)
+                gmma_ss_m64n64k16<BF16, 0, 1>(dq, ddS0 + (gmma_kslice_offset<BR>(ks) >> 4), dKt0 + ((ks * 16 * 128) >> 4), ks > 0);
+        } else {
+#pragma unroll
+            for (int x = 0; x < 4; x++) {
+                const int ks = wg * 4 + x; /* this warpgroup's keys */
+                gmma_ss_m64n64k16<BF16, 0, 1>(dq, ddS0 + (gmma_kslice_offset<BR>(ks) >> 4), dKt0 + ((ks * 16 * 128) >> 4), x > 0);
+            }
+        }
+        gmma_commit();
+        gmma_wait<0>();
+        gmma_fence_operands(dq);
+        gmma_fence_operands(acc_dv);
+        gmma_fence_operands(acc_dk);
+        {
+            /* stage this thread's fragment (rows wl 16 + g, + 8; columns c0 + 8n + 2t below D) */
+            const int c0 = HD == 128 ? wg * 64 : 0;
+            float *st = sdQ + ((size_t)buf * L::np + (HD == 128 ? 0 : wg)) * BR * dq_ld + (wl * 16 + g) * dq_ld + c0 + 2 * t;
+            const int ncol = (int)(p.D - c0); /* D % 8 == 0: an 8-column group is all in or all out */
+#pragma unroll
+            for (int n = 0; n < 8; n++)
+                if (n * 8 < ncol) {
+                    *reinterpret_cast<float2 *>(st + n * 8) = make_float2(dq[n][0], dq[n][1]);
+                    *reinterpret_cast<float2 *>(st + 8 * dq_ld + n * 8) = make_float2(dq[n][2], dq[n][3]);
+                }
+            gmma_fence_proxy(); /* the stores -> visible to the bulk copy engine after the next barrier */
+        }
+    }
+
+    ptx_cp_wait<0>(); /* no copy may be left in flight at exit (n_it == 0 leaves K, V pending) */
+    if (DQ) {
+        if (n_it > 0) {
+            __syncthreads(); /* the last iteration's partials are staged */
+            bulk_dq(hq, i0, (int)((n_it - 1) & 1));
+        }
+        gmma_bulk_wait_all(); /* no bulk reduction may be left reading sdQ */
+    }
+
+    /* write dK = scale * acc, dV = acc (this thread's rows krow, krow + 8) */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int64_t j = j0 + krow + h * 8;
+        if (j < p.Sk) {
+            uint16_t *dk = p.dk + b * p.dks[0] + j * p.dks[1] + hkv * p.dks[2];
+            uint16_t *dv = p.dv + b * p.dvs[0] + j * p.dvs[1] + hkv * p.dvs[2];
+#pragma unroll
+            for (int nt = 0; nt < HD / 8; nt++) {
+                const int64_t d = nt * 8 + 2 * t;
+                if (d < p.D) {
+                    bwd_store_pair<BF16>(dk + d, acc_dk[nt][2 * h] * p.scale, acc_dk[nt][2 * h + 1] * p.scale, p.w32_dk);
+                    bwd_store_pair<BF16>(dv + d, acc_dv[nt][2 * h], acc_dv[nt][2 * h + 1], p.w32_dv);
+                }
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// 2q. Hopper dQ kernel for the deterministic mode (sm_90a; fast instantiation only)
+//
+// bwd_dq_kernel (3b) on warpgroup MMA, i.e. the Hopper dK/dV kernel's loop with the roles of
+// queries and keys exchanged. CTA = 2 warpgroups and one block of 128 query rows of one query
+// head: warpgroup w owns rows 64w .. 64w+63 as the M dimension; Q and dO stay in shared memory
+// (gmma layout, 128-byte swizzle) while the key blocks of 64 rows of the kv head stream through
+// (K, V double-buffered by cp.async), in key order. Per key block, per warpgroup:
+//   S[64 x 64] = Q_w K^T,  dP[64 x 64] = dO_w V^T      gmma_ss m64n64k16, both K-major
+//   P, dS in registers as in bwd_dq_kernel (same expressions: fmaf(S, scale, mask) - lse,
+//   ex2, P rounded, -0 marks hidden, dS = hidden ? 0 : P (dP - Dsum), rounded)
+//   dQ += dS K                                          gmma_rs m64nHDk16: A = the rounded dS
+//                                                      fragments, B = the K tile MN-major
+// dQ is summed in the wgmma accumulators over the key blocks in a fixed order (4 k-steps of
+// 16 keys per block) and stored once (times scale): no atomics, bitwise reproducible.
+// Used only for the deterministic mode where the Hopper dK/dV kernel runs (same conditions);
+// A test policy (kernels/cuda/testing.h) can keep bwd_dq_kernel there.
+
+template <int HD>
+struct bwd_gq_smem {
+    static constexpr uint32_t qo = 128u * HD * 2; /* bytes of sQ or sdO (128 rows) */
+    static constexpr uint32_t kv = 64u * HD * 2;  /* bytes of one sK or sV buffer (64 rows) */
+    static constexpr uint32_t q = 0, dout = qo, k = 2 * qo, v = 2 * qo + 2 * kv;
+    /* + 1024: the tiles must start 1024-byte aligned */
+    static constexpr size_t bytes = (size_t)2 * qo + 4 * kv + 1024;
+};
+
+template <int HD, bool BF16>
+__global__ void __launch_bounds__(256, 1) bwd_g_dq_kernel(const bwd_params p) {
+    extern __shared__ __align__(1024) unsigned char bwd_gq_raw[];
+    typedef bwd_gq_smem<HD> L;
+    constexpr int BR = 128, BC = 64;
+    const uint32_t raw = ptx_smem(bwd_gq_raw), base = (raw + 1023u) & ~1023u;
+    const uint32_t sQ = base + L::q, sdO = base + L::dout, sK = base + L::k, sV = base + L::v;
+
+    const int tid = threadIdx.x, wg = tid >> 7, wl = (tid >> 5) & 3, lane = tid & 31;
+    const int g = lane >> 2, t = lane & 3;
+    const int qrow = wg * 64 + wl * 16 + g; /* query (in the block) of accumulator rows g; +8 for g + 8 */
+
+    /* block -> (query block, query head, batch) */
+    int64_t bid = blockIdx.x;
+    const int64_t nqb = (p.Sq + BR - 1) / BR;
+    const int64_t qb = bid % nqb;
+    bid /= nqb;
+    const int64_t hq = bid % p.Hq, b = bid / p.Hq;
+    const int64_t hkv = hq / p.group;
+    const int64_t i0 = qb * BR;
+    const int64_t q_rows = p.Sq - i0 < BR ? p.Sq - i0 : BR;
+
+    /* keys seen by at least one row of this block */
+    int64_t j_lo = 0, j_hi = p.Sk;
+    if (p.has_left) { int64_t x = i0 + p.off - p.left; if (x > j_lo) j_lo = x; }
+    if (p.has_right) { int64_t x = i0 + q_rows + p.off + p.right; if (x < j_hi) j_hi = x; }
+    int64_t kb_lo = 0, nkb = 0;
+    if (j_lo < j_hi) { kb_lo = j_lo / BC; nkb = (j_hi + BC - 1) / BC - kb_lo; }
+
+    bwd_g_load<BR, HD>(sQ, p.q + b * p.qs[0] + i0 * p.qs[1] + hq * p.qs[2], p.qs[1], q_rows, p.D, tid);
+    bwd_g_load<BR, HD>(sdO, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2], p.dos[1], q_rows, p.D, tid);
+    auto issue = [&](int64_t it, int buf) {
+        const int64_t j0 = (kb_lo + it) * BC;
+        const int64_t rows = p.Sk - j0 < BC ? p.Sk - j0 : BC;
+        bwd_g_load<BC, HD>(sK + buf * L::kv, p.k + b * p.ks[0] + j0 * p.ks[1] + hkv * p.ks[2], p.ks[1], rows, p.D, tid);
+        bwd_g_load<BC, HD>(sV + buf * L::kv, p.v + b * p.vs[0] + j0 * p.vs[1] + hkv * p.vs[2], p.vs[1], rows, p.D, tid);
+    };
+    if (nkb > 0) issue(0, 0);
+    ptx_cp_commit();
+
+    /* this thread's rows qrow, qrow + 8: LSE (+inf beyond the rows: P = 0) and Dsum */
+    const int64_t ws = (b * p.Hq + hq) * p.Sq + i0;
+    const float lse_a = qrow < q_rows ? p.lse_ws[ws + qrow] : INFINITY;
+    const float lse_b = qrow + 8 < q_rows ? p.lse_ws[ws + qrow + 8] : INFINITY;
+    const float ds_a = qrow < q_rows ? p.dsum_ws[ws + qrow] : 0.f;
+    const float ds_b = qrow + 8 < q_rows ? p.dsum_ws[ws + qrow + 8] : 0.f;
+
+    /* descriptors (K-major) of this warpgroup's Q and dO rows */
+    const uint64_t dQ0 = gmma_desc(sQ + wg * 64 * 128, 16, 1024), ddO0 = gmma_desc(sdO + wg * 64 * 128, 16, 1024);
+
+    float acc_dq[HD / 8][4];
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc_dq[n][e] = 0.f;
+
+    for (int64_t it = 0; it < nkb; it++) {
+        const int buf = (int)(it & 1);
+        ptx_cp_wait<0>();
+        gmma_fence_proxy(); /* this thread's cp.async data -> visible to wgmma after the barrier */
+        __syncthreads();    /* buffer buf complete; every warpgroup is done with buf^1 */
+        if (it + 1 < nkb) issue(it + 1, buf ^ 1);
+        ptx_cp_commit();
+        const int64_t j0 = (kb_lo + it) * BC;
+        const uint32_t sKb = sK + buf * L::kv, sVb = sV + buf * L::kv;
+
+        /* S = Q_w K^T and dP = dO_w V^T (two groups) */
+        float s[BC / 8][4], dp[BC / 8][4]; /* first step: scale_d = 0 */
+        const uint64_t dK0 = gmma_desc(sKb, 16, 1024), dV0 = gmma_desc(sVb, 16, 1024);
+        gmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ks++)
+            gmma_ss_m64n64k16<BF16, 0, 0>(s, dQ0 + (gmma_kslice_offset<BR>(ks) >> 4), dK0 + (gmma_kslice_offset<BC>(ks) >> 4), ks > 0);
+        gmma_commit();
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ks++)
+            gmma_ss_m64n64k16<BF16, 0, 0>(dp, ddO0 + (gmma_kslice_offset<BR>(ks) >> 4), dV0 + (gmma_kslice_offset<BC>(ks) >> 4), ks > 0);
+        gmma_commit();
+        gmma_wait<1>();
+        gmma_fence_operands(s);
+
+        /* P = exp(scale * S + mask - lse), rounded (A fragments, k = key); -0 where hidden */
+        const bwd_tile tm = bwd_tile_make<BC, BR>(p, i0, j0);
+        const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
+        uint32_t pa[BC / 16][4];
+        const float lse[4] = {lse_a, lse_a, lse_b, lse_b};
+        if (!tm.partial && !mrow) { /* CTA-uniform: every entry visible, no mask (mval = 0) */
+#pragma unroll
+            for (int nt = 0; nt < BC / 8; nt++)
+                bwd_p_n8_full<BF16>(s[nt], p, lse, pa[nt >> 1][(nt & 1) * 2 + 0], pa[nt >> 1][(nt & 1) * 2 + 1]);
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < BC / 8; nt++)
+                bwd_p_n8<BF16, false>(s[nt], p, tm, mrow, qrow, nt * 8 + 2 * t, lse, pa[nt >> 1][(nt & 1) * 2 + 0],
+                                      pa[nt >> 1][(nt & 1) * 2 + 1]);
+        }
+
+        /* dS = P (dP - Dsum), zero where hidden, rounded (A fragments) */
+        gmma_wait<0>();
+        gmma_fence_operands(dp);
+        uint32_t da[BC / 16][4];
+        float ds_max = 0.f; /* unused: the Hopper kernels run fast calls only */
+        const float dsum[4] = {ds_a, ds_a, ds_b, ds_b};
+#pragma unroll
+        for (int nt = 0; nt < BC / 8; nt++)
+            bwd_ds_n8<BF16>(dp[nt], pa[nt >> 1][(nt & 1) * 2 + 0], pa[nt >> 1][(nt & 1) * 2 + 1], dsum,
+                            da[nt >> 1][(nt & 1) * 2 + 0], da[nt >> 1][(nt & 1) * 2 + 1], ds_max);
+
+        /* dQ += dS K (B = the K tile MN-major); done before the next loop top's barrier, after
+         * which buffer buf is reloaded */
+        const uint64_t dKt0 = gmma_desc(sKb, BC * 128, 1024);
+        gmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BC / 16; kk++) gmma_rs<HD, BF16, 1>(acc_dq, da[kk], dKt0 + ((kk * 16 * 128) >> 4));
+        gmma_commit();
+        gmma_wait<0>();
+        gmma_fence_operands(acc_dq);
+    }
+
+    ptx_cp_wait<0>(); /* nkb == 0 leaves Q, dO pending */
+
+    /* dQ = scale * acc (this thread's rows qrow, qrow + 8) */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int64_t i = i0 + qrow + h * 8;
+        if (i < p.Sq) {
+            uint16_t *dq = p.dq + b * p.dqs[0] + i * p.dqs[1] + hq * p.dqs[2];
+#pragma unroll
+            for (int nt = 0; nt < HD / 8; nt++) {
+                const int64_t d = nt * 8 + 2 * t;
+                if (d < p.D)
+                    bwd_store_pair<BF16>(dq + d, acc_dq[nt][2 * h] * p.scale, acc_dq[nt][2 * h + 1] * p.scale, p.w32_dq);
+            }
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// launches (the seams of bwd_common.cuh)
+
+/* the Hopper dK/dV kernel (section 2h), then the dQ conversion (DQ: default mode) or the
+ * deterministic dQ kernel (!DQ: deterministic mode; the Hopper one, or with !dq_sm90 the sm_80
+ * one, fast instantiation like the call) */
+template <int HD, bool BF16, bool DQ>
+static cudaError_t bwd_launch_g(const bwd_params &p, int dq_sm90, cudaStream_t st) {
+    typedef bwd_g_smem<HD, DQ> L;
+    const int64_t grid = (p.Sk + 127) / 128 * p.Hkv * p.B;
+    if (grid > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+    cudaError_t e;
+    if (grid > 0) {
+        e = cudaFuncSetAttribute(bwd_g_dkdv_kernel<HD, BF16, DQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)L::bytes);
+        if (e != cudaSuccess) return e;
+        bwd_g_dkdv_kernel<HD, BF16, DQ><<<(unsigned)grid, 256, L::bytes, st>>>(p);
+        if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    }
+    if (DQ) return bwd_sm80_convert(&p, BF16, st);
+    if (!dq_sm90) return bwd_sm80_dq_det(&p, HD, BF16, st);
+    typedef bwd_gq_smem<HD> LQ; /* the Hopper dQ kernel (section 2q) */
+    const int64_t grid_q = (p.Sq + 127) / 128 * p.Hq * p.B;
+    if (grid_q > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
+    if (grid_q == 0) return cudaSuccess;
+    e = cudaFuncSetAttribute(bwd_g_dq_kernel<HD, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)LQ::bytes);
+    if (e != cudaSuccess) return e;
+    bwd_g_dq_kernel<HD, BF16><<<(unsigned)grid_q, 256, LQ::bytes, st>>>(p);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t bwd_sm90_run(const bwd_params *p, int hd, int bf16, int deterministic, int dq_sm90,
+                                    cudaStream_t st) {
+    if (hd == 64)
+        return bf16 ? (deterministic ? bwd_launch_g<64, true, false>(*p, dq_sm90, st) : bwd_launch_g<64, true, true>(*p, dq_sm90, st))
+                    : (deterministic ? bwd_launch_g<64, false, false>(*p, dq_sm90, st) : bwd_launch_g<64, false, true>(*p, dq_sm90, st));
+    return bf16 ? (deterministic ? bwd_launch_g<128, true, false>(*p, dq_sm90, st) : bwd_launch_g<128, true, true>(*p, dq_sm90, st))
+                : (deterministic ? bwd_launch_g<128, false, false>(*p, dq_sm90, st) : bwd_launch_g<128, false, true>(*p, dq_sm90, st));
+}
+
+/* the larger of the two modes' dK/dV kernels (the default mode's) */
+extern "C" size_t bwd_sm90_smem_bytes(int hd) {
+    return hd == 64 ? bwd_g_smem<64, true>::bytes : bwd_g_smem<128, true>::bytes;
+}

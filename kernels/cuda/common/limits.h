@@ -1,0 +1,17 @@
+/* limits.h: the CUDA backend's limits, defined once (prefix FA_CUDA_).
+ * backend.cu puts them in the backend table (what fa_validate_fwd/bwd and the harness
+ * see); the forward and backward hosts check the rest (sequence lengths, pairs) with
+ * the same names. */
+#ifndef FLASHCHECK_CUDA_LIMITS_H
+#define FLASHCHECK_CUDA_LIMITS_H
+
+#define FA_CUDA_MAX_HEAD_DIM 256     /* head dims 8..256 */
+#define FA_CUDA_HEAD_DIM_MULTIPLE 8  /* in steps of 8 (16-byte chunks) */
+#define FA_CUDA_DQK_MUST_EQUAL_DV 1
+#define FA_CUDA_PTR_ALIGN_BYTES 16   /* the forward moves 16-byte chunks (table value) */
+#define FA_CUDA_BWD_PTR_ALIGN_BYTES 2 /* the backward has scalar paths: the element size */
+#define FA_CUDA_UNIT_LAST_STRIDE 1
+/* sequence positions are int32 in the forward kernels */
+#define FA_CUDA_MAX_SEQLEN ((int64_t)INT32_MAX - 1024)
+
+#endif /* FLASHCHECK_CUDA_LIMITS_H */

@@ -1,0 +1,319 @@
+/* fwd_host.cu: fa_cuda_forward (prefix fwd_): the checks beyond fa_validate_fwd, the tile and
+ * kernel choice per call (fwd_tiles.h, the policy of kernels/cuda/testing.h), the launch, and
+ * the rare path's NaN/Inf fix-up kernels (after a raised flag: fwd_common.cuh). */
+#include <stdio.h>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/fwd/fwd_common.cuh"
+#include "kernels/cuda/testing.h"
+
+// ----------------------------------------------------------------------------
+// the exact contribution of NaN/Inf in V (rare path: only after a raised flag)
+
+/* 1 when the fp16/bf16 bit pattern h (low 16 bits) is NaN or Inf. */
+static __device__ __forceinline__ int half_nonfinite(uint32_t h, int bf16) {
+    const uint32_t e = bf16 ? 0x7F80u : 0x7C00u;
+    return (h & e) == e;
+}
+
+/* mark[(b * Hkv + hk) * Sk + j] = 1 when the V row (b, j, hk) holds a NaN/Inf, else 0.
+ * One warp per row. */
+__global__ void flash_fwd_mark_nonfinite_v(const fwd_params p, int heads_kv, unsigned char *mark, int bf16) {
+    const int64_t rows = (int64_t)(p.bh_total / p.group) * p.seqlen_k;
+    const int64_t w = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = (int)threadIdx.x % 32;
+    if (w >= rows) return;
+    const int64_t bk = w / p.seqlen_k;
+    const int j = (int)(w % p.seqlen_k), b = (int)(bk / heads_kv), hk = (int)(bk % heads_kv);
+    const uint16_t *vrow = p.v + (int64_t)b * p.v_sb + (int64_t)j * p.v_ss + (int64_t)hk * p.v_sh;
+    int any = 0;
+    for (int d = lane; d < p.head_dim; d += 32) any |= half_nonfinite(vrow[d], bf16);
+    any = __any_sync(0xffffffffu, any);
+    if (lane == 0) mark[w] = (unsigned char)any;
+}
+
+/* For every query row and column d: the keys j the row sees (key range and
+ * mask != -inf) whose v_jd is NaN/Inf contribute, in exact arithmetic (p > 0),
+ *   NaN if one is NaN or both +Inf and -Inf occur, else +Inf or -Inf.
+ * The main kernel zeroed such values in boundary blocks (where a hidden row
+ * would have turned 0 * NaN into NaN) and let interior blocks multiply them
+ * in the mma. O := O + that value, in fp32 then rounded (IEEE: an O already
+ * +-Inf/NaN from an interior block combines as Inf + Inf = Inf, Inf - Inf =
+ * NaN, NaN + x = NaN; a finite O becomes the value). Rows that see no NaN/Inf
+ * in V are not written. LSE does not depend on V. 64 threads per row. */
+__global__ void flash_fwd_fix_nonfinite_v(const fwd_params p, int heads_kv, const unsigned char *mark, int bf16) {
+    const int64_t nrows = (int64_t)p.bh_total * p.seqlen_q;
+    constexpr int COLS = FA_CUDA_MAX_HEAD_DIM / 64;
+    for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
+        const int bh = (int)(r / p.seqlen_q), i = (int)(r % p.seqlen_q);
+        const int b = bh / p.heads_q, h = bh % p.heads_q, hk = h / p.group;
+        int lo, hi;
+        row_key_range(p, i, &lo, &hi);
+        const float *mrow = p.mask != NULL
+                                ? p.mask + (int64_t)b * p.mask_sb + (int64_t)h * p.mask_sh + (int64_t)i * p.mask_sq
+                                : NULL;
+        const unsigned char *mk = mark + ((int64_t)b * heads_kv + hk) * p.seqlen_k;
+        uint32_t cls[COLS];  // bit 0: +Inf seen, bit 1: -Inf, bit 2: NaN
+#pragma unroll
+        for (int c = 0; c < COLS; ++c) cls[c] = 0;
+        for (int j = lo; j <= hi; ++j) {
+            if (!mk[j]) continue;
+            if (mrow != NULL && mrow[(int64_t)j * p.mask_sk] == -INFINITY) continue;
+            const uint16_t *vrow = p.v + (int64_t)b * p.v_sb + (int64_t)j * p.v_ss + (int64_t)hk * p.v_sh;
+#pragma unroll
+            for (int c = 0; c < COLS; ++c) {
+                const int d = (int)threadIdx.x + 64 * c;
+                if (d >= p.head_dim) break;
+                const uint32_t v = vrow[d];
+                if (!half_nonfinite(v, bf16)) continue;
+                const uint32_t mant = v & (bf16 ? 0x007Fu : 0x03FFu);
+                cls[c] |= mant ? 4u : ((v & 0x8000u) ? 2u : 1u);
+            }
+        }
+        uint16_t *orow = p.o + (int64_t)b * p.o_sb + (int64_t)i * p.o_ss + (int64_t)h * p.o_sh;
+#pragma unroll
+        for (int c = 0; c < COLS; ++c) {
+            const int d = (int)threadIdx.x + 64 * c;
+            if (d >= p.head_dim || cls[c] == 0) continue;
+            const float add = (cls[c] & 4u) || cls[c] == 3u ? __int_as_float(0x7FC00000) : (cls[c] == 1u ? INFINITY : -INFINITY);
+            const uint32_t ob = orow[d];
+            const float o = (bf16 ? __uint_as_float(ob << 16) : __half2float(__ushort_as_half((unsigned short)ob))) + add;
+            // o is NaN or +-Inf: its dtype pattern
+            uint16_t res;
+            if (o != o) res = bf16 ? 0x7FC0u : 0x7E00u;
+            else res = (uint16_t)((o > 0 ? 0x0000u : 0x8000u) | (bf16 ? 0x7F80u : 0x7C00u));
+            orow[d] = res;
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// host side: shared memory of a tile
+
+static size_t fwd_sm90_smem_bytes(int hd) {
+    return (size_t)(fwd_sm90_bm + 4 * fwd_sm90_bn) * (size_t)hd * 2 + 1024;  // + alignment to 1024
+}
+
+static size_t fwd_smem_bytes(const fwd_tile *c) {
+    return (size_t)(c->bm + 4 * c->bn) * (size_t)c->hd * 2;
+}
+
+// ----------------------------------------------------------------------------
+// host side: checks beyond fa_validate_fwd
+
+static fa_status fwd_device_error(fa_error *err, cudaError_t e, const char *what) {
+    return fa_fail(err, FA_ERR_DEVICE, "cuda", "%s failed: %s (%s)", what, cudaGetErrorName(e),
+                   cudaGetErrorString(e));
+}
+
+/* The fast path loads and stores 16-byte chunks: every row start must be
+ * 16-byte aligned, so the pointer and the batch/seq/head strides must be. */
+static fa_status fwd_check_rows16(const char *name, const void *ptr, const int64_t *st, fa_error *err) {
+    char arg[32];
+    if (((uintptr_t)ptr) % 16 != 0) {
+        snprintf(arg, sizeof(arg), "%s.ptr", name);
+        return fa_fail(err, FA_ERR_UNSUPPORTED, arg,
+                       "%s.ptr (%p) is not 16-byte aligned; the CUDA forward loads 16-byte row chunks, "
+                       "so pass a 16-byte-aligned tensor (or use the cpu backend).", name, ptr);
+    }
+    for (int d = 0; d < 3; ++d)
+        if (st[d] % 8 != 0) {
+            snprintf(arg, sizeof(arg), "%s.stride[%d]", name, d);
+            return fa_fail(err, FA_ERR_UNSUPPORTED, arg,
+                           "%s is %lld elements; the CUDA forward needs batch, seq and head strides that "
+                           "are multiples of 8 elements (16-byte-aligned rows). Copy the tensor to a "
+                           "contiguous buffer (or use the cpu backend).", arg, (long long)st[d]);
+        }
+    return FA_OK;
+}
+
+/* A pointer the kernel dereferences must be device-accessible memory. */
+static fa_status fwd_check_device_ptr(const char *name, const void *ptr, fa_error *err) {
+    if (ptr == NULL) return FA_OK;
+    struct cudaPointerAttributes at;
+    cudaError_t e = cudaPointerGetAttributes(&at, ptr);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return fwd_device_error(err, e, "cudaPointerGetAttributes");
+    }
+    if (at.type == cudaMemoryTypeUnregistered || at.devicePointer == NULL)
+        return fa_fail(err, FA_ERR_INVALID, name,
+                       "%s (%p) is not CUDA device memory; the cuda backend takes device pointers "
+                       "(cudaMalloc), or use the cpu backend for host buffers.", name, ptr);
+    return FA_OK;
+}
+
+// ----------------------------------------------------------------------------
+// entry point
+
+extern "C" fa_status fa_cuda_forward_policy(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_error *err) {
+    const fa_backend *be = fa_backend_cuda();
+    if (be == NULL) return fa_fail(err, FA_ERR_INTERNAL, "backend", "the cuda backend table is missing");
+    fa_status st = fa_validate_fwd(a, &be->limits, err);
+    if (st != FA_OK) return st;
+    const fa_problem *pr = &a->p;
+
+    if (pr->seqlen_q > FA_CUDA_MAX_SEQLEN || pr->seqlen_k > FA_CUDA_MAX_SEQLEN)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, pr->seqlen_q > FA_CUDA_MAX_SEQLEN ? "seqlen_q" : "seqlen_k",
+                       "sequence lengths above %lld are not supported by the CUDA forward (int32 positions).",
+                       (long long)FA_CUDA_MAX_SEQLEN);
+    if (pr->batch * pr->heads_q > INT32_MAX || pr->heads_q > INT32_MAX)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "heads_q",
+                       "batch * heads_q = %lld exceeds 2^31 - 1, which the CUDA forward does not support.",
+                       (long long)(pr->batch * pr->heads_q));
+    if (pr->head_dim_qk != pr->head_dim_v || pr->head_dim_qk <= 0 || pr->head_dim_qk % 8 != 0 ||
+        pr->head_dim_qk > FA_CUDA_MAX_HEAD_DIM)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "head_dim_qk",
+                       "head dims %lld/%lld: the CUDA forward needs Dqk == Dv, a multiple of 8, at most %d.",
+                       (long long)pr->head_dim_qk, (long long)pr->head_dim_v, FA_CUDA_MAX_HEAD_DIM);
+
+    // nothing to compute: no rows, or no (batch, head) pairs
+    if (pr->seqlen_q == 0 || pr->batch == 0 || pr->heads_q == 0) return FA_OK;
+
+    if ((st = fwd_check_rows16("q", a->q.ptr, a->q.stride, err)) != FA_OK) return st;
+    if ((st = fwd_check_rows16("k", a->k.ptr, a->k.stride, err)) != FA_OK) return st;
+    if ((st = fwd_check_rows16("v", a->v.ptr, a->v.stride, err)) != FA_OK) return st;
+    if ((st = fwd_check_rows16("o", a->o.ptr, a->o.stride, err)) != FA_OK) return st;
+    if ((st = fwd_check_device_ptr("q.ptr", a->q.ptr, err)) != FA_OK) return st;
+    if (pr->seqlen_k > 0) {
+        if ((st = fwd_check_device_ptr("k.ptr", a->k.ptr, err)) != FA_OK) return st;
+        if ((st = fwd_check_device_ptr("v.ptr", a->v.ptr, err)) != FA_OK) return st;
+        if ((st = fwd_check_device_ptr("mask.ptr", a->mask.ptr, err)) != FA_OK) return st;
+    }
+    if ((st = fwd_check_device_ptr("o.ptr", a->o.ptr, err)) != FA_OK) return st;
+    if ((st = fwd_check_device_ptr("lse.ptr", a->lse.ptr, err)) != FA_OK) return st;
+
+    // ---- tile configuration and its shared memory
+    const fwd_tile *cfg = NULL;
+    for (int c = 0; c < FWD_HEAD_DIMS; ++c)
+        if (fwd_tiles[0][c].hd >= pr->head_dim_qk) {
+            const int upper = (pr->causal != FA_CAUSAL_NONE || pr->window_right >= 0) &&
+                              pr->seqlen_q <= fwd_short_causal_seqlen;
+            const int fam = pol->fwd_family >= 0 && pol->fwd_family < FWD_FAMILIES ? pol->fwd_family
+                                                                                   : fwd_family_default[upper][c];
+            cfg = &fwd_tiles[fam][c];
+            break;
+        }
+    if (cfg == NULL) return fa_fail(err, FA_ERR_INTERNAL, "head_dim_qk", "no tile configuration");
+    const float scale = fa_effective_scale(pr);
+    const int natural = a->mask.ptr != NULL || !(scale > 0.0f);
+
+    int dev = 0, smem_optin = 0, cc_major = 0, cc_minor = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return fwd_device_error(err, e, "cudaGetDevice");
+    e = cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (e != cudaSuccess) return fwd_device_error(err, e, "cudaDeviceGetAttribute");
+
+    // the wgmma kernel on sm_90 (its sm_90a code runs there only), else the mma.sync kernels
+    const int use_sm90 = cc_major == 9 && cc_minor == 0 && pol->fwd_sm90 != 0 &&
+                         (cfg->hd == 128 || (cfg->hd == 64 && pol->fwd_sm90 == 1));
+    fwd_kernel_fn kern;
+    size_t smem;
+    int launch_bm, launch_threads;
+    if (use_sm90) {
+        kern = fwd_sm90_kernel(cfg->hd, pr->dtype == FA_BF16, natural);
+        smem = fwd_sm90_smem_bytes(cfg->hd);
+        launch_bm = fwd_sm90_bm;
+        launch_threads = fwd_sm90_threads;
+    } else {
+        kern = fwd_sm80_kernel(cfg, pr->dtype == FA_BF16, natural);
+        smem = fwd_smem_bytes(cfg);
+        launch_bm = cfg->bm;
+        launch_threads = cfg->nw * 32;
+    }
+    if (kern == NULL) return fa_fail(err, FA_ERR_INTERNAL, "head_dim_qk", "no kernel for the tile configuration");
+    if ((size_t)smem_optin < smem)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "head_dim_qk",
+                       "head dim %lld needs %zu bytes of shared memory per block; this GPU allows %d.",
+                       (long long)pr->head_dim_qk, smem, smem_optin);
+    e = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (e != cudaSuccess) return fwd_device_error(err, e, "cudaFuncSetAttribute");
+
+    // ---- parameters
+    fwd_params p;
+    p.q = (const uint16_t *)a->q.ptr;
+    p.k = (const uint16_t *)a->k.ptr;
+    p.v = (const uint16_t *)a->v.ptr;
+    p.o = (uint16_t *)a->o.ptr;
+    p.lse = a->lse.ptr;
+    p.mask = a->mask.ptr;
+    p.q_sb = a->q.stride[0]; p.q_ss = a->q.stride[1]; p.q_sh = a->q.stride[2];
+    p.k_sb = a->k.stride[0]; p.k_ss = a->k.stride[1]; p.k_sh = a->k.stride[2];
+    p.v_sb = a->v.stride[0]; p.v_ss = a->v.stride[1]; p.v_sh = a->v.stride[2];
+    p.o_sb = a->o.stride[0]; p.o_ss = a->o.stride[1]; p.o_sh = a->o.stride[2];
+    p.lse_sb = a->lse.stride[0]; p.lse_sh = a->lse.stride[1]; p.lse_ss = a->lse.stride[2];
+    p.mask_sb = a->mask.stride[0]; p.mask_sh = a->mask.stride[1];
+    p.mask_sq = a->mask.stride[2]; p.mask_sk = a->mask.stride[3];
+    p.seqlen_q = (int)pr->seqlen_q;
+    p.seqlen_k = (int)pr->seqlen_k;
+    p.heads_q = (int)pr->heads_q;
+    p.group = (int)(pr->heads_q / pr->heads_kv);
+    p.bh_total = (int)(pr->batch * pr->heads_q);
+    p.head_dim = (int)pr->head_dim_qk;
+    p.scale = scale;
+    p.scale_log2 = (float)((double)p.scale * 1.4426950408889634);
+
+    // visibility: diag(i) = i + diag_off; windows larger than Sq + Sk are unbounded in effect
+    const int64_t Sq = pr->seqlen_q, Sk = pr->seqlen_k, wcap = Sq + Sk + 1;
+    const int br = pr->causal == FA_CAUSAL_BOTTOM_RIGHT ||
+                   (pr->causal == FA_CAUSAL_NONE && pr->window_align == FA_ALIGN_BOTTOM_RIGHT);
+    const int64_t diag_off = br ? Sk - Sq : 0;
+    const int64_t wl = pr->window_left < 0 ? -1 : (pr->window_left > wcap ? wcap : pr->window_left);
+    const int64_t wr = pr->window_right < 0 ? -1 : (pr->window_right > wcap ? wcap : pr->window_right);
+    const int causal = pr->causal != FA_CAUSAL_NONE;
+    p.has_hi = causal || wr >= 0;
+    p.hi_off = diag_off + (causal ? 0 : wr);  // with causal, a right window >= 0 changes nothing
+    p.has_lo = wl >= 0;
+    p.lo_off = diag_off - (wl >= 0 ? wl : 0);
+    p.reverse_m = p.has_hi;
+
+    // ---- the NaN/Inf flag: pinned host memory the kernel writes through its
+    // mapping (no device work on the common path), one per host thread (calls on
+    // one thread are synchronous, so they cannot share it concurrently)
+    static thread_local int *nonfinite_flag_host = NULL;
+    if (nonfinite_flag_host == NULL) {
+        e = cudaHostAlloc((void **)&nonfinite_flag_host, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable);
+        if (e != cudaSuccess) {
+            nonfinite_flag_host = NULL;
+            return fwd_device_error(err, e, "cudaHostAlloc (non-finite flag)");
+        }
+    }
+    *(volatile int *)nonfinite_flag_host = 0;
+    e = cudaHostGetDevicePointer((void **)&p.nonfinite_flag, nonfinite_flag_host, 0);
+    if (e != cudaSuccess) return fwd_device_error(err, e, "cudaHostGetDevicePointer (non-finite flag)");
+
+    // ---- launch
+    const int64_t m_blocks = (Sq + launch_bm - 1) / launch_bm;
+    dim3 grid((unsigned)m_blocks, (unsigned)(p.bh_total < 65535 ? p.bh_total : 65535), 1);
+    dim3 block((unsigned)launch_threads, 1, 1);
+    cudaStream_t stream = (cudaStream_t)a->stream;
+    kern<<<grid, block, smem, stream>>>(p);
+    e = cudaGetLastError();
+    if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_kernel launch");
+    e = cudaStreamSynchronize(stream);
+    if (e != cudaSuccess) return fwd_device_error(err, e, "cudaStreamSynchronize after flash_fwd_kernel");
+
+    // ---- rare path: a boundary block held NaN/Inf in V; add its exact contribution
+    if (*(volatile int *)nonfinite_flag_host) {
+        const int bf16 = pr->dtype == FA_BF16;
+        const int64_t kv_rows = pr->batch * pr->heads_kv * Sk, q_rows = pr->batch * pr->heads_q * Sq;
+        unsigned char *mark = NULL;
+        e = cudaMallocAsync((void **)&mark, (size_t)kv_rows, stream);
+        if (e != cudaSuccess) return fwd_device_error(err, e, "cudaMallocAsync (non-finite V marks)");
+        flash_fwd_mark_nonfinite_v<<<(unsigned)((kv_rows + 7) / 8), 256, 0, stream>>>(p, (int)pr->heads_kv, mark, bf16);
+        flash_fwd_fix_nonfinite_v<<<(unsigned)(q_rows < 1048576 ? q_rows : 1048576), 64, 0, stream>>>(
+            p, (int)pr->heads_kv, mark, bf16);
+        e = cudaGetLastError();
+        cudaError_t e2 = cudaFreeAsync(mark, stream);
+        if (e != cudaSuccess) return fwd_device_error(err, e, "non-finite V fix-up launch");
+        if (e2 != cudaSuccess) return fwd_device_error(err, e2, "cudaFreeAsync (non-finite V marks)");
+        e = cudaStreamSynchronize(stream);
+        if (e != cudaSuccess) return fwd_device_error(err, e, "cudaStreamSynchronize after the non-finite V fix-up");
+    }
+    return FA_OK;
+}
+extern "C" fa_status fa_cuda_forward(const fa_fwd_args *a, fa_error *err) {
+    return fa_cuda_forward_policy(a, &fa_cuda_policy_default, err);
+}

@@ -1,0 +1,216 @@
+/* fwd_sm80.cu: the mma.sync forward kernel (sm_80 and newer, every head dim) and its
+ * instantiations per tile (fwd_tiles.h). Algorithm and arithmetic: fwd_common.cuh. */
+#include "kernels/cuda/fwd/fwd_common.cuh"
+
+// ----------------------------------------------------------------------------
+// the kernel
+
+/* CTAs per SM the register cap is sized for: as many as shared memory admits
+ * (H100: 227 KB per SM for blocks), at most 3; two for 32 rows per warp (255
+ * registers for the 128-float O accumulator), one for 8-warp CTAs. */
+static constexpr int fwd_min_blocks(int hd, int bm, int bn, int nw) {
+    return nw == 8 ? 1 : (bm / nw == 32 ? 2 : ((232448 / ((bm + 4 * bn) * hd * 2)) >= 3 ? 3 : ((232448 / ((bm + 4 * bn) * hd * 2)) >= 2 ? 2 : 1)));
+}
+
+template <int HD, int BM, int BN, int NW, bool BF16, bool NATURAL>
+__global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash_fwd_kernel(const fwd_params p) {
+    constexpr int THREADS = NW * 32;
+    constexpr int WM = BM / NW;  // rows per warp
+    constexpr int MT = WM / 16;  // m16 tiles per warp
+    constexpr int NT = BN / 8;   // n8 tiles of S per warp
+    constexpr int DT = HD / 8;   // n8 tiles of O per warp
+    constexpr int KQ = HD / 16;  // k16 steps of Q K^T
+    constexpr int KP = BN / 16;  // k16 steps of P V
+    static_assert(WM == 16 || WM == 32, "a warp owns 16 or 32 rows");
+    static_assert(NT % 2 == 0 && DT % 2 == 0, "tiles are loaded in pairs");
+
+    extern __shared__ __align__(128) unsigned char smem[];
+    const uint32_t sQ = ptx_smem(smem);
+    const uint32_t sK0 = sQ + BM * HD * 2;
+    const uint32_t sV0 = sK0 + 2 * BN * HD * 2;
+    constexpr uint32_t KV_STAGE_BYTES = BN * HD * 2;
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane >> 2, t = lane & 3;  // mma fragment row group, thread in group
+    const int mb = p.reverse_m ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
+    const int m0 = mb * BM;
+    const int Sq = p.seqlen_q, Sk = p.seqlen_k;
+    constexpr bool natural = NATURAL;  // additive mask or scale <= 0: natural units
+
+    for (int bh = blockIdx.y; bh < p.bh_total; bh += gridDim.y) {
+        // ---- this (batch, head): slices of Q, K, V (GQA) and the key range of the query block
+        const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
+        const int b = w.b, h = w.h;
+        const uint16_t *q_base = w.q_base, *k_base = w.k_base, *v_base = w.v_base;
+        const int kv_lo = w.kv_lo, kv_hi = w.kv_hi, n_begin = w.n_begin, n_end = w.n_end;
+        const int64_t hi_first = w.hi_first, lo_last = w.lo_last;
+
+        // ---- issue loads: Q, then K/V of the last visible block (blocks run last to first)
+        load_tile<BM, HD, THREADS>(sQ, q_base, p.q_ss, m0, 0, Sq, p.head_dim);
+        ptx_cp_commit();
+        if (n_end > n_begin) {
+            load_tile<BN, HD, THREADS>(sK0, k_base, p.k_ss, (n_end - 1) * BN, kv_lo, kv_hi, p.head_dim);
+            ptx_cp_commit();
+            load_tile<BN, HD, THREADS>(sV0, v_base, p.v_ss, (n_end - 1) * BN, kv_lo, kv_hi, p.head_dim);
+            ptx_cp_commit();
+        }
+
+        float acc_o[MT][DT][4];
+        float row_m[MT][2], row_l[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+            for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] = 0.0f;
+            row_m[mt][0] = row_m[mt][1] = -INFINITY;
+            row_l[mt][0] = row_l[mt][1] = 0.0f;
+        }
+
+        // ---- main loop over key blocks, from the last to the first
+        int stage = 0;
+        for (int n = n_end - 1; n >= n_begin; --n, stage ^= 1) {
+            const uint32_t sK = opaque(sK0 + stage * KV_STAGE_BYTES), sV = opaque(sV0 + stage * KV_STAGE_BYTES);
+            const bool prefetch = n - 1 >= n_begin;
+            // boundary block: some key of it hidden from some row of the CTA
+            // (diagonal, window edge, tail, additive mask): needs the element mask
+            const bool boundary = natural || (int64_t)n * BN + BN - 1 > hi_first || (int64_t)n * BN < lo_last ||
+                                  n * BN + BN > Sk;
+            // One barrier: K(n) is visible to all, and every warp has finished the
+            // previous iteration, so its stage (the other one) may be refilled now.
+            if (boundary) {
+                // NaN/Inf in V(n) would reach a row it is hidden from as 0 * NaN:
+                // wait for V(n) too, each thread tests the V chunks it copied and
+                // zeroes NaN/Inf in place, the barrier ORs the result, and a hit
+                // raises the call's flag (the host then adds the exact IEEE
+                // contribution, flash_fwd_fix_nonfinite_v). Interior blocks need
+                // no test. Done here, before S = Q K^T, where few registers live.
+                ptx_cp_wait<0>();
+                if (__syncthreads_or((int)sanitize_own_chunks<BN, HD, THREADS, BF16>(sV)) && tid == 0)
+                    *p.nonfinite_flag = 1;
+            } else {
+                ptx_cp_wait<1>();  // K(n) (and Q) landed; V(n) may fly
+                __syncthreads();
+            }
+            if (prefetch) {
+                const uint32_t off = (stage ^ 1) * KV_STAGE_BYTES;
+                load_tile<BN, HD, THREADS>(sK0 + off, k_base, p.k_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
+                ptx_cp_commit();
+                load_tile<BN, HD, THREADS>(sV0 + off, v_base, p.v_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
+                ptx_cp_commit();
+            }
+
+            // ---- S = Q K^T (raw fp32 dot products)
+            // per-lane fragment row bases (ldmatrix row = lane & 15 for A and V^T,
+            // keys (lane & 7) + 8 (lane >> 4) for K; the lane bit picks the chunk)
+            const uint32_t q_row = swz_row_base<HD>(opaque(sQ), warp * WM + (lane & 15), lane >> 4);
+            const uint32_t k_row = swz_row_base<HD>(sK, (lane & 7) + ((lane >> 4) << 3), (lane >> 3) & 1);
+            float acc_s[MT][NT][4];
+#pragma unroll
+            for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc_s[mt][nt][e] = 0.0f;
+#pragma unroll fwd_qk_unroll
+            for (int kk = 0; kk < KQ; ++kk) {
+                uint32_t qa[MT][4];
+#pragma unroll
+                for (int mt = 0; mt < MT; ++mt)
+                    ptx_ldsm4(qa[mt], swz_at<HD>(q_row + mt * 16 * HD * 2, kk * 2));
+#pragma unroll
+                for (int np = 0; np < NT / 2; ++np) {
+                    uint32_t kb[4];
+                    ptx_ldsm4(kb, swz_at<HD>(k_row + np * 16 * HD * 2, kk * 2));
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        ptx_mma16816<BF16>(acc_s[mt][2 * np], qa[mt], kb[0], kb[1]);
+                        ptx_mma16816<BF16>(acc_s[mt][2 * np + 1], qa[mt], kb[2], kb[3]);
+                    }
+                }
+            }
+
+
+            // ---- scores: element mask where needed (tail, diagonal, window, additive mask)
+            // (the same test as `boundary`, recomputed: one register less across Q K^T)
+            const int key0 = (int)opaque((uint32_t)n) * BN;
+            if (NATURAL || (int64_t)key0 + BN - 1 > hi_first || (int64_t)key0 < lo_last || key0 + BN > Sk)
+                fwd_mask_scores<MT, NT, NATURAL>(p, acc_s, m0 + warp * WM + g, key0 + 2 * t, b, h);
+
+            // ---- online softmax: new row max, rescale O and l, p = 2^(...)
+            fwd_softmax_step<MT, NT, DT, NATURAL>(p, acc_s, row_m, row_l, acc_o);
+
+            // ---- P in the input dtype, laid out as mma A fragments
+            uint32_t pa[MT][KP][4];
+            fwd_pack_p<MT, KP, BF16>(acc_s, pa);
+
+            // ---- O += P V
+            const uint32_t v_row = swz_row_base<HD>(sV, lane & 15, lane >> 4);
+            if (prefetch) ptx_cp_wait<2>();  // V(n) landed
+            else ptx_cp_wait<0>();
+            __syncthreads();
+#pragma unroll
+            for (int kk = 0; kk < KP; ++kk)
+#pragma unroll
+                for (int dp = 0; dp < DT / 2; ++dp) {
+                    uint32_t vb[4];
+                    ptx_ldsm4_t(vb, swz_at<HD>(v_row + kk * 16 * HD * 2, dp * 2));
+#pragma unroll
+                    for (int mt = 0; mt < MT; ++mt) {
+                        ptx_mma16816<BF16>(acc_o[mt][2 * dp], pa[mt][kk], vb[0], vb[1]);
+                        ptx_mma16816<BF16>(acc_o[mt][2 * dp + 1], pa[mt][kk], vb[2], vb[3]);
+                    }
+                }
+        }
+        ptx_cp_wait<0>();  // the Q group when no key block ran
+        __syncthreads();
+
+        // ---- epilogue: O / l rounded to the dtype, staged in this warp's Q rows, then stored
+        fwd_store_o_lse<HD, MT, WM, BF16, NATURAL>(p, acc_o, row_m, row_l, sQ, m0, warp, lane, b, h);
+        __syncthreads();  // smem is reused by the next (batch, head) of this CTA
+    }
+}
+
+// ----------------------------------------------------------------------------
+// instantiations
+
+template <int HD, int BM, int BN, int NW>
+static fwd_kernel_fn pick_variant(int bf16, int natural) {
+    if (bf16) return natural ? flash_fwd_kernel<HD, BM, BN, NW, true, true> : flash_fwd_kernel<HD, BM, BN, NW, true, false>;
+    return natural ? flash_fwd_kernel<HD, BM, BN, NW, false, true> : flash_fwd_kernel<HD, BM, BN, NW, false, false>;
+}
+
+/* The kernel for tile c (a row of fwd_tiles), NULL for a tile without one. */
+fwd_kernel_fn fwd_sm80_kernel(const fwd_tile *c, int bf16, int natural) {
+    if (c->bm == 128 && c->bn == 32 && c->nw == 4) {
+        switch (c->hd) {
+        case 64: return pick_variant<64, 128, 32, 4>(bf16, natural);
+        case 96: return pick_variant<96, 128, 32, 4>(bf16, natural);
+        case 128: return pick_variant<128, 128, 32, 4>(bf16, natural);
+        }
+    } else if (c->bm == 128 && c->hd == 64 && c->bn == 128) {
+        return pick_variant<64, 128, 128, 4>(bf16, natural);
+    } else if (c->bm == 128 && c->hd == 32 && c->bn == 64) {
+        return pick_variant<32, 128, 64, 4>(bf16, natural);
+    } else if (c->bm == 128) {
+        switch (c->hd) {
+        case 32: return pick_variant<32, 128, 128, 4>(bf16, natural);
+        case 64: return pick_variant<64, 128, 64, 4>(bf16, natural);
+        case 96: return pick_variant<96, 128, 64, 4>(bf16, natural);
+        case 128: return pick_variant<128, 128, 64, 4>(bf16, natural);
+        case 192: return pick_variant<192, 128, 32, 8>(bf16, natural);
+        case 256: return pick_variant<256, 128, 32, 8>(bf16, natural);
+        }
+    } else {
+        switch (c->hd) {
+        case 32: return pick_variant<32, 64, 128, 4>(bf16, natural);
+        case 64: return pick_variant<64, 64, 64, 4>(bf16, natural);
+        case 96: return pick_variant<96, 64, 64, 4>(bf16, natural);
+        case 128: return pick_variant<128, 64, 64, 4>(bf16, natural);
+        case 192: return pick_variant<192, 64, 32, 4>(bf16, natural);
+        case 256: return pick_variant<256, 64, 32, 4>(bf16, natural);
+        }
+    }
+    return NULL;
+}
+

@@ -1,0 +1,33 @@
+/* testing.h: the CUDA backend's test hooks (prefix fa_cuda_). Not part of the API: only
+ * test and benchmark targets see this header (//kernels/cuda:testing, testonly).
+ *
+ * A policy says which kernel family runs where a choice exists; fa_cuda_forward and
+ * fa_cuda_backward (what the backend table ships) always run fa_cuda_policy_default. A test
+ * that must certify another path (the mma.sync forward at head dims the wgmma kernel takes
+ * on an H100, the sm_80 backward kernels there) calls the *_policy entry points with its own
+ * policy: the same compiled code, no process-wide switch, no environment variable. */
+#ifndef FLASHCHECK_CUDA_TESTING_H
+#define FLASHCHECK_CUDA_TESTING_H
+#include "kernels/flash_api.h"
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    int fwd_family;   /* -1: the default tile family (fwd/fwd_tiles.h); 0..3: that family */
+    int fwd_sm90;     /* -1: default (wgmma kernel on sm_90 at padded head dim 128); 0: never; 1: also at 64 */
+    int bwd_sm90;     /* 1: the Hopper backward kernels where eligible (default); 0: never */
+    int bwd_sm90_det; /* 1: also in the deterministic mode (default); 0: not there */
+    int bwd_sm90_dq;  /* 1: deterministic dQ on the Hopper dQ kernel (default); 0: bwd_dq_kernel */
+} fa_cuda_policy;
+
+/* {-1, -1, 1, 1, 1} (backend.cu) */
+extern const fa_cuda_policy fa_cuda_policy_default;
+
+fa_status fa_cuda_forward_policy(const fa_fwd_args *args, const fa_cuda_policy *policy, fa_error *err);
+fa_status fa_cuda_backward_policy(const fa_bwd_args *args, const fa_cuda_policy *policy, fa_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,42 @@
+"""PyTorch FlexAttention (torch.nn.attention.flex_attention) as a py backend:
+
+    flashcheck certify --backend py:flashcheck.adapters.flex:attention
+
+Causal (both alignments) and sliding windows become a mask_mod with a BlockMask; GQA uses
+enable_gqa; the additive mask is not implemented (Unsupported); LSE is flex_attention's
+return_lse; the backward is the autograd form. The kernel is torch.compile'd flex_attention (the
+Triton kernels users run); compilation happens once per shape signature in each worker.
+"""
+import torch
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+import flashcheck
+
+_compiled = torch.compile(flex_attention, dynamic=False)
+
+
+@flashcheck.kernel(device="cuda", profile="tensorcore", backward="autograd", mask=False, max_head_dim=128,
+                   name="torch-flex")
+def attention(q, k, v, *, causal, window, window_align, scale, out, lse):
+    qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
+    Sq, Sk = qt.shape[2], kt.shape[2]
+    br = causal == "bottom_right" or (causal == "none" and window_align == "bottom_right")
+    off = Sk - Sq if br else 0
+    wl, wr = window if window is not None else (-1, -1)
+    is_causal = causal != "none"
+
+    def mask_mod(b, h, i, j):
+        diag = i + off
+        ok = j >= 0
+        if is_causal:
+            ok = ok & (j <= diag)
+        if wl >= 0:
+            ok = ok & (j >= diag - wl)
+        if wr >= 0:
+            ok = ok & (j <= diag + wr)
+        return ok
+    if Sq == 0 or Sk == 0:
+        raise flashcheck.Unsupported("flex_attention needs Sq, Sk > 0")
+    bm = create_block_mask(mask_mod, None, None, Sq, Sk, device=q.device)
+    o, l = _compiled(qt, kt, vt, block_mask=bm, scale=scale, enable_gqa=qt.shape[1] != kt.shape[1], return_lse=True)
+    return o.transpose(1, 2), l.float()
