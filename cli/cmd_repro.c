@@ -1,5 +1,6 @@
 /* cmd_repro.c: `flashcheck repro FILE` and `flashcheck shrink FILE`. */
 #define _GNU_SOURCE
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +43,8 @@ static const char *shrink_help =
     "fwd/bound or bwd/nan or crash:SEGV): batch, heads (GQA groups and kv heads), Sq, Sk, Dqk,\n"
     "Dv, then the mask (kind, density, broadcast), causal mode, window, layouts, value\n"
     "distributions and scale are simplified one step at a time. Each candidate runs in a child\n"
-    "process with a watchdog. Writes FILE.min (atomically; the input file is never modified; an\n"
+    "process with a watchdog. SIGTERM/SIGINT/SIGHUP stop it after the candidate in flight, and the\n"
+    "smallest failing case found so far is written. Writes FILE.min (atomically; the input file is never modified; an\n"
     "existing FILE.min is kept and the result goes to FILE.min.1, .2, ...) and prints the\n"
     "before/after shapes. When no file can be written the minimized case is printed on stdout.\n"
     "On a terminal a progress line shows the candidate runs done (of --max-runs) and the elapsed time.\n"
@@ -272,6 +274,12 @@ typedef struct {
     rp_progress prog;
 } shrink_ctx;
 
+/* SIGTERM / SIGINT / SIGHUP during shrink (a CI step's time limit, Ctrl-C): the candidate in
+ * flight finishes, no new one starts, and the smallest failing case found so far is written
+ * as usual, so a cut-off shrink loses nothing. */
+static volatile sig_atomic_t shrink_stop;
+static void shrink_on_signal(int sig) { shrink_stop = sig; }
+
 /* does candidate c still fail the same way? */
 static int still_fails(shrink_ctx *s, const fc_case *c)
 {
@@ -282,7 +290,7 @@ static int still_fails(shrink_ctx *s, const fc_case *c)
         if (c->p.head_dim_qk % m || c->p.head_dim_v % m) return 0;
         if (s->lim->dqk_must_equal_dv && c->p.head_dim_qk != c->p.head_dim_v) return 0;
     }
-    if (s->runs >= s->o->max_runs) return 0;
+    if (s->runs >= s->o->max_runs || shrink_stop) return 0;
     s->runs++;
     char note[32];
     snprintf(note, sizeof note, "round %d", s->round + 1);
@@ -377,7 +385,15 @@ int cli_shrink(int argc, char **argv)
     rp_progress_start(&s.prog, stderr, "flashcheck shrink", "runs", o.max_runs, o.quiet);
 
     int64_t dstep = lim.head_dim_multiple > 1 ? lim.head_dim_multiple : 1;
-    for (int round = 0, changed = 1; changed && s.runs < o.max_runs; round++) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = shrink_on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    for (int round = 0, changed = 1; changed && s.runs < o.max_runs && !shrink_stop; round++) {
         changed = 0;
         s.round = round;
         /* sizes */
@@ -442,6 +458,9 @@ int cli_shrink(int argc, char **argv)
     rp_progress_clear(&s.prog);
     rp_progress_end(&s.prog);
     if (s.runs >= o.max_runs) printf("  stopped at --max-runs %lld\n", (long long)o.max_runs);
+    if (shrink_stop)
+        printf("  stopped by signal %d (%s): writing the smallest failing case found so far\n", (int)shrink_stop,
+               strsignal((int)shrink_stop));
 
     /* write FILE.min, never replacing a file: FILE.min exists -> FILE.min.1, .2, ...; when
        nothing can be written the minimized case goes to stdout (nothing is lost) and the

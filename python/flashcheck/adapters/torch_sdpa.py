@@ -36,7 +36,14 @@ def _expand(k, v, Hq):
 def _lse(kind, q, k, v, is_causal, scale):
     """The log-sum-exp the backend's own aten op returns, [B, H, Sq] fp32, on contiguous copies."""
     q, k, v = (x.detach().contiguous() for x in (q, k, v))
-    Sq = q.shape[2]
+    Sq, D = q.shape[2], q.shape[3]
+    if scale is None:
+        scale = D ** -0.5
+    if kind != "math" and D % 8:
+        # the aten ops need a head dim that is a multiple of 8 (the public SDPA call pads it the
+        # same way); zero columns leave every score, and so the LSE, unchanged
+        pad = 8 - D % 8
+        q, k, v = (F.pad(x, (0, pad)) for x in (q, k, v))
     if kind == "flash":
         l = torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, 0.0, is_causal, False, scale=scale)[1]
     elif kind == "cudnn":
