@@ -379,12 +379,6 @@ int cli_shrink(int argc, char **argv)
     s.runs = 1;
     snprintf(s.pass, sizeof s.pass, "%s", r->pass);
     snprintf(s.failure, sizeof s.failure, "%s", r->failure);
-    printf("shrinking %s on %s: failure %s/%s (%s)\n", o.file, bname, r->pass, r->failure, r->tensor);
-    free(r);
-    fc_case orig = c;
-    rp_progress_start(&s.prog, stderr, "flashcheck shrink", "runs", o.max_runs, o.quiet);
-
-    int64_t dstep = lim.head_dim_multiple > 1 ? lim.head_dim_multiple : 1;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = shrink_on_signal;
@@ -393,6 +387,13 @@ int cli_shrink(int argc, char **argv)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    printf("shrinking %s on %s: failure %s/%s (%s)\n", o.file, bname, r->pass, r->failure, r->tensor);
+    fflush(stdout);
+    free(r);
+    fc_case orig = c;
+    rp_progress_start(&s.prog, stderr, "flashcheck shrink", "runs", o.max_runs, o.quiet);
+
+    int64_t dstep = lim.head_dim_multiple > 1 ? lim.head_dim_multiple : 1;
     for (int round = 0, changed = 1; changed && s.runs < o.max_runs && !shrink_stop; round++) {
         changed = 0;
         s.round = round;

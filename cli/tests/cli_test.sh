@@ -69,10 +69,13 @@ fi
 expect 1 "nothing to shrink" "shrink of a passing case" -- "$fc" shrink $reg/fwd/empty_keys.case --backend cpu
 # a shrink cut off by SIGTERM (a CI step's time limit) writes the smallest failing case found so far
 printf 'shape = 3 384 384 8 4 128 128\ncausal = top_left\nbackward = 1\nseed = 5\n' > "$tmp/slow.case"
-expect 0 "stopped by signal 15.*|wrote .*slow.case.min" "shrink cut off by SIGTERM still writes FILE.min" -- \
-  env FLASHCHECK_CPU_MUTANT=causal_off_by_one timeout -s TERM 3 "$fc" shrink "$tmp/slow.case" --backend cpu --max-runs 400
-check 'grep -q "stopped by signal 15" "$out" && [ -s "$tmp/slow.case.min" ] && grep -q "^shape" "$tmp/slow.case.min"' \
-  "the cut-off shrink says so and its FILE.min is a case file"
+env FLASHCHECK_CPU_MUTANT=causal_off_by_one "$fc" shrink "$tmp/slow.case" --backend cpu --max-runs 400 > "$tmp/shr.out" 2>&1 &
+shr=$!
+for _ in $(seq 1200); do grep -q "^shrinking" "$tmp/shr.out" && break; sleep 0.05; done
+sleep 0.3; kill -TERM $shr; wait $shr; shr_rc=$?
+check '[ $shr_rc -eq 0 ] && grep -q "stopped by signal 15" "$tmp/shr.out" && grep -q "wrote .*slow.case.min" "$tmp/shr.out"' \
+  "shrink cut off by SIGTERM says so, writes FILE.min and exits 0"
+check '[ -s "$tmp/slow.case.min" ] && grep -q "^shape" "$tmp/slow.case.min"' "the cut-off shrink's FILE.min is a case file"
 
 # --- fuzz -----------------------------------------------------------------------------------
 expect 0 "cases/s" "fuzz: short campaign on cpu, status and summary" -- \
