@@ -46,6 +46,18 @@ static const fa_preset presets[] = {
                     .flushes_subnormals = 1, .ds_scale_folded = 0, .dp_rounded = 0,
                     .d_source = FA_D_FROM_O, .gqa_reduce = FA_GQA_FUSED,
                     .lse_empty = FA_LSE_EMPTY_NEG_INF}},
+    /* tensorcore-hopper: tensorcore with the accumulation measured on the H100 (sm_90) by
+     * oracle/tc_probe (mma.sync m16n8k16 and wgmma, fp16 and bf16 alike): the 16 products of
+     * one k-step and the accumulator are aligned together keeping 2 extra bits, truncated, and
+     * the step's result is truncated to fp32 (oracle/tc_probe/README.md). Sound only where that
+     * holds (Hopper); the CUDA backend declares it on devices that are all sm_90
+     * (kernels/cuda/backend.cu), tensorcore elsewhere. */
+    {"tensorcore-hopper", {.u_acc = 0x1p-23, .tc_terms = 16, .tc_extra_bits = 2, .tc_align_rn = 0, .tc_norm_rn = 0,
+                           .exp_rel_err = 0x1p-21, .exp_ulps = 2, .scores_fp32 = 1,
+                           .p_rounded = 1, .ds_rounded = 1, .out_rounded = 1, .max_rescales = -1,
+                           .flushes_subnormals = 1, .ds_scale_folded = 0, .dp_rounded = 0,
+                           .d_source = FA_D_FROM_O, .gqa_reduce = FA_GQA_FUSED,
+                           .lse_empty = FA_LSE_EMPTY_NEG_INF}},
     /* fp32: scores, softmax and sums in IEEE fp32 (RN, gradual underflow), only O/dQ/dK/dV
      * rounded to the dtype; exp within 2 ulp (CUDA expf; glibc's 1 ulp is inside it). */
     {"fp32", {.u_acc = 0x1p-24, .exp_rel_err = 0x1p-23, .exp_ulps = 2, .scores_fp32 = 1,
@@ -128,7 +140,7 @@ static const fa_preset presets[] = {
                          .lse_empty = FA_LSE_EMPTY_NEG_INF}},
 };
 
-static const char *const preset_names[] = {"tensorcore",  "fp32",       "torch-flash",    "torch-efficient",
+static const char *const preset_names[] = {"tensorcore",  "tensorcore-hopper", "fp32",       "torch-flash",    "torch-efficient",
                                            "torch-cudnn", "torch-math", "torch-math-lowp", NULL};
 
 const char *const *fa_precision_preset_names(void) { return preset_names; }

@@ -45,7 +45,7 @@ static const fa_backend fa_cuda_table = {
         2.0,     /* exp_ulps: ex2.approx.f32, 2 ulp on normal results (PTX ISA) */
         4,       /* tc_terms: mma.sync / wgmma multi-term adds; 4 terms, no extra alignment bits, */
         0,       /* tc_extra_bits   truncation is the setting sound for every measured tensor core */
-        0,       /* tc_align_rn     (oracle/BOUNDS.md 10.2) until the H100 probe pins it down */
+        0,       /* tc_align_rn     (oracle/BOUNDS.md 10.2); on sm_90 fa_backend_cuda declares the measured model */
         0,       /* tc_norm_rn */
         0,       /* ds_scale_folded: dQ, dK = scale * fp32 accumulator (bwd/flash_bwd.cu header) */
         0,       /* dp_rounded: dP stays fp32 */
@@ -64,7 +64,42 @@ static const fa_backend fa_cuda_table = {
     fa_cuda_backward,
 };
 
-extern "C" const fa_backend *fa_backend_cuda(void) { return &fa_cuda_table; }
+/* On devices that are all sm_90 (H100, H200) the accumulation the tc_probe measured there:
+ * 16 products and the accumulator aligned together with 2 extra bits, truncated (preset
+ * tensorcore-hopper, oracle/tc_probe/README.md); elsewhere the conservative model above. */
+static fa_backend fa_cuda_table_hopper;
+
+static int all_devices_sm90(void) {
+    int n = fa_cuda_device_count();
+    for (int d = 0; d < n; d++) {
+        int major = 0, minor = 0;
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, d) != cudaSuccess ||
+            cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, d) != cudaSuccess) {
+            cudaGetLastError();
+            return 0;
+        }
+        if (major != 9 || minor != 0) return 0;
+    }
+    return n > 0;
+}
+
+extern "C" const fa_backend *fa_backend_cuda(void) {
+    static int chosen = -1; /* idempotent: a race computes the same answer twice */
+    if (chosen < 0) {
+        fa_precision hop;
+        if (all_devices_sm90() && fa_precision_preset("tensorcore-hopper", &hop, NULL) == FA_OK) {
+            fa_cuda_table_hopper = fa_cuda_table;
+            fa_cuda_table_hopper.precision.tc_terms = hop.tc_terms;
+            fa_cuda_table_hopper.precision.tc_extra_bits = hop.tc_extra_bits;
+            fa_cuda_table_hopper.precision.tc_align_rn = hop.tc_align_rn;
+            fa_cuda_table_hopper.precision.tc_norm_rn = hop.tc_norm_rn;
+            chosen = 1;
+        } else {
+            chosen = 0;
+        }
+    }
+    return chosen ? &fa_cuda_table_hopper : &fa_cuda_table;
+}
 
 /* What the table's entry points run (testing.h: tests may pass another policy). */
 extern "C" const fa_cuda_policy fa_cuda_policy_default = {-1, -1, 1, 1, 1};
