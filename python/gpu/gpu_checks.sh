@@ -1,10 +1,11 @@
 #!/bin/bash
-# call 3 (final binaries of main): the GPU tests of the bundle (sanitizer and forced-sm80 runs left out:
+# gpu_checks.sh BUNDLE.tgz: run from the repository root on a GPU host with PyTorch (OUT: a folder for
+# the logs). BUNDLE.tgz: a tarball of `bazel run //ci:gpu_bundle -- DIR`'s DIR. Final binaries of main: the GPU tests of the bundle (sanitizer and forced-sm80 runs left out:
 # their device code ran unchanged in an earlier call), the cuDNN case-187 diagnosis, and in parallel
 # the py backend: broken Triton kernel fuzz -> shrink (cut off by SIGTERM if slow) -> repro, certify
 # --quick of torch SDPA flash/cudnn/efficient through py:.
 set -u
-R=$(pwd); B=/tmp/b; mkdir -p $B && tar xzf $R/.dev_final/b3.tgz -C $B
+R=$(pwd); B=/tmp/b; mkdir -p $B && tar xzf "${1:?usage: gpu_checks.sh BUNDLE.tgz}" -C $B; OUT=${OUT:-/tmp/out}; mkdir -p $OUT
 export LD_LIBRARY_PATH=$B/lib PYTHONUNBUFFERED=1
 FC=$B/tools/cli__flashcheck/flashcheck
 nvidia-smi -L; date -u
@@ -27,7 +28,7 @@ nvidia-smi -L; date -u
   tar czf $OUT/py_reports.tgz rep_* 2>/dev/null
 ) &
 py=$!
-python3 .dev_final/diag187.py 187 > $OUT/diag187.txt 2>&1
+python3 tests/false_alarm/runs/2026-11-24_run3_diag187.py 187 > $OUT/diag187.txt 2>&1
 cd $B && TIMEOUT_S=300 ./run_all.sh 'certify_test\|certify_mma_test\|gmma_selftest\|bwd_selfcheck$\|checks_cuda\|properties_cuda\|tc_probe\|test_gpu_oracle\|replay_cuda' > $OUT/run_all.txt 2>&1
 tar czf $OUT/gpu_logs.tgz -C $B logs
 wait $py
