@@ -165,6 +165,19 @@ fa_status fc_run_forward(fc_run *r, const fa_backend *be);
 /* Run the backward with the run's current O and LSE (normally the forward's). */
 fa_status fc_run_backward(fc_run *r, const fa_backend *be);
 
+/* Whose failure is a CUDA error after a backend call on device buffers (fc_run_forward /
+ * fc_run_backward mirror the buffers, call, synchronize, copy back)?
+ *   FC_BLAME_KEEP     an error was already reported (by the backend, or by the harness before
+ *                     the call): it stays; what fails after it is its consequence
+ *   FC_BLAME_BACKEND  the backend returned FA_OK and the first synchronize after it fails: a
+ *                     kernel of the backend faulted (a sticky error such as a misaligned or
+ *                     illegal address) or the call was not synchronous, as the contract requires:
+ *                     a finding against the backend (FA_ERR_DEVICE), never a harness error
+ *   FC_BLAME_HARNESS  the synchronize succeeded and the harness's own copy-back failed
+ *   FC_BLAME_NONE     nothing failed */
+typedef enum { FC_BLAME_NONE, FC_BLAME_KEEP, FC_BLAME_BACKEND, FC_BLAME_HARNESS } fc_blame;
+fc_blame fc_device_blame(fa_status before, int sync_failed, int copy_failed);
+
 /* ---------------------------------------------------------------------------
  * Individual checks (each adds reasons to v; returns the number of problems)
  * ------------------------------------------------------------------------- */

@@ -251,23 +251,43 @@ static fa_status mem_setup(fc_run *r, const fa_backend *be, call_mem *m) {
 #endif
 }
 
-static fa_status mem_finish(fc_run *r, call_mem *m) {
+fc_blame fc_device_blame(fa_status before, int sync_failed, int copy_failed) {
+    if (before != FA_OK) return FC_BLAME_KEEP;
+    if (sync_failed) return FC_BLAME_BACKEND;
+    if (copy_failed) return FC_BLAME_HARNESS;
+    return FC_BLAME_NONE;
+}
+
+/* Synchronize and copy every mirrored buffer back. before: the status so far (mem_setup's or
+ * the backend's): an error already reported is kept (fc_device_blame). */
+static fa_status mem_finish(fc_run *r, call_mem *m, fa_status before) {
     fa_status st = FA_OK;
 #if FC_HAVE_CUDA
     if (m->device) {
-        cudaError_t e0 = cudaDeviceSynchronize();
+        cudaError_t e0 = cudaDeviceSynchronize(), ec = cudaSuccess;
         for (int t = 0; t < FC_T_COUNT; t++) {
             if (!m->base[t]) continue;
             cudaError_t e = cudaMemcpy(r->buf[t].alloc, m->base[t], buf_bytes(&r->buf[t]), cudaMemcpyDeviceToHost);
-            if ((e != cudaSuccess || e0 != cudaSuccess) && st == FA_OK)
-                st = fa_fail(&r->err, FA_ERR_DEVICE, "", "harness: CUDA copy-back failed: %s",
-                             cudaGetErrorString(e0 != cudaSuccess ? e0 : e));
+            if (e != cudaSuccess && ec == cudaSuccess) ec = e;
             m->base[t] = NULL; /* the mirror stays in dev_pool for the next call */
+        }
+        switch (fc_device_blame(before, e0 != cudaSuccess, ec != cudaSuccess)) {
+        case FC_BLAME_BACKEND:
+            st = fa_fail(&r->err, FA_ERR_DEVICE, "backend",
+                         "the first CUDA synchronize after the backend returned FA_OK failed: %s (a kernel of "
+                         "the backend faulted, or the call did not finish its work before returning)",
+                         cudaGetErrorString(e0));
+            break;
+        case FC_BLAME_HARNESS:
+            st = fa_fail(&r->err, FA_ERR_DEVICE, "", "harness: CUDA copy-back failed: %s", cudaGetErrorString(ec));
+            break;
+        default: break;
         }
     }
 #else
     (void)r;
     (void)m;
+    (void)before;
 #endif
     return st;
 }
@@ -292,7 +312,7 @@ fa_status fc_run_forward(fc_run *r, const fa_backend *be) {
         st = be->forward(&a, &r->err);
         if (st != FA_OK && r->err.status == FA_OK) r->err.status = st;
     }
-    fa_status st2 = mem_finish(r, &m);
+    fa_status st2 = mem_finish(r, &m, st);
     if (st == FA_OK) st = st2;
     r->status = st;
     r->have_fwd = st == FA_OK;
@@ -332,7 +352,7 @@ fa_status fc_run_backward(fc_run *r, const fa_backend *be) {
         st = be->backward(&a, &r->err);
         if (st != FA_OK && r->err.status == FA_OK) r->err.status = st;
     }
-    fa_status st2 = mem_finish(r, &m);
+    fa_status st2 = mem_finish(r, &m, st);
     if (st == FA_OK) st = st2;
     r->status = st;
     r->have_bwd = st == FA_OK;
