@@ -273,6 +273,31 @@ static void build_sweep(certify_ctx *x, int quick)
     }
 }
 
+/* The fixed sweep (categories shapes..empty, not the property cases) for `flashcheck cases`:
+   the same build_sweep, fitted into lim (NULL: no backend limits) with backward on when has_bwd. */
+int64_t cli_certify_sweep(const fa_limits *lim, int has_bwd, int quick, cli_sweep_case **out)
+{
+    certify_ctx *x = calloc(1, sizeof *x);
+    if (!x) return -1;
+    if (lim) x->lim = *lim;
+    x->has_bwd = has_bwd;
+    build_sweep(x, quick);
+    cli_sweep_case *r = malloc((size_t)(x->njobs ? x->njobs : 1) * sizeof *r);
+    int64_t n = 0;
+    if (r)
+        for (int64_t i = 0; i < x->njobs; i++) {
+            if (x->job_cat[i] >= CAT_PROPERTIES) continue;
+            r[n].c = x->jobs[i].c;
+            r[n].category = cat_names[x->job_cat[i]];
+            n++;
+        }
+    free(x->jobs);
+    free(x->job_cat);
+    free(x);
+    *out = r;
+    return r ? n : -1;
+}
+
 /* ------------------------------------------------------------------------- */
 /* results                                                                   */
 

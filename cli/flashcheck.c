@@ -30,6 +30,8 @@ static const char *main_help =
     "  repro     replay a repro file (a finding, a regression, a .min)\n"
     "  shrink    reduce a failing repro file to a minimal case (writes FILE.min)\n"
     "  verify    check outputs of any framework saved as .npy (q k v o lse; do dq dk dv)\n"
+    "  cases     write certify's fixed sweep as case files (one per case; nothing is run)\n"
+    "  inputs    write a case's inputs as .npy (q k v do, mask) and the verify options (case.json)\n"
     "\n"
     "every command takes --backend cpu|cuda|PATH.so (default: CUDA when a GPU is present, else CPU)\n"
     "or py:MODULE_OR_FILE:CALLABLE (a Python kernel: python/README.md), and --help. With no\n"
@@ -220,11 +222,11 @@ int main(int argc, char **argv)
     const char *sub = argv[1];
     struct { const char *name; int (*fn)(int, char **); } cmds[] = {
         { "certify", cli_certify }, { "fuzz", cli_fuzz }, { "repro", cli_repro },
-        { "shrink", cli_shrink }, { "verify", cli_verify },
+        { "shrink", cli_shrink }, { "verify", cli_verify }, { "cases", cli_cases }, { "inputs", cli_inputs },
     };
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         if (strcmp(sub, cmds[i].name) == 0) return cmds[i].fn(argc - 1, argv + 1);
-    fprintf(stderr, "flashcheck: unknown command '%s'; the commands are certify, fuzz, repro, shrink, verify "
+    fprintf(stderr, "flashcheck: unknown command '%s'; the commands are certify, fuzz, repro, shrink, verify, cases, inputs "
                     "(run 'flashcheck --help')\n", sub);
     return CLI_USAGE;
 }
