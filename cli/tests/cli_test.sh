@@ -35,7 +35,7 @@ check() { # CONDITION-COMMAND DESCRIPTION
 expect 0 "usage: flashcheck COMMAND" "flashcheck --help" -- "$fc" --help
 expect 2 "usage: flashcheck COMMAND" "no command is a usage error" -- "$fc"
 expect 2 "unknown command 'bogus'" "unknown command" -- "$fc" bogus
-for sub in certify fuzz repro shrink verify; do
+for sub in certify fuzz repro shrink verify cases inputs; do
   expect 0 "usage: flashcheck $sub" "$sub --help" -- "$fc" $sub --help
   expect 2 "unknown option|unknown option or argument" "$sub rejects an unknown option" -- "$fc" $sub --no-such-option
 done
@@ -261,6 +261,56 @@ check 'grep -q "result: \*\*INCOMPLETE\*\*" "$tmp/r_inc1/report.md" && grep -q "
 check '! grep -q "failures/" "$tmp/r_inc1/report.md" && [ ! -d "$tmp/r_inc1/failures" ]' "certify: killed cases are not findings against the backend"
 expect 4 "^result: INCOMPLETE" "certify: every case killed (nothing judged) is INCOMPLETE, never CERTIFIED" -- \
   env FAULTY_MODE=killed_all "$fc" certify --backend "$faulty" --quick --fuzz-seconds 0 --out "$tmp/r_inc2"
+
+# --- cases / inputs (issue 14 item 3: the pytest fixture's cases are certify's) -------------
+cs="$tmp/cases"
+expect 0 "^shapes-001\.case$" "cases --quick writes the fixed sweep as case files" -- "$fc" cases --out "$cs/q" --quick
+nq=$(ls "$cs/q"/*.case | wc -l)
+check '[ "$nq" -eq "$(/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(sum(c[\"cases\"] for c in r[\"categories\"] if c[\"name\"] in (\"shapes\",\"causal\",\"window\",\"mask\",\"gqa\",\"layout\",\"values\",\"empty\")))" "$tmp/r1/report.json")" ]' \
+  "cases --quick: as many files ($nq) as certify --quick ran fixed-sweep cases"
+expect 0 "" "cases (full sweep)" -- "$fc" cases --out "$cs/full"
+check '[ "$(ls "$cs/full"/*.case | wc -l)" -gt "$nq" ] && [ -f "$cs/full/layout-006.case" ]' "cases: the full sweep is larger than --quick"
+bad=0; for f in "$cs/q"/*.case; do "$fc" repro "$f" --backend cpu >/dev/null 2>&1 || { bad=1; echo "      | repro $f: exit $?"; }; done
+check '[ $bad -eq 0 ]' "cases: every exported case is accepted by repro (and passes on cpu)"
+check 'grep -q "^seed = 0x00000000000003e8" "$cs/q/shapes-001.case" && grep -q "^mask = random_neginf" "$cs/q/mask-001.case" && grep -q "^causal = bottom_right" "$cs/q/causal-004.case"' \
+  "cases: certify's seeds and case fields (seed 1000 + job index, masks, causal modes)"
+sum_q=$(cat "$cs/q"/*.case | md5sum)
+expect 2 "already holds case files.*nothing was overwritten" "cases refuses a DIR that holds case files" -- "$fc" cases --out "$cs/q" --quick
+check '[ "$(cat "$cs/q"/*.case | md5sum)" = "$sum_q" ] && [ "$(ls "$cs/q" | wc -l)" -eq "$nq" ]' "cases: the refused run changed nothing"
+expect 0 "^mask-001\.case" "cases --category mask" -- "$fc" cases --out "$cs/m" --category mask
+check '[ -z "$(ls "$cs/m" | grep -v "^mask-")" ] && [ "$(ls "$cs/m" | wc -l)" -eq 11 ]' "cases --category: only that category's files"
+expect 2 "--category bogus: unknown" "cases: unknown category named" -- "$fc" cases --out "$cs/x" --category bogus
+expect 2 "--out DIR is required" "cases without --out" -- "$fc" cases
+expect 0 "" "inputs of a mask case" -- "$fc" inputs "$cs/q/mask-001.case" --out "$cs/in_mask"
+check '/usr/bin/python3 -c "
+import json, numpy as np, sys
+d = sys.argv[1]; j = json.load(open(d + \"/case.json\"))
+a = {n: np.load(d + \"/\" + n + \".npy\") for n in (\"q\", \"k\", \"v\", \"do\", \"mask\")}
+assert a[\"q\"].shape == (2, 97, 2, 64) and a[\"k\"].shape == a[\"v\"].shape == (2, 129, 1, 64) and a[\"do\"].shape == (2, 97, 2, 64), {n: x.shape for n, x in a.items()}
+assert all(a[n].dtype == np.float16 for n in (\"q\", \"k\", \"v\", \"do\"))
+assert a[\"mask\"].dtype == np.float32 and a[\"mask\"].shape == (2, 2, 97, 129) and np.isneginf(a[\"mask\"]).any() and (a[\"mask\"][np.isfinite(a[\"mask\"])] == 0).all()
+assert j[\"mask\"] is True and j[\"causal\"] == \"none\" and j[\"window\"] is None and j[\"scale\"] == 0.125 and j[\"layout\"] == \"bshd\" and j[\"dtype\"] == \"float16\", j
+assert np.isfinite(a[\"q\"]).all() and 0.8 < a[\"q\"].astype(np.float64).std() < 1.2
+" "$cs/in_mask"' "inputs: shapes, dtypes and case.json of a mask case (fp16, mask fp32 [B, Hq, Sq, Sk])"
+bfcase=$(grep -l "^dtype = bf16" "$cs/q"/values-*.case | head -1)
+expect 0 "" "inputs of a bf16 case" -- "$fc" inputs "$bfcase" --out "$cs/in_bf"
+check '/usr/bin/python3 -c "
+import json, numpy as np, sys
+d = sys.argv[1]; j = json.load(open(d + \"/case.json\")); s = j[\"shape\"]
+q = np.load(d + \"/q.npy\"); v = np.load(d + \"/v.npy\")
+assert q.dtype == np.uint16 and q.shape == (s[\"B\"], s[\"Sq\"], s[\"Hq\"], s[\"Dqk\"]) and v.shape == (s[\"B\"], s[\"Sk\"], s[\"Hkv\"], s[\"Dv\"])
+import os; assert not os.path.exists(d + \"/mask.npy\") and j[\"mask\"] is False and j[\"dtype\"] == \"bfloat16\"
+" "$cs/in_bf"' "inputs: bf16 as uint16 bits, no mask.npy for a case without a mask"
+"$fc" inputs "$cs/q/window-002.case" --out "$cs/in_w" >/dev/null 2>&1
+check '/usr/bin/python3 -c "import json,sys; j=json.load(open(sys.argv[1])); assert j[\"window\"] == [127, 0] and j[\"window_align\"] == \"bottom_right\", j" "$cs/in_w/case.json"' \
+  "inputs: case.json carries the window and its alignment"
+"$fc" inputs "$cs/q/layout-002.case" --out "$cs/in_l" >/dev/null 2>&1
+check 'grep -q "\"case_layout\":.*\"strided\"" "$cs/in_l/case.json" && grep -q "\"case_layout\":.*\"dense\"" "$cs/in_mask/case.json"' "inputs: case.json says when the case's own layouts are strided"
+sum_in=$(cat "$cs/in_mask"/* | md5sum)
+expect 2 "q.npy already exists.*nothing was overwritten" "inputs refuses a DIR that holds input files" -- "$fc" inputs "$cs/q/shapes-001.case" --out "$cs/in_mask"
+check '[ "$(cat "$cs/in_mask"/* | md5sum)" = "$sum_in" ]' "inputs: the refused run changed nothing"
+expect 2 "noshape.case.*shape" "inputs: a case file without a shape is a usage error naming the file" -- "$fc" inputs "$i12/noshape.case" --out "$cs/in_bad"
+expect 2 "a case FILE is required" "inputs without FILE" -- "$fc" inputs --out "$cs/in_bad"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -88,23 +88,63 @@ def test_plugin_fixture_checks(assert_attention_close):
     assert_attention_close(q, k, v, o, lse, causal=True, profile="fp32")
 
 
-def test_plugin_grid_correct_kernel(flashcheck_case):
+def run_case(kern, c, grads=True):
+    """kern (examples/numpy_attention.py) on a sweep case: its inputs, mask and options."""
+    o = np.zeros(c.q.shape[:3] + (c.v.shape[3],), c.q.dtype)
+    lse = np.zeros((c.q.shape[0], c.q.shape[2], c.q.shape[1]), np.float32)
+    kw = dict(c.kwargs, mask=c.mask, dtype=c.dtype)
+    kern.forward(c.q, c.k, c.v, out=o, lse=lse, **kw)
+    if not grads:
+        return o, lse
+    dq, dk, dv = np.zeros_like(c.q), np.zeros_like(c.k), np.zeros_like(c.v)
+    kern.__flashcheck__["backward"](c.q, c.k, c.v, o, c.do, lse, dq=dq, dk=dk, dv=dv, **kw)
+    return o, lse, dq, dk, dv
+
+
+def test_plugin_sweep_correct_kernel(request, flashcheck_case):
+    """Every case of certify's (quick) fixed sweep, ids = the case names, passes a correct kernel."""
     c = flashcheck_case
-    o, lse, dq, dk, dv = run(numpy_attention.attention, c.q, c.k, c.v, c.do, **{
-        "causal": c.kwargs["causal"], "window": c.kwargs["window"]})
+    assert request.node.callspec.id == c.name
+    o, lse, dq, dk, dv = run_case(numpy_attention.attention, c)
     c.profile = "fp32"
     c.check(o, lse, dq=dq, dk=dk, dv=dv)
 
 
-@pytest.mark.parametrize("case", ["causal_br_sq_lt_sk", "ragged_keys"])
-def test_plugin_grid_finds_broken_tail_or_causal(request, case):
-    from flashcheck.pytest_plugin import GRID, Case
-    g = next(x for x in GRID if x[0] == case)
-    c = Case(*g, "float16", "fp32", 1)
-    kern = numpy_attention.broken_causal if case.startswith("causal") else numpy_attention.broken_tail
-    o, lse = run(kern, c.q, c.k, c.v, causal=c.kwargs["causal"], window=c.kwargs["window"])
-    with pytest.raises(AssertionError, match="repro:"):
-        c.check(o, lse)
+def test_plugin_sweep_is_certify_sweep(request):
+    """The fixture's cases are `flashcheck cases --quick`, and their inputs are the C case model's."""
+    from flashcheck import _cli
+    from flashcheck.pytest_plugin import load_case, sweep
+    names, _ = sweep(request.config)
+    d = request.config._flashcheck_sweep[1]
+    out = _cli.run(["cases", "--out", os.path.join(d, "again"), "--quick"]).stdout.split()
+    assert names == [n[:-5] for n in out] and len(names) > 30
+    assert {n.rsplit("-", 1)[0] for n in names} == {"shapes", "causal", "window", "mask", "gqa", "layout", "values", "empty"}
+    c = load_case(request.config, "mask-001")
+    assert c.mask is not None and c.mask.shape == (2, 2, 97, 129) and np.isneginf(c.mask).any()
+    assert c.q.shape == (2, 97, 2, 64) and c.k.shape == (2, 129, 1, 64) and c.q.dtype == np.float16
+    bf = [load_case(request.config, n) for n in names if n.startswith("values-")]
+    assert any(b.dtype == "bfloat16" and b.q.dtype == np.uint16 for b in bf)
+
+
+@pytest.mark.parametrize("kern,cat", [("broken_causal", "causal"), ("broken_tail", "shapes"), ("broken_window", "window"),
+                                      ("broken_gqa", "gqa")])
+def test_plugin_sweep_finds_broken_kernel(request, kern, cat):
+    """A broken kernel fails on at least one case of the exported sweep (and the correct one on none
+    of the same cases: test_plugin_sweep_correct_kernel)."""
+    from flashcheck.pytest_plugin import load_case, sweep
+    names, _ = sweep(request.config)
+    failed = []
+    for n in names:
+        if not n.startswith(cat + "-"):
+            continue
+        c = load_case(request.config, n, profile="fp32")
+        o, lse = run_case(getattr(numpy_attention, kern), c, grads=False)
+        try:
+            c.check(o, lse)
+        except AssertionError as e:
+            assert "repro:" in str(e)
+            failed.append(n)
+    assert failed, "%s passed every %s case" % (kern, cat)
 
 
 REG = os.path.join(HERE, "..", "..", "fuzz", "regressions", "fwd", "causal_bottom_right_sq_gt_sk.case")
