@@ -81,10 +81,14 @@ enum {
     ORC_F_ESCALATED = 8,   /* value recomputed in MPFR */
     ORC_F_UNCHECKABLE = 16,/* no finite bound exists (fp32 overflow of a score, or
                               inconsistent backward inputs); counted, not judged */
-    ORC_F_OVERFLOW = 32    /* an intermediate of the profile that feeds this element may
+    ORC_F_OVERFLOW = 32,   /* an intermediate of the profile that feeds this element may
                               overflow its format for these inputs (BOUNDS.md section 11):
                               a kernel NaN/Inf here is counted in overflow_sensitive, not
                               failed; a finite kernel value is judged as usual */
+    ORC_F_INF_INPUT = 64   /* with ORC_F_INF: the exact value is that Inf because an infinite
+                              input enters with a positive weight (BOUNDS.md 11.1); the element
+                              has no finite bound, but the kernel must give the same Inf or NaN
+                              (a weight it rounded to 0 times Inf); a finite value fails */
 };
 
 /* One (batch, head, seq) vector: a row of O/dQ (head = query head) or a

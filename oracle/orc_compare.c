@@ -121,6 +121,14 @@ static inline __attribute__((always_inline)) int judge(acc_stats *a, double kv, 
      * 11): a non-finite result that is not a correctly rounded overflow is its own class,
      * never a pass and never a kernel failure */
     int ovf = (fl & ORC_F_OVERFLOW) && !isfinite(kv);
+    if ((fl & ORC_F_INF_INPUT) && isinf(ref)) {
+        /* BOUNDS.md 11.1: the exact value is ref (an infinite input with a positive weight);
+         * the same Inf, or NaN (0 * Inf where the kernel's weight underflowed), is right */
+        s->checked++;
+        if (isnan(kv) || kv == ref) { s->nonfinite_match++; vec_max(a, 0); }
+        else { s->nan_missing++; note_fail(s, at); vec_max(a, INFINITY); }
+        return 0;
+    }
     if (fl & ORC_F_UNCHECKABLE) {
         s->unchecked++;
         if (ovf) note_ovf(s, at);

@@ -195,6 +195,8 @@ int64_t orc_fwd_row_out(const orc_ctx *c, const orc_model *mk, const orc_model *
         ref[d] = O;
         fl[d] = orc_value_flags(O);
         if (unbounded || !isfinite(bound[d])) fl[d] |= ORC_F_UNCHECKABLE;
+        /* an infinite O of a normal row: an infinite v_jd with positive weight (BOUNDS.md 11.1) */
+        if (isinf(O)) fl[d] |= ORC_F_INF_INPUT;
         if (R->ovf) fl[d] |= ORC_F_OVERFLOW; /* section 11: the P.V numerator (orc_fm_pv_overflow) */
         if (!(fl[d] & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE)) && oe[d] > opt->escalate_ratio * bound[d])
             need_esc = 1;
@@ -213,6 +215,7 @@ int64_t orc_fwd_row_out(const orc_ctx *c, const orc_model *mk, const orc_model *
         ref[d] = tmp[d];
         oe[d] = orc_mpfr_err(tmp[d], oe[d], opt->mpfr_prec, (double)c->Sk);
         fl[d] = (uint8_t)((fl[d] & (ORC_F_UNCHECKABLE | ORC_F_OVERFLOW)) | orc_value_flags(tmp[d]) | ORC_F_ESCALATED);
+        if (isinf(tmp[d])) fl[d] |= ORC_F_INF_INPUT;
     }
     res->lse.ref[row] = lse_mp;
     res->lse.orc_err[row] = orc_mpfr_err(lse_mp, R->lse_orc, opt->mpfr_prec, (double)c->Sk);

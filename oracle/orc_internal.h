@@ -157,7 +157,9 @@ static inline uint8_t orc_value_flags(double ref) {
 
 static inline void two_sum(double a, double b, double *s, double *e) {
     double x = a + b, bb = x - a;
-    *e = (a - (x - bb)) + (b - bb);
+    /* a non-finite sum carries no error term: Inf - Inf in the correction would
+     * turn an infinite sum (an infinite input, BOUNDS.md 11.1) into NaN */
+    *e = isfinite(x) ? (a - (x - bb)) + (b - bb) : 0.0;
     *s = x;
 }
 

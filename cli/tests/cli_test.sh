@@ -105,6 +105,10 @@ expect 0 "^PASS" "verify: correct outputs, rounding bias in the JSON" -- "$fc" v
 check '/usr/bin/python3 -c "import json,sys; t=json.load(open(sys.argv[1]))[\"tensors\"]; assert all(abs(t[k][\"mean_bias\"]) < 0.01 and abs(t[k][\"mean_bias_toward_zero\"]) < 0.01 for k in t), t" "$tmp/vgood.json"' "verify: correctly rounded outputs have |mean bias| < 0.01"
 expect 0 "^  o .* -0\.[0-9]+ ok$" "verify: o truncated toward zero passes its bound, bias0 column negative" -- "$fc" verify --dir "$n/trunc_o" --causal bottom_right --json "$tmp/vtrunc.json"
 check '/usr/bin/python3 -c "import json,sys; o=json.load(open(sys.argv[1]))[\"tensors\"][\"o\"]; assert o[\"mean_bias_toward_zero\"] < -0.05 and abs(o[\"mean_bias\"]) < 0.05, o" "$tmp/vtrunc.json"' "verify: o truncated toward zero shows a toward-zero mean bias < -0.05"
+expect 1 "non-finite failure at .*got 0, ref inf" "verify: o = 0 where an infinite v makes the exact value +inf FAILS (BOUNDS.md 11.1)" -- \
+  "$fc" verify --dir "$n/inf_v_zero" --causal bottom_right
+expect 0 "not judged: no finite bound" "verify: NaN there passes (0 * inf), and the unjudged elements are counted, not silent" -- \
+  "$fc" verify --dir "$n/inf_v_nan" --causal bottom_right
 expect 2 "'<f8' is not supported" "verify: float64 array is rejected with a hint" -- \
   "$fc" verify --q "$n/bad_float64.npy" --k "$n/good/k.npy" --v "$n/good/v.npy" --o "$n/good/o.npy"
 expect 2 "truncated data" "verify: truncated file" -- \

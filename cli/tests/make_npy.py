@@ -127,6 +127,16 @@ def main(out):
                                                       lse=np.zeros((B, Hq, Sq + 1), np.float32)))
     save_all(os.path.join(out, "bad_mask_shape"), dict(q=q, k=k, v=v, o=good["o"],
                                                        mask=np.zeros((1, Hq, Sq, Sk + 1), np.float32)))
+    # BOUNDS.md 11.1: v with +inf at (b=0, key 4, kv head 1, d 7); o correct except that column,
+    # where the kernel wrote 0 (inf_v_zero/) or NaN (inf_v_nan/, a weight rounded to 0 times inf)
+    # and +inf / -inf at keys 4 / 5 of column 6 (exact value NaN: not judged, but counted)
+    vi = v.copy(); vi[0, 4, 1, 7] = np.inf; vi[0, 4, 1, 6] = np.inf; vi[0, 5, 1, 6] = -np.inf
+    with np.errstate(invalid="ignore"):
+        oi, lsei, _, _, _ = attention(q.astype(float), k.astype(float), vi.astype(float), do.astype(float), True)
+    for name, val in (("inf_v_zero", 0.0), ("inf_v_nan", np.nan)):
+        oo = f16(oi); fed = np.isinf(oi[0, :, 2:4, 7])
+        oo[0, :, 2:4, 7][fed] = val
+        save_all(os.path.join(out, name), dict(q=q, k=k, v=vi, o=oo, lse=lsei.astype(np.float32)))
     d = os.path.join(out, "masked_row_nonzero"); os.makedirs(d, exist_ok=True)
     om = bf16_bits(tr(ob)); om[0, 0, 3, 0] = 0x3F80   # 1.0 where a fully masked row must be 0
     for name, a in dict(q=qb, k=kb, v=vb, o=om, mask=mask).items():

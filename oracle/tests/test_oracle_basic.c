@@ -838,7 +838,50 @@ static void test_compare_bias(void) {
     t_free(&t);
 }
 
+// ----------------------------------------------------------------------------
+// infinite inputs (BOUNDS.md 11.1). Regression: an O column fed by v_jd = +inf was
+// UNCHECKABLE (infinite bound) and the compensated sum's Inf - Inf correction made its
+// reference NaN, so a kernel writing 0 there passed `verify` with nothing said.
+
+static void test_inf_input(void) {
+    fa_precision pr = t_profile_fp32();
+    fa_problem p = t_problem(1, 4, 4, 1, 1, 8, 8, FA_F16, FA_CAUSAL_NONE, -1, -1);
+    t_prob t;
+    t_setup(&t, p, 0, 1, 1, 1, 0);
+    const uint16_t PINF = 0x7c00, NINF = 0xfc00, QNAN = 0x7e00;
+    t.v[2 * t.tv.stride[1] + 3] = PINF;                            /* key 2, d 3: every row sees it */
+    t.v[1 * t.tv.stride[1] + 5] = PINF; t.v[3 * t.tv.stride[1] + 5] = NINF; /* d 5: +inf and -inf */
+    fa_fwd_args a = t_fwd_args(&t);
+    for (int tier = 0; tier < 2; tier++) {
+        orc_options opt;
+        orc_options_init(&opt);
+        opt.tier = tier ? ORC_TIER_MPFR : ORC_TIER_CERTIFIED;
+        orc_fwd_result r;
+        CHECK(orc_fwd(&a, &pr, &opt, &r, NULL) == FA_OK, "fwd");
+        for (int64_t x = 0; x < r.o.n; x++) {
+            CHECK(r.o.ref[x * 8 + 3] == INFINITY && (r.o.flags[x * 8 + 3] & ORC_F_INF_INPUT),
+                  "tier %d row %lld: ref %g flags %d", tier, (long long)x, r.o.ref[x * 8 + 3], r.o.flags[x * 8 + 3]);
+            CHECK(isnan(r.o.ref[x * 8 + 5]) && !(r.o.flags[x * 8 + 5] & ORC_F_INF_INPUT), "mixed signs: NaN, unflagged");
+            CHECK(isfinite(r.o.ref[x * 8 + 0]), "other columns stay finite");
+        }
+        t_store_fwd(&t, &r);
+        /* the kernel's column 3: 0 (wrong), NaN (a weight rounded to 0 times inf), +inf, -inf (wrong) */
+        struct { uint16_t kv; int fail; } cs[] = { { 0, 1 }, { QNAN, 0 }, { PINF, 0 }, { NINF, 1 } };
+        for (int c = 0; c < 4; c++) {
+            for (int64_t i = 0; i < 4; i++) t.o[i * t.to.stride[1] + 3] = cs[c].kv;
+            orc_stats s;
+            CHECK(orc_compare_fwd(&r, &t.to, NULL, &s, NULL, NULL) == FA_OK, "cmp");
+            CHECK((s.failed == 4) == cs[c].fail && (s.failed == 0) == !cs[c].fail,
+                  "tier %d kernel value 0x%04x: failed %lld", tier, cs[c].kv, (long long)s.failed);
+            CHECK(s.unchecked == 4, "the mixed-sign column stays unchecked: %lld", (long long)s.unchecked);
+        }
+        orc_fwd_free(&r);
+    }
+    t_free(&t);
+}
+
 int main(void) {
+    test_inf_input();
     test_compare_bias();
     test_compare_grid();
     test_decode_all();
