@@ -64,6 +64,13 @@ typedef struct {
                                escalates what orc_err leaves undecided; the ratio only
                                limits how far err/bound statistics may be off);
                                0 escalates every element (testing) */
+    int lse_unknown;        /* orc_bwd only. 0 (default): the lse of fa_bwd_args is the LSE the
+                               backend's backward used. 1: it is not known (the caller had no
+                               LSE from the backend, e.g. PyTorch SDPA returns none, and filled
+                               the buffer with anything, the oracle's own LSE say): the backward
+                               is judged against ANY LSE a correct forward may give, i.e. one
+                               within the forward LSE bound of the row (BOUNDS.md 5.0); the
+                               given values are not read and lse_input_ratio is 0 */
 } orc_options;
 
 /* Fill *opt with the defaults above. */
@@ -129,7 +136,8 @@ typedef struct {
     orc_block dv;          /* columns (b, hkv, j), dim = head_dim_v */
     /* Consistency of the given forward outputs with the exact forward, as the
      * largest |given - exact| / forward-bound over computed rows (> 1: the O or
-     * LSE handed to backward is not what a correct forward produces). */
+     * LSE handed to backward is not what a correct forward produces). With
+     * opt.lse_unknown the given LSE is not read and lse_input_ratio is 0. */
     double o_input_ratio, lse_input_ratio;
     int64_t elements;
     int64_t escalations;

@@ -302,6 +302,9 @@ fa_status orc_check_options(const orc_options *o, fa_error *err) {
     if (o->threads < 0)
         return orc_fail(err, FA_ERR_INVALID, "threads", "threads = %d; use 0 for the default.",
                         o->threads);
+    if (o->lse_unknown != 0 && o->lse_unknown != 1)
+        return orc_fail(err, FA_ERR_INVALID, "lse_unknown", "lse_unknown = %d; it must be 0 or 1.",
+                        o->lse_unknown);
     if (o->max_rows < 0 || o->max_cols < 0)
         return orc_fail(err, FA_ERR_INVALID, o->max_rows < 0 ? "max_rows" : "max_cols",
                         "sampling limits must be >= 0 (0 = verify everything).");

@@ -99,6 +99,16 @@ expect 0 "^PASS" "verify: bf16 bits, [B,H,S,D], Fortran order, v2 header, -inf m
 expect 1 "o .* FAIL" "verify: one wrong element of o FAILS" -- "$fc" verify --dir "$n/wrong_o" --causal bottom_right
 expect 1 "dq .* FAIL" "verify: dq off by 1% FAILS" -- "$fc" verify --dir "$n/wrong_dq" --causal bottom_right
 expect 1 "^FAIL" "verify: non-causal outputs checked as causal FAIL" -- "$fc" verify --dir "$n/wrong_causal" --causal bottom_right
+# regression (BOUNDS.md 5.0): without --lse the backward is judged against any LSE a correct forward may give;
+# verify used to substitute the oracle's LSE and failed a correct backward that read its own forward's LSE
+expect 0 "any LSE a correct forward may give" "verify without --lse: backward with an LSE within the forward bound PASSES" -- \
+  "$fc" verify --dir "$n/lse_shift" --json "$tmp/vshift.json"
+check '/usr/bin/python3 -c "import json,sys; assert json.load(open(sys.argv[1]))[\"backward_lse\"] == \"any-correct-forward\"" "$tmp/vshift.json"' "verify --json: backward_lse any-correct-forward without --lse"
+expect 0 "^  lse .* ok$" "verify: that shifted LSE given passes the forward LSE check (a correct forward may give it)" -- \
+  "$fc" verify --dir "$n/lse_shift_given"
+expect 1 "dq .* FAIL" "verify: the exact LSE given, which that backward did not read, FAILS it" -- \
+  "$fc" verify --dir "$n/lse_shift_exact"
+expect 1 "dq .* FAIL" "verify without --lse: a backward dropping D_i still FAILS" -- "$fc" verify --dir "$n/lse_shift_broken"
 # rounding bias (mean signed error/bound): near 0 for correctly rounded outputs; o rounded toward zero
 # (still inside its bound) shows a clearly negative toward-zero mean
 expect 0 "^PASS" "verify: correct outputs, rounding bias in the JSON" -- "$fc" verify --dir "$n/good" --causal bottom_right --json "$tmp/vgood.json"

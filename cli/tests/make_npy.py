@@ -11,6 +11,14 @@ Writes, under OUTDIR:
   trunc_o/        good/'s forward with o rounded toward zero instead of to nearest (rounding bias)
   wrong_causal/   outputs of NON-causal attention, to be verified with --causal bottom_right
   bad_float64.npy, bad_truncated.npy, bad_bigendian.npy, bad_shape/ (k with the wrong head dim)
+  lse_shift/      fp16, an additive mask of -1e5 on every key (scores and LSE ~ -1e5): a backward
+                  computed with an LSE 0.04 below the exact one (within the forward LSE bound of the
+                  default profile, >= 3 2^-22 1e5 = 0.07: BOUNDS.md section 4), no lse.npy: what a
+                  correct kernel whose forward LSE is not handed to verify produces (BOUNDS.md 5.0)
+  lse_shift_given/ the same with lse.npy = that shifted LSE (the forward's LSE check must pass:
+                  the premise that a correct forward may give it)
+  lse_shift_exact/ the same with lse.npy = the exact LSE, which the backward did not use
+  lse_shift_broken/ lse_shift/ with dq of a backward that drops D_i (dS = P dP): must still fail
 """
 import os
 import sys
@@ -18,8 +26,10 @@ import sys
 import numpy as np
 
 
-def attention(q, k, v, do, causal_br, mask=None):
-    """float64 reference. q [B,Sq,Hq,D], k/v [B,Sk,Hkv,D]; returns o, lse [B,Hq,Sq], dq, dk, dv."""
+def attention(q, k, v, do, causal_br, mask=None, lse_shift=0.0, drop_d=False):
+    """float64 reference. q [B,Sq,Hq,D], k/v [B,Sk,Hkv,D]; returns o, lse [B,Hq,Sq], dq, dk, dv.
+    lse_shift: the backward's P is exp(s - (lse + lse_shift)) (a backward reading a shifted LSE);
+    drop_d: dS = P dP (a broken backward)."""
     B, Sq, Hq, D = q.shape
     Sk, Hkv = k.shape[1], k.shape[2]
     g = Hq // Hkv
@@ -44,10 +54,12 @@ def attention(q, k, v, do, causal_br, mask=None):
             o[b, :, h, :] = p @ v[b, :, kh, :]
             lse[b, h, :] = np.where(visible, (m + np.log(np.where(l > 0, l, 1)))[:, 0], -np.inf)
             dO = do[b, :, h, :]
+            if lse_shift:
+                p = np.where(np.isfinite(s), np.exp(s - (lse[b, h, :][:, None] + lse_shift)), 0.0)
             dv[b, :, kh, :] += p.T @ dO
             dp = dO @ v[b, :, kh, :].T
             Di = (dO * o[b, :, h, :]).sum(axis=1, keepdims=True)
-            ds = p * (dp - Di)
+            ds = p * dp if drop_d else p * (dp - Di)
             dq[b, :, h, :] = scale * ds @ k[b, :, kh, :]
             dk[b, :, kh, :] += scale * ds.T @ q[b, :, h, :]
     return o, lse, dq, dk, dv
@@ -141,6 +153,23 @@ def main(out):
     om = bf16_bits(tr(ob)); om[0, 0, 3, 0] = 0x3F80   # 1.0 where a fully masked row must be 0
     for name, a in dict(q=qb, k=kb, v=vb, o=om, mask=mask).items():
         np.save(os.path.join(d, name + ".npy"), a)
+
+    # BOUNDS.md 5.0: a backward that read an LSE other than the exact one, within the forward bound
+    B, Sq, Sk, H, D = 1, 24, 24, 2, 16
+    q = f16(rng.standard_normal((B, Sq, H, D)))
+    k = f16(rng.standard_normal((B, Sk, H, D)))
+    v = f16(rng.standard_normal((B, Sk, H, D)))
+    do = f16(rng.standard_normal((B, Sq, H, D)))
+    mask = np.full((1, 1, Sq, Sk), -1e5, np.float32)
+    args = (q.astype(float), k.astype(float), v.astype(float), do.astype(float), False)
+    o, lse, _, _, _ = attention(*args, mask=mask.astype(np.float64))
+    _, _, dq, dk, dv = attention(*args, mask=mask.astype(np.float64), lse_shift=-0.04)
+    _, _, dqb, _, _ = attention(*args, mask=mask.astype(np.float64), lse_shift=-0.04, drop_d=True)
+    base = dict(q=q, k=k, v=v, do=do, mask=mask, o=f16(o), dq=f16(dq), dk=f16(dk), dv=f16(dv))
+    save_all(os.path.join(out, "lse_shift"), base)
+    save_all(os.path.join(out, "lse_shift_given"), dict(base, lse=(lse - 0.04).astype(np.float32)))
+    save_all(os.path.join(out, "lse_shift_exact"), dict(base, lse=lse.astype(np.float32)))
+    save_all(os.path.join(out, "lse_shift_broken"), dict(base, dq=f16(dqb)))
 
 
 if __name__ == "__main__":

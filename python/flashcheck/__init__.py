@@ -114,7 +114,9 @@ def verify(q, k, v, o, lse=None, do=None, dq=None, dk=None, dv=None, *, causal="
     causal: "none" | "top_left" (True, PyTorch is_causal) | "bottom_right"; window: None or
     (left, right); scale: None for 1/sqrt(head_dim); mask: additive float32 [B|1, Hq|1, Sq, Sk];
     profile: a precision preset name (the precision the implementation promises; "tensorcore"
-    for GPU kernels, "fp32" for fp32 math). Returns a Verdict (truthy when it passed)."""
+    for GPU kernels, "fp32" for fp32 math). lse=None: the backward is judged against any LSE a
+    correct forward may give (the backend's own LSE, when it has one, gives tighter gradient bounds).
+    Returns a Verdict (truthy when it passed)."""
     import numpy as np
     if causal not in _CAUSAL:
         raise ValueError("causal must be one of %s" % sorted(k for k in _CAUSAL if isinstance(k, str)))
