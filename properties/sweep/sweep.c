@@ -1,9 +1,11 @@
 /* sweep.c: the fixed certification sweeps (sweep.h). */
+#define _POSIX_C_SOURCE 200809L
 #include "properties/sweep/sweep.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "fuzz/fz_gen.h"
 #include "properties/properties.h"
@@ -643,4 +645,66 @@ int64_t fc_sweep_misuse(const fa_backend *be, fc_sweep_misuse_cb cb, void *user)
                 if (cb) cb(user, &res);
             }
     return n;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int64_t fc_sweep_run(const fa_backend *be, const fc_sweep_entry *e, int64_t n, int only, FILE *log,
+                     fc_sweep_tally tally[FC_SWEEP_CAT_COUNT]) {
+    fc_sweep_tally local[FC_SWEEP_CAT_COUNT];
+    if (!tally) tally = local;
+    memset(tally, 0, sizeof(fc_sweep_tally) * FC_SWEEP_CAT_COUNT);
+    fc_verdict *v = malloc(sizeof *v);
+    if (!v) {
+        if (log) fprintf(log, "FAIL sweep: out of memory for a verdict\n");
+        return n > 0 ? n : 1;
+    }
+    int64_t failed = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (only >= 0 && e[i].category != only) continue;
+        fc_sweep_tally *t = &tally[e[i].category];
+        double t0 = now_s();
+        fc_sweep_check(be, &e[i], v);
+        double dt = now_s() - t0;
+        char why[400];
+        int ok = fc_sweep_met(&e[i], v, why, sizeof why);
+        t->ran++;
+        t->seconds += dt;
+        if (!ok) {
+            t->failed++;
+            failed++;
+        }
+        if (log) {
+            double worst = 0;
+            int64_t elems = 0;
+            for (int k = 0; k < FC_T_COUNT; k++)
+                if (v->t[k].checked) {
+                    elems += v->t[k].elements;
+                    if (v->t[k].max_ratio > worst) worst = v->t[k].max_ratio;
+                }
+            if (ok)
+                fprintf(log, "ok   %s%s%s: %s, %lld elements judged, worst error/bound %.3g (%.1f s)\n", e[i].label,
+                        e[i].prop >= 0 ? " property " : "", e[i].prop >= 0 ? fc_prop_table[e[i].prop].name : "",
+                        fc_outcome_name(v->outcome), (long long)elems, worst, dt);
+            else {
+                fprintf(log, "FAIL %s%s%s: %s (%.1f s)\n", e[i].label, e[i].prop >= 0 ? " property " : "",
+                        e[i].prop >= 0 ? fc_prop_table[e[i].prop].name : "", why, dt);
+                fc_verdict_print(v, log);
+            }
+            fflush(log);
+        }
+    }
+    free(v);
+    if (log) {
+        fprintf(log, "%-18s %7s %7s %9s\n", "category", "cases", "failed", "seconds");
+        for (int k = 0; k < FC_SWEEP_CAT_COUNT; k++)
+            if (tally[k].ran)
+                fprintf(log, "%-18s %7lld %7lld %9.1f\n", cat_names[k], (long long)tally[k].ran, (long long)tally[k].failed,
+                        tally[k].seconds);
+    }
+    return failed;
 }

@@ -40,6 +40,7 @@
 #define FLASHCHECK_SWEEP_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "case/case.h"
 #include "fuzz/fz_misuse.h"
@@ -87,8 +88,9 @@ typedef enum {
     FC_SWEEP_EXPECT_DECLINE,     /* a layout the backend may decline: PASS, or SKIP because the
                                     backend said UNSUPPORTED (fc_check_case then also checks that
                                     nothing was written: "rejected_wrote") */
-    FC_SWEEP_EXPECT_JUDGED       /* PASS, or SKIP for elements without a finite bound (the oracle's
-                                    UNCHECKABLE) as long as some element of every output was judged */
+    FC_SWEEP_EXPECT_JUDGED       /* PASS, or SKIP only for elements without a finite bound (the
+                                    oracle's UNCHECKABLE) while the tensor the entry is about (dQ;
+                                    O when forward only) had judged elements (fuzz findings) */
 } fc_sweep_expect;
 
 typedef struct {
@@ -123,6 +125,18 @@ fc_outcome fc_sweep_check(const fa_backend *be, const fc_sweep_entry *e, fc_verd
 
 /* 1 when verdict v is what entry e expects (fc_sweep_expect), else 0 with a sentence in why. */
 int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t whylen);
+
+/* Run entries in process, one after another (a driver without worker processes: the GPU
+ * cc_tests): entries whose category is not `only` (>= 0) are left out. Prints one line per entry
+ * to log ("ok   LABEL: ..." or "FAIL LABEL: why") and a table per category with its wall time;
+ * fills tally (per category, may be NULL). Returns the number of entries that did not meet
+ * their expectation (fc_sweep_met). */
+typedef struct {
+    int64_t ran, failed;
+    double seconds;
+} fc_sweep_tally;
+int64_t fc_sweep_run(const fa_backend *be, const fc_sweep_entry *e, int64_t n, int only, FILE *log,
+                     fc_sweep_tally tally[FC_SWEEP_CAT_COUNT]);
 
 /* The API-misuse suite (fuzz/fz_misuse.h): every corruption kind at 10 parameters, forward and
  * backward, on one small case; cb gets each call that applied. Returns the number of calls made. */
