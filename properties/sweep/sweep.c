@@ -456,7 +456,7 @@ static void build_cuda(sweep_list *s) {
         for (int sp = 0; sp < 9; ++sp)
             for (int dt = 0; dt < 2; ++dt) {
                 const leak_spec *z = &ls[sp];
-                if (s->o->sanitize && (z->Sq > 300 || dt)) continue;
+                if (s->o->sanitize && (z->Sq > 300 || z->Sk > 300 || dt)) continue;
                 if (quick && sp % 2 && dt) continue;
                 grid_spec g = spec(z->Sq, z->Sk, z->D, dt ? FA_BF16 : FA_F16);
                 set_mask_kind(&g, z->kind);
@@ -602,8 +602,10 @@ int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t
     if (why && whylen) why[0] = 0;
     if (v->outcome == FC_PASS) return 1;
     if (v->outcome == FC_FAIL) {
-        if (why && whylen) snprintf(why, whylen, "failed: [%s] %s", v->n_reasons ? v->reason[0].check : "?",
-                                    v->n_reasons ? v->reason[0].text : "");
+        int k = 0;   /* the first failure's reason (skips and overflow notes may precede it) */
+        while (k + 1 < v->n_reasons && (!strcmp(v->reason[k].check, "skip") || !strcmp(v->reason[k].check, "overflow"))) k++;
+        if (why && whylen) snprintf(why, whylen, "failed: [%s] %s", v->n_reasons ? v->reason[k].check : "?",
+                                    v->n_reasons ? v->reason[k].text : "");
         return 0;
     }
     if (v->outcome == FC_OVERFLOW) {
