@@ -7,7 +7,8 @@
  *   - production: S >= 8k, GQA, causal, one call past 2^31 elements per tensor;
  *   - every entry is a valid case (fc_case_check);
  *   - fc_sweep_met on synthetic verdicts;
- *   - fc_sweep_run on the CPU backend: a quick category passes, a mutant of the backend fails it. */
+ *   - fc_sweep_run on the CPU backend: a quick category passes, a mutant of the backend fails it;
+ *     the cuda set's sanitize subset passes (its cases are well formed, expectations are met). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -244,12 +245,32 @@ static void test_run(void) {
     free(e);
 }
 
+/* the device grid's cases are well formed and a correct backend meets every expectation: the
+   sanitize subset of the cuda set (short grid cases, leak geometries, declined layouts, findings)
+   on the CPU backend */
+static void test_cuda_on_cpu(void) {
+    fc_sweep_opts o;
+    fc_sweep_opts_default(&o);
+    o.sets = FC_SWEEP_SET_CUDA;
+    o.sanitize = 1;
+    fc_sweep_entry *e;
+    int64_t n = fc_sweep_build(&o, &e);
+    fc_sweep_tally t[FC_SWEEP_CAT_COUNT];
+    fa_cpu_set_mutant(0);
+    int64_t bad = fc_sweep_run(fa_backend_cpu(), e, n, -1, stdout, t);
+    CHECK(bad == 0 && t[FC_SWEEP_CUDA_GRID].ran > 10 && t[FC_SWEEP_CUDA_LEAK].ran > 3 && t[FC_SWEEP_CUDA_FINDINGS].ran == 2 &&
+              t[FC_SWEEP_CUDA_DECLINED].ran == 4,
+          "cuda sanitize subset on the CPU backend: %lld of %lld failed", (long long)bad, (long long)n);
+    free(e);
+}
+
 int main(void) {
     test_base();
     test_cuda();
     test_production();
     test_met();
     test_run();
+    test_cuda_on_cpu();
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "ok", failures);
     return failures ? 1 : 0;
 }
