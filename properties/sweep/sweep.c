@@ -502,12 +502,11 @@ static void build_cuda(sweep_list *s) {
             if (e) e->expect = FC_SWEEP_EXPECT_DECLINE;
         }
     }
-    /* GPU findings from their case text */
-    for (int i = 0; i < 2; i++) {
+    /* GPU findings from their case text (backward findings: with a backward only) */
+    for (int i = 0; i < 2 && bwd; i++) {
         fc_case c;
         char msg[200];
         if (fc_case_parse(findings[i].text, &c, msg, sizeof msg) != 0) continue; /* fixed text: sweep_test parses it */
-        if (!bwd) c.backward = 0;
         char label[120];
         snprintf(label, sizeof label, "finding %s", findings[i].name);
         fc_sweep_entry *e = push(s, FC_SWEEP_CUDA_FINDINGS, &c, -1, label);
@@ -608,15 +607,16 @@ int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t
                                     v->n_reasons ? v->reason[k].text : "");
         return 0;
     }
-    if (v->outcome == FC_OVERFLOW) {
+    if (v->outcome == FC_OVERFLOW && e->expect != FC_SWEEP_EXPECT_JUDGED) {
         if (why && whylen) snprintf(why, whylen, "overflow-sensitive (not a pass): %s", v->n_reasons ? v->reason[0].text : "");
         return 0;
     }
-    /* SKIP */
+    /* SKIP (or, for a finding, OVERFLOW) */
     int unsupported = 0, uncheckable = 0, other = 0;
     for (int i = 0; i < v->n_reasons; i++) {
         const char *t = v->reason[i].text;
-        if (strstr(t, "unsupported (")) unsupported++;
+        if (!strcmp(v->reason[i].check, "overflow")) uncheckable++; /* no finite bound there either (BOUNDS.md 11) */
+        else if (strstr(t, "unsupported (")) unsupported++;
         else if (strstr(t, "uncheckable")) uncheckable++;
         else other++;
     }

@@ -88,9 +88,11 @@ typedef enum {
     FC_SWEEP_EXPECT_DECLINE,     /* a layout the backend may decline: PASS, or SKIP because the
                                     backend said UNSUPPORTED (fc_check_case then also checks that
                                     nothing was written: "rejected_wrote") */
-    FC_SWEEP_EXPECT_JUDGED       /* PASS, or SKIP only for elements without a finite bound (the
-                                    oracle's UNCHECKABLE) while the tensor the entry is about (dQ;
-                                    O when forward only) had judged elements (fuzz findings) */
+    FC_SWEEP_EXPECT_JUDGED       /* PASS, or SKIP / OVERFLOW only for elements without a finite
+                                    bound (the oracle's UNCHECKABLE, or NaN/Inf where the profile's
+                                    own intermediates may overflow: oracle/BOUNDS.md section 11)
+                                    while the tensor the entry is about (dQ; O when forward only)
+                                    had judged elements and none failed (the fuzz findings) */
 } fc_sweep_expect;
 
 typedef struct {

@@ -165,7 +165,8 @@ static void test_cuda(void) {
     o.sets = FC_SWEEP_SET_CUDA | FC_SWEEP_SET_PRODUCTION | FC_SWEEP_SET_BASE;
     o.has_bwd = 0;
     n = fc_sweep_build(&o, &e);
-    for (int64_t i = 0; i < n; i++) CHECK(e[i].c.backward == 0, "forward-only sweep: %s", e[i].label);
+    for (int64_t i = 0; i < n; i++)
+        CHECK(e[i].c.backward == 0 && e[i].category != FC_SWEEP_CUDA_FINDINGS, "forward-only sweep: %s", e[i].label);
     free(e);
 }
 
@@ -221,8 +222,13 @@ static void test_met(void) {
     v.t[FC_T_DQ].checked = 1;
     v.t[FC_T_DQ].elements = 10;
     CHECK(fc_sweep_met(&e, &v, why, sizeof why), "JUDGED with judged dQ elements");
-    fc_verdict_overflow(&v, "o: overflow");
+    fc_verdict_overflow(&v, "dq: 16 elements NaN/Inf where the profile's own intermediates may overflow");
+    CHECK(fc_sweep_met(&e, &v, why, sizeof why), "a finding: overflow-sensitive elements beside judged dQ elements");
+    e.expect = FC_SWEEP_EXPECT_PASS;
     CHECK(!fc_sweep_met(&e, &v, why, sizeof why), "overflow-sensitive is not a pass");
+    e.expect = FC_SWEEP_EXPECT_JUDGED;
+    fc_verdict_fail(&v, "bound", "dq: 1 of 128 elements outside their bound");
+    CHECK(!fc_sweep_met(&e, &v, why, sizeof why) && strstr(why, "bound"), "a finding that fails: %s", why);
 }
 
 /* the in-process driver on the CPU backend: the quick gqa category passes; a GQA mutant fails it */
