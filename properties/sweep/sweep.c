@@ -335,8 +335,15 @@ static void add_grid(sweep_list *s, const char *sec, const grid_spec *g) {
     int64_t idx = grid_idx++;
     if (sanitize_skip(s, g, idx)) return;
     fc_case c = grid_case(g, idx, s->o->has_bwd, 0);
+    /* the backward's two modes alternate over the grid: deterministic (with the bitwise re-run)
+       and the shipped default (atomic dQ accumulation) */
+    c.deterministic = idx % 2 == 0;
     char label[120];
     grid_label(label, sizeof label, sec, idx, g, &c);
+    if (s->o->has_bwd) {
+        size_t l = strlen(label);
+        snprintf(label + l, sizeof label - l, c.deterministic ? " det" : " atomic");
+    }
     push(s, FC_SWEEP_CUDA_GRID, &c, -1, label);
 }
 
