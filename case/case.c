@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* element count above which fills run on OpenMP threads */
+#define FC_PAR_ELEMS ((int64_t)1 << 24)
+
 /* ---------------------------------------------------------------------------
  * Names
  * ------------------------------------------------------------------------- */
@@ -167,9 +170,13 @@ int fc_case_check(const fc_case *c, char *msg, size_t msglen) {
     for (int t = 0; t < FC_T_COUNT; t++)
         if (checked_extents(c, t, &numel[t], &span[t]))
             FAIL("tensor %s: its size or stride overflows 64 bits (shape too large)", tensor_names[t]);
+    /* 64-bit element counts and offsets throughout (tensors past 2^31 elements are cases like any
+       other); the limit only keeps every index sum of a checked case far from 2^63 */
     for (int t = 0; t < FC_T_COUNT; t++) {
-        if (numel[t] > ((int64_t)1 << 31)) FAIL("tensor %s has more than 2^31 elements", tensor_names[t]);
-        if (span[t] > ((int64_t)1 << 32)) FAIL("tensor %s spans more than 2^32 elements", tensor_names[t]);
+        if (numel[t] > FC_CASE_MAX_ELEMS)
+            FAIL("tensor %s has %lld elements, more than 2^40", tensor_names[t], (long long)numel[t]);
+        if (span[t] > FC_CASE_MAX_ELEMS)
+            FAIL("tensor %s spans %lld elements, more than 2^40", tensor_names[t], (long long)span[t]);
     }
     return 0;
 }
@@ -545,8 +552,8 @@ int fc_buf_alloc(const fc_case *c, int t, int64_t guard, int poison, fc_buf *b,
     b->alloc_elems = 2 * guard + b->offset + b->span;
     int64_t n = b->alloc_elems > 0 ? b->alloc_elems : 1;
     size_t bytes = (size_t)n * b->elem_size;
-    if (n > ((int64_t)1 << 32)) {
-        if (msg && msglen) snprintf(msg, msglen, "tensor %s needs %lld elements (> 2^32)", fc_tensor_name(t), (long long)n);
+    if (n > FC_CASE_MAX_ELEMS + 2 * guard + (1 << 20)) {
+        if (msg && msglen) snprintf(msg, msglen, "tensor %s needs %lld elements (> 2^40)", fc_tensor_name(t), (long long)n);
         return -1;
     }
     bytes = (bytes + 63) & ~(size_t)63;
@@ -557,9 +564,11 @@ int fc_buf_alloc(const fc_case *c, int t, int64_t guard, int poison, fc_buf *b,
     }
     if (b->elem_size == 2) {
         uint16_t *p = b->alloc, v = fc_poison16(poison);
+#pragma omp parallel for schedule(static) if (n > FC_PAR_ELEMS)
         for (int64_t i = 0; i < n; i++) p[i] = v;
     } else {
         uint32_t *p = b->alloc, v = fc_poison32(poison);
+#pragma omp parallel for schedule(static) if (n > FC_PAR_ELEMS)
         for (int64_t i = 0; i < n; i++) p[i] = v;
     }
     return 0;
@@ -615,6 +624,12 @@ static void fill_dist(const fc_case *c, fc_buf *b) {
     gen_ctx_init(c, b->tensor, &g);
     const int64_t *dim = b->dim, *st = b->stride;
     uint16_t *base = (uint16_t *)b->alloc + b->guard + b->offset;
+    /* rows in parallel for large tensors (every value is a pure function of its index, so the
+       result does not depend on the thread count); CONST_ROWS / TIES copy from an earlier row,
+       so they stay sequential */
+    const int par = dim[0] * dim[1] * dim[2] * dim[3] > FC_PAR_ELEMS && g.kind != FC_DIST_CONST_ROWS &&
+                    g.kind != FC_DIST_TIES;
+#pragma omp parallel for collapse(2) schedule(static) if (par)
     for (int64_t i0 = 0; i0 < dim[0]; i0++)
         for (int64_t i1 = 0; i1 < dim[1]; i1++) {
             int64_t s = dist_seq(g.kind, i1);

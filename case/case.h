@@ -190,9 +190,12 @@ void fc_case_default(fc_case *c);
 /* Structural sanity of a case (batch and sequence lengths >= 0, heads and head
  * dims >= 1 as the contract requires, Hq % Hkv == 0, a nonzero scale normal in
  * fp32, layouts are permutations, pads >= 0, distribution/mask parameters in
- * range, every element count and span computed without 64-bit overflow, total
- * size of any tensor under 2^31 elements). 0 if fine, else -1 with a sentence in
- * msg naming the field. Does not decide whether a BACKEND accepts it. */
+ * range, every element count and span computed without 64-bit overflow, no
+ * tensor over FC_CASE_MAX_ELEMS elements or span). 0 if fine, else -1 with a sentence in
+ * msg naming the field. Does not decide whether a BACKEND accepts it.
+ * Element counts, spans and offsets are 64-bit everywhere (tensors past 2^31 elements
+ * are ordinary cases). */
+#define FC_CASE_MAX_ELEMS ((int64_t)1 << 40)
 int fc_case_check(const fc_case *c, char *msg, size_t msglen);
 
 /* Logical dims of tensor t in the contract's order; returns ndim (4, or 3 for LSE). */

@@ -35,11 +35,6 @@ int cli_verify(int argc, char **argv);
 int cli_cases(int argc, char **argv);
 int cli_inputs(int argc, char **argv);
 
-/* certify's fixed sweep (cmd_certify.c build_sweep: categories shapes .. empty, no property
-   cases), each case fitted into lim (NULL: no backend limits; then every case is the contract's)
-   with backward on when has_bwd. Returns the count and a malloc'd array in *out, -1 out of memory. */
-typedef struct { fc_case c; const char *category; } cli_sweep_case;
-int64_t cli_certify_sweep(const fa_limits *lim, int has_bwd, int quick, cli_sweep_case **out);
 
 /* "flashcheck SUB: message" on stderr, plus "run 'flashcheck SUB --help'"; returns CLI_USAGE */
 int cli_usage_error(const char *sub, const char *fmt, ...)

@@ -16,6 +16,7 @@
 #include "cli/cli.h"
 #include "cli/npy.h"
 #include "fuzz/fz_store.h"
+#include "properties/sweep/sweep.h"
 
 static const char *cases_help =
     "usage: flashcheck cases --out DIR [--quick] [--category C]\n"
@@ -62,7 +63,6 @@ static const char *inputs_help =
     "\n"
     "exit: 0 written, 2 usage (bad option, bad case file, DIR holds input files), 4 cannot write\n";
 
-static const char *cat_list[] = { "shapes", "causal", "window", "mask", "gqa", "layout", "values", "empty" };
 
 static int ends_with(const char *s, const char *suf)
 {
@@ -112,7 +112,8 @@ int cli_cases(int argc, char **argv)
         else if ((r = cli_opt(argc, argv, &i, "--category", &v))) {
             if (r < 0) return cli_usage_error("cases", "--category needs a category name");
             int ok = 0;
-            for (size_t k = 0; k < sizeof cat_list / sizeof cat_list[0]; k++) ok |= strcmp(v, cat_list[k]) == 0;
+            int k = fc_sweep_cat_by_name(v);   /* the base set's categories, not its property cases */
+            ok = k >= 0 && fc_sweep_cat_set(k) == FC_SWEEP_SET_BASE && k != FC_SWEEP_PROPERTIES;
             if (!ok) return cli_usage_error("cases", "--category %s: unknown; the categories are shapes causal window mask gqa layout values empty", v);
             cat = v;
         }
@@ -131,23 +132,29 @@ int cli_cases(int argc, char **argv)
         fprintf(stderr, "flashcheck cases: %s already holds case files (%s); choose another --out (nothing was overwritten)\n", out, first);
         return CLI_USAGE;
     }
-    cli_sweep_case *sw = NULL;
-    int64_t n = cli_certify_sweep(NULL, 1, quick, &sw);
+    /* certify's base set (properties/sweep/sweep.h), not fitted to a backend, backward on */
+    fc_sweep_opts so;
+    fc_sweep_opts_default(&so);
+    so.quick = quick;
+    fc_sweep_entry *sw = NULL;
+    int64_t n = fc_sweep_build(&so, &sw);
     if (n < 0) { fprintf(stderr, "flashcheck cases: out of memory\n"); return CLI_INTERNAL; }
     int rc = CLI_OK, num = 0;
     const char *prev = NULL;
     for (int64_t i = 0; i < n && rc == CLI_OK; i++) {
-        num = prev && strcmp(prev, sw[i].category) == 0 ? num + 1 : 1;
-        prev = sw[i].category;
-        if (cat && strcmp(cat, sw[i].category) != 0) continue;
+        if (sw[i].category == FC_SWEEP_PROPERTIES) continue;
+        const char *category = fc_sweep_cat_name(sw[i].category);
+        num = prev && strcmp(prev, category) == 0 ? num + 1 : 1;
+        prev = category;
+        if (cat && strcmp(cat, category) != 0) continue;
         char path[4400];
-        snprintf(path, sizeof path, "%s/%s-%03d.case", out, sw[i].category, num);
+        snprintf(path, sizeof path, "%s/%s-%03d.case", out, category, num);
         size_t len = fc_case_write(&sw[i].c, NULL, 0);
         char *text = malloc(len + 1);
         if (!text) { fprintf(stderr, "flashcheck cases: out of memory\n"); rc = CLI_INTERNAL; break; }
         fc_case_write(&sw[i].c, text, len + 1);
         if (write_new(path, text, msg, sizeof msg) != 0) { fprintf(stderr, "flashcheck cases: %s\n", msg); rc = CLI_INTERNAL; }
-        else printf("%s-%03d.case\n", sw[i].category, num);
+        else printf("%s-%03d.case\n", category, num);
         free(text);
     }
     free(sw);

@@ -351,7 +351,12 @@ int fz_case_fit(fc_case *c, const fz_budget *b, const fa_limits *lim, int backen
     for (;;) {
         int64_t d = p->head_dim_qk > p->head_dim_v ? p->head_dim_qk : p->head_dim_v;
         int64_t sq = p->seqlen_q > 0 ? p->seqlen_q : 1, sk = p->seqlen_k > 0 ? p->seqlen_k : 1;
-        if (p->batch * p->heads_q * sq * sk * d <= b->max_work) break;
+        /* 64-bit and saturating: production budgets (S up to 2^20, thousands of heads) overflow
+           the plain product */
+        int64_t w = p->batch, f[4] = { p->heads_q, sq, sk, d };
+        for (int k = 0; k < 4 && w <= b->max_work; k++)
+            if (__builtin_mul_overflow(w, f[k], &w)) w = INT64_MAX;
+        if (w <= b->max_work) break;
         if (p->batch > 1) p->batch--;
         else if (p->heads_q > p->heads_kv) p->heads_q -= p->heads_kv;
         else if (p->heads_kv > 1) p->heads_q = --p->heads_kv;

@@ -38,7 +38,44 @@ static void oracle_options(orc_options *opt) {
     opt->baseline = 0;
 }
 
+/* B Hq Sq Sk max(Dqk, Dv), saturating at INT64_MAX */
+static int64_t oracle_work(const fc_case *c) {
+    const fa_problem *p = &c->p;
+    int64_t d = p->head_dim_qk > p->head_dim_v ? p->head_dim_qk : p->head_dim_v;
+    int64_t f[5] = {p->batch, p->heads_q, p->seqlen_q, p->seqlen_k, d}, w = 1;
+    for (int k = 0; k < 5; k++) {
+        if (f[k] <= 0) return 0;
+        if (__builtin_mul_overflow(w, f[k], &w)) return INT64_MAX;
+    }
+    return w;
+}
+
+void fc_check_sample_plan(const fc_case *c, const fc_check_opts *o, int64_t *max_rows, int64_t *max_cols) {
+    int64_t r = o ? o->max_rows : -1, k = o ? o->max_cols : -1;
+    int big = oracle_work(c) > FC_CHECK_FULL_WORK;
+    *max_rows = r >= 0 ? r : big ? FC_CHECK_SAMPLE : 0;
+    *max_cols = k >= 0 ? k : big ? FC_CHECK_SAMPLE : 0;
+}
+
+static int oracle_fwd_sampled(const fc_run *r, const fa_precision *prec, int64_t rows, orc_fwd_result *res, char *msg,
+                              size_t msglen);
+static int oracle_bwd_sampled(const fc_run *r, const fa_precision *prec, int64_t rows, int64_t cols,
+                              orc_bwd_result *res, char *msg, size_t msglen);
+
 int fc_oracle_fwd(const fc_run *r, const fa_precision *prec, orc_fwd_result *res, char *msg, size_t msglen) {
+    int64_t rows, cols;
+    fc_check_sample_plan(&r->c, NULL, &rows, &cols);
+    return oracle_fwd_sampled(r, prec, rows, res, msg, msglen);
+}
+
+int fc_oracle_bwd(const fc_run *r, const fa_precision *prec, orc_bwd_result *res, char *msg, size_t msglen) {
+    int64_t rows, cols;
+    fc_check_sample_plan(&r->c, NULL, &rows, &cols);
+    return oracle_bwd_sampled(r, prec, rows, cols, res, msg, msglen);
+}
+
+static int oracle_fwd_sampled(const fc_run *r, const fa_precision *prec, int64_t rows, orc_fwd_result *res, char *msg,
+                              size_t msglen) {
     fa_fwd_args a;
     memset(&a, 0, sizeof a);
     a.p = r->c.p;
@@ -50,6 +87,8 @@ int fc_oracle_fwd(const fc_run *r, const fa_precision *prec, orc_fwd_result *res
     a.lse = host_lse(&r->buf[FC_T_LSE]);
     orc_options opt;
     oracle_options(&opt);
+    opt.max_rows = rows;
+    opt.seed = r->c.seed;
     fa_error err;
     memset(&err, 0, sizeof err);
     fa_status st = orc_fwd(&a, prec, &opt, res, &err);
@@ -60,7 +99,8 @@ int fc_oracle_fwd(const fc_run *r, const fa_precision *prec, orc_fwd_result *res
     return 0;
 }
 
-int fc_oracle_bwd(const fc_run *r, const fa_precision *prec, orc_bwd_result *res, char *msg, size_t msglen) {
+static int oracle_bwd_sampled(const fc_run *r, const fa_precision *prec, int64_t rows, int64_t cols,
+                              orc_bwd_result *res, char *msg, size_t msglen) {
     fa_bwd_args a;
     memset(&a, 0, sizeof a);
     a.p = r->c.p;
@@ -77,6 +117,9 @@ int fc_oracle_bwd(const fc_run *r, const fa_precision *prec, orc_bwd_result *res
     a.deterministic = r->c.deterministic;
     orc_options opt;
     oracle_options(&opt);
+    opt.max_rows = rows;
+    opt.max_cols = cols;
+    opt.seed = r->c.seed;
     fa_error err;
     memset(&err, 0, sizeof err);
     fa_status st = orc_bwd(&a, prec, &opt, res, &err);
@@ -300,6 +343,8 @@ void fc_check_opts_default(fc_check_opts *o) {
     o->determinism = 1;
     o->backward = -1;
     o->verbose = 0;
+    o->max_rows = -1;
+    o->max_cols = -1;
 }
 
 /* Status of a call on a valid case: OK continues; UNSUPPORTED skips; anything
@@ -357,8 +402,10 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
     if (!judge_status(&r1, "forward", fwd_outs, 2, v)) goto done;
     fc_check_written(&r1, FC_T_O, v);
     fc_check_written(&r1, FC_T_LSE, v);
+    int64_t max_rows, max_cols;
+    fc_check_sample_plan(&c, o, &max_rows, &max_cols);
     orc_fwd_result fres;
-    if (fc_oracle_fwd(&r1, fc_check_profile(be), &fres, msg, sizeof msg)) {
+    if (oracle_fwd_sampled(&r1, fc_check_profile(be), max_rows, &fres, msg, sizeof msg)) {
         fc_verdict_fail(v, "harness", "%s", msg);
         goto done;
     }
@@ -392,7 +439,7 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
         if (!judge_status(&r1, "backward", bwd_outs, 3, v)) goto done;
         for (int i = 0; i < 3; i++) fc_check_written(&r1, bwd_outs[i], v);
         orc_bwd_result bres;
-        if (fc_oracle_bwd(&r1, fc_check_profile(be), &bres, msg, sizeof msg)) {
+        if (oracle_bwd_sampled(&r1, fc_check_profile(be), max_rows, max_cols, &bres, msg, sizeof msg)) {
             fc_verdict_fail(v, "harness", "%s", msg);
             goto done;
         }

@@ -214,8 +214,21 @@ typedef struct {
     int determinism;   /* 1 (default): run a second time and compare bitwise */
     int backward;      /* -1 (default): as the case says; 0/1 force */
     int verbose;       /* print the verdict to stderr on failure */
+    int64_t max_rows;  /* oracle rows (O, LSE, dQ): -1 (default) fc_check_sample_plan, 0 all, > 0 a seeded sample */
+    int64_t max_cols;  /* oracle columns (dK, dV): the same */
 } fc_check_opts;
 void fc_check_opts_default(fc_check_opts *o);
+
+/* Oracle sampling of large cases (64-bit cases of more than 2^31 elements included). The CPU
+ * oracle costs about B Hq Sq Sk max(Dqk, Dv) operations per pass; past FC_CHECK_FULL_WORK it
+ * checks a seeded sample of FC_CHECK_SAMPLE rows (b, hq, i) of O, LSE, dQ and as many columns
+ * (b, hkv, j) of dK, dV (uniform over every row: rows past element 2^31 are drawn in proportion),
+ * the seed being the case's. Guards, unwritten outputs, unchanged inputs and determinism still
+ * cover every element. A GPU tier of the oracle (oracle/gpu/) that can take every element of
+ * such a case replaces the sample here (the one place the plan is made). */
+#define FC_CHECK_FULL_WORK ((int64_t)1 << 31)
+#define FC_CHECK_SAMPLE 256
+void fc_check_sample_plan(const fc_case *c, const fc_check_opts *o, int64_t *max_rows, int64_t *max_cols);
 
 /* The precision profile the checks judge a backend by: the one set with
  * fc_check_set_profile (verify/certify/fuzz --profile NAME: a named preset overriding

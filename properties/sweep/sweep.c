@@ -1,0 +1,719 @@
+/* sweep.c: the fixed certification sweeps (sweep.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "properties/sweep/sweep.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "fuzz/fz_gen.h"
+#include "properties/properties.h"
+
+/* ------------------------------------------------------------------------- */
+/* categories                                                                */
+
+static const char *cat_names[FC_SWEEP_CAT_COUNT] = {
+    "shapes", "causal", "window", "mask", "gqa", "layout", "values", "empty", "properties",
+    "cuda_grid", "cuda_leak", "cuda_determinism", "cuda_declined", "cuda_findings", "cuda_big", "production",
+};
+static const char *cat_what[FC_SWEEP_CAT_COUNT] = {
+    "Sq, Sk at 0, 1, primes, tile sizes +-1; head dims 32..256",
+    "top-left and bottom-right causal with Sq <, =, > Sk",
+    "sliding windows at tile edges, decode (Sq = 1)",
+    "additive masks: random -inf, stripes, fully masked rows/columns, finite, broadcast",
+    "grouped-query and multi-query attention",
+    "permuted dimension orders, stride gaps, storage offsets",
+    "value distributions in fp16 and bf16 (large, tiny, sparse, heavy tail, spikes, ties)",
+    "empty sequences (Sq = 0, Sk = 0)",
+    "metamorphic relations (properties/properties.h)",
+    "device grid: seqlens 1..4224 (Sq = Sk and not), head dims 8..256, 13 mask kinds, GQA 1/2/8, "
+    "BHSD/padded/fused-QKV layouts, dO/dQ layouts, scales, empty, 76800 (batch, head) pairs",
+    "NaN/Inf in K and V at keys hidden from a row inside tiles other rows see (leak property)",
+    "batch-heavy deterministic backward repeated (determinism property)",
+    "layouts a device backend may decline (misaligned pointer, strides not a multiple of 8, head dim "
+    "past the limit): correct or UNSUPPORTED with nothing written",
+    "GPU fuzz findings replayed from their case text (fuzz/gpu_findings, fuzz/regressions)",
+    "a Q/O (and dO/dQ) tensor of more than 2^31 elements (64-bit offsets)",
+    "S >= 8k with GQA and causal masks; one call of more than 2^31 elements per tensor",
+};
+
+const char *fc_sweep_cat_name(int cat) { return cat >= 0 && cat < FC_SWEEP_CAT_COUNT ? cat_names[cat] : "?"; }
+const char *fc_sweep_cat_what(int cat) { return cat >= 0 && cat < FC_SWEEP_CAT_COUNT ? cat_what[cat] : "?"; }
+
+int fc_sweep_cat_by_name(const char *name) {
+    for (int i = 0; i < FC_SWEEP_CAT_COUNT; i++)
+        if (strcmp(name, cat_names[i]) == 0) return i;
+    return -1;
+}
+
+int fc_sweep_cat_set(int cat) {
+    if (cat <= FC_SWEEP_PROPERTIES) return FC_SWEEP_SET_BASE;
+    if (cat == FC_SWEEP_PRODUCTION) return FC_SWEEP_SET_PRODUCTION;
+    return FC_SWEEP_SET_CUDA;
+}
+
+void fc_sweep_opts_default(fc_sweep_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->sets = FC_SWEEP_SET_BASE;
+    o->big = 1;
+    o->has_bwd = 1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* the list                                                                  */
+
+typedef struct {
+    const fc_sweep_opts *o;
+    fc_sweep_entry *e;
+    int64_t n, cap;
+    int oom;
+} sweep_list;
+
+static fc_sweep_entry *push(sweep_list *s, int cat, const fc_case *c, int prop, const char *label) {
+    if (s->n == s->cap) {
+        int64_t cap = s->cap ? 2 * s->cap : 256;
+        fc_sweep_entry *e = realloc(s->e, (size_t)cap * sizeof *e);
+        if (!e) { s->oom = 1; return NULL; }
+        s->e = e;
+        s->cap = cap;
+    }
+    fc_sweep_entry *x = &s->e[s->n++];
+    memset(x, 0, sizeof *x);
+    x->c = *c;
+    x->category = cat;
+    x->prop = prop;
+    x->determinism = 1;
+    x->expect = FC_SWEEP_EXPECT_PASS;
+    snprintf(x->label, sizeof x->label, "%s", label ? label : "");
+    return x;
+}
+
+/* BASE: fitted into the backend's limits only (no size budget), seed 1000 + position */
+static void add_base(sweep_list *s, int cat, const fc_case *c, int prop) {
+    fc_case f = *c;
+    fz_budget b;
+    fz_budget_default(&b);
+    b.max_batch = b.max_heads_q = 1 << 12;
+    b.max_seq = 1 << 20;
+    b.max_head_dim = 1 << 12;
+    b.max_work = INT64_MAX / 4;
+    b.backward = -1;
+    fz_case_fit(&f, &b, s->o->lim, s->o->has_bwd);
+    f.seed = 1000 + (uint64_t)s->n;
+    char label[120];
+    snprintf(label, sizeof label, "%s B%lld Sq%lld Sk%lld H%lld/%lld D%lld/%lld", cat_names[cat], (long long)f.p.batch,
+             (long long)f.p.seqlen_q, (long long)f.p.seqlen_k, (long long)f.p.heads_q, (long long)f.p.heads_kv,
+             (long long)f.p.head_dim_qk, (long long)f.p.head_dim_v);
+    push(s, cat, &f, prop, label);
+}
+
+static fc_case base_case(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t hkv, int64_t d, int bwd) {
+    fc_case c;
+    fc_case_default(&c);
+    c.p.batch = b; c.p.seqlen_q = sq; c.p.seqlen_k = sk; c.p.heads_q = hq; c.p.heads_kv = hkv;
+    c.p.head_dim_qk = c.p.head_dim_v = d;
+    c.backward = bwd;
+    return c;
+}
+
+static void build_base(sweep_list *s) {
+    int quick = s->o->quick, bwd = s->o->has_bwd;
+    /* shapes */
+    static const int64_t seqs[][2] = { { 1, 1 }, { 3, 3 }, { 17, 17 }, { 63, 63 }, { 64, 64 }, { 65, 65 }, { 97, 97 },
+                                       { 113, 113 }, { 127, 127 }, { 128, 128 }, { 129, 129 }, { 239, 239 }, { 256, 256 },
+                                       { 257, 257 }, { 1, 128 }, { 128, 1 }, { 97, 239 }, { 239, 97 }, { 513, 129 } };
+    int nseq = (int)(sizeof seqs / sizeof seqs[0]);
+    for (int i = 0; i < nseq; i++) {
+        if (quick && i % 3) continue;
+        fc_case c = base_case(1, seqs[i][0], seqs[i][1], 2, 1, 64, bwd);
+        add_base(s, FC_SWEEP_SHAPES, &c, -1);
+    }
+    static const int64_t dims[] = { 32, 40, 72, 96, 104, 128, 256 };
+    for (int i = 0; i < 7; i++) {
+        if (quick && i % 2) continue;
+        fc_case c = base_case(1, 97, 129, 2, 1, dims[i], bwd);
+        if (dims[i] == 256) c.p.seqlen_q = c.p.seqlen_k = 65;
+        add_base(s, FC_SWEEP_SHAPES, &c, -1);
+    }
+    { fc_case c = base_case(2, 65, 97, 2, 1, 64, bwd); c.p.head_dim_v = 32; add_base(s, FC_SWEEP_SHAPES, &c, -1); }
+    /* causal */
+    static const int64_t cs[][2] = { { 64, 64 }, { 65, 129 }, { 129, 65 }, { 1, 200 }, { 200, 1 }, { 127, 256 } };
+    for (int m = 1; m <= 2; m++)
+        for (int i = 0; i < 6; i++) {
+            if (quick && i % 2) continue;
+            fc_case c = base_case(1, cs[i][0], cs[i][1], 2, 1, 64, bwd);
+            c.p.causal = (fa_causal)m;
+            add_base(s, FC_SWEEP_CAUSAL, &c, -1);
+        }
+    /* window */
+    static const int64_t w[][3] = { { 0, 0, 0 }, { 16, 15, 0 }, { 127, 0, 1 }, { 63, 64, 1 }, { -1, 16, 0 }, { 16, -1, 1 } };
+    for (int i = 0; i < 6; i++) {
+        if (quick && i % 2) continue;
+        fc_case c = base_case(1, 129, 129, 2, 1, 64, bwd);
+        c.p.window_left = w[i][0]; c.p.window_right = w[i][1]; c.p.window_align = (fa_align)w[i][2];
+        add_base(s, FC_SWEEP_WINDOW, &c, -1);
+    }
+    { fc_case c = base_case(1, 1, 200, 4, 1, 64, bwd); c.p.causal = FA_CAUSAL_BOTTOM_RIGHT; c.p.window_left = 127; c.p.window_right = 0; add_base(s, FC_SWEEP_WINDOW, &c, -1); }
+    { fc_case c = base_case(1, 97, 161, 2, 1, 64, bwd); c.p.causal = FA_CAUSAL_TOP_LEFT; c.p.window_left = 64; add_base(s, FC_SWEEP_WINDOW, &c, -1); }
+    /* mask */
+    for (int k = 1; k < FC_MASK_COUNT; k++)
+        for (int bc = 0; bc < 2; bc++) {
+            if (quick && bc) continue;
+            fc_case c = base_case(2, 97, 129, 2, 1, 64, bwd);
+            c.mask.kind = (fc_mask_kind)k;
+            c.mask.broadcast_batch = c.mask.broadcast_heads = bc;
+            add_base(s, FC_SWEEP_MASK, &c, -1);
+        }
+    { fc_case c = base_case(1, 65, 441, 1, 1, 64, bwd); c.mask.kind = FC_MASK_FULL_COLS; c.mask.density = 0.5; add_base(s, FC_SWEEP_MASK, &c, -1); }
+    /* gqa */
+    static const int64_t g[][2] = { { 2, 1 }, { 4, 2 }, { 8, 1 }, { 8, 2 }, { 6, 3 } };
+    for (int i = 0; i < 5; i++) {
+        if (quick && i % 2) continue;
+        fc_case c = base_case(2, 65, 97, g[i][0], g[i][1], 64, bwd);
+        add_base(s, FC_SWEEP_GQA, &c, -1);
+    }
+    /* layout */
+    for (int v = 0; v < 6; v++) {
+        if (quick && v % 2) continue;
+        fc_case c = base_case(2, 63, 65, 4, 2, 64, bwd);
+        for (int t = 0; t < FC_T_COUNT; t++) {
+            fc_layout *l = &c.layout[t];
+            int n = t == FC_T_LSE ? 3 : 4;
+            if ((v == 0 && t <= FC_T_V) || (v == 1 && t >= FC_T_O) || v >= 4) { l->order[0] = 2 % n; l->order[1] = 0; l->order[2] = 1; }
+            if ((v == 2 && t != FC_T_LSE) || v == 4) l->pad[1] = 3;
+            if (v == 3 || v == 5) l->offset = 8 * (t + 1);
+            if (v == 5) l->pad[0] = 5;
+        }
+        add_base(s, FC_SWEEP_LAYOUT, &c, -1);
+    }
+    /* values */
+    for (int dt = 0; dt < 2; dt++)
+        for (int k = 0; k < FC_DIST_COUNT; k++) {
+            if (quick && (k + dt) % 2) continue;
+            int small = k == FC_DIST_HEAVY_TAIL || k == FC_DIST_LARGE;   /* slow for the oracle's backward */
+            fc_case c = small ? base_case(1, 17, 33, 2, 1, 16, bwd) : base_case(1, 64, 96, 2, 1, 64, bwd);
+            c.p.dtype = (fa_dtype)dt;
+            for (int t = 0; t < FC_N_DIST_INPUTS; t++) c.dist[t].kind = (fc_dist_kind)k;
+            add_base(s, FC_SWEEP_VALUES, &c, -1);
+        }
+    /* empty */
+    { fc_case c = base_case(1, 0, 17, 2, 1, 64, bwd); add_base(s, FC_SWEEP_EMPTY, &c, -1); }
+    { fc_case c = base_case(1, 17, 0, 2, 1, 64, bwd); add_base(s, FC_SWEEP_EMPTY, &c, -1); }
+    { fc_case c = base_case(2, 0, 0, 2, 1, 64, bwd); add_base(s, FC_SWEEP_EMPTY, &c, -1); }
+    /* properties: each on two cases */
+    for (int p = 0; p < fc_prop_count(); p++) {
+        fc_case a = base_case(2, 65, 97, 4, 2, 64, bwd);
+        add_base(s, FC_SWEEP_PROPERTIES, &a, p);
+        if (quick) continue;
+        fc_case b = base_case(1, 33, 47, 2, 1, 32, bwd);
+        b.p.causal = FA_CAUSAL_BOTTOM_RIGHT;
+        b.mask.kind = FC_MASK_RANDOM_NEGINF;
+        add_base(s, FC_SWEEP_PROPERTIES, &b, p);
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* CUDA: the device grid                                                      */
+
+/* Additive mask kinds of the grid (as fc_mask_spec): -inf entries over a full
+ * [B, Hq, Sq, Sk] mask, the same broadcast over batch and heads, key padding
+ * (whole key columns, broadcast over heads), fully masked rows. */
+enum { MK_NONE = 0, MK_FULL, MK_BCAST, MK_KEYPAD, MK_ROWS, MK_COUNT };
+static const char *mk_name[MK_COUNT] = { "none", "full", "bcast", "keypad", "rows-inf" };
+/* Layouts of Q, K, V, O (and dK, dV): [B, S, H, D] dense, [B, H, S, D], padded strides
+ * (head step D + 24, row step H (D + 24) + 40, batch step S * row + 16), and fused QKV
+ * (one [B, S, Hq + 2 Hkv, D] buffer: q, k, v are head slices at offsets 0, Hq D, (Hq + Hkv) D). */
+enum { LAY_BSHD = 0, LAY_BHSD, LAY_PAD, LAY_QKV, LAY_COUNT };
+static const char *lay_name[LAY_COUNT] = { "bshd", "bhsd", "pad", "qkv" };
+
+typedef struct {
+    int64_t B, Sq, Sk, Hq, Hkv, D;
+    fa_dtype dt;
+    fa_causal causal;
+    int64_t wl, wr;
+    fa_align align;
+    int mask, layout;
+    float scale;
+} grid_spec;
+
+static grid_spec spec(int64_t Sq, int64_t Sk, int64_t D, fa_dtype dt) {
+    grid_spec g;
+    memset(&g, 0, sizeof g);
+    g.B = 2; g.Sq = Sq; g.Sk = Sk; g.Hq = 2; g.Hkv = 2; g.D = D; g.dt = dt;
+    g.causal = FA_CAUSAL_NONE; g.wl = g.wr = -1; g.align = FA_ALIGN_TOP_LEFT;
+    return g;
+}
+
+/* The 13 geometric / additive mask kinds of the grid, by number. */
+static void set_mask_kind(grid_spec *g, int kind) {
+    g->causal = FA_CAUSAL_NONE; g->wl = g->wr = -1; g->align = FA_ALIGN_TOP_LEFT; g->mask = MK_NONE;
+    switch (kind % 13) {
+    case 0: break;
+    case 1: g->causal = FA_CAUSAL_TOP_LEFT; break;
+    case 2: g->causal = FA_CAUSAL_BOTTOM_RIGHT; break;
+    case 3: g->wl = 37; g->wr = 5; break;
+    case 4: g->wl = 100; g->wr = 0; g->align = FA_ALIGN_BOTTOM_RIGHT; break;
+    case 5: g->wl = -1; g->wr = 20; g->align = FA_ALIGN_BOTTOM_RIGHT; break;
+    case 6: g->causal = FA_CAUSAL_BOTTOM_RIGHT; g->wl = 64; break;
+    case 7: g->causal = FA_CAUSAL_TOP_LEFT; g->wl = 129; g->wr = 3; break;
+    case 8: g->mask = MK_FULL; break;
+    case 9: g->mask = MK_BCAST; g->causal = FA_CAUSAL_BOTTOM_RIGHT; break;
+    case 10: g->mask = MK_KEYPAD; break;
+    case 11: g->mask = MK_ROWS; g->wl = 50; g->wr = 50; break;
+    case 12: g->wl = 0; g->wr = 0; break; /* one key per row at most */
+    }
+}
+
+static void set_layout(fc_case *c, int t, int lay, int64_t S, int64_t H, int64_t D, int64_t Hq, int64_t Hkv) {
+    fc_layout *l = &c->layout[t];
+    memset(l, 0, sizeof *l);
+    for (int k = 0; k < 4; k++) l->order[k] = k;
+    (void)S;
+    switch (lay) {
+    case LAY_BHSD: l->order[1] = 2; l->order[2] = 1; break;
+    case LAY_PAD: l->pad[2] = 24; l->pad[1] = 40; l->pad[0] = 16; break;
+    case LAY_QKV:
+        /* row step (Hq + 2 Hkv) D: the other heads of the fused buffer are the pad */
+        l->pad[1] = (Hq + 2 * Hkv - H) * D;
+        l->offset = t == FC_T_Q ? 0 : t == FC_T_K ? Hq * D : (Hq + Hkv) * D;
+        break;
+    default: break;
+    }
+}
+
+/* grid_spec -> case. idx: position in the grid (seed, dO layout rotation). */
+static fc_case grid_case(const grid_spec *g, int64_t idx, int bwd, int big) {
+    fc_case c;
+    fc_case_default(&c);
+    fa_problem *p = &c.p;
+    p->batch = g->B; p->seqlen_q = g->Sq; p->seqlen_k = g->Sk; p->heads_q = g->Hq; p->heads_kv = g->Hkv;
+    p->head_dim_qk = p->head_dim_v = g->D; p->dtype = g->dt; p->softmax_scale = g->scale;
+    p->causal = g->causal; p->window_left = g->wl; p->window_right = g->wr; p->window_align = g->align;
+    switch (g->mask) {
+    case MK_FULL: c.mask.kind = FC_MASK_RANDOM_NEGINF; c.mask.density = 0.1; break;
+    case MK_BCAST: c.mask.kind = FC_MASK_RANDOM_NEGINF; c.mask.density = 0.1; c.mask.broadcast_batch = c.mask.broadcast_heads = 1; break;
+    case MK_KEYPAD: c.mask.kind = FC_MASK_FULL_COLS; c.mask.density = 0.25; c.mask.broadcast_heads = 1; break;
+    case MK_ROWS: c.mask.kind = FC_MASK_FULL_ROWS; c.mask.density = 0.2; c.mask.broadcast_batch = c.mask.broadcast_heads = 1; break;
+    default: break;
+    }
+    const int64_t Hq = g->Hq, Hkv = g->Hkv, D = g->D;
+    set_layout(&c, FC_T_Q, g->layout, g->Sq, Hq, D, Hq, Hkv);
+    set_layout(&c, FC_T_K, g->layout, g->Sk, Hkv, D, Hq, Hkv);
+    set_layout(&c, FC_T_V, g->layout, g->Sk, Hkv, D, Hq, Hkv);
+    const int olay = g->layout == LAY_QKV ? LAY_BSHD : g->layout;
+    set_layout(&c, FC_T_O, olay, g->Sq, Hq, D, Hq, Hkv);
+    /* dO (and dQ) non-contiguous in two of three cases: the stride assumption on dout */
+    const int dolay = big ? LAY_BSHD : idx % 3 == 0 ? LAY_BSHD : idx % 3 == 1 ? LAY_BHSD : LAY_PAD;
+    set_layout(&c, FC_T_DO, dolay, g->Sq, Hq, D, Hq, Hkv);
+    set_layout(&c, FC_T_DQ, dolay, g->Sq, Hq, D, Hq, Hkv);
+    set_layout(&c, FC_T_DK, olay, g->Sk, Hkv, D, Hq, Hkv);
+    set_layout(&c, FC_T_DV, olay, g->Sk, Hkv, D, Hq, Hkv);
+    c.seed = 0x5eed0000ull + (uint64_t)idx * 7919;
+    c.backward = bwd;
+    c.deterministic = 1;
+    return c;
+}
+
+static void grid_label(char *buf, size_t len, const char *sec, int64_t idx, const grid_spec *g, const fc_case *c) {
+    snprintf(buf, len, "%s#%lld B%lld Sq%lld Sk%lld H%lld/%lld D%lld %s c%d w%lld,%lld a%d m=%s %s dO=%s%s", sec,
+             (long long)idx, (long long)g->B, (long long)g->Sq, (long long)g->Sk, (long long)g->Hq, (long long)g->Hkv,
+             (long long)g->D, g->dt == FA_BF16 ? "bf16" : "fp16", (int)g->causal, (long long)g->wl, (long long)g->wr,
+             (int)g->align, mk_name[g->mask], lay_name[g->layout],
+             c->layout[FC_T_DO].order[1] == 2 ? "bhsd" : c->layout[FC_T_DO].pad[2] ? "pad" : "bshd",
+             g->scale != 0 ? " scale" : "");
+}
+
+/* sanitize subset: short sequences (the tools slow kernels 10-100x), every third case */
+static int sanitize_skip(const sweep_list *s, const grid_spec *g, int64_t idx) {
+    return s->o->sanitize && (g->Sq > 300 || g->Sk > 300 || g->B * g->Hq > 64 || idx % 3 != 0);
+}
+
+static int64_t grid_idx;
+
+static void add_grid(sweep_list *s, const char *sec, const grid_spec *g) {
+    int64_t idx = grid_idx++;
+    if (sanitize_skip(s, g, idx)) return;
+    fc_case c = grid_case(g, idx, s->o->has_bwd, 0);
+    /* the backward's two modes alternate over the grid: deterministic (with the bitwise re-run)
+       and the shipped default (atomic dQ accumulation) */
+    c.deterministic = idx % 2 == 0;
+    char label[120];
+    grid_label(label, sizeof label, sec, idx, g, &c);
+    if (s->o->has_bwd) {
+        size_t l = strlen(label);
+        snprintf(label + l, sizeof label - l, c.deterministic ? " det" : " atomic");
+    }
+    push(s, FC_SWEEP_CUDA_GRID, &c, -1, label);
+}
+
+static const int64_t seqlens[17] = { 1, 3, 17, 63, 64, 65, 97, 113, 127, 128, 239, 513, 799, 1023, 1025, 2048, 4224 };
+static const int64_t special_d[6] = { 32, 64, 96, 128, 192, 256 };
+
+/* A GPU finding, replayed from its case text. */
+typedef struct {
+    const char *name, *text;
+} finding;
+static const finding findings[2] = {
+    /* fuzz/gpu_findings/cuda-h100-2026-11-22/a63605906157a3f1.case: fp16 dS past 65504 rounded
+       to Inf, then Inf - Inf in dS K gave NaN dQ/dK */
+    { "a63605906157a3f1",
+      "shape = 2 193 20 8 1 128 128\ndtype = fp16\nscale = 0.00100000005\ncausal = none\nwindow = -1 127\n"
+      "window_align = bottom_right\nmask = full_rows density=0.050000000000000003 amp=0.5 width=2 shift=3\n"
+      "mask_broadcast = heads\ndist.q = gaussian amp=0 prob=0.01\ndist.k = gaussian amp=0 prob=0\n"
+      "dist.v = gaussian amp=1000 prob=0\ndist.do = large amp=0 prob=0.5\nseed = 0xd6820771424faf39\n"
+      "backward = 1\ndeterministic = 0\n" },
+    /* fuzz/regressions/bwd/dq_nan_fp16_large_qk_lse_ulp.case: fp16 q, k ~ 3e4 at D = 8: the
+       recomputed P was e^16 (LSE's ulp), fp16 Inf, dS = Inf * 0 = NaN in dQ. Rows whose forward O
+       overflowed are UNCHECKABLE for the oracle: judged where a bound exists */
+    { "cuda_dq_nan",
+      "shape = 1 37 1 1 1 8 8\ndtype = fp16\nscale = 0\ncausal = none\nwindow = -1 -1\nwindow_align = top_left\n"
+      "dist.q = large amp=0 prob=0.5\ndist.k = large amp=0 prob=0.5\ndist.v = gaussian amp=0 prob=0\n"
+      "dist.do = gaussian amp=0 prob=0\nseed = 0xbbee36f88e84db3b\nbackward = 1\ndeterministic = 1\n" },
+};
+
+static void build_cuda(sweep_list *s) {
+    const int quick = s->o->quick || s->o->sanitize, bwd = s->o->has_bwd;
+    grid_idx = 0;
+    /* A: sequence lengths, Sq == Sk and Sq != Sk both ways; head dims, masks, GQA, dtypes rotate */
+    const int gq[3] = { 1, 2, 8 };
+    int r = 0;
+    for (int i = 0; i < 17; ++i)
+        for (int v = 0; v < 3; ++v, ++r) {
+            if (quick && (i % 4) != 0) { grid_idx++; continue; }
+            int64_t a = seqlens[i], b = seqlens[(i + 5 + v) % 17];
+            int64_t Sq = v == 0 ? a : (v == 1 ? a : b), Sk = v == 0 ? a : (v == 1 ? b : a);
+            grid_spec g = spec(Sq, Sk, special_d[r % 6], (r & 1) ? FA_F16 : FA_BF16);
+            set_mask_kind(&g, r);
+            g.Hkv = 1 + (r % 2);
+            g.Hq = gq[r % 3] * g.Hkv;
+            g.B = Sq * Sk > 1000000 ? 1 : 2;
+            add_grid(s, "A", &g);
+        }
+    /* B: every head dim 8..256 (step 8), both dtypes, ragged lengths */
+    for (int64_t D = 8; D <= 256; D += 8)
+        for (int dt = 0; dt < 2; ++dt) {
+            if (quick && D % 32 != 8 && D % 64 != 0) { grid_idx++; continue; }
+            grid_spec g = spec(97 + D % 31, 65 + (D * 7) % 129, D, dt ? FA_BF16 : FA_F16);
+            set_mask_kind(&g, (int)(D / 8) + dt);
+            g.Hkv = 1; g.Hq = dt ? 2 : 1;
+            add_grid(s, "B", &g);
+        }
+    /* C: every mask kind on Sq < Sk, Sq > Sk, and both ~1k */
+    const int64_t qk[3][2] = { { 127, 513 }, { 513, 127 }, { 1023, 1025 } };
+    for (int kind = 0; kind < 13; ++kind)
+        for (int sI = 0; sI < 3; ++sI) {
+            if (quick && sI == 2) { grid_idx++; continue; }
+            grid_spec g = spec(qk[sI][0], qk[sI][1], sI == 1 ? 64 : 128, sI == 1 ? FA_F16 : FA_BF16);
+            set_mask_kind(&g, kind);
+            g.Hq = 4; g.Hkv = 2;
+            add_grid(s, "C", &g);
+        }
+    /* D: a single query row against a window (window offset vs corner), windows past the ends */
+    {
+        grid_spec g = spec(1, 239, 64, FA_BF16);
+        g.wl = 127; g.wr = 0; g.align = FA_ALIGN_BOTTOM_RIGHT; add_grid(s, "D", &g);
+        g.causal = FA_CAUSAL_BOTTOM_RIGHT; g.wl = 127; g.wr = -1; add_grid(s, "D", &g);
+        g = spec(65, 97, 128, FA_F16);
+        g.wl = 1000000; g.wr = 1000000; add_grid(s, "D", &g);
+        g.causal = FA_CAUSAL_TOP_LEFT; g.wl = 0; g.wr = -1; add_grid(s, "D", &g); /* only the diagonal */
+        g = spec(300, 40, 64, FA_BF16); /* Sq > Sk, causal bottom-right: top rows see nothing */
+        g.causal = FA_CAUSAL_BOTTOM_RIGHT; add_grid(s, "D", &g);
+        g.causal = FA_CAUSAL_TOP_LEFT; g.mask = MK_ROWS; add_grid(s, "D", &g);
+    }
+    /* E: layouts */
+    for (int lay = 1; lay < LAY_COUNT; ++lay)
+        for (int d = 0; d < 3; ++d) {
+            int64_t D = d == 0 ? 64 : (d == 1 ? 128 : 72);
+            grid_spec g = spec(239, lay == LAY_QKV ? 239 : 513, D, d == 1 ? FA_F16 : FA_BF16);
+            set_mask_kind(&g, d == 0 ? 2 : (d == 1 ? 8 : 3));
+            g.layout = lay; g.Hq = 4; g.Hkv = lay == LAY_QKV ? 4 : 1;
+            if (lay == LAY_QKV) g.mask = MK_NONE;
+            add_grid(s, "E", &g);
+        }
+    /* F: scales (negative, large), empty problems, many (batch, head) pairs */
+    {
+        grid_spec g = spec(97, 113, 64, FA_BF16);
+        g.scale = -0.3f; add_grid(s, "F", &g);
+        g.scale = 2.0f; g.causal = FA_CAUSAL_TOP_LEFT; add_grid(s, "F", &g);
+        g = spec(0, 17, 64, FA_F16); add_grid(s, "F", &g);
+        g = spec(17, 0, 64, FA_F16); add_grid(s, "F", &g);
+        g = spec(3, 17, 32, FA_BF16); g.B = 0; add_grid(s, "F", &g);
+        g = spec(3, 5, 8, FA_BF16); g.B = 300; g.Hq = 256; g.Hkv = 32; add_grid(s, "F", &g); /* 76800 pairs */
+    }
+
+    /* leak: NaN/Inf in K and V at keys hidden from probe rows, inside key blocks other rows of
+       the CTA see (causal diagonal, window edges, -inf mask entries, key padding, fully masked
+       rows); both dtypes; 64- and 128-row query blocks; small |q| so that no visible P rounds to
+       0 in fp16 */
+    {
+        typedef struct { int64_t Sq, Sk, D; int kind; int64_t wl, wr; } leak_spec;
+        static const leak_spec ls[9] = {
+            { 200, 200, 128, 1, -1, -1 },   /* causal top-left, diagonal block */
+            { 130, 300, 64, 2, -1, -1 },    /* causal bottom-right, D = 64 */
+            { 257, 257, 128, 3, 37, 5 },    /* window both sides */
+            { 300, 400, 64, 4, 100, 0 },    /* window left + diagonal, bottom-right */
+            { 150, 190, 128, 8, -1, -1 },   /* full additive mask with -inf entries */
+            { 300, 300, 128, 10, -1, -1 },  /* key padding */
+            { 210, 210, 64, 11, 50, 50 },   /* fully masked rows + window */
+            { 2100, 2100, 128, 1, -1, -1 }, /* causal, long: 128-row blocks */
+            { 1100, 1100, 128, 0, 300, -1 },/* left window only: the left edge */
+        };
+        const int leak = fc_prop_by_name("leak") - fc_prop_table;
+        for (int sp = 0; sp < 9; ++sp)
+            for (int dt = 0; dt < 2; ++dt) {
+                const leak_spec *z = &ls[sp];
+                if (s->o->sanitize && (z->Sq > 300 || z->Sk > 300 || dt)) continue;
+                if (quick && sp % 2 && dt) continue;
+                grid_spec g = spec(z->Sq, z->Sk, z->D, dt ? FA_BF16 : FA_F16);
+                set_mask_kind(&g, z->kind);
+                if (z->wl >= 0 || z->wr >= 0) { g.wl = z->wl; g.wr = z->wr; }
+                g.B = 1; g.Hq = 2; g.Hkv = 1;
+                int64_t idx = 1000 + sp * 2 + dt;
+                fc_case c = grid_case(&g, idx, bwd, 0);
+                c.dist[FC_T_Q].amp = 0.5;
+                char label[120];
+                grid_label(label, sizeof label, "leak", idx, &g, &c);
+                push(s, FC_SWEEP_CUDA_LEAK, &c, leak, label);
+            }
+    }
+    /* determinism: a batch-heavy causal backward, deterministic mode, five runs bitwise equal */
+    if (!s->o->sanitize) {
+        grid_spec g = spec(257, 321, 128, FA_BF16);
+        g.B = 48; g.Hq = 8; g.Hkv = 2; g.causal = FA_CAUSAL_BOTTOM_RIGHT;
+        fc_case c = grid_case(&g, 2000, bwd, 1);
+        char label[120];
+        grid_label(label, sizeof label, "determinism", 2000, &g, &c);
+        push(s, FC_SWEEP_CUDA_DETERMINISM, &c, fc_prop_by_name("determinism") - fc_prop_table, label);
+    }
+    /* declined layouts: correct, or UNSUPPORTED with nothing written */
+    {
+        fc_case c;
+        fc_case_default(&c);
+        c.p.batch = 1; c.p.seqlen_q = c.p.seqlen_k = 64; c.p.heads_q = c.p.heads_kv = 2;
+        c.p.head_dim_qk = c.p.head_dim_v = 64; c.p.dtype = FA_BF16; c.backward = bwd;
+        fc_case k = c;  /* a K row stride that is not a multiple of 8 elements */
+        k.layout[FC_T_K].pad[2] = 2;
+        fc_case q = c;  /* a Q pointer 2 bytes off a 16-byte boundary */
+        q.layout[FC_T_Q].offset = 1;
+        fc_case d = c;  /* a dQ with a non-unit last stride */
+        d.layout[FC_T_DQ].pad[3] = 1;
+        fc_case h = c;  /* head dim past the limit */
+        h.p.head_dim_qk = h.p.head_dim_v = 264;
+        const fc_case *dc[4] = { &k, &q, &d, &h };
+        static const char *dn[4] = { "declined k row stride 66 (not a multiple of 8)", "declined q pointer 2 bytes off 16",
+                                     "declined dq last stride 2", "declined head dim 264" };
+        for (int i = 0; i < 4; i++) {
+            if (i == 2 && !bwd) continue;
+            fc_sweep_entry *e = push(s, FC_SWEEP_CUDA_DECLINED, dc[i], -1, dn[i]);
+            if (e) e->expect = FC_SWEEP_EXPECT_DECLINE;
+        }
+    }
+    /* GPU findings from their case text (backward findings: with a backward only) */
+    for (int i = 0; i < 2 && bwd; i++) {
+        fc_case c;
+        char msg[200];
+        if (fc_case_parse(findings[i].text, &c, msg, sizeof msg) != 0) continue; /* fixed text: sweep_test parses it */
+        char label[120];
+        snprintf(label, sizeof label, "finding %s", findings[i].name);
+        fc_sweep_entry *e = push(s, FC_SWEEP_CUDA_FINDINGS, &c, -1, label);
+        if (e) e->expect = FC_SWEEP_EXPECT_JUDGED;
+    }
+    /* big: more than 2^31 elements in Q and O (and dO, dQ): Sq * Hq * D = 150001 * 128 * 128 =
+       2.46e9; rows i >= 131072 (13% of them) start past element 2^31. Every row sees all 65 keys
+       (window 40 on the backward's causal variant: the key-side loop bounds at 64-bit offsets).
+       No determinism re-run (it doubles the memory); the unwritten scan covers every row. */
+    if (s->o->big && !s->o->sanitize) {
+        grid_spec g = spec(150001, 65, 128, FA_BF16);
+        g.B = 1; g.Hq = 128; g.Hkv = 1;
+        fc_case c = grid_case(&g, 3000, 0, 1);
+        char label[120];
+        grid_label(label, sizeof label, "big fwd", 3000, &g, &c);
+        fc_sweep_entry *e = push(s, FC_SWEEP_CUDA_BIG, &c, -1, label);
+        if (e) e->determinism = 0;
+        if (bwd) {
+            g = spec(131073, 65, 128, FA_BF16);
+            g.B = 1; g.Hq = 128; g.Hkv = 1; g.causal = FA_CAUSAL_BOTTOM_RIGHT; g.wl = 40;
+            c = grid_case(&g, 3001, 1, 1);
+            grid_label(label, sizeof label, "big bwd", 3001, &g, &c);
+            e = push(s, FC_SWEEP_CUDA_BIG, &c, -1, label);
+            if (e) e->determinism = 0;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------- */
+/* PRODUCTION                                                                */
+
+static void build_production(sweep_list *s) {
+    typedef struct { int64_t B, Sq, Sk, Hq, Hkv, D; fa_dtype dt; fa_causal causal; int64_t wl; int huge; } prod_spec;
+    static const prod_spec ps[4] = {
+        { 1, 8192, 8192, 16, 2, 128, FA_BF16, FA_CAUSAL_BOTTOM_RIGHT, -1, 0 },   /* GQA 8, causal */
+        { 2, 16384, 16384, 8, 8, 64, FA_F16, FA_CAUSAL_TOP_LEFT, -1, 0 },        /* MHA, long */
+        { 1, 8192, 12288, 32, 4, 128, FA_BF16, FA_CAUSAL_BOTTOM_RIGHT, 1024, 0 },/* Sq < Sk, causal window */
+        /* > 2^31 elements in Q, O, dO, dQ: 80 * 8192 * 32 * 128 = 2.68e9; batches 64..79 (20% of the
+           rows) start past element 2^31: a batch offset computed in 32 bits reads and writes the
+           wrong rows there */
+        { 80, 8192, 8192, 32, 4, 128, FA_BF16, FA_CAUSAL_BOTTOM_RIGHT, -1, 1 },
+    };
+    for (int i = 0; i < 4; i++) {
+        const prod_spec *p = &ps[i];
+        if (p->huge && !s->o->big) continue;
+        if (s->o->quick && i == 1) continue;
+        fc_case c;
+        fc_case_default(&c);
+        c.p.batch = p->B; c.p.seqlen_q = p->Sq; c.p.seqlen_k = p->Sk; c.p.heads_q = p->Hq; c.p.heads_kv = p->Hkv;
+        c.p.head_dim_qk = c.p.head_dim_v = p->D; c.p.dtype = p->dt; c.p.causal = p->causal; c.p.window_left = p->wl;
+        c.backward = s->o->has_bwd;
+        c.deterministic = 0;   /* the shipped default (atomic dQ) */
+        c.seed = 0x9d0d0000ull + (uint64_t)i;
+        char label[120];
+        snprintf(label, sizeof label, "production B%lld Sq%lld Sk%lld H%lld/%lld D%lld %s c%d w%lld%s", (long long)p->B,
+                 (long long)p->Sq, (long long)p->Sk, (long long)p->Hq, (long long)p->Hkv, (long long)p->D,
+                 p->dt == FA_BF16 ? "bf16" : "fp16", (int)p->causal, (long long)p->wl, p->huge ? " (> 2^31 elements)" : "");
+        fc_sweep_entry *e = push(s, FC_SWEEP_PRODUCTION, &c, -1, label);
+        if (e && p->huge) e->determinism = 0;
+    }
+}
+
+int64_t fc_sweep_build(const fc_sweep_opts *o, fc_sweep_entry **out) {
+    sweep_list s;
+    memset(&s, 0, sizeof s);
+    s.o = o;
+    *out = NULL;
+    if (o->sets & FC_SWEEP_SET_BASE) build_base(&s);
+    if (o->sets & FC_SWEEP_SET_CUDA) build_cuda(&s);
+    if (o->sets & FC_SWEEP_SET_PRODUCTION) build_production(&s);
+    if (s.oom) {
+        free(s.e);
+        return -1;
+    }
+    if (!s.e) s.e = malloc(sizeof *s.e);
+    *out = s.e;
+    return s.e ? s.n : -1;
+}
+
+/* ------------------------------------------------------------------------- */
+/* judging                                                                   */
+
+fc_outcome fc_sweep_check(const fa_backend *be, const fc_sweep_entry *e, fc_verdict *v) {
+    if (e->prop >= 0 && e->prop < fc_prop_count()) return fc_prop_table[e->prop].fn(be, &e->c, v);
+    fc_check_opts o;
+    fc_check_opts_default(&o);
+    o.determinism = e->determinism;
+    return fc_check_case(be, &e->c, &o, v);
+}
+
+int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t whylen) {
+    if (why && whylen) why[0] = 0;
+    if (v->outcome == FC_PASS) return 1;
+    if (v->outcome == FC_FAIL) {
+        int k = 0;   /* the first failure's reason (skips and overflow notes may precede it) */
+        while (k + 1 < v->n_reasons && (!strcmp(v->reason[k].check, "skip") || !strcmp(v->reason[k].check, "overflow"))) k++;
+        if (why && whylen) snprintf(why, whylen, "failed: [%s] %s", v->n_reasons ? v->reason[k].check : "?",
+                                    v->n_reasons ? v->reason[k].text : "");
+        return 0;
+    }
+    if (v->outcome == FC_OVERFLOW && e->expect != FC_SWEEP_EXPECT_JUDGED) {
+        if (why && whylen) snprintf(why, whylen, "overflow-sensitive (not a pass): %s", v->n_reasons ? v->reason[0].text : "");
+        return 0;
+    }
+    /* SKIP (or, for a finding, OVERFLOW) */
+    int unsupported = 0, uncheckable = 0, other = 0;
+    for (int i = 0; i < v->n_reasons; i++) {
+        const char *t = v->reason[i].text;
+        if (!strcmp(v->reason[i].check, "overflow")) uncheckable++; /* no finite bound there either (BOUNDS.md 11) */
+        else if (strstr(t, "unsupported (")) unsupported++;
+        else if (strstr(t, "uncheckable")) uncheckable++;
+        else other++;
+    }
+    if (e->expect == FC_SWEEP_EXPECT_DECLINE && unsupported && !other) return 1;
+    if (e->expect == FC_SWEEP_EXPECT_JUDGED && uncheckable && !unsupported && !other) {
+        /* the tensor the finding is about (dQ; O for a forward-only run) had judged elements */
+        const fc_tensor_stats *ts = &v->t[e->c.backward ? FC_T_DQ : FC_T_O];
+        if (ts->checked && ts->elements > 0) return 1;
+    }
+    if (why && whylen) snprintf(why, whylen, "not judged (SKIP): %s", v->n_reasons ? v->reason[0].text : "");
+    return 0;
+}
+
+int64_t fc_sweep_misuse(const fa_backend *be, fc_sweep_misuse_cb cb, void *user) {
+    fz_budget b;
+    fz_budget_default(&b);
+    static fz_misuse_result res;
+    int64_t n = 0;
+    for (int kind = 0; kind < 14; kind++)
+        for (unsigned param = 0; param < 64; param += 7)
+            for (int bwd = 0; bwd < 2; bwd++) {
+                char text[256];
+                int len = snprintf(text, sizeof text, "# misuse kind=%d param=%u\nshape = 2 17 33 4 2 64 40\nbackward = %d\n%s",
+                                   kind, param, bwd, kind == 11 ? "mask = random_neginf\n" : "");
+                fz_misuse_run(be, (const uint8_t *)text, (size_t)len, &b, &res);
+                if (!res.applied) continue;
+                n++;
+                if (cb) cb(user, &res);
+            }
+    return n;
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int64_t fc_sweep_run(const fa_backend *be, const fc_sweep_entry *e, int64_t n, int only, FILE *log,
+                     fc_sweep_tally tally[FC_SWEEP_CAT_COUNT]) {
+    fc_sweep_tally local[FC_SWEEP_CAT_COUNT];
+    if (!tally) tally = local;
+    memset(tally, 0, sizeof(fc_sweep_tally) * FC_SWEEP_CAT_COUNT);
+    fc_verdict *v = malloc(sizeof *v);
+    if (!v) {
+        if (log) fprintf(log, "FAIL sweep: out of memory for a verdict\n");
+        return n > 0 ? n : 1;
+    }
+    int64_t failed = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (only >= 0 && e[i].category != only) continue;
+        fc_sweep_tally *t = &tally[e[i].category];
+        double t0 = now_s();
+        fc_sweep_check(be, &e[i], v);
+        double dt = now_s() - t0;
+        char why[400];
+        int ok = fc_sweep_met(&e[i], v, why, sizeof why);
+        t->ran++;
+        t->seconds += dt;
+        if (!ok) {
+            t->failed++;
+            failed++;
+        }
+        if (log) {
+            double worst = 0;
+            int64_t elems = 0;
+            for (int k = 0; k < FC_T_COUNT; k++)
+                if (v->t[k].checked) {
+                    elems += v->t[k].elements;
+                    if (v->t[k].max_ratio > worst) worst = v->t[k].max_ratio;
+                }
+            if (ok)
+                fprintf(log, "ok   %s%s%s: %s, %lld elements judged, worst error/bound %.3g (%.1f s)\n", e[i].label,
+                        e[i].prop >= 0 ? " property " : "", e[i].prop >= 0 ? fc_prop_table[e[i].prop].name : "",
+                        fc_outcome_name(v->outcome), (long long)elems, worst, dt);
+            else {
+                fprintf(log, "FAIL %s%s%s: %s (%.1f s)\n", e[i].label, e[i].prop >= 0 ? " property " : "",
+                        e[i].prop >= 0 ? fc_prop_table[e[i].prop].name : "", why, dt);
+                fc_verdict_print(v, log);
+            }
+            fflush(log);
+        }
+    }
+    free(v);
+    if (log) {
+        fprintf(log, "%-18s %7s %7s %9s\n", "category", "cases", "failed", "seconds");
+        for (int k = 0; k < FC_SWEEP_CAT_COUNT; k++)
+            if (tally[k].ran)
+                fprintf(log, "%-18s %7lld %7lld %9.1f\n", cat_names[k], (long long)tally[k].ran, (long long)tally[k].failed,
+                        tally[k].seconds);
+    }
+    return failed;
+}

@@ -1,0 +1,151 @@
+/* sweep.h: the fixed certification sweeps, one library for every driver.
+ *
+ * Prefix fc_sweep_. C linkage.
+ *
+ * A sweep is a list of entries; an entry is a case (case/case.h) plus how to
+ * judge it: the whole check of properties/check/check.h (fc_check_case) or one
+ * property of properties/properties.h, with or without the determinism re-run,
+ * and what outcome it must have. Drivers:
+ *   `flashcheck certify` (cli/cmd_certify.c: every set its backend can take,
+ *       each entry in a worker process with a watchdog),
+ *   `flashcheck cases` (cli/cmd_cases.c: the base set written as case files),
+ *   the GPU cc_tests kernels/cuda/tests/{fwd,bwd}_certify_test.c (thin drivers:
+ *       the cuda and production sets on the CUDA backend, with a kernel policy).
+ *
+ * Sets (fc_sweep_opts.sets):
+ *   BASE        every backend: shapes at tile edges, causal alignments, windows,
+ *               additive masks, GQA, layouts, value distributions, empty problems,
+ *               and the property suite on two cases each.
+ *   CUDA        device backends: the grid the CUDA cc_tests ran before this
+ *               library (sections A..H of their old header): every sequence length
+ *               of {1 3 17 63 64 65 97 113 127 128 239 513 799 1023 1025 2048 4224}
+ *               with Sq == Sk and Sq != Sk both ways, every head dim 8..256 step 8
+ *               in both dtypes, 13 mask kinds on Sq <, >, ~= Sk, decode windows and
+ *               windows past the ends, BHSD / padded / fused-QKV layouts with dO and
+ *               dQ in their own layouts, negative and large scales, empty problems,
+ *               76800 (batch, head) pairs, the leak property (NaN/Inf in K and V at
+ *               keys hidden from a row, inside tiles other rows see) on the poison
+ *               geometries, a batch-heavy deterministic backward under the
+ *               determinism property, the GPU fuzz findings replayed from their
+ *               case text, declined layouts (misaligned pointer, strides that are
+ *               not a multiple of 8 elements, head dim past the limit) and, with
+ *               big, a Q/O tensor of more than 2^31 elements.
+ *   PRODUCTION  device backends: S >= 8k shapes with GQA and causal masks, and
+ *               (with big) one call of more than 2^31 elements in Q, O, dO, dQ.
+ * The oracle checks a seeded row/column sample of cases past the oracle work
+ * limit (fc_check_sample_plan in check.h); the unwritten-output scan, guards and
+ * input checks always cover every element.
+ * ------------------------------------------------------------------------- */
+#ifndef FLASHCHECK_SWEEP_H
+#define FLASHCHECK_SWEEP_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "case/case.h"
+#include "fuzz/fz_misuse.h"
+#include "kernels/flash_api.h"
+#include "properties/check/check.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Categories, in report order. */
+typedef enum {
+    FC_SWEEP_SHAPES = 0,
+    FC_SWEEP_CAUSAL,
+    FC_SWEEP_WINDOW,
+    FC_SWEEP_MASK,
+    FC_SWEEP_GQA,
+    FC_SWEEP_LAYOUT,
+    FC_SWEEP_VALUES,
+    FC_SWEEP_EMPTY,
+    FC_SWEEP_PROPERTIES,
+    FC_SWEEP_CUDA_GRID,
+    FC_SWEEP_CUDA_LEAK,
+    FC_SWEEP_CUDA_DETERMINISM,
+    FC_SWEEP_CUDA_DECLINED,
+    FC_SWEEP_CUDA_FINDINGS,
+    FC_SWEEP_CUDA_BIG,
+    FC_SWEEP_PRODUCTION,
+    FC_SWEEP_CAT_COUNT
+} fc_sweep_cat;
+
+const char *fc_sweep_cat_name(int cat);  /* "shapes", ..., "production" */
+const char *fc_sweep_cat_what(int cat);  /* one line: what the category covers */
+int fc_sweep_cat_by_name(const char *name); /* -1 if unknown */
+/* The set a category belongs to (FC_SWEEP_SET_*). */
+int fc_sweep_cat_set(int cat);
+
+#define FC_SWEEP_SET_BASE 1
+#define FC_SWEEP_SET_CUDA 2
+#define FC_SWEEP_SET_PRODUCTION 4
+
+/* What an entry must give (fc_sweep_met). */
+typedef enum {
+    FC_SWEEP_EXPECT_PASS = 0,    /* PASS; a SKIP (unsupported, uncheckable) is not a pass */
+    FC_SWEEP_EXPECT_DECLINE,     /* a layout the backend may decline: PASS, or SKIP because the
+                                    backend said UNSUPPORTED (fc_check_case then also checks that
+                                    nothing was written: "rejected_wrote") */
+    FC_SWEEP_EXPECT_JUDGED       /* PASS, or SKIP / OVERFLOW only for elements without a finite
+                                    bound (the oracle's UNCHECKABLE, or NaN/Inf where the profile's
+                                    own intermediates may overflow: oracle/BOUNDS.md section 11)
+                                    while the tensor the entry is about (dQ; O when forward only)
+                                    had judged elements and none failed (the fuzz findings) */
+} fc_sweep_expect;
+
+typedef struct {
+    fc_case c;
+    int category;                /* fc_sweep_cat */
+    int prop;                    /* -1: fc_check_case; else an index into fc_prop_table */
+    int determinism;             /* fc_check_case: the second run compared bitwise */
+    int expect;                  /* fc_sweep_expect */
+    char label[120];             /* e.g. "grid A#12 B2 Sq97 Sk513 H4/2 D128 bf16 c1 w-1,-1 mask=none bhsd" */
+} fc_sweep_entry;
+
+typedef struct {
+    int sets;                    /* FC_SWEEP_SET_* bits */
+    int quick;                   /* about a quarter of the cases */
+    int big;                     /* CUDA and PRODUCTION: include the > 2^31-element calls */
+    int sanitize;                /* CUDA: the compute-sanitizer subset (short sequences, every third
+                                    grid case, a few leak cases; no big case, no determinism property) */
+    int has_bwd;                 /* cases with backward on (else forward only) */
+    const fa_limits *lim;        /* BASE cases are fitted into these limits (NULL: the contract's);
+                                    CUDA and PRODUCTION cases are built for the CUDA backend's */
+} fc_sweep_opts;
+
+void fc_sweep_opts_default(fc_sweep_opts *o); /* BASE only, not quick, big on, backward on, no limits */
+
+/* Build the sweep: a malloc'd array in *out (free it), the count returned; -1 out of memory.
+ * Deterministic: the same options give the same entries (seeds included). */
+int64_t fc_sweep_build(const fc_sweep_opts *o, fc_sweep_entry **out);
+
+/* Judge one entry on be: fc_check_case (with the entry's determinism) or its property.
+ * Returns v->outcome. */
+fc_outcome fc_sweep_check(const fa_backend *be, const fc_sweep_entry *e, fc_verdict *v);
+
+/* 1 when verdict v is what entry e expects (fc_sweep_expect), else 0 with a sentence in why. */
+int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t whylen);
+
+/* Run entries in process, one after another (a driver without worker processes: the GPU
+ * cc_tests): entries whose category is not `only` (>= 0) are left out. Prints one line per entry
+ * to log ("ok   LABEL: ..." or "FAIL LABEL: why") and a table per category with its wall time;
+ * fills tally (per category, may be NULL). Returns the number of entries that did not meet
+ * their expectation (fc_sweep_met). */
+typedef struct {
+    int64_t ran, failed;
+    double seconds;
+} fc_sweep_tally;
+int64_t fc_sweep_run(const fa_backend *be, const fc_sweep_entry *e, int64_t n, int only, FILE *log,
+                     fc_sweep_tally tally[FC_SWEEP_CAT_COUNT]);
+
+/* The API-misuse suite (fuzz/fz_misuse.h): every corruption kind at 10 parameters, forward and
+ * backward, on one small case; cb gets each call that applied. Returns the number of calls made. */
+typedef void (*fc_sweep_misuse_cb)(void *user, const fz_misuse_result *res);
+int64_t fc_sweep_misuse(const fa_backend *be, fc_sweep_misuse_cb cb, void *user);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FLASHCHECK_SWEEP_H */

@@ -1,0 +1,284 @@
+/* sweep_test.c: the sweep library (properties/sweep/sweep.h).
+ *   - the base set is certify's sweep as it was before the move (counts per category, seeds);
+ *   - the cuda set covers what the GPU cc_tests covered (every head dim 8..256 in both dtypes,
+ *     every grid sequence length, the 13 mask kinds, GQA 1/2/8, the three layouts with the fused
+ *     QKV strides, dO layouts, the leak geometries, the findings, the declined layouts, one call
+ *     past 2^31 elements), and its sanitize subset stays short;
+ *   - production: S >= 8k, GQA, causal, one call past 2^31 elements per tensor;
+ *   - every entry is a valid case (fc_case_check);
+ *   - fc_sweep_met on synthetic verdicts;
+ *   - fc_sweep_run on the CPU backend: a quick category passes, a mutant of the backend fails it;
+ *     the cuda set's sanitize subset passes (its cases are well formed, expectations are met). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_mutants.h"
+#include "properties/properties.h"
+#include "properties/sweep/sweep.h"
+
+static int failures = 0;
+#define CHECK(cond, ...)                                          \
+    do {                                                          \
+        if (!(cond)) {                                            \
+            printf("FAIL %s:%d: ", __FILE__, __LINE__);           \
+            printf(__VA_ARGS__);                                  \
+            printf("\n");                                         \
+            failures++;                                           \
+        }                                                         \
+    } while (0)
+
+static int64_t count_cat(const fc_sweep_entry *e, int64_t n, int cat) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++) k += e[i].category == cat;
+    return k;
+}
+
+static void test_base(void) {
+    /* the counts of certify's build_sweep before it moved here (cli/cmd_certify.c) */
+    static const int64_t full[9] = {27, 12, 8, 11, 5, 6, 16, 3, 22}, quick[9] = {12, 6, 5, 6, 3, 3, 8, 3, 11};
+    for (int q = 0; q < 2; q++) {
+        fc_sweep_opts o;
+        fc_sweep_opts_default(&o);
+        o.quick = q;
+        fc_sweep_entry *e;
+        int64_t n = fc_sweep_build(&o, &e);
+        CHECK(n > 0, "base sweep built");
+        for (int c = 0; c <= FC_SWEEP_PROPERTIES; c++) {
+            int64_t want = q ? quick[c] : full[c];
+            if (c == FC_SWEEP_PROPERTIES) want = (q ? 1 : 2) * fc_prop_count();
+            CHECK(count_cat(e, n, c) == want, "base %s%s: %lld cases, want %lld", fc_sweep_cat_name(c), q ? " (quick)" : "",
+                  (long long)count_cat(e, n, c), (long long)want);
+        }
+        for (int64_t i = 0; i < n; i++) {
+            char msg[256];
+            CHECK(fc_case_check(&e[i].c, msg, sizeof msg) == 0, "base entry %lld: %s", (long long)i, msg);
+            CHECK(e[i].c.seed == 1000 + (uint64_t)i, "base entry %lld seed %llu (certify's 1000 + position)", (long long)i,
+                  (unsigned long long)e[i].c.seed);
+            CHECK(fc_sweep_cat_set(e[i].category) == FC_SWEEP_SET_BASE, "base set holds only base categories");
+        }
+        free(e);
+    }
+}
+
+static int64_t numel_q(const fc_case *c) { return fc_case_numel(c, FC_T_Q); }
+
+static void test_cuda(void) {
+    fc_sweep_opts o;
+    fc_sweep_opts_default(&o);
+    o.sets = FC_SWEEP_SET_CUDA;
+    fc_sweep_entry *e;
+    int64_t n = fc_sweep_build(&o, &e);
+    CHECK(n > 200, "cuda set: %lld entries", (long long)n);
+    int head_dims[2][33] = {{0}}, seq_seen[17] = {0}, causal[3] = {0}, masks[FC_MASK_COUNT] = {0}, gqa[9] = {0};
+    int bhsd = 0, pad = 0, qkv = 0, do_bhsd = 0, do_pad = 0, big = 0, neg_scale = 0, empty = 0, pairs = 0, windows = 0;
+    int leak = 0, leak_long = 0, det = 0, declined = 0, findings = 0, sq_ne_sk = 0, det_modes[2] = {0, 0};
+    static const int64_t seqlens[17] = {1, 3, 17, 63, 64, 65, 97, 113, 127, 128, 239, 513, 799, 1023, 1025, 2048, 4224};
+    for (int64_t i = 0; i < n; i++) {
+        const fc_case *c = &e[i].c;
+        const fa_problem *p = &c->p;
+        char msg[256];
+        CHECK(fc_case_check(c, msg, sizeof msg) == 0, "cuda entry %s: %s", e[i].label, msg);
+        CHECK(c->backward == 1 || strncmp(e[i].label, "big fwd", 7) == 0, "cuda entry %s: backward on", e[i].label);
+        if (e[i].category == FC_SWEEP_CUDA_GRID) {
+            if (p->head_dim_qk % 8 == 0 && p->head_dim_qk <= 256) head_dims[p->dtype == FA_BF16][p->head_dim_qk / 8]++;
+            for (int k = 0; k < 17; k++) seq_seen[k] += p->seqlen_q == seqlens[k] || p->seqlen_k == seqlens[k];
+            causal[p->causal]++;
+            masks[c->mask.kind]++;
+            gqa[p->heads_q / p->heads_kv <= 8 ? p->heads_q / p->heads_kv : 0]++;
+            bhsd += c->layout[FC_T_Q].order[1] == 2;
+            pad += c->layout[FC_T_Q].pad[2] == 24;
+            do_bhsd += c->layout[FC_T_DO].order[1] == 2 && c->layout[FC_T_Q].order[1] != 2;
+            do_pad += c->layout[FC_T_DO].pad[2] == 24 && c->layout[FC_T_Q].pad[2] != 24;
+            neg_scale += p->softmax_scale < 0;
+            empty += p->batch * p->seqlen_q * p->seqlen_k == 0;
+            pairs += p->batch * p->heads_q >= 76800;
+            windows += p->window_left >= 0 || p->window_right >= 0;
+            sq_ne_sk += p->seqlen_q != p->seqlen_k;
+            det_modes[c->deterministic != 0]++;
+            if (c->layout[FC_T_K].offset > 0 && c->layout[FC_T_Q].pad[1] > 0) {
+                /* fused QKV: Q, K, V are head slices of one [B, S, Hq + 2 Hkv, D] buffer */
+                int64_t sq[4], sk[4], sv[4], Ht = p->heads_q + 2 * p->heads_kv, D = p->head_dim_qk;
+                fc_case_strides(c, FC_T_Q, sq);
+                fc_case_strides(c, FC_T_K, sk);
+                fc_case_strides(c, FC_T_V, sv);
+                int ok = 1;
+                for (int k = 0; k < 4; k++) ok &= sq[k] == sk[k] && sk[k] == sv[k];
+                ok &= sq[1] == Ht * D && sq[0] == p->seqlen_q * Ht * D && sq[2] == D;
+                ok &= c->layout[FC_T_K].offset == p->heads_q * D && c->layout[FC_T_V].offset == (p->heads_q + p->heads_kv) * D;
+                CHECK(ok, "fused QKV strides of %s", e[i].label);
+                qkv++;
+            }
+        }
+        if (e[i].category == FC_SWEEP_CUDA_LEAK) {
+            leak++;
+            leak_long += p->seqlen_q >= 2000;
+            CHECK(e[i].prop >= 0 && strcmp(fc_prop_table[e[i].prop].name, "leak") == 0, "leak entries use the leak property");
+        }
+        if (e[i].category == FC_SWEEP_CUDA_DETERMINISM) {
+            det++;
+            CHECK(strcmp(fc_prop_table[e[i].prop].name, "determinism") == 0 && c->deterministic && p->batch >= 48,
+                  "batch-heavy deterministic backward under the determinism property");
+        }
+        if (e[i].category == FC_SWEEP_CUDA_DECLINED) {
+            declined++;
+            CHECK(e[i].expect == FC_SWEEP_EXPECT_DECLINE, "declined entries may be declined");
+        }
+        if (e[i].category == FC_SWEEP_CUDA_FINDINGS) findings++;
+        if (e[i].category == FC_SWEEP_CUDA_BIG) {
+            big++;
+            CHECK(numel_q(c) > ((int64_t)1 << 31) && fc_case_numel(c, FC_T_O) > ((int64_t)1 << 31),
+                  "big entry %s has > 2^31 elements in Q and O", e[i].label);
+            CHECK(!e[i].determinism, "no determinism re-run on the big case (memory)");
+        } else {
+            CHECK(numel_q(c) <= ((int64_t)1 << 31), "only the big category is past 2^31 (%s)", e[i].label);
+        }
+    }
+    for (int dt = 0; dt < 2; dt++)
+        for (int d = 1; d <= 32; d++) CHECK(head_dims[dt][d] > 0, "head dim %d %s in the grid", 8 * d, dt ? "bf16" : "fp16");
+    for (int k = 0; k < 17; k++) CHECK(seq_seen[k] > 0, "sequence length %lld in the grid", (long long)seqlens[k]);
+    for (int k = 0; k < 3; k++) CHECK(causal[k] > 0, "causal mode %d in the grid", k);
+    CHECK(masks[FC_MASK_RANDOM_NEGINF] && masks[FC_MASK_FULL_COLS] && masks[FC_MASK_FULL_ROWS], "mask kinds in the grid");
+    CHECK(gqa[1] && gqa[2] && gqa[8], "GQA ratios 1, 2, 8");
+    CHECK(bhsd >= 3 && pad >= 3 && qkv >= 3, "layouts bhsd %d pad %d qkv %d", bhsd, pad, qkv);
+    CHECK(do_bhsd > 10 && do_pad > 10, "dO in its own layout: bhsd %d pad %d", do_bhsd, do_pad);
+    CHECK(neg_scale && empty >= 3 && pairs && windows > 20 && sq_ne_sk > 50, "scales, empty, (b, h) pairs, windows, Sq != Sk");
+    CHECK(det_modes[0] > 50 && det_modes[1] > 50, "both backward modes: atomic %d, deterministic %d", det_modes[0], det_modes[1]);
+    CHECK(leak == 18 && leak_long == 2, "leak geometries: %d (long %d)", leak, leak_long);
+    CHECK(det == 1 && declined == 4 && findings == 2 && big == 2, "det %d declined %d findings %d big %d", det, declined,
+          findings, big);
+    free(e);
+
+    /* without big: no case past 2^31; sanitize: short sequences only */
+    o.big = 0;
+    n = fc_sweep_build(&o, &e);
+    for (int64_t i = 0; i < n; i++) CHECK(numel_q(&e[i].c) <= ((int64_t)1 << 31), "--no-big: %s", e[i].label);
+    free(e);
+    o.sanitize = 1;
+    o.big = 1;
+    n = fc_sweep_build(&o, &e);
+    CHECK(n > 10 && n < 80, "sanitize subset: %lld entries", (long long)n);
+    for (int64_t i = 0; i < n; i++)
+        CHECK(e[i].c.p.seqlen_q <= 300 && e[i].c.p.seqlen_k <= 300 && e[i].category != FC_SWEEP_CUDA_BIG,
+              "sanitize subset is short: %s", e[i].label);
+    free(e);
+    /* forward only: no entry runs a backward */
+    fc_sweep_opts_default(&o);
+    o.sets = FC_SWEEP_SET_CUDA | FC_SWEEP_SET_PRODUCTION | FC_SWEEP_SET_BASE;
+    o.has_bwd = 0;
+    n = fc_sweep_build(&o, &e);
+    for (int64_t i = 0; i < n; i++)
+        CHECK(e[i].c.backward == 0 && e[i].category != FC_SWEEP_CUDA_FINDINGS, "forward-only sweep: %s", e[i].label);
+    free(e);
+}
+
+static void test_production(void) {
+    fc_sweep_opts o;
+    fc_sweep_opts_default(&o);
+    o.sets = FC_SWEEP_SET_PRODUCTION;
+    fc_sweep_entry *e;
+    int64_t n = fc_sweep_build(&o, &e);
+    int huge = 0, g = 0, causal = 0;
+    CHECK(n >= 4, "production: %lld entries", (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        const fa_problem *p = &e[i].c.p;
+        char msg[256];
+        CHECK(fc_case_check(&e[i].c, msg, sizeof msg) == 0, "production %s: %s", e[i].label, msg);
+        CHECK(e[i].category == FC_SWEEP_PRODUCTION && p->seqlen_q >= 8192 && p->seqlen_k >= 8192, "S >= 8k: %s", e[i].label);
+        g += p->heads_q > p->heads_kv;
+        causal += p->causal != FA_CAUSAL_NONE;
+        if (numel_q(&e[i].c) > ((int64_t)1 << 31)) {
+            huge++;
+            int64_t rows, cols;
+            fc_check_sample_plan(&e[i].c, NULL, &rows, &cols);
+            CHECK(rows == FC_CHECK_SAMPLE && cols == FC_CHECK_SAMPLE, "the huge call is checked on a row sample");
+            for (int t = 0; t < FC_T_COUNT; t++)
+                if (t == FC_T_Q || t == FC_T_O || t == FC_T_DO || t == FC_T_DQ)
+                    CHECK(fc_case_numel(&e[i].c, t) > ((int64_t)1 << 31), "%s past 2^31", fc_tensor_name(t));
+        }
+    }
+    CHECK(huge == 1 && g >= 2 && causal == n, "one call past 2^31 (%d), GQA (%d), causal (%d of %lld)", huge, g, causal,
+          (long long)n);
+    free(e);
+}
+
+static void test_met(void) {
+    fc_sweep_entry e;
+    memset(&e, 0, sizeof e);
+    fc_case_default(&e.c);
+    fc_verdict v;
+    char why[300];
+    fc_verdict_init(&v);
+    CHECK(fc_sweep_met(&e, &v, why, sizeof why), "PASS meets PASS");
+    fc_verdict_skip(&v, "forward: backend says unsupported (q.ptr): misaligned");
+    CHECK(!fc_sweep_met(&e, &v, why, sizeof why), "a SKIP is not a pass");
+    e.expect = FC_SWEEP_EXPECT_DECLINE;
+    CHECK(fc_sweep_met(&e, &v, why, sizeof why), "UNSUPPORTED meets DECLINE");
+    fc_verdict_fail(&v, "rejected_wrote", "forward: the call was rejected but output o was written");
+    CHECK(!fc_sweep_met(&e, &v, why, sizeof why) && strstr(why, "rejected_wrote"), "a write on a decline fails: %s", why);
+    fc_verdict_init(&v);
+    fc_verdict_skip(&v, "dk: 8 elements have no finite oracle bound (uncheckable); not judged");
+    CHECK(!fc_sweep_met(&e, &v, why, sizeof why), "uncheckable does not meet DECLINE");
+    e.expect = FC_SWEEP_EXPECT_JUDGED;
+    CHECK(!fc_sweep_met(&e, &v, why, sizeof why), "JUDGED needs judged dQ elements");
+    v.t[FC_T_DQ].checked = 1;
+    v.t[FC_T_DQ].elements = 10;
+    CHECK(fc_sweep_met(&e, &v, why, sizeof why), "JUDGED with judged dQ elements");
+    fc_verdict_overflow(&v, "dq: 16 elements NaN/Inf where the profile's own intermediates may overflow");
+    CHECK(fc_sweep_met(&e, &v, why, sizeof why), "a finding: overflow-sensitive elements beside judged dQ elements");
+    e.expect = FC_SWEEP_EXPECT_PASS;
+    CHECK(!fc_sweep_met(&e, &v, why, sizeof why), "overflow-sensitive is not a pass");
+    e.expect = FC_SWEEP_EXPECT_JUDGED;
+    fc_verdict_fail(&v, "bound", "dq: 1 of 128 elements outside their bound");
+    CHECK(!fc_sweep_met(&e, &v, why, sizeof why) && strstr(why, "bound"), "a finding that fails: %s", why);
+}
+
+/* the in-process driver on the CPU backend: the quick gqa category passes; a GQA mutant fails it */
+static void test_run(void) {
+    fc_sweep_opts o;
+    fc_sweep_opts_default(&o);
+    o.quick = 1;
+    fc_sweep_entry *e;
+    int64_t n = fc_sweep_build(&o, &e);
+    fc_sweep_tally t[FC_SWEEP_CAT_COUNT];
+    fa_cpu_set_mutant(0);
+    int64_t bad = fc_sweep_run(fa_backend_cpu(), e, n, FC_SWEEP_GQA, stdout, t);
+    CHECK(bad == 0 && t[FC_SWEEP_GQA].ran == 3 && t[FC_SWEEP_SHAPES].ran == 0, "correct CPU backend: %lld failed", (long long)bad);
+    int id = fa_cpu_mutant_id("gqa_head_modulo");
+    CHECK(id > 0, "mutant gqa_head_modulo exists");
+    fa_cpu_set_mutant(id);
+    bad = fc_sweep_run(fa_backend_cpu(), e, n, FC_SWEEP_GQA, stdout, t);
+    fa_cpu_set_mutant(0);
+    CHECK(bad > 0 && t[FC_SWEEP_GQA].failed == bad, "mutant gqa_head_modulo fails the gqa category (%lld)", (long long)bad);
+    free(e);
+}
+
+/* the device grid's cases are well formed and a correct backend meets every expectation: the
+   sanitize subset of the cuda set (short grid cases, leak geometries, declined layouts, findings)
+   on the CPU backend */
+static void test_cuda_on_cpu(void) {
+    fc_sweep_opts o;
+    fc_sweep_opts_default(&o);
+    o.sets = FC_SWEEP_SET_CUDA;
+    o.sanitize = 1;
+    fc_sweep_entry *e;
+    int64_t n = fc_sweep_build(&o, &e);
+    fc_sweep_tally t[FC_SWEEP_CAT_COUNT];
+    fa_cpu_set_mutant(0);
+    int64_t bad = fc_sweep_run(fa_backend_cpu(), e, n, -1, stdout, t);
+    CHECK(bad == 0 && t[FC_SWEEP_CUDA_GRID].ran > 10 && t[FC_SWEEP_CUDA_LEAK].ran > 3 && t[FC_SWEEP_CUDA_FINDINGS].ran == 2 &&
+              t[FC_SWEEP_CUDA_DECLINED].ran == 4,
+          "cuda sanitize subset on the CPU backend: %lld of %lld failed", (long long)bad, (long long)n);
+    free(e);
+}
+
+int main(void) {
+    test_base();
+    test_cuda();
+    test_production();
+    test_met();
+    test_run();
+    test_cuda_on_cpu();
+    printf("%s: %d failure(s)\n", failures ? "FAIL" : "ok", failures);
+    return failures ? 1 : 0;
+}
