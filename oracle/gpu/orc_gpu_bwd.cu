@@ -440,8 +440,9 @@ extern "C" void orc_gpu_bwd_end(orc_gpu_bwd_state *st) {
     free(st);
 }
 
-#define DALLOC(p, bytes) cu_ok(cudaMalloc((void **)&(p), (size_t)(bytes) ? (size_t)(bytes) : 8), "scratch", msg, n)
-#define HALLOC(p, bytes) cu_ok(cudaMallocHost((void **)&(p), (size_t)(bytes) ? (size_t)(bytes) : 8), "pinned memory", msg, n)
+static size_t nz(int64_t bytes) { return bytes > 0 ? (size_t)bytes : 8; }
+#define DALLOC(p, bytes) cu_ok(cudaMalloc((void **)&(p), nz((int64_t)(bytes))), "scratch", msg, n)
+#define HALLOC(p, bytes) cu_ok(cudaMallocHost((void **)&(p), nz((int64_t)(bytes))), "pinned memory", msg, n)
 
 extern "C" int orc_gpu_bwd_begin(const orc_gpu_bwd_desc *d, const int64_t *rlo, const int64_t *rhi, int64_t *rc_out,
                                  orc_gpu_bwd_state **out, char *msg, size_t n) {
