@@ -48,6 +48,12 @@ fa_status orc_gpu_bwd(const fa_bwd_args *args, const fa_precision *prof, const o
 /* Frees the result and the host copies of its inputs. */
 void orc_gpu_bwd_free(orc_bwd_result *res);
 
+/* Frees the result's host copies of its inputs and points its args at host (same values:
+ * the caller's host inputs that were uploaded); the result is then an ordinary one,
+ * freed with orc_fwd_free / orc_bwd_free, whose compare escalates from those inputs. */
+void orc_gpu_fwd_rehost(orc_fwd_result *res, const fa_fwd_args *host);
+void orc_gpu_bwd_rehost(orc_bwd_result *res, const fa_bwd_args *host);
+
 /* 1 if this process can run the GPU tier: a CUDA device is visible (and usable). */
 int orc_gpu_available(void);
 

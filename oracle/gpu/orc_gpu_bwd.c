@@ -49,6 +49,17 @@ void orc_gpu_bwd_free(orc_bwd_result *res) {
     orc_bwd_free(res);
 }
 
+void orc_gpu_bwd_rehost(orc_bwd_result *res, const fa_bwd_args *host) {
+    free(res->args.q.ptr);
+    free(res->args.k.ptr);
+    free(res->args.v.ptr);
+    free(res->args.o.ptr);
+    free(res->args.dout.ptr);
+    free((void *)res->args.lse.ptr);
+    free((void *)res->args.mask.ptr);
+    res->args = *host;
+}
+
 /* Reference-time escalation to MPFR, orc_bwd.c's rule and loops: a dQ row (a dK/dV
  * column) any of whose checkable elements has orc_err > escalate_ratio * bound is
  * recomputed in MPFR (every element with ORC_TIER_MPFR). Returns the elements. */

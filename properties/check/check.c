@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "properties/check/check.h"
+#include "properties/check/oracle_tier.h"
 
 /* ---------------------------------------------------------------------------
  * Oracle glue
@@ -38,7 +39,8 @@ static void oracle_options(orc_options *opt) {
     opt->baseline = 0;
 }
 
-int fc_oracle_fwd(const fc_run *r, const fa_precision *prec, orc_fwd_result *res, char *msg, size_t msglen) {
+/* The host args of r's inputs (the CPU tier's input; the GPU tier's after upload). */
+void fc_oracle_host_fwd_args(const fc_run *r, fa_fwd_args *out) {
     fa_fwd_args a;
     memset(&a, 0, sizeof a);
     a.p = r->c.p;
@@ -48,19 +50,20 @@ int fc_oracle_fwd(const fc_run *r, const fa_precision *prec, orc_fwd_result *res
     a.mask = host_mask(&r->buf[FC_T_MASK]);
     a.o = host_tensor(&r->buf[FC_T_O]);
     a.lse = host_lse(&r->buf[FC_T_LSE]);
-    orc_options opt;
-    oracle_options(&opt);
-    fa_error err;
-    memset(&err, 0, sizeof err);
-    fa_status st = orc_fwd(&a, prec, &opt, res, &err);
-    if (st != FA_OK) {
-        snprintf(msg, msglen, "oracle forward failed: %s (%s): %s", fa_status_name(st), err.arg, err.msg);
-        return -1;
-    }
-    return 0;
+    *out = a;
+}
+
+void fc_oracle_options(orc_options *opt) { oracle_options(opt); }
+
+int fc_oracle_fwd(const fc_run *r, const fa_precision *prec, orc_fwd_result *res, char *msg, size_t msglen) {
+    return fc_oracle_fwd_tier(r, prec, fc_check_oracle(), res, NULL, msg, msglen);
 }
 
 int fc_oracle_bwd(const fc_run *r, const fa_precision *prec, orc_bwd_result *res, char *msg, size_t msglen) {
+    return fc_oracle_bwd_tier(r, prec, fc_check_oracle(), res, NULL, msg, msglen);
+}
+
+void fc_oracle_host_bwd_args(const fc_run *r, fa_bwd_args *out) {
     fa_bwd_args a;
     memset(&a, 0, sizeof a);
     a.p = r->c.p;
@@ -75,16 +78,7 @@ int fc_oracle_bwd(const fc_run *r, const fa_precision *prec, orc_bwd_result *res
     a.dk = host_tensor(&r->buf[FC_T_DK]);
     a.dv = host_tensor(&r->buf[FC_T_DV]);
     a.deterministic = r->c.deterministic;
-    orc_options opt;
-    oracle_options(&opt);
-    fa_error err;
-    memset(&err, 0, sizeof err);
-    fa_status st = orc_bwd(&a, prec, &opt, res, &err);
-    if (st != FA_OK) {
-        snprintf(msg, msglen, "oracle backward failed: %s (%s): %s", fa_status_name(st), err.arg, err.msg);
-        return -1;
-    }
-    return 0;
+    *out = a;
 }
 
 int64_t fc_oracle_find(const orc_block *blk, int64_t b, int64_t h, int64_t s) {

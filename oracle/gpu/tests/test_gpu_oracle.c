@@ -456,6 +456,8 @@ static void run_bwd_case(int cs, const fa_backend *cpu, const fa_backend *cuda) 
     host_grads hg = {calloc((size_t)nq, 2), calloc((size_t)nk, 2), calloc((size_t)nv, 2), nq, nk, nv};
     fa_tensor gq = ha.q, gk = ha.k, gv = ha.v; /* the gradients share the inputs' layouts */
     gq.ptr = hg.dq; gk.ptr = hg.dk; gv.ptr = hg.dv;
+    ha.dq = gq; ha.dk = gk; ha.dv = gv; /* strides (run_backward sets the pointers) */
+    da.dq = gq; da.dk = gk; da.dv = gv;
 
     const char *const *names = fa_precision_preset_names();
     int np = 0;
@@ -584,7 +586,7 @@ int main(int argc, char **argv) {
            ncases, (long long)n_cmp, (long long)n_mpfr, (long long)n_verdict, (long long)n_fail_found,
            (double)(clock() - t0) / CLOCKS_PER_SEC);
     CHECK(n_fail_found > 0, "the mutated outputs produced no failure: the comparison cannot fail");
-    CHECK(n_ovf_flags > 0, "no element flagged ORC_F_OVERFLOW: the overflow cases do not reach the flag");
+    CHECK(n_ovf_flags > 0 || ncases < 40, "no element flagged ORC_F_OVERFLOW: the overflow cases do not reach the flag");
     {
         const char *const *names = fa_precision_preset_names();
         for (int k = 0; names[k] && k < 16; k++) {
