@@ -54,6 +54,10 @@ void orc_gpu_bwd_free(orc_bwd_result *res);
 void orc_gpu_fwd_rehost(orc_fwd_result *res, const fa_fwd_args *host);
 void orc_gpu_bwd_rehost(orc_bwd_result *res, const fa_bwd_args *host);
 
+/* The tier keeps its device and pinned buffers per host thread from call to call (small
+ * calls allocate nothing); this frees the calling thread's. */
+void orc_gpu_release(void);
+
 /* 1 if this process can run the GPU tier: a CUDA device is visible (and usable). */
 int orc_gpu_available(void);
 

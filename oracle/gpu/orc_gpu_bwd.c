@@ -124,19 +124,6 @@ static int64_t orc_gpu_bwd_escalate(const orc_ctx *c, const orc_options *opt, or
     return esc;
 }
 
-static int64_t find_slot(const orc_index *ix, int64_t n, int64_t b, int64_t h, int64_t s) {
-    int64_t lo = 0, hi = n - 1;
-    while (lo <= hi) {
-        int64_t mid = (lo + hi) / 2;
-        const orc_index *x = &ix[mid];
-        int cmp = x->b != b ? (x->b < b ? -1 : 1) : x->h != h ? (x->h < h ? -1 : 1) : x->s != s ? (x->s < s ? -1 : 1) : 0;
-        if (cmp == 0) return mid;
-        if (cmp < 0) lo = mid + 1;
-        else hi = mid - 1;
-    }
-    return -1;
-}
-
 /* dQ of one sampled row (orc_bwd.c phase A's non-normal block and dQ finalize). */
 static void dq_row(const orc_ctx *c, const orc_model *mk, orc_block *bq, int64_t slot, const orc_gpu_brow *R,
                    const double *qs, const double *qb, const double *qo) {
@@ -307,7 +294,12 @@ fa_status orc_gpu_bwd(const fa_bwd_args *args, const fa_precision *prof, const o
     double o_ratio = 0, lse_ratio = 0;
     /* the oracle's column sums: blocks of 32 rows per chunk and head (orc_acc_coef's span) */
     double sp_o = (double)(c.G * c.Sq) + 64.0 * (double)c.G * ceil((double)c.Sq / (double)rc);
-    for (int64_t gi = 0; !st && gi < c.B * c.Hkv; gi++) {
+    /* the work: chunks of the groups with a sampled dQ row or dK/dV column, in order */
+    typedef struct { int64_t b, hk, h, r0, nr, c0, ncs, gi; int first_g, first_h, last_h, last_g; } item;
+    int64_t nck = (c.Sq + rc - 1) / rc, nit = 0;
+    item *it = malloc((size_t)(c.B * c.Hq * (nck > 0 ? nck : 1) + 1) * sizeof *it);
+    if (!it) st = orc_fail(err, FA_ERR_NOMEM, "", "out of host memory for the GPU tier.");
+    for (int64_t gi = 0, ng = 0; !st && gi < c.B * c.Hkv; gi++) {
         int64_t b = gi / c.Hkv, hk = gi % c.Hkv;
         int64_t c0 = -1, ncs = 0;
         for (int64_t x = 0; x < nc; x++)
@@ -315,48 +307,75 @@ fa_status orc_gpu_bwd(const fa_bwd_args *args, const fa_precision *prof, const o
         int any_dq = 0;
         for (int64_t x = 0; x < nq && !any_dq; x++) any_dq = iq[x].b == b && iq[x].h / c.G == hk;
         if (ncs == 0 && !any_dq) continue;
-        if (orc_gpu_bwd_group(gs, b, hk, sp_o, msg, sizeof msg)) { st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg); break; }
-        for (int64_t h = hk * c.G; !st && h < (hk + 1) * c.G; h++) {
-            if (orc_gpu_bwd_head(gs, 0, msg, sizeof msg)) { st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg); break; }
-            for (int64_t r0 = 0; r0 < c.Sq; r0 += rc) {
-                int64_t nr = c.Sq - r0 < rc ? c.Sq - r0 : rc;
-                const orc_gpu_brow *br;
-                const double *qs, *qb, *qo;
-                if (orc_gpu_bwd_chunk(gs, h, r0, nr, &br, &qs, &qb, &qo, msg, sizeof msg)) {
-                    st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
-                    break;
-                }
-                for (int64_t r = 0; r < nr; r++) {
-                    if (br[r].kind != ROW_NORMAL) continue;
-                    if (br[r].o_ratio > o_ratio) o_ratio = br[r].o_ratio;
-                    if (br[r].lse_ratio > lse_ratio) lse_ratio = br[r].lse_ratio;
-                }
-                int64_t x0 = find_slot(iq, nq, b, h, r0), x1;
-                if (x0 < 0) { /* first sampled row of (b, h) at or after r0 */
-                    int64_t lo = 0, hi = nq;
-                    while (lo < hi) {
-                        int64_t mid = (lo + hi) / 2;
-                        const orc_index *y = &iq[mid];
-                        int less = y->b != b ? y->b < b : y->h != h ? y->h < h : y->s < r0;
-                        if (less) lo = mid + 1; else hi = mid;
-                    }
-                    x0 = lo;
-                }
-                for (x1 = x0; x1 < nq && iq[x1].b == b && iq[x1].h == h && iq[x1].s < r0 + nr; x1++) {}
-#pragma omp parallel for schedule(static) num_threads(nth)
-                for (int64_t x = x0; x < x1; x++) {
-                    int64_t r = iq[x].s - r0;
-                    dq_row(&c, &mk, &res->dq, x, &br[r], qs + r * c.D, qb + r * c.D, qo + r * c.D);
-                }
+        int64_t first = nit;
+        for (int64_t h = hk * c.G; h < (hk + 1) * c.G; h++) {
+            int64_t hfirst = nit;
+            for (int64_t r0 = 0; r0 < c.Sq || (r0 == 0 && c.Sq == 0); r0 += rc) {
+                item x = {b, hk, h, r0, c.Sq - r0 < rc ? c.Sq - r0 : rc, c0, ncs, ng, 0, 0, 0, 0};
+                it[nit++] = x;
+                if (c.Sq == 0) break;
             }
-            if (!st && orc_gpu_bwd_head(gs, 1, msg, sizeof msg)) st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
+            it[hfirst].first_h = 1;
+            it[nit - 1].last_h = 1;
         }
-        if (st) break;
-        orc_gpu_cols cols;
-        if (orc_gpu_bwd_cols(gs, &cols, msg, sizeof msg)) { st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg); break; }
-#pragma omp parallel for schedule(static) num_threads(nth)
-        for (int64_t x = 0; x < ncs; x++) dkdv_col(&c, &mk, res, c0 + x, ic[c0 + x].s, &cols);
+        it[first].first_g = 1;
+        it[nit - 1].last_g = 1;
+        ng++;
     }
+    /* pipeline: the device computes item k while the host finishes item k - 1 (its dQ rows,
+     * and its group's dK / dV columns after the group's last item) */
+    for (int64_t k = 0; !st && k <= nit; k++) {
+        if (k < nit) {
+            const item *x = &it[k];
+            int e = 0;
+            if (x->first_g) e = orc_gpu_bwd_group(gs, x->b, x->hk, sp_o, msg, sizeof msg);
+            if (!e && x->first_h) e = orc_gpu_bwd_head(gs, 0, msg, sizeof msg);
+            if (!e) e = orc_gpu_bwd_chunk(gs, (int)(k & 1), x->h, x->r0, x->nr, msg, sizeof msg);
+            if (!e && x->last_h) e = orc_gpu_bwd_head(gs, 1, msg, sizeof msg);
+            if (!e && x->last_g) e = orc_gpu_bwd_cols(gs, (int)(x->gi & 1), msg, sizeof msg);
+            if (e) { st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg); break; }
+        }
+        if (k == 0) continue;
+        const item *x = &it[k - 1];
+        int64_t b = x->b, h = x->h, r0 = x->r0, nr = x->nr;
+        const orc_gpu_brow *br;
+        const double *qs, *qb, *qo;
+        if (orc_gpu_bwd_chunk_wait(gs, (int)((k - 1) & 1), &br, &qs, &qb, &qo, msg, sizeof msg)) {
+            st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
+            break;
+        }
+        for (int64_t r = 0; r < nr; r++) {
+            if (br[r].kind != ROW_NORMAL) continue;
+            if (br[r].o_ratio > o_ratio) o_ratio = br[r].o_ratio;
+            if (br[r].lse_ratio > lse_ratio) lse_ratio = br[r].lse_ratio;
+        }
+        /* the sampled rows of (b, h) in [r0, r0 + nr) */
+        int64_t x0, x1, lo = 0, hi = nq;
+        while (lo < hi) {
+            int64_t mid = (lo + hi) / 2;
+            const orc_index *y = &iq[mid];
+            int less = y->b != b ? y->b < b : y->h != h ? y->h < h : y->s < r0;
+            if (less) lo = mid + 1; else hi = mid;
+        }
+        x0 = lo;
+        for (x1 = x0; x1 < nq && iq[x1].b == b && iq[x1].h == h && iq[x1].s < r0 + nr; x1++) {}
+#pragma omp parallel for schedule(static) num_threads(nth)
+        for (int64_t y = x0; y < x1; y++) {
+            int64_t r = iq[y].s - r0;
+            dq_row(&c, &mk, &res->dq, y, &br[r], qs + r * c.D, qb + r * c.D, qo + r * c.D);
+        }
+        if (x->last_g) {
+            orc_gpu_cols cols;
+            if (orc_gpu_bwd_cols_wait(gs, (int)(x->gi & 1), &cols, msg, sizeof msg)) {
+                st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
+                break;
+            }
+            int64_t c0 = x->c0, ncs = x->ncs;
+#pragma omp parallel for schedule(static) num_threads(nth)
+            for (int64_t y = 0; y < ncs; y++) dkdv_col(&c, &mk, res, c0 + y, ic[c0 + y].s, &cols);
+        }
+    }
+    free(it);
     orc_gpu_bwd_end(gs);
     free(rlo);
     free(rhi);

@@ -70,15 +70,23 @@ struct orc_gpu_bwd_state {
     double *sdsm, *sp;
     int *cbad, *covf;
     orc_fm_colc *colc;
-    /* pinned host */
-    orc_gpu_brow *hbr;
-    double *hqs, *hqb, *hqo;
-    int64_t *hrng;
-    double *hck[4], *hcv[4];       /* sum, bsum, osum, habs */
-    int64_t *hncol;
-    double *hsdsm, *hsp;
-    int *hbad, *hovf;
-    unsigned long long *hqd;
+    /* pinned host, two slots each: chunk results, column results (the host finishes one
+     * while the device computes the next) */
+    struct {
+        orc_gpu_brow *hbr;
+        double *hqs, *hqb, *hqo;
+        int64_t *hrng;
+        cudaEvent_t done;
+        int64_t nr;
+    } cs[2];
+    struct {
+        double *hck[4], *hcv[4];   /* sum, bsum, osum, habs */
+        int64_t *hncol;
+        double *hsdsm, *hsp;
+        int *hbad, *hovf;
+        unsigned long long *hqd;
+        cudaEvent_t done;
+    } cl[2];
 };
 
 static int cu_ok(cudaError_t e, const char *what, char *msg, size_t n) {
@@ -420,29 +428,15 @@ __global__ void __launch_bounds__(256) k_colsum(orc_gpu_bwd_desc d, int mode, or
 
 static unsigned nblk(int64_t n, int t) { return (unsigned)((n + t - 1) / t); }
 
+/* The buffers, stream and events stay in the thread's pool (orc_gpu_pool) for the next call. */
 extern "C" void orc_gpu_bwd_end(orc_gpu_bwd_state *st) {
     if (!st) return;
     if (st->s) cudaStreamSynchronize(st->s);
-    for (int k = 0; k < 8; k++) cudaFree(st->M[k]);
-    cudaFree(st->num); cudaFree(st->bsum); cudaFree(st->osum);
-    cudaFree(st->qs); cudaFree(st->qb); cudaFree(st->qo);
-    cudaFree(st->eomax); cudaFree(st->cq); cudaFree(st->cqo); cudaFree(st->ri); cudaFree(st->br);
-    cudaFree(st->rlo); cudaFree(st->rhi); cudaFree(st->rng); cudaFree(st->k1);
-    for (int k = 0; k < CA_N; k++) cudaFree(st->ca[k]);
-    cudaFree(st->ncol); cudaFree(st->sdsm); cudaFree(st->sp); cudaFree(st->cbad); cudaFree(st->covf);
-    cudaFree(st->colc);
-    cudaFreeHost(st->hbr); cudaFreeHost(st->hqs); cudaFreeHost(st->hqb); cudaFreeHost(st->hqo);
-    cudaFreeHost(st->hrng);
-    for (int k = 0; k < 4; k++) { cudaFreeHost(st->hck[k]); cudaFreeHost(st->hcv[k]); }
-    cudaFreeHost(st->hncol); cudaFreeHost(st->hsdsm); cudaFreeHost(st->hsp); cudaFreeHost(st->hbad);
-    cudaFreeHost(st->hovf); cudaFreeHost(st->hqd);
-    if (st->s) cudaStreamDestroy(st->s);
     free(st);
 }
 
-static size_t nz(int64_t bytes) { return bytes > 0 ? (size_t)bytes : 8; }
-#define DALLOC(p, bytes) cu_ok(cudaMalloc((void **)&(p), nz((int64_t)(bytes))), "scratch", msg, n)
-#define HALLOC(p, bytes) cu_ok(cudaMallocHost((void **)&(p), nz((int64_t)(bytes))), "pinned memory", msg, n)
+#define PD(site, p, bytes) (orc_gpu_pool(32 + (site), (size_t)(bytes), 0, (void **)&(p), msg, n) == 0)
+#define PH(site, p, bytes) (orc_gpu_pool(32 + (site), (size_t)(bytes), 1, (void **)&(p), msg, n) == 0)
 
 extern "C" int orc_gpu_bwd_begin(const orc_gpu_bwd_desc *d, const int64_t *rlo, const int64_t *rhi, int64_t *rc_out,
                                  orc_gpu_bwd_state **out, char *msg, size_t n) {
@@ -454,6 +448,9 @@ extern "C" int orc_gpu_bwd_begin(const orc_gpu_bwd_desc *d, const int64_t *rlo, 
     st->hrhi = rhi;
     st->b = st->hk = -1;
     (void)cudaGetLastError(); /* errors left by earlier calls are not this run's */
+    /* the inputs' writers (a backend's kernels, a copy from pageable memory whose DMA may
+     * still run) are on other streams: the tier's non-blocking stream must not overtake them */
+    if (!cu_ok(cudaDeviceSynchronize(), "synchronize before the oracle", msg, n)) { free(st); return -1; }
     const orc_gpu_fwd_desc &f = d->f;
     size_t fr = 0, tot = 0;
     if (!cu_ok(cudaMemGetInfo(&fr, &tot), "memory info", msg, n)) { free(st); return -1; }
@@ -470,21 +467,36 @@ extern "C" int orc_gpu_bwd_begin(const orc_gpu_bwd_desc *d, const int64_t *rlo, 
     if (rc < RT) rc = RT;
     st->rc = rc;
     size_t nm = (size_t)rc * (size_t)Sk, nt = (size_t)(rc / RT);
-    int ok = cu_ok(cudaStreamCreateWithFlags(&st->s, cudaStreamNonBlocking), "stream", msg, n);
-    for (int k = 0; ok && k < 8; k++) ok = DALLOC(st->M[k], nm * 8);
-    ok = ok && DALLOC(st->num, rc * Dv * 8) && DALLOC(st->bsum, rc * Dv * 8) && DALLOC(st->osum, rc * Dv * 8) &&
-         DALLOC(st->qs, rc * D * 8) && DALLOC(st->qb, rc * D * 8) && DALLOC(st->qo, rc * D * 8) &&
-         DALLOC(st->eomax, rc * 8) && DALLOC(st->cq, rc * 8) && DALLOC(st->cqo, rc * 8) &&
-         DALLOC(st->ri, rc * sizeof(orc_row_info)) && DALLOC(st->br, rc * sizeof(orc_gpu_brow)) &&
-         DALLOC(st->rlo, Sq * 8) && DALLOC(st->rhi, Sq * 8) && DALLOC(st->rng, 2 * nt * 8) && DALLOC(st->k1, 48);
-    for (int k = 0; ok && k < CA_N; k++) ok = DALLOC(st->ca[k], (size_t)Sk * (size_t)(k < CA_VHI ? D : Dv) * 8);
-    ok = ok && DALLOC(st->ncol, Sk * 8) && DALLOC(st->sdsm, Sk * 8) && DALLOC(st->sp, Sk * 8) &&
-         DALLOC(st->cbad, Sk * 4) && DALLOC(st->covf, Sk * 4) && DALLOC(st->colc, Sk * sizeof(orc_fm_colc));
-    ok = ok && HALLOC(st->hbr, rc * sizeof(orc_gpu_brow)) && HALLOC(st->hqs, rc * D * 8) &&
-         HALLOC(st->hqb, rc * D * 8) && HALLOC(st->hqo, rc * D * 8) && HALLOC(st->hrng, 2 * nt * 8);
-    for (int k = 0; ok && k < 4; k++) ok = HALLOC(st->hck[k], Sk * D * 8) && HALLOC(st->hcv[k], Sk * Dv * 8);
-    ok = ok && HALLOC(st->hncol, Sk * 8) && HALLOC(st->hsdsm, Sk * 8) && HALLOC(st->hsp, Sk * 8) &&
-         HALLOC(st->hbad, Sk * 4) && HALLOC(st->hovf, Sk * 4) && HALLOC(st->hqd, 16);
+    void *sp_ = NULL;
+    int ok = orc_gpu_pool_stream_get(&sp_, msg, n) == 0;
+    st->s = (cudaStream_t)sp_;
+    for (int k = 0; ok && k < 8; k++) ok = PD(k, st->M[k], nm * 8);
+    ok = ok && PD(8, st->num, rc * Dv * 8) && PD(9, st->bsum, rc * Dv * 8) && PD(10, st->osum, rc * Dv * 8) &&
+         PD(11, st->qs, rc * D * 8) && PD(12, st->qb, rc * D * 8) && PD(13, st->qo, rc * D * 8) &&
+         PD(14, st->eomax, rc * 8) && PD(15, st->cq, rc * 8) && PD(16, st->cqo, rc * 8) &&
+         PD(17, st->ri, rc * sizeof(orc_row_info)) && PD(18, st->br, rc * sizeof(orc_gpu_brow)) &&
+         PD(19, st->rlo, Sq * 8) && PD(20, st->rhi, Sq * 8) && PD(21, st->rng, 2 * nt * 8) && PD(22, st->k1, 48);
+    for (int k = 0; ok && k < CA_N; k++) ok = PD(23 + k, st->ca[k], (size_t)Sk * (size_t)(k < CA_VHI ? D : Dv) * 8);
+    ok = ok && PD(35, st->ncol, Sk * 8) && PD(36, st->sdsm, Sk * 8) && PD(37, st->sp, Sk * 8) &&
+         PD(38, st->cbad, Sk * 4) && PD(39, st->covf, Sk * 4) && PD(40, st->colc, Sk * sizeof(orc_fm_colc));
+    for (int k = 0; ok && k < 2; k++) {
+        int b = 41 + 6 * k;
+        void *ev = NULL;
+        ok = PH(b, st->cs[k].hbr, rc * sizeof(orc_gpu_brow)) && PH(b + 1, st->cs[k].hqs, rc * D * 8) &&
+             PH(b + 2, st->cs[k].hqb, rc * D * 8) && PH(b + 3, st->cs[k].hqo, rc * D * 8) &&
+             PH(b + 4, st->cs[k].hrng, 2 * nt * 8) && orc_gpu_pool_event_get(2 + k, &ev, msg, n) == 0;
+        st->cs[k].done = (cudaEvent_t)ev;
+    }
+    for (int k = 0; ok && k < 2; k++) {
+        int b = 53 + 14 * k;
+        for (int x = 0; ok && x < 4; x++) ok = PH(b + x, st->cl[k].hck[x], Sk * D * 8) && PH(b + 4 + x, st->cl[k].hcv[x], Sk * Dv * 8);
+        void *ev = NULL;
+        ok = ok && PH(b + 8, st->cl[k].hncol, Sk * 8) && PH(b + 9, st->cl[k].hsdsm, Sk * 8) &&
+             PH(b + 10, st->cl[k].hsp, Sk * 8) && PH(b + 11, st->cl[k].hbad, Sk * 4) &&
+             PH(b + 12, st->cl[k].hovf, Sk * 4) && PH(b + 13, st->cl[k].hqd, 16) &&
+             orc_gpu_pool_event_get(4 + k, &ev, msg, n) == 0;
+        st->cl[k].done = (cudaEvent_t)ev;
+    }
     if (ok && f.Sq > 0)
         ok = cu_ok(cudaMemcpyAsync(st->rlo, rlo, (size_t)f.Sq * 8, cudaMemcpyHostToDevice, st->s), "upload", msg, n) &&
              cu_ok(cudaMemcpyAsync(st->rhi, rhi, (size_t)f.Sq * 8, cudaMemcpyHostToDevice, st->s), "upload", msg, n) &&
@@ -531,17 +543,18 @@ extern "C" int orc_gpu_bwd_head(orc_gpu_bwd_state *st, int end, char *msg, size_
     return cu_ok(cudaGetLastError(), "head kernels", msg, n) ? 0 : -1;
 }
 
-extern "C" int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int64_t h, int64_t r0, int64_t nr, const orc_gpu_brow **br,
-                                 const double **qs, const double **qb, const double **qo, char *msg, size_t n) {
+extern "C" int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int slot, int64_t h, int64_t r0, int64_t nr, char *msg,
+                                 size_t n) {
     const orc_gpu_bwd_desc &d = st->d;
     const orc_gpu_fwd_desc &f = d.f;
     cudaStream_t s = st->s;
     int64_t b = st->b, hk = st->hk, Sk = f.Sk, D = f.D, Dv = f.Dv;
-    *br = st->hbr; *qs = st->hqs; *qb = st->hqb; *qo = st->hqo;
+    slot &= 1;
+    st->cs[slot].nr = nr;
     if (nr <= 0) return 0;
     if (nr > st->rc || hk != h / f.G) { snprintf(msg, n, "internal: chunk of %lld rows, head %lld", (long long)nr, (long long)h); return -1; }
     int64_t nt = (nr + RT - 1) / RT;
-    int64_t *tl = st->hrng, *th = tl + nt;
+    int64_t *tl = st->cs[slot].hrng, *th = tl + nt;
     for (int64_t t = 0; t < nt; t++) {
         int64_t a = INT64_MAX, z = -1;
         for (int64_t r = t * RT; r < nr && r < (t + 1) * RT; r++) {
@@ -555,7 +568,7 @@ extern "C" int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int64_t h, int64_t r0, i
         th[t] = z;
     }
     int64_t *dtl = st->rng, *dth = dtl + nt;
-    if (!cu_ok(cudaMemcpyAsync(st->rng, st->hrng, (size_t)(2 * nt) * 8, cudaMemcpyHostToDevice, s), "upload", msg, n))
+    if (!cu_ok(cudaMemcpyAsync(st->rng, tl, (size_t)(2 * nt) * 8, cudaMemcpyHostToDevice, s), "upload", msg, n))
         return -1;
     double **M = st->M;
     orc_gpu_ten tq = {f.q, {f.qs[0], f.qs[1], f.qs[2], f.qs[3]}}, tk = {f.k, {f.ks[0], f.ks[1], f.ks[2], f.ks[3]}};
@@ -598,19 +611,31 @@ extern "C" int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int64_t h, int64_t r0, i
         if (!cu_ok(cudaGetLastError(), "column kernels", msg, n)) return -1;
     }
     size_t nq = (size_t)nr * (size_t)D * 8;
-    if (!cu_ok(cudaMemcpyAsync(st->hbr, st->br, (size_t)nr * sizeof(orc_gpu_brow), cudaMemcpyDeviceToHost, s), "results", msg, n) ||
-        !cu_ok(cudaMemcpyAsync(st->hqs, st->qs, nq, cudaMemcpyDeviceToHost, s), "results", msg, n) ||
-        !cu_ok(cudaMemcpyAsync(st->hqb, st->qb, nq, cudaMemcpyDeviceToHost, s), "results", msg, n) ||
-        !cu_ok(cudaMemcpyAsync(st->hqo, st->qo, nq, cudaMemcpyDeviceToHost, s), "results", msg, n) ||
-        !cu_ok(cudaStreamSynchronize(s), "device work", msg, n))
+    if (!cu_ok(cudaMemcpyAsync(st->cs[slot].hbr, st->br, (size_t)nr * sizeof(orc_gpu_brow), cudaMemcpyDeviceToHost, s), "results", msg, n) ||
+        !cu_ok(cudaMemcpyAsync(st->cs[slot].hqs, st->qs, nq, cudaMemcpyDeviceToHost, s), "results", msg, n) ||
+        !cu_ok(cudaMemcpyAsync(st->cs[slot].hqb, st->qb, nq, cudaMemcpyDeviceToHost, s), "results", msg, n) ||
+        !cu_ok(cudaMemcpyAsync(st->cs[slot].hqo, st->qo, nq, cudaMemcpyDeviceToHost, s), "results", msg, n) ||
+        !cu_ok(cudaEventRecord(st->cs[slot].done, s), "event", msg, n))
         return -1;
     return 0;
 }
 
-extern "C" int orc_gpu_bwd_cols(orc_gpu_bwd_state *st, orc_gpu_cols *out, char *msg, size_t n) {
+extern "C" int orc_gpu_bwd_chunk_wait(orc_gpu_bwd_state *st, int slot, const orc_gpu_brow **br, const double **qs,
+                                      const double **qb, const double **qo, char *msg, size_t n) {
+    slot &= 1;
+    if (st->cs[slot].nr > 0 && !cu_ok(cudaEventSynchronize(st->cs[slot].done), "device work", msg, n)) return -1;
+    *br = st->cs[slot].hbr;
+    *qs = st->cs[slot].hqs;
+    *qb = st->cs[slot].hqb;
+    *qo = st->cs[slot].hqo;
+    return 0;
+}
+
+extern "C" int orc_gpu_bwd_cols(orc_gpu_bwd_state *st, int slot, char *msg, size_t n) {
     const orc_gpu_fwd_desc &f = st->d.f;
     cudaStream_t s = st->s;
     int64_t Sk = f.Sk, nk = Sk * f.D, nv = Sk * f.Dv;
+    slot &= 1;
     if (nk > 0) k_fold<<<nblk(nk, 256), 256, 0, s>>>(nk, st->ca[CA_KHI], st->ca[CA_KLO]);
     if (nv > 0) k_fold<<<nblk(nv, 256), 256, 0, s>>>(nv, st->ca[CA_VHI], st->ca[CA_VLO]);
     if (!cu_ok(cudaGetLastError(), "fold", msg, n)) return -1;
@@ -618,21 +643,27 @@ extern "C" int orc_gpu_bwd_cols(orc_gpu_bwd_state *st, orc_gpu_cols *out, char *
     const double *srcv[4] = {st->ca[CA_VHI], st->ca[CA_VB], st->ca[CA_VO], st->ca[CA_VHA]};
     int ok = 1;
     for (int k = 0; ok && k < 4; k++)
-        ok = (nk == 0 || cu_ok(cudaMemcpyAsync(st->hck[k], srck[k], (size_t)nk * 8, cudaMemcpyDeviceToHost, s), "columns", msg, n)) &&
-             (nv == 0 || cu_ok(cudaMemcpyAsync(st->hcv[k], srcv[k], (size_t)nv * 8, cudaMemcpyDeviceToHost, s), "columns", msg, n));
-    ok = ok && (Sk == 0 || (cu_ok(cudaMemcpyAsync(st->hncol, st->ncol, (size_t)Sk * 8, cudaMemcpyDeviceToHost, s), "columns", msg, n) &&
-                            cu_ok(cudaMemcpyAsync(st->hsdsm, st->sdsm, (size_t)Sk * 8, cudaMemcpyDeviceToHost, s), "columns", msg, n) &&
-                            cu_ok(cudaMemcpyAsync(st->hsp, st->sp, (size_t)Sk * 8, cudaMemcpyDeviceToHost, s), "columns", msg, n) &&
-                            cu_ok(cudaMemcpyAsync(st->hbad, st->cbad, (size_t)Sk * 4, cudaMemcpyDeviceToHost, s), "columns", msg, n) &&
-                            cu_ok(cudaMemcpyAsync(st->hovf, st->covf, (size_t)Sk * 4, cudaMemcpyDeviceToHost, s), "columns", msg, n)));
-    ok = ok && cu_ok(cudaMemcpyAsync(st->hqd, st->k1 + 4, 16, cudaMemcpyDeviceToHost, s), "columns", msg, n) &&
-         cu_ok(cudaStreamSynchronize(s), "device work", msg, n);
-    if (!ok) return -1;
-    out->ks = st->hck[0]; out->kb = st->hck[1]; out->ko = st->hck[2]; out->kh = st->hck[3];
-    out->vs = st->hcv[0]; out->vb = st->hcv[1]; out->vo = st->hcv[2]; out->vh = st->hcv[3];
-    out->ncol = st->hncol; out->sdsm = st->hsdsm; out->sp = st->hsp; out->bad = st->hbad; out->ovf = st->hovf;
+        ok = (nk == 0 || cu_ok(cudaMemcpyAsync(st->cl[slot].hck[k], srck[k], (size_t)nk * 8, cudaMemcpyDeviceToHost, s), "columns", msg, n)) &&
+             (nv == 0 || cu_ok(cudaMemcpyAsync(st->cl[slot].hcv[k], srcv[k], (size_t)nv * 8, cudaMemcpyDeviceToHost, s), "columns", msg, n));
+    ok = ok && (Sk == 0 || (cu_ok(cudaMemcpyAsync(st->cl[slot].hncol, st->ncol, (size_t)Sk * 8, cudaMemcpyDeviceToHost, s), "columns", msg, n) &&
+                            cu_ok(cudaMemcpyAsync(st->cl[slot].hsdsm, st->sdsm, (size_t)Sk * 8, cudaMemcpyDeviceToHost, s), "columns", msg, n) &&
+                            cu_ok(cudaMemcpyAsync(st->cl[slot].hsp, st->sp, (size_t)Sk * 8, cudaMemcpyDeviceToHost, s), "columns", msg, n) &&
+                            cu_ok(cudaMemcpyAsync(st->cl[slot].hbad, st->cbad, (size_t)Sk * 4, cudaMemcpyDeviceToHost, s), "columns", msg, n) &&
+                            cu_ok(cudaMemcpyAsync(st->cl[slot].hovf, st->covf, (size_t)Sk * 4, cudaMemcpyDeviceToHost, s), "columns", msg, n)));
+    ok = ok && cu_ok(cudaMemcpyAsync(st->cl[slot].hqd, st->k1 + 4, 16, cudaMemcpyDeviceToHost, s), "columns", msg, n) &&
+         cu_ok(cudaEventRecord(st->cl[slot].done, s), "event", msg, n);
+    return ok ? 0 : -1;
+}
+
+extern "C" int orc_gpu_bwd_cols_wait(orc_gpu_bwd_state *st, int slot, orc_gpu_cols *out, char *msg, size_t n) {
+    slot &= 1;
+    if (!cu_ok(cudaEventSynchronize(st->cl[slot].done), "device work", msg, n)) return -1;
+    out->ks = st->cl[slot].hck[0]; out->kb = st->cl[slot].hck[1]; out->ko = st->cl[slot].hck[2]; out->kh = st->cl[slot].hck[3];
+    out->vs = st->cl[slot].hcv[0]; out->vb = st->cl[slot].hcv[1]; out->vo = st->cl[slot].hcv[2]; out->vh = st->cl[slot].hcv[3];
+    out->ncol = st->cl[slot].hncol; out->sdsm = st->cl[slot].hsdsm; out->sp = st->cl[slot].hsp;
+    out->bad = st->cl[slot].hbad; out->ovf = st->cl[slot].hovf;
     double qd[2];
-    memcpy(qd, st->hqd, 16);
+    memcpy(qd, st->cl[slot].hqd, 16);
     out->qmax = qd[0];
     out->domax = qd[1];
     return 0;

@@ -130,13 +130,24 @@ int orc_gpu_bwd_begin(const orc_gpu_bwd_desc *d, const int64_t *rlo, const int64
 int orc_gpu_bwd_group(orc_gpu_bwd_state *st, int64_t b, int64_t hk, double sp_o, char *msg, size_t nmsg);
 /* Head boundary of the group's column sums (end = 0: before head h, 1: after it). */
 int orc_gpu_bwd_head(orc_gpu_bwd_state *st, int end, char *msg, size_t nmsg);
-/* Rows r0 .. r0+nr-1 of query head h of the current group: phase A and B on the device,
- * then wait. Out (host, valid until the next chunk): br [nr], dQ sums qs, qb, qo [nr][D]. */
-int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int64_t h, int64_t r0, int64_t nr, const orc_gpu_brow **br,
-                      const double **qs, const double **qb, const double **qo, char *msg, size_t nmsg);
-/* The group's column results (waits). */
-int orc_gpu_bwd_cols(orc_gpu_bwd_state *st, orc_gpu_cols *out, char *msg, size_t nmsg);
+/* Start rows r0 .. r0+nr-1 of query head h of the current group (phase A and B on the
+ * device, asynchronous) with results in chunk slot 0 or 1; chunk_wait gives them (host,
+ * valid until the slot is started again): br [nr], dQ sums qs, qb, qo [nr][D]. */
+int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int slot, int64_t h, int64_t r0, int64_t nr, char *msg, size_t nmsg);
+int orc_gpu_bwd_chunk_wait(orc_gpu_bwd_state *st, int slot, const orc_gpu_brow **br, const double **qs,
+                           const double **qb, const double **qo, char *msg, size_t nmsg);
+/* After the group's last chunk: its column results into column slot 0 or 1
+ * (asynchronous; the next group may start at once); cols_wait gives them. */
+int orc_gpu_bwd_cols(orc_gpu_bwd_state *st, int slot, char *msg, size_t nmsg);
+int orc_gpu_bwd_cols_wait(orc_gpu_bwd_state *st, int slot, orc_gpu_cols *out, char *msg, size_t nmsg);
 void orc_gpu_bwd_end(orc_gpu_bwd_state *st);
+
+/* The thread's pool of device / pinned buffers by allocation site (forward 0-31, backward
+ * 32-159), its stream and events (0-1 forward, 2-5 backward): kept from call to call so
+ * that small calls allocate nothing; orc_gpu_release (orc_gpu.h) frees them. */
+int orc_gpu_pool(int site, size_t bytes, int host, void **p, char *msg, size_t nmsg);
+int orc_gpu_pool_stream_get(void **stream, char *msg, size_t nmsg);
+int orc_gpu_pool_event_get(int k, void **ev, char *msg, size_t nmsg);
 
 /* 1 if p points into CUDA device (or managed) memory, else 0. */
 int orc_gpu_is_device(const void *p);

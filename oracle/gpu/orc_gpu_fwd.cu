@@ -63,6 +63,80 @@ static int cu_ok(cudaError_t e, const char *what, char *msg, size_t n) {
 }
 
 // ----------------------------------------------------------------------------
+// per-thread pool of the tier's buffers, stream and events (orc_gpu_dev.h)
+
+#define POOL_SITES 160
+static thread_local void *pool_p[POOL_SITES];
+static thread_local size_t pool_n[POOL_SITES];
+static thread_local char pool_h[POOL_SITES];
+static thread_local cudaStream_t pool_stream;
+static thread_local cudaEvent_t pool_ev[8];
+
+extern "C" int orc_gpu_pool(int site, size_t bytes, int host, void **p, char *msg, size_t n) {
+    if (site < 0 || site >= POOL_SITES) { snprintf(msg, n, "internal: pool site %d", site); return -1; }
+    if (bytes == 0) bytes = 8;
+    if (pool_p[site] && pool_n[site] >= bytes && pool_h[site] == (char)host) { *p = pool_p[site]; return 0; }
+    if (pool_p[site]) {
+        if (pool_h[site]) cudaFreeHost(pool_p[site]); else cudaFree(pool_p[site]);
+        pool_p[site] = NULL;
+        pool_n[site] = 0;
+    }
+    void *q = NULL;
+    cudaError_t e = host ? cudaMallocHost(&q, bytes) : cudaMalloc(&q, bytes);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(msg, n, "CUDA error in the GPU oracle (%s of %zu bytes): %s", host ? "pinned memory" : "scratch",
+                 bytes, cudaGetErrorString(e));
+        return -1;
+    }
+    pool_p[site] = q;
+    pool_n[site] = bytes;
+    pool_h[site] = (char)host;
+    *p = q;
+    return 0;
+}
+
+static int pool_stream_get(cudaStream_t *s, char *msg, size_t n) {
+    if (!pool_stream && !cu_ok(cudaStreamCreateWithFlags(&pool_stream, cudaStreamNonBlocking), "stream", msg, n))
+        return -1;
+    *s = pool_stream;
+    return 0;
+}
+
+static int pool_event_get(int k, cudaEvent_t *ev, char *msg, size_t n) {
+    if (!pool_ev[k] && !cu_ok(cudaEventCreateWithFlags(&pool_ev[k], cudaEventDisableTiming), "event", msg, n)) return -1;
+    *ev = pool_ev[k];
+    return 0;
+}
+
+extern "C" int orc_gpu_pool_stream_get(void **s, char *msg, size_t n) {
+    cudaStream_t x;
+    if (pool_stream_get(&x, msg, n)) return -1;
+    *s = (void *)x;
+    return 0;
+}
+
+extern "C" int orc_gpu_pool_event_get(int k, void **ev, char *msg, size_t n) {
+    cudaEvent_t x;
+    if (k < 0 || k >= 8) { snprintf(msg, n, "internal: pool event %d", k); return -1; }
+    if (pool_event_get(k, &x, msg, n)) return -1;
+    *ev = (void *)x;
+    return 0;
+}
+
+extern "C" void orc_gpu_release(void) {
+    if (pool_stream) cudaStreamSynchronize(pool_stream);
+    for (int k = 0; k < POOL_SITES; k++) {
+        if (pool_p[k]) { if (pool_h[k]) cudaFreeHost(pool_p[k]); else cudaFree(pool_p[k]); }
+        pool_p[k] = NULL;
+        pool_n[k] = 0;
+    }
+    for (int k = 0; k < 8; k++) { if (pool_ev[k]) cudaEventDestroy(pool_ev[k]); pool_ev[k] = NULL; }
+    if (pool_stream) cudaStreamDestroy(pool_stream);
+    pool_stream = NULL;
+}
+
+// ----------------------------------------------------------------------------
 // loads
 
 __device__ static inline double ld16(const uint16_t *p, const int64_t *st, int64_t b, int64_t s,
@@ -398,18 +472,10 @@ extern "C" int orc_gpu_to_host(void *dst, const void *src, size_t bytes, char *m
     return cu_ok(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host", msg, n) ? 0 : -1;
 }
 
+/* The buffers, stream and events stay in the thread's pool for the next call. */
 extern "C" void orc_gpu_fwd_end(orc_gpu_fwd_state *st) {
     if (!st) return;
     if (st->stream) cudaStreamSynchronize(st->stream);
-    cudaFree(st->X); cudaFree(st->Y); cudaFree(st->W); cudaFree(st->k1);
-    for (int k = 0; k < 2; k++) {
-        slot_t *sl = &st->slot[k];
-        cudaFree(sl->num); cudaFree(sl->bsum); cudaFree(sl->osum); cudaFree(sl->ri); cudaFree(sl->rng);
-        cudaFreeHost(sl->hnum); cudaFreeHost(sl->hbsum); cudaFreeHost(sl->hosum); cudaFreeHost(sl->hri);
-        cudaFreeHost(sl->hrng);
-        if (sl->done) cudaEventDestroy(sl->done);
-    }
-    if (st->stream) cudaStreamDestroy(st->stream);
     free(st);
 }
 
@@ -420,6 +486,9 @@ extern "C" int orc_gpu_fwd_begin(const orc_gpu_fwd_desc *d, int64_t *rc_out, orc
     if (!st) { snprintf(msg, n, "out of host memory"); return -1; }
     st->d = *d;
     (void)cudaGetLastError(); /* errors left by earlier calls are not this run's */
+    /* the inputs' writers (a backend's kernels, a copy from pageable memory whose DMA may
+     * still run) are on other streams: the tier's non-blocking stream must not overtake them */
+    if (!cu_ok(cudaDeviceSynchronize(), "synchronize before the oracle", msg, n)) { free(st); return -1; }
     st->cur_b = st->cur_hk = -1;
     size_t fr = 0, tot = 0;
     if (!cu_ok(cudaMemGetInfo(&fr, &tot), "memory info", msg, n)) { free(st); return -1; }
@@ -433,24 +502,18 @@ extern "C" int orc_gpu_fwd_begin(const orc_gpu_fwd_desc *d, int64_t *rc_out, orc
     if (rc < RT) rc = RT;
     st->rc = rc;
     size_t nm = (size_t)rc * (size_t)Sk, no = (size_t)rc * (size_t)d->Dv, ng = (size_t)(2 * rc + 2 * (rc / RT));
-    int ok = cu_ok(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking), "stream", msg, n) &&
-             cu_ok(cudaMalloc(&st->X, nm * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&st->Y, nm * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&st->W, nm * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&st->k1, 32), "scratch", msg, n);
+#define PD(site, p, bytes) (orc_gpu_pool((site), (size_t)(bytes), 0, (void **)&(p), msg, n) == 0)
+#define PH(site, p, bytes) (orc_gpu_pool((site), (size_t)(bytes), 1, (void **)&(p), msg, n) == 0)
+    int ok = pool_stream_get(&st->stream, msg, n) == 0 && PD(0, st->X, nm * 8) && PD(1, st->Y, nm * 8) &&
+             PD(2, st->W, nm * 8) && PD(3, st->k1, 32);
     for (int k = 0; ok && k < 2; k++) {
         slot_t *sl = &st->slot[k];
-        ok = cu_ok(cudaMalloc(&sl->num, no * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&sl->bsum, no * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&sl->osum, no * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&sl->ri, (size_t)rc * sizeof(orc_row_info)), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&sl->rng, ng * 8), "scratch", msg, n) &&
-             cu_ok(cudaMallocHost(&sl->hnum, no * 8), "pinned memory", msg, n) &&
-             cu_ok(cudaMallocHost(&sl->hbsum, no * 8), "pinned memory", msg, n) &&
-             cu_ok(cudaMallocHost(&sl->hosum, no * 8), "pinned memory", msg, n) &&
-             cu_ok(cudaMallocHost(&sl->hri, (size_t)rc * sizeof(orc_row_info)), "pinned memory", msg, n) &&
-             cu_ok(cudaMallocHost(&sl->hrng, ng * 8), "pinned memory", msg, n) &&
-             cu_ok(cudaEventCreateWithFlags(&sl->done, cudaEventDisableTiming), "event", msg, n);
+        int b = 4 + 10 * k;
+        ok = PD(b, sl->num, no * 8) && PD(b + 1, sl->bsum, no * 8) && PD(b + 2, sl->osum, no * 8) &&
+             PD(b + 3, sl->ri, (size_t)rc * sizeof(orc_row_info)) && PD(b + 4, sl->rng, ng * 8) &&
+             PH(b + 5, sl->hnum, no * 8) && PH(b + 6, sl->hbsum, no * 8) && PH(b + 7, sl->hosum, no * 8) &&
+             PH(b + 8, sl->hri, (size_t)rc * sizeof(orc_row_info)) && PH(b + 9, sl->hrng, ng * 8) &&
+             pool_event_get(k, &sl->done, msg, n) == 0;
     }
     if (!ok) { orc_gpu_fwd_end(st); return -1; }
     *rc_out = rc;
