@@ -203,7 +203,8 @@ int fc_oracle_bwd(const fc_run *r, const fa_precision *prec, orc_bwd_result *res
  * double, MPFR escalation) or the GPU tier (oracle/gpu/orc_gpu.h: the same results,
  * the O(rows * Sk * D) work on the GPU, escalation to the same MPFR tier).
  *   FC_ORACLE_AUTO  the GPU tier for a run whose backend works in device memory (a CUDA
- *                   backend) when a CUDA device is usable here, else the CPU tier
+ *                   backend) when a CUDA device is usable here and the call is large
+ *                   (work B*Hq*Sq*Sk*max(Dqk, Dv) >= FC_ORACLE_GPU_MIN_WORK), else the CPU tier
  *   FC_ORACLE_CPU   always the CPU tier
  *   FC_ORACLE_GPU   the GPU tier whenever a CUDA device is usable (any backend)
  * A GPU-tier call that fails (no device, device out of memory, a CUDA error) falls back
@@ -211,13 +212,20 @@ int fc_oracle_bwd(const fc_run *r, const fa_precision *prec, orc_bwd_result *res
  * reported against the backend. fc_check_set_oracle is process-wide (forked campaign
  * workers inherit it), like fc_check_set_profile. */
 typedef enum { FC_ORACLE_AUTO = 0, FC_ORACLE_CPU = 1, FC_ORACLE_GPU = 2 } fc_oracle_tier;
+/* AUTO's size threshold, 2^24: a GPU-tier call pays a few ms of launches and
+ * synchronizations, the CPU tier about 1e-9 s per unit of work on one core (a campaign
+ * worker's share). Set between two measured points on an H100 host
+ * (oracle/gpu/RESULTS-2026-11-24-bwd.md): at mean work 1.2e6 a 16-worker campaign checked
+ * 163 cases/s on the GPU tier against 297 on the CPU tier; at 2.1e9 the GPU tier was 4-6x
+ * faster than the 16-thread CPU tier. The crossover itself was not measured. */
+#define FC_ORACLE_GPU_MIN_WORK 16777216.0
 void fc_check_set_oracle(fc_oracle_tier t);
 fc_oracle_tier fc_check_oracle(void);
 /* "auto", "cpu", "gpu" -> *t; 0 on success, -1 for another name. */
 int fc_oracle_tier_parse(const char *name, fc_oracle_tier *t);
 const char *fc_oracle_tier_name(fc_oracle_tier t);
-/* The selection rule above, pure: 1 = try the GPU tier. */
-int fc_oracle_use_gpu(fc_oracle_tier t, int backend_on_device, int gpu_usable);
+/* The selection rule above, pure: 1 = try the GPU tier; work = B*Hq*Sq*Sk*max(Dqk, Dv). */
+int fc_oracle_use_gpu(fc_oracle_tier t, int backend_on_device, int gpu_usable, double work);
 /* Calls verified by each tier in this process, and GPU-tier calls that fell back. */
 typedef struct {
     int64_t gpu, cpu, fallback;

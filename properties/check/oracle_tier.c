@@ -32,9 +32,15 @@ const char *fc_oracle_tier_name(fc_oracle_tier t) {
     return t == FC_ORACLE_CPU ? "cpu" : t == FC_ORACLE_GPU ? "gpu" : "auto";
 }
 
-int fc_oracle_use_gpu(fc_oracle_tier t, int backend_on_device, int gpu_usable) {
+int fc_oracle_use_gpu(fc_oracle_tier t, int backend_on_device, int gpu_usable, double work) {
     if (!gpu_usable || t == FC_ORACLE_CPU) return 0;
-    return t == FC_ORACLE_GPU || backend_on_device;
+    return t == FC_ORACLE_GPU || (backend_on_device && work >= FC_ORACLE_GPU_MIN_WORK);
+}
+
+static double run_work(const fc_run *r) {
+    const fa_problem *p = &r->c.p;
+    double d = (double)(p->head_dim_qk > p->head_dim_v ? p->head_dim_qk : p->head_dim_v);
+    return (double)p->batch * (double)p->heads_q * (double)p->seqlen_q * (double)p->seqlen_k * d;
 }
 
 void fc_oracle_counts_get(fc_oracle_counts *c) {
@@ -114,7 +120,7 @@ int fc_oracle_fwd_tier(const fc_run *r, const fa_precision *prec, fc_oracle_tier
     fa_fwd_args a;
     fc_oracle_host_fwd_args(r, &a);
     if (used_gpu) *used_gpu = 0;
-    if (fc_oracle_use_gpu(t, r->on_device, gpu_usable())) {
+    if (fc_oracle_use_gpu(t, r->on_device, gpu_usable(), run_work(r))) {
         int fail = 0;
         fa_fwd_args d = a;
         d.q.ptr = upload(r, FC_T_Q, &fail);
@@ -146,7 +152,7 @@ int fc_oracle_bwd_tier(const fc_run *r, const fa_precision *prec, fc_oracle_tier
     fa_bwd_args a;
     fc_oracle_host_bwd_args(r, &a);
     if (used_gpu) *used_gpu = 0;
-    if (fc_oracle_use_gpu(t, r->on_device, gpu_usable())) {
+    if (fc_oracle_use_gpu(t, r->on_device, gpu_usable(), run_work(r))) {
         int fail = 0;
         fa_bwd_args d = a;
         d.q.ptr = upload(r, FC_T_Q, &fail);

@@ -8,8 +8,9 @@
  *     the GPU tier for a host backend; gpu runs the GPU tier where a CUDA device is
  *     usable, and elsewhere (CI) falls back to the CPU tier, each call counted as a
  *     fallback, the verdict unchanged;
- *   - a run marked as on a device backend (on_device) under auto: the GPU tier where
- *     usable, else the CPU tier without a fallback (auto only tries a usable device).
+ *   - a run marked as on a device backend (on_device) under auto: a small call stays on the
+ *     CPU tier; a call of FC_ORACLE_GPU_MIN_WORK goes to the GPU tier where usable, else to
+ *     the CPU tier without a fallback (auto only tries a usable device).
  * Runs anywhere (no GPU needed); on a GPU host it checks the GPU tier's path too. */
 #include <stdio.h>
 #include <string.h>
@@ -42,11 +43,13 @@ int main(void) {
     /* the selection rule */
     for (int t = 0; t < 3; t++)
         for (int dev = 0; dev < 2; dev++)
-            for (int usable = 0; usable < 2; usable++) {
-                int want = usable && (t == FC_ORACLE_GPU || (t == FC_ORACLE_AUTO && dev));
-                CHECK(fc_oracle_use_gpu((fc_oracle_tier)t, dev, usable) == want, "use_gpu(%d, %d, %d) != %d", t, dev,
-                      usable, want);
-            }
+            for (int usable = 0; usable < 2; usable++)
+                for (int big = 0; big < 2; big++) {
+                    double work = big ? FC_ORACLE_GPU_MIN_WORK : FC_ORACLE_GPU_MIN_WORK / 2;
+                    int want = usable && (t == FC_ORACLE_GPU || (t == FC_ORACLE_AUTO && dev && big));
+                    CHECK(fc_oracle_use_gpu((fc_oracle_tier)t, dev, usable, work) == want, "use_gpu(%d, %d, %d, %g) != %d",
+                          t, dev, usable, work, want);
+                }
     const char *names[3] = {"auto", "cpu", "gpu"};
     for (int t = 0; t < 3; t++) {
         fc_oracle_tier x;
@@ -94,11 +97,12 @@ int main(void) {
                       "case %zu tier %s tensor %d: counts differ from auto", k, names[t], x);
         }
     }
-    /* a run as a device backend's: auto tries the GPU tier only on a usable device */
-    {
+    /* a run as a device backend's: auto tries the GPU tier only for a large call on a usable device */
+    for (int big = 0; big < 2; big++) {
         fc_case c;
         char msg[300];
-        fc_case_parse(cases[0], &c, msg, sizeof msg);
+        /* 1 x 64 x 1024 x 4 x 64: work 2^24 */
+        fc_case_parse(big ? "shape = 1 64 1024 4 2 64 64\nseed = 2\n" : cases[0], &c, msg, sizeof msg);
         fc_run r;
         CHECK(fc_run_init(&r, &c, FC_POISON_A, msg, sizeof msg) == 0, "run: %s", msg);
         CHECK(fc_run_forward(&r, cpu) == FA_OK, "forward");
@@ -109,9 +113,10 @@ int main(void) {
         int used = -1;
         CHECK(fc_oracle_fwd_tier(&r, &cpu->precision, FC_ORACLE_AUTO, &res, &used, msg, sizeof msg) == 0, "%s", msg);
         counts(&a);
-        CHECK(used == usable && a.gpu - b.gpu == usable && a.cpu - b.cpu == !usable && a.fallback == b.fallback,
-              "on_device auto: used %d gpu +%lld cpu +%lld fallback +%lld", used, (long long)(a.gpu - b.gpu),
-              (long long)(a.cpu - b.cpu), (long long)(a.fallback - b.fallback));
+        int want = usable && big;
+        CHECK(used == want && a.gpu - b.gpu == want && a.cpu - b.cpu == !want && a.fallback == b.fallback,
+              "on_device auto (big %d): used %d gpu +%lld cpu +%lld fallback +%lld", big, used,
+              (long long)(a.gpu - b.gpu), (long long)(a.cpu - b.cpu), (long long)(a.fallback - b.fallback));
         fc_verdict v;
         fc_verdict_init(&v);
         CHECK(fc_check_fwd_outputs(&r, &res, &v) == 0 && v.outcome == FC_PASS, "on_device auto: verdict %s",
