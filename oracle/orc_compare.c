@@ -23,6 +23,9 @@
 #include <string.h>
 
 #include "oracle/orc_internal.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 // ----------------------------------------------------------------------------
 // output views
@@ -198,11 +201,87 @@ static void stats_init(orc_stats *s, int has_baseline, int64_t heads, int64_t se
         for (int c = 0; c < ORC_GRID_COLS; c++) s->grid[r][c] = -1;
 }
 
-static void stats_finish(acc_stats *a, double factor) {
+/* Blocks of at least this many elements are judged by nth threads, each on a contiguous
+ * range of vectors, the ranges' statistics merged in order (stats_merge). */
+#define CMP_PAR_MIN ((int64_t)1 << 20)
+
+/* k-th smallest of a[0..n) (values >= 0, not NaN: their bit patterns order as the values)
+ * on nth threads: histograms of 16 bits of the patterns, from the top, narrow the search to
+ * one bucket, gathered until it is small, then select_kth. The same value as select_kth;
+ * a is not modified. NAN if out of memory (the caller falls back to select_kth). */
+static double par_select(const double *a, int64_t n, int64_t k, int nth) {
+    const double *cur = a;
+    double *own = NULL;
+    int64_t cn = n;
+    int64_t *cnt = malloc((size_t)nth * 65536 * sizeof(int64_t));
+    if (!cnt) return NAN;
+    for (int shift = 48; cn > 65536 && shift >= 0; shift -= 16) {
+        memset(cnt, 0, (size_t)nth * 65536 * sizeof(int64_t));
+#pragma omp parallel for schedule(static, 1) num_threads(nth)
+        for (int t = 0; t < nth; t++) {
+            int64_t *c = cnt + (size_t)t * 65536;
+            for (int64_t i = cn * t / nth; i < cn * (t + 1) / nth; i++) {
+                uint64_t u;
+                memcpy(&u, &cur[i], 8);
+                c[(u >> shift) & 0xffff]++;
+            }
+        }
+        int64_t below = 0, bsel = 0, bcount = 0;
+        for (int64_t x = 0; x < 65536; x++) {
+            int64_t tot = 0;
+            for (int t = 0; t < nth; t++) tot += cnt[(size_t)t * 65536 + x];
+            if (below + tot > k) { bsel = x; bcount = tot; break; }
+            below += tot;
+        }
+        k -= below;
+        if (bcount == cn) continue; /* every element in one bucket: next 16 bits */
+        double *nx = malloc((size_t)(bcount ? bcount : 1) * sizeof(double));
+        if (!nx) { free(own); free(cnt); return NAN; }
+        int64_t off[nth + 1];
+        off[0] = 0;
+        for (int t = 0; t < nth; t++) off[t + 1] = off[t] + cnt[(size_t)t * 65536 + bsel];
+#pragma omp parallel for schedule(static, 1) num_threads(nth)
+        for (int t = 0; t < nth; t++) {
+            int64_t o = off[t];
+            for (int64_t i = cn * t / nth; i < cn * (t + 1) / nth; i++) {
+                uint64_t u;
+                memcpy(&u, &cur[i], 8);
+                if ((int64_t)((u >> shift) & 0xffff) == bsel) nx[o++] = cur[i];
+            }
+        }
+        free(own);
+        own = nx;
+        cur = nx;
+        cn = bcount;
+    }
+    free(cnt);
+    double r;
+    if (own) {
+        r = select_kth(own, cn, k);
+    } else { /* a stayed whole: select on a copy */
+        double *cp = malloc((size_t)(cn ? cn : 1) * sizeof(double));
+        if (!cp) return NAN;
+        memcpy(cp, cur, (size_t)cn * sizeof(double));
+        r = select_kth(cp, cn, k);
+        free(cp);
+    }
+    free(own);
+    return r;
+}
+
+static void stats_finish(acc_stats *a, double factor, int nth) {
     orc_stats *s = a->s;
     s->bias_sum = a->bias;
     s->bias_zero_sum = a->bias_zero;
     s->bias_n = a->nr;
+    if (a->nr > 65536 && nth > 1) { /* nth > 1: a block of >= CMP_PAR_MIN elements */
+        double hi = par_select(a->ratios, a->nr, a->nr / 2, nth);
+        double lo = a->nr % 2 ? hi : par_select(a->ratios, a->nr, a->nr / 2 - 1, nth);
+        if (!isnan(hi) && !isnan(lo)) {
+            s->median_ratio = a->nr % 2 ? hi : 0.5 * (lo + hi);
+            goto baseline;
+        }
+    }
     if (a->nr > 0) {
         double hi = select_kth(a->ratios, a->nr, a->nr / 2);
         if (a->nr % 2) {
@@ -213,6 +292,7 @@ static void stats_finish(acc_stats *a, double factor) {
             s->median_ratio = 0.5 * (lo + hi);
         }
     }
+baseline:
     if (s->has_baseline) {
         s->baseline_floor = 2 * a->floor_max;
         s->baseline_limit = factor * s->baseline_max_err + s->baseline_floor;
@@ -326,9 +406,6 @@ static void stats_merge(orc_stats *o, const orc_stats *p) {
             if (p->grid[r][c] > o->grid[r][c]) o->grid[r][c] = p->grid[r][c];
 }
 
-/* Blocks of at least this many elements are judged by nth threads, each on a contiguous
- * range of vectors, the ranges' statistics merged in order (stats_merge). */
-#define CMP_PAR_MIN ((int64_t)1 << 20)
 
 static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind kind, int is_dv,
                                const void *kptr, const int64_t *st, int prec, double nterms,
@@ -378,7 +455,7 @@ static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind 
             if (pa[k].floor_max > a.floor_max) a.floor_max = pa[k].floor_max;
         }
     }
-    stats_finish(&a, factor);
+    stats_finish(&a, factor, nch);
     free(a.ratios);
     free(ps);
     free(pa);

@@ -3,7 +3,8 @@
  * count, the histogram, the worst element and its position, the first failure, the
  * median, max_err, the grid; the bias sums to rounding (summation order). Outputs: the
  * reference rounded to the dtype, with failures, NaNs and Infs planted at spread
- * positions (several ranges each), so that the merge of firsts and maxima is exercised. */
+ * positions (several ranges each), so that the merge of firsts and maxima is exercised;
+ * the median of the ~2^20 ratios by the threads' bucket selection (par_select). */
 #include <stdio.h>
 
 #include "oracle/tests/tutil.h"
