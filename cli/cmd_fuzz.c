@@ -16,7 +16,7 @@ static const char *fuzz_help =
     "usage: flashcheck fuzz [--backend B] [--jobs N | --gpus LIST] [--time SEC] [--cases N]\n"
     "                       [--corpus DIR] [--findings DIR] [--seeds DIR] [--max-seq N] [--max-dim N]\n"
     "                       [--max-batch N] [--max-heads N] [--forward-only] [--timeout SEC] [--seed S]\n"
-    "                       [--no-determinism] [--quiet] [--profile NAME]\n"
+    "                       [--no-determinism] [--quiet] [--profile NAME] [--oracle auto|cpu|gpu]\n"
     "\n"
     "A coverage- and error-guided campaign: each worker mutates cases from the shared corpus\n"
     "(shapes at tile boundaries +-1, 0, 1, primes; permuted/padded/offset layouts; masks with\n"
@@ -44,6 +44,10 @@ static const char *fuzz_help =
     "  --seed S         campaign seed (default 1)\n"
     "  --no-determinism skip the bitwise re-run of each case (about 2x faster)\n"
     "  --quiet          no per-finding lines\n"
+    "  --oracle TIER    the oracle tier that verifies each call: auto (default: the GPU tier for a CUDA\n"
+    "                   backend's large calls, B*Hq*Sq*Sk*max(D) >= 2^24, when a device is usable; else the\n"
+    "                   CPU tier), cpu, gpu (the GPU tier for every call of any backend); a GPU-tier failure\n"
+    "                   falls back to the CPU tier (counted in the summary)\n"
     "  --profile NAME   judge by the named precision preset (tensorcore, fp32, torch-flash, torch-efficient,\n"
     "                   torch-cudnn, torch-math, torch-math-lowp) instead of the backend's profile\n"
     "\n"
@@ -91,6 +95,7 @@ int cli_fuzz(int argc, char **argv)
     const char *gpus = NULL;
     int seeds_given = 0;
     const char *profile = NULL;
+    fc_oracle_tier oracle = FC_ORACLE_AUTO;
     fa_precision prof;
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -113,6 +118,9 @@ int cli_fuzz(int argc, char **argv)
         else if ((r = cli_opt(argc, argv, &i, "--max-heads", &v))) { NEED(!cli_parse_i64(v, 1, 4096, &x), "--max-heads needs an integer in [1, 4096]"); cfg.budget.max_heads_q = x; }
         else if ((r = cli_opt(argc, argv, &i, "--timeout", &v))) { NEED(!cli_parse_double(v, &d) && d >= FZ_ISO_MIN_TIMEOUT_S, "--timeout needs seconds >= %g (a shorter limit kills cases that are merely starting up)", FZ_ISO_MIN_TIMEOUT_S); cfg.case_timeout_s = d; }
         else if ((r = cli_opt(argc, argv, &i, "--seed", &v))) { NEED(!cli_parse_i64(v, 0, INT64_MAX, &x), "--seed needs a non-negative integer"); cfg.seed = (uint64_t)x; }
+        else if ((r = cli_opt(argc, argv, &i, "--oracle", &v))) {
+            NEED(v && !fc_oracle_tier_parse(v, &oracle), "--oracle needs auto, cpu or gpu");
+        }
         else if ((r = cli_opt(argc, argv, &i, "--profile", &v))) {
             fa_error perr;
             NEED(1, "--profile needs a preset name");
@@ -176,6 +184,7 @@ int cli_fuzz(int argc, char **argv)
     }
 
     if (profile) fc_check_set_profile(&prof); /* workers are forked: they inherit it */
+    fc_check_set_oracle(oracle);             /* likewise */
     fprintf(stderr, "flashcheck fuzz: profile %s\n", profile ? profile : "declared by the backend");
     fprintf(stderr, "flashcheck fuzz: backend %s, %d worker%s%s, budget S<=%lld D<=%lld B<=%lld Hq<=%lld%s, corpus %s, findings %s\n",
             bname, cfg.workers, cfg.workers == 1 ? "" : "s", nids ? " (GPUs round-robin)" : "",
@@ -193,6 +202,9 @@ int cli_fuzz(int argc, char **argv)
     printf("  cases      %lld checked (%.1f cases/s), %lld executions (%.1f/s), %lld unsupported\n",
            (long long)st.cases, st.cases_per_s, (long long)st.execs, st.execs_per_s, (long long)st.skipped);
     printf("  elements   %lld output elements compared with the oracle\n", (long long)st.elements);
+    printf("  oracle     --oracle %s: %lld calls on the GPU tier, %lld on the CPU tier, %lld GPU-tier fallbacks\n",
+           fc_oracle_tier_name(oracle), (long long)st.oracle_gpu, (long long)st.oracle_cpu,
+           (long long)st.oracle_fallback);
     if (st.cases > 0)
         printf("  size       mean B*Hq*Sq*Sk*max(Dqk,Dv) %.4g per checked case; %.0f%% with backward\n",
                st.work / (double)st.cases, 100.0 * (double)st.backward_cases / (double)st.cases);

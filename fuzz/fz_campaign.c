@@ -35,6 +35,7 @@ typedef struct {
     double total_s, backend_s;  /* time in checks, and of it inside the backend */
     double work;                /* sum of fz_camp_case_work over checked cases */
     int64_t backward_cases;     /* checked cases with the backward */
+    int64_t oracle_gpu, oracle_cpu, oracle_fallback; /* oracle calls by tier (fc_oracle_counts) */
     int state;                  /* 0 idle, 1 running the case in `text` */
     int phase;                  /* FZ_PHASE_*: inside the backend or the harness */
     int64_t case_start_ns;      /* CLOCK_MONOTONIC when the case started */
@@ -259,6 +260,8 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index, pid_
     char *text = malloc(CAMP_TEXT_MAX);
     if (slot->confirm != CONFIRM_NONE) worker_confirm(cfg, slot, index, be);
     int error_lines = 0;
+    fc_oracle_counts oc_prev;
+    fc_oracle_counts_get(&oc_prev);
 
     while (!__atomic_load_n(&slot->stop, __ATOMIC_ACQUIRE)) {
         /* next case */
@@ -292,6 +295,14 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index, pid_
         __atomic_store_n(&slot->state, 0, __ATOMIC_RELEASE);
 
         /* account */
+        {
+            fc_oracle_counts oc;
+            fc_oracle_counts_get(&oc);
+            slot->oracle_gpu += oc.gpu - oc_prev.gpu;
+            slot->oracle_cpu += oc.cpu - oc_prev.cpu;
+            slot->oracle_fallback += oc.fallback - oc_prev.fallback;
+            oc_prev = oc;
+        }
         slot->execs++;
         if (r.klass == FZ_OUT_SKIP) slot->skipped++;
         else {
@@ -404,6 +415,9 @@ static void sum_slots(camp_slot *slots, int n, fz_camp_stats *st, const fz_camp_
         st->backend_s += slots[i].backend_s;
         st->work += slots[i].work;
         st->backward_cases += slots[i].backward_cases;
+        st->oracle_gpu += slots[i].oracle_gpu;
+        st->oracle_cpu += slots[i].oracle_cpu;
+        st->oracle_fallback += slots[i].oracle_fallback;
         st->findings_new += slots[i].findings_new;
         st->findings_dup += slots[i].findings_dup;
         st->findings_unsaved += slots[i].findings_unsaved;
@@ -550,10 +564,11 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
             prev_t = now;
             int alive = 0;
             for (int i = 0; i < n; i++) alive += pid[i] > 0;
-            fprintf(stderr, "%s[%6.0fs] cases %lld (%.1f cases/s, %.1f avg) execs %lld (%.1f/s) skipped %lld | worst err/bound %.3g | corpus +%lld | findings %lld%s | workers %d/%d   ",
+            fprintf(stderr, "%s[%6.0fs] cases %lld (%.1f cases/s, %.1f avg) execs %lld (%.1f/s) skipped %lld | worst err/bound %.3g | corpus +%lld | findings %lld%s | oracle gpu %lld cpu %lld | workers %d/%d   ",
                     tty ? "\r" : "", elapsed, (long long)cur.cases, rate, elapsed > 0 ? (double)cur.cases / elapsed : 0.0,
                     (long long)cur.execs, elapsed > 0 ? (double)cur.execs / elapsed : 0.0, (long long)cur.skipped, cur.worst_ratio, (long long)cur.corpus,
-                    (long long)cur.findings_new, cur.slow ? " (+slow harness cases)" : "", alive, n);
+                    (long long)cur.findings_new, cur.slow ? " (+slow harness cases)" : "", (long long)cur.oracle_gpu,
+                    (long long)cur.oracle_cpu, alive, n);
             if (!tty) fprintf(stderr, "\n");
             last_print = now;
         }

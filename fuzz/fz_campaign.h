@@ -89,6 +89,8 @@ typedef struct {
     double check_s, backend_s;  /* worker seconds spent checking cases, and of them in the backend */
     double work;                /* sum over checked cases of B*Hq*Sq*Sk*max(Dqk, Dv) (fz_camp_case_work) */
     int64_t backward_cases;     /* checked cases that ran the backward too */
+    int64_t oracle_gpu, oracle_cpu; /* oracle calls (forward and backward) by the GPU / CPU tier */
+    int64_t oracle_fallback;    /* GPU-tier calls that fell back to the CPU tier (harness events) */
     double seconds;
     double cases_per_s, execs_per_s;
 } fz_camp_stats;

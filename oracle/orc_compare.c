@@ -16,11 +16,16 @@
  * is escalated in between. A finite kernel value where
  * |ref| - bound exceeds the largest finite number fails through the ordinary
  * |kernel - ref| > bound test.
- * Pure: nothing in the result is modified, no global state is touched. */
+ * Pure: nothing in the result is modified, no global state is touched. Blocks of
+ * >= 2^20 elements are judged by the result's OpenMP threads (opt.threads) on
+ * contiguous ranges of vectors, merged into the one-pass statistics (stats_merge). */
 #include <stdio.h>
 #include <string.h>
 
 #include "oracle/orc_internal.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 // ----------------------------------------------------------------------------
 // output views
@@ -204,11 +209,87 @@ static void stats_init(orc_stats *s, int has_baseline, int64_t heads, int64_t se
         for (int c = 0; c < ORC_GRID_COLS; c++) s->grid[r][c] = -1;
 }
 
-static void stats_finish(acc_stats *a, double factor) {
+/* Blocks of at least this many elements are judged by nth threads, each on a contiguous
+ * range of vectors, the ranges' statistics merged in order (stats_merge). */
+#define CMP_PAR_MIN ((int64_t)1 << 20)
+
+/* k-th smallest of a[0..n) (values >= 0, not NaN: their bit patterns order as the values)
+ * on nth threads: histograms of 16 bits of the patterns, from the top, narrow the search to
+ * one bucket, gathered until it is small, then select_kth. The same value as select_kth;
+ * a is not modified. NAN if out of memory (the caller falls back to select_kth). */
+static double par_select(const double *a, int64_t n, int64_t k, int nth) {
+    const double *cur = a;
+    double *own = NULL;
+    int64_t cn = n;
+    int64_t *cnt = malloc((size_t)nth * 65536 * sizeof(int64_t));
+    if (!cnt) return NAN;
+    for (int shift = 48; cn > 65536 && shift >= 0; shift -= 16) {
+        memset(cnt, 0, (size_t)nth * 65536 * sizeof(int64_t));
+#pragma omp parallel for schedule(static, 1) num_threads(nth)
+        for (int t = 0; t < nth; t++) {
+            int64_t *c = cnt + (size_t)t * 65536;
+            for (int64_t i = cn * t / nth; i < cn * (t + 1) / nth; i++) {
+                uint64_t u;
+                memcpy(&u, &cur[i], 8);
+                c[(u >> shift) & 0xffff]++;
+            }
+        }
+        int64_t below = 0, bsel = 0, bcount = 0;
+        for (int64_t x = 0; x < 65536; x++) {
+            int64_t tot = 0;
+            for (int t = 0; t < nth; t++) tot += cnt[(size_t)t * 65536 + x];
+            if (below + tot > k) { bsel = x; bcount = tot; break; }
+            below += tot;
+        }
+        k -= below;
+        if (bcount == cn) continue; /* every element in one bucket: next 16 bits */
+        double *nx = malloc((size_t)(bcount ? bcount : 1) * sizeof(double));
+        if (!nx) { free(own); free(cnt); return NAN; }
+        int64_t off[nth + 1];
+        off[0] = 0;
+        for (int t = 0; t < nth; t++) off[t + 1] = off[t] + cnt[(size_t)t * 65536 + bsel];
+#pragma omp parallel for schedule(static, 1) num_threads(nth)
+        for (int t = 0; t < nth; t++) {
+            int64_t o = off[t];
+            for (int64_t i = cn * t / nth; i < cn * (t + 1) / nth; i++) {
+                uint64_t u;
+                memcpy(&u, &cur[i], 8);
+                if ((int64_t)((u >> shift) & 0xffff) == bsel) nx[o++] = cur[i];
+            }
+        }
+        free(own);
+        own = nx;
+        cur = nx;
+        cn = bcount;
+    }
+    free(cnt);
+    double r;
+    if (own) {
+        r = select_kth(own, cn, k);
+    } else { /* a stayed whole: select on a copy */
+        double *cp = malloc((size_t)(cn ? cn : 1) * sizeof(double));
+        if (!cp) return NAN;
+        memcpy(cp, cur, (size_t)cn * sizeof(double));
+        r = select_kth(cp, cn, k);
+        free(cp);
+    }
+    free(own);
+    return r;
+}
+
+static void stats_finish(acc_stats *a, double factor, int nth) {
     orc_stats *s = a->s;
     s->bias_sum = a->bias;
     s->bias_zero_sum = a->bias_zero;
     s->bias_n = a->nr;
+    if (a->nr > 65536 && nth > 1) { /* nth > 1: a block of >= CMP_PAR_MIN elements */
+        double hi = par_select(a->ratios, a->nr, a->nr / 2, nth);
+        double lo = a->nr % 2 ? hi : par_select(a->ratios, a->nr, a->nr / 2 - 1, nth);
+        if (!isnan(hi) && !isnan(lo)) {
+            s->median_ratio = a->nr % 2 ? hi : 0.5 * (lo + hi);
+            goto baseline;
+        }
+    }
     if (a->nr > 0) {
         double hi = select_kth(a->ratios, a->nr, a->nr / 2);
         if (a->nr % 2) {
@@ -219,6 +300,7 @@ static void stats_finish(acc_stats *a, double factor) {
             s->median_ratio = 0.5 * (lo + hi);
         }
     }
+baseline:
     if (s->has_baseline) {
         s->baseline_floor = 2 * a->floor_max;
         s->baseline_limit = factor * s->baseline_max_err + s->baseline_floor;
@@ -262,22 +344,18 @@ static void recompute(const orc_ctx *c, vec_kind kind, int is_dv, const orc_inde
     }
 }
 
-static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind kind, int is_dv,
-                               const void *kptr, const int64_t *st, int prec, double nterms,
-                               double factor, orc_stats *out) {
-    acc_stats a = {out, malloc((size_t)(blk->n * blk->dim > 0 ? blk->n * blk->dim : 1) * sizeof(double)), 0, 0,
-                   orc_overflow_threshold(kind == V_LSE ? -1 : (int)c->dt), 0, 0, 0};
-    double *mp = malloc((size_t)(blk->dim > 0 ? blk->dim : 1) * sizeof(double));
-    if (!a.ratios || !mp) { free(a.ratios); free(mp); return FA_ERR_NOMEM; }
-    int dkv = kind == V_DKV;
-    stats_init(out, blk->baseline != NULL, dkv ? c->Hkv : c->Hq, dkv ? c->Sk : c->Sq);
+/* Vectors v0 .. v1-1 of blk into a (its stats, its ratios), mp: [dim] scratch. */
+static void compare_range(const orc_block *blk, const orc_ctx *c, vec_kind kind, int is_dv, const void *kptr,
+                          const int64_t *st, int prec, double nterms, int64_t v0, int64_t v1, acc_stats *a,
+                          double *mp) {
+    orc_stats *out = a->s;
     int f32 = kind == V_LSE;
     /* grid_hb, grid_sb are powers of two: cells by shifts, not divisions */
     int hshift = __builtin_ctzll((unsigned long long)out->grid_hb), sshift = __builtin_ctzll((unsigned long long)out->grid_sb);
-    for (int64_t v = 0; v < blk->n; v++) {
+    for (int64_t v = v0; v < v1; v++) {
         const orc_index *ix = &blk->index[v];
         int escalated = 0;
-        a.vmax = -1;
+        a->vmax = -1;
         for (int64_t d = 0; d < blk->dim; d++) {
             int64_t e = v * blk->dim + d;
             double kv;
@@ -291,22 +369,104 @@ static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind 
             }
             double ref = blk->ref[e], oe = blk->orc_err[e];
             if (escalated) { oe = orc_mpfr_err(mp[d], oe, prec, nterms); ref = mp[d]; }
-            if (judge(&a, kv, ref, blk->bound[e], oe, blk->flags[e], at, 0)) {
+            if (judge(a, kv, ref, blk->bound[e], oe, blk->flags[e], at, 0)) {
                 if (!escalated) { recompute(c, kind, is_dv, ix, prec, mp); escalated = 1; }
                 out->escalations++;
                 oe = orc_mpfr_err(mp[d], blk->orc_err[e], prec, nterms);
                 ref = mp[d];
-                int still = judge(&a, kv, ref, blk->bound[e], oe, blk->flags[e], at, 0);
-                if (still) judge(&a, kv, ref, blk->bound[e], 0, blk->flags[e], at, 1);
+                int still = judge(a, kv, ref, blk->bound[e], oe, blk->flags[e], at, 0);
+                if (still) judge(a, kv, ref, blk->bound[e], 0, blk->flags[e], at, 1);
             }
-            note_baseline(&a, blk, e, ref, f32, c->dt);
+            note_baseline(a, blk, e, ref, f32, c->dt);
         }
         float *cell = &out->grid[ix->h >> hshift][ix->s >> sshift];
-        if (a.vmax > *cell) *cell = (float)a.vmax;
+        if (a->vmax > *cell) *cell = (float)a->vmax;
     }
-    stats_finish(&a, factor);
+}
+
+/* Fold the stats p of a later range of vectors into o (the earlier ranges): the result is
+ * the one pass over both in order gives (counts, first failure / overflow positions, worst
+ * element: its first occurrence, maxima, grid cells); the ratios and bias sums are merged
+ * by the caller. */
+static void stats_merge(orc_stats *o, const orc_stats *p) {
+    o->checked += p->checked;
+    o->failed += p->failed;
+    o->unchecked += p->unchecked;
+    o->escalations += p->escalations;
+    o->nan_unexpected += p->nan_unexpected;
+    o->nan_missing += p->nan_missing;
+    o->overflow_inf += p->overflow_inf;
+    o->overflow_sensitive += p->overflow_sensitive;
+    o->exact += p->exact;
+    o->nonfinite_match += p->nonfinite_match;
+    for (int k = 0; k < ORC_HIST_BUCKETS; k++) o->ratio_hist[k] += p->ratio_hist[k];
+    if (p->worst_at[0] >= 0 && (o->worst_at[0] < 0 || p->worst_ratio > o->worst_ratio)) {
+        o->worst_ratio = p->worst_ratio;
+        memcpy(o->worst_at, p->worst_at, sizeof o->worst_at);
+        o->worst_kernel = p->worst_kernel; o->worst_ref = p->worst_ref; o->worst_bound = p->worst_bound;
+    }
+    if (o->first_fail_at[0] < 0 && p->first_fail_at[0] >= 0) memcpy(o->first_fail_at, p->first_fail_at, sizeof o->first_fail_at);
+    if (o->first_ovf_at[0] < 0 && p->first_ovf_at[0] >= 0) memcpy(o->first_ovf_at, p->first_ovf_at, sizeof o->first_ovf_at);
+    if (p->max_err > o->max_err) o->max_err = p->max_err;
+    if (p->baseline_max_err > o->baseline_max_err || isnan(p->baseline_max_err)) o->baseline_max_err = p->baseline_max_err;
+    for (int r = 0; r < ORC_GRID_ROWS; r++)
+        for (int c = 0; c < ORC_GRID_COLS; c++)
+            if (p->grid[r][c] > o->grid[r][c]) o->grid[r][c] = p->grid[r][c];
+}
+
+
+static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind kind, int is_dv,
+                               const void *kptr, const int64_t *st, int prec, double nterms,
+                               double factor, int nth, orc_stats *out) {
+    int64_t nel = blk->n * blk->dim;
+    acc_stats a = {out, malloc((size_t)(nel > 0 ? nel : 1) * sizeof(double)), 0, 0,
+                   orc_overflow_threshold(kind == V_LSE ? -1 : (int)c->dt), 0, 0, 0};
+    if (!a.ratios) return FA_ERR_NOMEM;
+    int dkv = kind == V_DKV;
+    stats_init(out, blk->baseline != NULL, dkv ? c->Hkv : c->Hq, dkv ? c->Sk : c->Sq);
+    int nch = nel >= CMP_PAR_MIN && nth > 1 && blk->n >= nth ? nth : 1;
+    orc_stats *ps = nch > 1 ? malloc((size_t)nch * sizeof *ps) : NULL;
+    acc_stats *pa = nch > 1 ? malloc((size_t)nch * sizeof *pa) : NULL;
+    if (nch > 1 && (!ps || !pa)) nch = 1;
+    if (nch == 1) {
+        double *mp = malloc((size_t)(blk->dim > 0 ? blk->dim : 1) * sizeof(double));
+        if (!mp) { free(a.ratios); free(ps); free(pa); return FA_ERR_NOMEM; }
+        compare_range(blk, c, kind, is_dv, kptr, st, prec, nterms, 0, blk->n, &a, mp);
+        free(mp);
+    } else {
+        int mem_ok = 1;
+#pragma omp parallel for schedule(static, 1) num_threads(nch)
+        for (int k = 0; k < nch; k++) {
+            int64_t v0 = blk->n * k / nch, v1 = blk->n * (k + 1) / nch;
+            pa[k] = a;
+            pa[k].s = &ps[k];
+            pa[k].ratios = a.ratios + v0 * blk->dim;
+            *pa[k].s = *out; /* the initialized stats (grid geometry, -1 cells) */
+            double *mp = malloc((size_t)(blk->dim > 0 ? blk->dim : 1) * sizeof(double));
+            if (!mp) {
+#pragma omp atomic write
+                mem_ok = 0;
+                continue;
+            }
+            compare_range(blk, c, kind, is_dv, kptr, st, prec, nterms, v0, v1, &pa[k], mp);
+            free(mp);
+        }
+        if (!mem_ok) { free(a.ratios); free(ps); free(pa); return FA_ERR_NOMEM; }
+        for (int k = 0; k < nch; k++) {
+            if (k == 0) *out = ps[0];
+            else stats_merge(out, &ps[k]);
+            if (a.ratios + a.nr != pa[k].ratios)
+                memmove(a.ratios + a.nr, pa[k].ratios, (size_t)pa[k].nr * sizeof(double));
+            a.nr += pa[k].nr;
+            a.bias += pa[k].bias;
+            a.bias_zero += pa[k].bias_zero;
+            if (pa[k].floor_max > a.floor_max) a.floor_max = pa[k].floor_max;
+        }
+    }
+    stats_finish(&a, factor, nch);
     free(a.ratios);
-    free(mp);
+    free(ps);
+    free(pa);
     return FA_OK;
 }
 
@@ -330,12 +490,13 @@ fa_status orc_compare_fwd(const orc_fwd_result *res, const fa_tensor *o, const f
         if (!lse) return cmp_fail(err, FA_ERR_INVALID, "lse", "lse is NULL while lse_stats is given.");
         if ((st = check_view("lse", lse->ptr, 4, 3, dl, lse->stride, err))) return st;
     }
+    int nth = orc_nthreads(&res->opt);
     if (o_stats && (st = compare_block(&res->o, &c, V_O, 0, o->ptr, o->stride, res->opt.mpfr_prec,
-                                       (double)c.Sk, 2.0, o_stats)))
+                                       (double)c.Sk, 2.0, nth, o_stats)))
         return cmp_fail(err, st, "", "out of memory while comparing O.");
     if (lse_stats) {
         if ((st = compare_block(&res->lse, &c, V_LSE, 0, lse->ptr, lse->stride, res->opt.mpfr_prec,
-                                (double)c.Sk, 2.0, lse_stats)))
+                                (double)c.Sk, 2.0, nth, lse_stats)))
             return cmp_fail(err, st, "", "out of memory while comparing LSE.");
     }
     return FA_OK;
@@ -359,13 +520,13 @@ fa_status orc_compare_bwd(const orc_bwd_result *res, const fa_tensor *dq, const 
         if (!v[i].t) return cmp_fail(err, FA_ERR_INVALID, v[i].name, "tensor is NULL while its stats are given.");
         if ((st = check_view(v[i].name, v[i].t->ptr, 2, 4, v[i].dims, v[i].t->stride, err))) return st;
     }
-    int prec = res->opt.mpfr_prec;
+    int prec = res->opt.mpfr_prec, nth = orc_nthreads(&res->opt);
     double ncol = (double)(c.Sq * c.G + c.G);
-    if (dq_stats && (st = compare_block(&res->dq, &c, V_DQ, 0, dq->ptr, dq->stride, prec, (double)c.Sk, 3.0, dq_stats)))
+    if (dq_stats && (st = compare_block(&res->dq, &c, V_DQ, 0, dq->ptr, dq->stride, prec, (double)c.Sk, 3.0, nth, dq_stats)))
         return cmp_fail(err, st, "", "out of memory while comparing dQ.");
-    if (dk_stats && (st = compare_block(&res->dk, &c, V_DKV, 0, dk->ptr, dk->stride, prec, ncol, 3.0, dk_stats)))
+    if (dk_stats && (st = compare_block(&res->dk, &c, V_DKV, 0, dk->ptr, dk->stride, prec, ncol, 3.0, nth, dk_stats)))
         return cmp_fail(err, st, "", "out of memory while comparing dK.");
-    if (dv_stats && (st = compare_block(&res->dv, &c, V_DKV, 1, dv->ptr, dv->stride, prec, ncol, 3.0, dv_stats)))
+    if (dv_stats && (st = compare_block(&res->dv, &c, V_DKV, 1, dv->ptr, dv->stride, prec, ncol, 3.0, nth, dv_stats)))
         return cmp_fail(err, st, "", "out of memory while comparing dV.");
     return FA_OK;
 }

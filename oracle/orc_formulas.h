@@ -268,4 +268,248 @@ ORC_HD int orc_fm_pv_overflow(const orc_model *mk, double n, double span_k, doub
     return n * vmax * (1 + mk->u_e) * (1 + mk->u_p) * (1 + accm) * (1 + 0x1p-20) >= ORC_F32_OVF;
 }
 
+// ----------------------------------------------------------------------------
+// backward (BOUNDS.md sections 5, 9.3-9.5, 10.3-10.5, 11): the per-(i, j) dS terms,
+// the dQ / dK / dV sum coefficients and the final element bounds, written from
+// orc_bwd.c's phase A / phase B / finalize term by term. The GPU tier
+// (oracle/gpu/orc_gpu_bwd.cu, orc_gpu_bwd.c) calls these; orc_bwd.c still has
+// them inline (a port makes it call them: the same expressions in the same order).
+
+/* Constants of a backward problem. */
+typedef struct {
+    double ce_o, cm_o, ce_k, cm_k; /* orc_fm_score_coefs of the oracle / kernel model */
+    double gdv_o, gdv_k;           /* dP / D_i dots over Dv: oracle gamma_{Dv+1}, kernel acc_coef */
+    double sc;                     /* |scale| */
+    double f_ds;                   /* dS rounding floor in dS units (10.3) */
+    double thr32, thrdt;           /* fp32 / dtype overflow thresholds (section 11) */
+} orc_fm_bwdc;
+
+ORC_HD void orc_fm_bwdc_init(const orc_model *mk, const orc_model *mo, double scale, double D, double Dv,
+                             double thrdt, orc_fm_bwdc *k) {
+    orc_fm_score_coefs(mo, scale, D, &k->ce_o, &k->cm_o);
+    orc_fm_score_coefs(mk, scale, D, &k->ce_k, &k->cm_k);
+    k->gdv_o = orc_gamma(Dv + 1, ORC_U_D);
+    k->gdv_k = orc_acc_coef(mk, Dv, Dv, 0);
+    k->sc = fabs(scale);
+    /* the scale folded into dS before its rounding: the rounding's absolute floor is
+     * f_ds in units of scale*dS, f_ds / |scale| in dS units */
+    double sc = k->sc;
+    k->f_ds = mk->ds_fold == 0 ? mk->f_ds : mk->ds_fold == 1 ? mk->f_ds / sc : mk->f_ds * (sc < 1 ? 1 / sc : 1);
+    k->thr32 = ORC_F32_OVF;
+    k->thrdt = thrdt;
+}
+
+/* Row state of the backward (one query row of a ROW_NORMAL forward row). */
+typedef struct {
+    double lse, lse_orc;   /* exact-forward LSE and its oracle error (orc_row_info) */
+    double Eo_max;         /* max over visible keys of ce_o A + cm_o |m| */
+    double efl;            /* kernel score underflow floor (9.1) */
+    double Dorc;           /* D_i = sum_d dO O (oracle O) */
+    double dD_o, dD_k;     /* |D - exact| oracle; |D' - D| kernel (replaced for d_from_p) */
+    double dlse;           /* |lse_given - lse| + lse_orc */
+    double dOaOg;          /* sum |dO| |O_given| */
+    double h_floor;        /* underflow of dP, D and their difference (9.3) */
+} orc_fm_brow;
+
+/* The row's D-stage terms from its sums over d (orc_bwd.c phase A): Dorc = sum dO O,
+ * dOaO = sum |dO||O|, dOdO = sum |dO| (|O_given - O| + eO), dOaOg = sum |dO||O_given|,
+ * dO1 = sum |dO|, Og1 = sum |O_given|, dOeO = sum |dO| eO; v1max (rounded up) of the kv
+ * head; lse_g the given LSE. Returns 1 if the row cannot be bounded (dlse or dD_k not
+ * finite: inconsistent inputs). */
+ORC_HD int orc_fm_brow_init(const orc_model *mk, const orc_fm_bwdc *k, const orc_row_info *R, double Dv,
+                            double Dorc, double dOaO, double dOdO, double dOaOg, double dO1, double Og1,
+                            double dOeO, double v1max, double lse_g, orc_fm_brow *br) {
+    br->lse = R->lse;
+    br->lse_orc = R->lse_orc;
+    br->Dorc = Dorc;
+    br->dOaOg = dOaOg;
+    br->h_floor = mk->tau * (4 * Dv + 2 * dO1 + v1max + Og1 + 1) * (1 + 0x1p-40);
+    br->dlse = fabs(lse_g - R->lse) + R->lse_orc;
+    br->dD_k = dOdO + k->gdv_k * dOaOg;
+    br->dD_o = dOeO + k->gdv_o * dOaO;
+    return !isfinite(br->dlse) || !isfinite(br->dD_k);
+}
+
+/* Per visible key of score s, A = |q|.|k|, am = |mask|: the exact P = exp(s - lse),
+ * its oracle relative error pio, upper bound Pup, the kernel's relative error pik
+ * and absolute floor fP (9.3). */
+ORC_HD void orc_fm_bkey_p(const orc_model *mk, const orc_model *mo, const orc_fm_bwdc *k, const orc_fm_brow *br,
+                          double s, double A, double am, double *P, double *pio, double *Pup, double *pik,
+                          double *fP) {
+    double Eo = k->ce_o * A + k->cm_o * am;
+    double Ek = k->ce_k * A + k->cm_k * am + br->efl;
+    double gap = br->lse - s + 2 * br->Eo_max + br->lse_orc;
+    double p = exp(s - br->lse);
+    double po = orc_expm1_up(Eo + br->lse_orc + 3 * mo->u_s * (gap + Eo) + mo->lue);
+    double pu = p / (1 - po);
+    double pk = orc_expm1_up(Ek + br->dlse + 3 * mk->u_s * (gap + Ek + br->dlse) + mk->lue);
+    double f = 0;
+    if (mk->u_p > 0 && p * (1 - po) * (1 - pk) < mk->nmin_p) f = mk->f_p;
+    f += mk->tau; /* exp result below 2^-126 flushed (9.3) */
+    *P = p; *pio = po; *Pup = pu; *pik = pk; *fP = f;
+}
+
+/* A kernel forming D from P and dP (d_from_p, 10.3): the key's terms of the bound on
+ * |P' dP' - P dP| (*err) and on |P' dP'| (*abs). dP = dO.v, bij = |dO|.|v|. */
+ORC_HD void orc_fm_bkey_dsum(const orc_model *mk, const orc_fm_bwdc *k, const orc_fm_brow *br, double Pup,
+                             double pik, double fP, double dP, double bij, double *err, double *abs_) {
+    double piP = (1 + pik) * (1 + mk->u_p) - 1;
+    double dPm = fabs(dP) + k->gdv_o * bij; /* >= |dP| */
+    double edp = k->gdv_k * bij + mk->u_dp * (dPm + k->gdv_k * bij) + mk->f_dp + br->h_floor;
+    *err = (Pup * piP + fP) * (dPm + edp) + Pup * edp;
+    *abs_ = (Pup * (1 + piP) + fP) * (dPm + edp);
+}
+
+/* d_from_p: |D' - D| from the row sums of orc_fm_bkey_dsum over the row's n visible
+ * keys, span_k = hi - lo + 1 (D' = fl(sum_j fl(P' dP')): each product one fp32
+ * rounding, 2^-23 covers RN and truncation). */
+ORC_HD double orc_fm_brow_dfromp(const orc_model *mk, double n, double span_k, double err_sum, double abs_sum) {
+    return (err_sum + (orc_acc_coef(mk, n, span_k, 0) + 0x1p-23) * abs_sum) * (1 + 0x1p-40) + mk->tau * (2 * n + 1);
+}
+
+/* The per-(i, j) values of a visible key (orc_bwd.c's matrices M_P .. M_PPIO). */
+enum { ORC_BM_P, ORC_BM_DS, ORC_BM_DSE, ORC_BM_DSM, ORC_BM_DSEO, ORC_BM_PPI, ORC_BM_P1, ORC_BM_PPIO, ORC_BM_N };
+
+/* Per visible key: dS = P (dP - D), its oracle error DSEO and kernel error DSE, DSM >=
+ * |dS| + both, the dV weights PPI, P1, PPIO (sections 5, 9.3, 10.3). Returns 1 if an
+ * intermediate of (i, j) may overflow (section 11). */
+ORC_HD int orc_fm_bkey_ds(const orc_model *mk, const orc_model *mo, const orc_fm_bwdc *k, const orc_fm_brow *br,
+                          double P, double pio, double Pup, double pik, double fP, double dP, double bij,
+                          double *m) {
+    double gdv_o = k->gdv_o, gdv_k = k->gdv_k, sc = k->sc;
+    double piP = (1 + pik) * (1 + mk->u_p) - 1;
+    double dSv = P * (dP - br->Dorc);
+    double gup = fabs(dP - br->Dorc) + gdv_o * bij + br->dD_o;
+    /* oracle dS error */
+    double ho = gdv_o * bij + br->dD_o + ORC_U_D * gup;
+    double dSe_o = Pup * pio * gup + Pup * (1 + pio) * ho + ORC_U_D * fabs(dSv);
+    dSe_o *= ORC_SAFETY;
+    /* kernel dS error: dP' (accumulation, its rounding to the dtype when dp_rounded), D',
+     * the subtraction */
+    double hk = gdv_k * bij + br->dD_k + br->h_floor;
+    hk += mk->u_dp * (fabs(dP) + (gdv_o + gdv_k) * bij) + mk->f_dp;
+    hk += mk->u_s * (gup + hk);
+    double Pk = Pup * (1 + piP) + fP;
+    double dSe_k = Pup * piP * gup + Pk * hk + fP * gup;
+    dSe_k += mk->u_s * Pk * (gup + hk) * (1 + mk->u_s);
+    dSe_k += 2 * mk->tau; /* the product P (dP - D) flushed */
+    if (mk->u_ds > 0) dSe_k += mk->u_ds * (Pup * gup + dSe_k) + k->f_ds;
+    /* section 11: P', dP', D', dP' - D', dS' against fp32's threshold, dP' and dS' against
+     * the dtype's when rounded to it (dS' scaled when the scale is folded) */
+    int o;
+    {
+        double thr32 = k->thr32, thrdt = k->thrdt;
+        double dPb = (fabs(dP) + (gdv_o + gdv_k) * bij) * (1 + mk->u_dp) + mk->f_dp;
+        double Db = (mk->d_from_p ? br->dD_k + fabs(br->Dorc) : br->dOaOg * (1 + gdv_k)) * (1 + 0x1p-40);
+        double dSb = fabs(dSv) + dSe_o + dSe_k, dsc = mk->ds_fold ? (sc > 1 ? sc : 1) : 1;
+        o = !(Pk < thr32) || !(dPb < thr32) || !(Db < thr32) || !(dPb + Db < thr32) || !(dSb * dsc < thr32) ||
+            (mk->u_dp > 0 && !(dPb < thrdt)) ||
+            (mk->u_ds > 0 && !(dSb * (mk->ds_fold == 1 ? sc : mk->ds_fold ? dsc : 1) < thrdt));
+    }
+    m[ORC_BM_P] = P;
+    m[ORC_BM_DS] = dSv;
+    m[ORC_BM_DSE] = dSe_k * ORC_SAFETY;
+    m[ORC_BM_DSM] = fabs(dSv) + dSe_o + dSe_k;
+    m[ORC_BM_DSEO] = dSe_o;
+    m[ORC_BM_PPI] = (Pup * pik + fP) * ORC_SAFETY; /* x (1 + acc of the column) in the dV weight */
+    m[ORC_BM_P1] = Pup * (1 + pik) * ORC_SAFETY;
+    m[ORC_BM_PPIO] = Pup * pio * ORC_SAFETY;
+    return o;
+}
+
+/* dQ row of n visible keys over key range span_k = hi - lo + 1, the oracle's compensated
+ * sum over span_o positions: kernel coefficient kQ (accumulation, n_bq fp32 roundings
+ * of the scale multiply / unfused graph (10.5), the scale's error) and oracle kQo. The
+ * per-key weights of |K_jd| are DSE + kQ DSM (kernel) and DSEO + kQo DSM (oracle). */
+ORC_HD void orc_fm_dq_coefs(const orc_model *mk, const orc_model *mo, double n, double span_k, double span_o,
+                            double *kQ, double *kQo) {
+    *kQ = (1 + orc_acc_coef(mk, n, span_k, 0)) * pow(1 + mk->u_s, mk->n_bq) * (1 + mk->sigma) - 1;
+    *kQo = (1 + orc_acc_coef(mo, n, span_o, 0)) * (1 + ORC_U_D) * (1 + mo->sigma) - 1;
+}
+
+/* Underflow floor of a dQ row / dK column (9.4): operand |dS| tau, product, add and
+ * scale multiply per term, final scale multiply and store; sdsm = sum DSM, n terms. */
+ORC_HD double orc_fm_dqk_floor(const orc_model *mk, double sc_abs, double sdsm, double n) {
+    double smax = sc_abs > 1 ? sc_abs : 1;
+    return mk->tau * (sc_abs * sdsm * (1 + 0x1p-40) + n * (2 * smax + 1) + 3);
+}
+
+/* Underflow floor of a dV column (9.5); sp = sum over rows of an upper bound on P'. */
+ORC_HD double orc_fm_dv_floor(const orc_model *mk, double sp, double nn) {
+    return mk->tau * (sp * (1 + 0x1p-40) + 2 * nn + 2);
+}
+
+/* Section 11: the fp32 dQ accumulator |sum_j dS' K| <= sdsm kmax (scaled first when the
+ * scale is folded into dS). 1: may overflow. */
+ORC_HD int orc_fm_dq_acc_ovf(const orc_model *mk, double sc_abs, double sdsm, double kmax, double kQ) {
+    return !(sdsm * kmax * (1 + kQ) * (mk->ds_fold && sc_abs > 1 ? sc_abs : 1) < ORC_F32_OVF);
+}
+
+/* Column coefficients of dK, dV (phase B) for a column seen by nn = ncol + G terms: the
+ * kernel's sum over spk = G Sq + G positions, the oracle's compensated sum over sp
+ * positions (its own blocks). */
+typedef struct {
+    double kK, kKo, accV, accVo, cp;
+} orc_fm_colc;
+
+ORC_HD void orc_fm_col_coefs(const orc_model *mk, const orc_model *mo, double nn, double spk, double sp,
+                             orc_fm_colc *cc) {
+    cc->kK = (1 + orc_acc_coef(mk, nn, spk, 0)) * pow(1 + mk->u_s, mk->n_bq) * (1 + mk->sigma) - 1;
+    cc->kKo = (1 + orc_acc_coef(mo, nn, sp, 0)) * (1 + ORC_U_D) * (1 + mo->sigma) - 1;
+    cc->accV = orc_acc_coef(mk, nn, spk, 0);
+    cc->accVo = orc_acc_coef(mo, nn, sp, 0);
+    cc->cp = mk->u_p + cc->accV * (1 + mk->u_p);
+}
+
+/* The weights of |Q_id| (dK) and |dO_id| (dV) of one visible (i, j), m = its
+ * orc_fm_bkey_ds values. */
+ORC_HD double orc_fm_wk(const orc_fm_colc *cc, double dse, double dsm) { return dse + cc->kK * dsm; }
+ORC_HD double orc_fm_wko(const orc_fm_colc *cc, double dseo, double dsm) { return dseo + cc->kKo * dsm; }
+ORC_HD double orc_fm_wv(const orc_fm_colc *cc, double ppi, double p1) { return ppi * (1 + cc->accV) + p1 * cc->cp; }
+ORC_HD double orc_fm_wvo(const orc_fm_colc *cc, double ppio, double p1) { return ppio + p1 * cc->accVo; }
+/* the column's sum of an upper bound on P'_ij (9.5) */
+ORC_HD double orc_fm_sp_term(const orc_model *mk, double ppi, double p1) { return p1 * (1 + mk->u_p) + ppi; }
+
+/* GQA per-head rounding (BOUNDS.md 10.4), orc_bwd.c's gqa_rounding: the bound before the
+ * final store of a dK/dV element of a group of G > 1 heads reduced as mk->gqa says.
+ * pre: the fused bound; habs: sum over heads of an upper bound on the oracle's per-head
+ * part; eo: the column's oracle error; u_in = orc_unit_roundoff(dtype), bf16: 1 for bf16. */
+ORC_HD double orc_fm_gqa_rounding(const orc_model *mk, double G, double u_in, int bf16, double pre, double habs,
+                                  double eo) {
+    if (G <= 1 || mk->gqa == FA_GQA_FUSED) return pre;
+    double f_in = bf16 ? 0x1p-134 : 0x1p-25;
+    double X = habs * (1 + 0x1p-50) + 2 * G * eo;
+    double rnd = u_in * (X + pre) + G * (f_in + mk->tau);
+    double ug = mk->gqa == FA_GQA_ROUND_SUM32 ? 0x1p-23 : u_in;
+    double sum = orc_gamma(G, ug) * (1 + u_in) * (X + pre + G * f_in + G * mk->tau);
+    if (mk->gqa == FA_GQA_ROUND_SUM16) sum += G * (f_in + mk->tau);
+    return (pre + rnd + sum) * (1 + 0x1p-40);
+}
+
+/* Head boundaries of a column sum (10.4): the part of a head is the running compensated
+ * sum after it minus the one before it; |part| + 2^-51 (|after| + |before|) bounds the
+ * oracle's own per-head part from above. Returns the term added to habs. */
+ORC_HD double orc_fm_head_part(double now, double before) {
+    return fabs(now - before) + 0x1p-51 * (fabs(now) + fabs(before));
+}
+
+/* A gradient element from its sums (sum = hi + lo of sum w x, bsum = sum kernel weight
+ * |x|, osum = sum oracle weight |x|), the output scale s (scale for dQ, dK; 1 for dV),
+ * sumsafe = ORC_SAFETY (1 + gamma_{n+16}(2^-53)), the underflow floor fl and, for
+ * dK / dV, the GQA rounding (gqa: 1, with G, u_in, bf16, habs = the per-head sum
+ * bound). Out: value, oracle error, the bound before the store (*pre: the GQA
+ * rounding included; section 11 tests it) and the kernel bound. */
+ORC_HD void orc_fm_grad_elem(const orc_model *mk, double s, double sum, double bsum, double osum, double sumsafe,
+                             double fl, int gqa, double G, double u_in, int bf16, double habs, double *val,
+                             double *eo, double *pre_out, double *bound) {
+    double v = s * sum;
+    double e = fabs(s) * osum * sumsafe * ORC_SAFETY;
+    double pre = fabs(s) * bsum * sumsafe;
+    if (gqa) pre = orc_fm_gqa_rounding(mk, G, u_in, bf16, pre, fabs(s) * habs, e);
+    *val = v;
+    *eo = e;
+    *pre_out = pre;
+    *bound = (pre + mk->u_out * (fabs(v) + e + pre) + mk->f_out + fl) * ORC_SAFETY;
+}
+
 #endif /* FLASHCHECK_ORC_FORMULAS_H */

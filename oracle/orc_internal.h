@@ -205,7 +205,7 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
 
 /* One O element from the row sums num = sum w v, bsum = sum C |v|, osum = sum CO |v|:
  * value, oracle error bound, kernel bound (BOUNDS.md 3.6). */
-static inline void orc_fwd_elem(const orc_model *mk, const orc_model *mo, const orc_row_info *R,
+ORC_HD void orc_fwd_elem(const orc_model *mk, const orc_model *mo, const orc_row_info *R,
                                 double num, double bsum, double osum, double *O, double *eo,
                                 double *bound) {
     double ko = R->kap_o, kk = R->kap_k;

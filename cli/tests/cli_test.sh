@@ -159,6 +159,9 @@ expect 1 "masked_row|lse" "certify --profile torch-flash on cpu fails: empty row
   "$fc" certify --backend cpu --quick --fuzz-seconds 0 --profile torch-flash --out "$tmp/r5"
 expect 0 "profile tensorcore" "fuzz --profile tensorcore: the summary names the profile, no finding on cpu" -- \
   "$fc" fuzz --backend cpu --time 2 --jobs 1 --max-seq 32 --max-dim 32 --profile tensorcore --corpus "$tmp/corpus3" --findings "$tmp/findings3"
+expect 2 "--oracle needs auto, cpu or gpu" "fuzz: unknown --oracle tier refused" -- "$fc" fuzz --backend cpu --oracle fast
+expect 0 "oracle     --oracle cpu: 0 calls on the GPU tier" "fuzz --oracle cpu: the summary counts the oracle calls by tier" -- \
+  "$fc" fuzz --backend cpu --time 2 --jobs 1 --max-seq 32 --max-dim 32 --oracle cpu --corpus "$tmp/corpus5" --findings "$tmp/findings5"
 expect 1 "NEW FINDING" "fuzz --profile torch-math on cpu finds bound failures (cpu rounds P, the fp32 math graph does not)" -- \
   "$fc" fuzz --backend cpu --time 3 --jobs 1 --max-seq 32 --max-dim 32 --profile torch-math --corpus "$tmp/corpus4" --findings "$tmp/findings4"
 

@@ -1,5 +1,6 @@
-/* bench_gpu_oracle.c: full verification (every element of O and LSE) of the
- * CUDA backend's forward by the GPU tier, beside the CPU tier in the same run.
+/* bench_gpu_oracle.c: full verification (every element of O and LSE, of dQ, dK
+ * and dV) of the CUDA backend's forward and backward by the GPU tier, beside
+ * the CPU tier in the same run.
  *
  *   bench_gpu_oracle [B Hq Hkv S D causal  Bc Hqc Sc]
  *   default: 4 16 16 8192 128 1   1 16 2048   (bf16)
@@ -10,7 +11,8 @@
  * D and mask): the same with both tiers, and the CPU tier's time extrapolated to
  * the large size, labelled: the reference by the ratio of visible (query, key)
  * pairs (its work is proportional to pairs * (Dqk + Dv)), the comparison by the
- * ratio of output elements.
+ * ratio of output elements. The backward likewise: the CUDA backend's backward
+ * on its own forward outputs (dO Gaussian), orc_gpu_bwd + orc_compare_bwd.
  * Not a test: prints figures. */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -68,6 +70,8 @@ static void contiguous(fa_tensor *t, void *p, int64_t S, int64_t H, int64_t D) {
 
 typedef struct {
     double gpu_ref, gpu_cmp, cpu_ref, cpu_cmp, kernel;
+    double bgpu_ref, bgpu_cmp, bcpu_ref, bcpu_cmp; /* backward */
+    double belems;
     double pairs, elems; /* visible (query, key) pairs; output elements */
 } timing;
 
@@ -135,6 +139,48 @@ static int run_size(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t D, in
     report("gpu", "LSE", &sl);
     int bad = so.failed + sl.failed > 0 || so.checked + sl.checked == 0;
     orc_gpu_fwd_free(&r);
+    /* backward: the CUDA backend's, on its forward outputs */
+    fa_bwd_args ba;
+    memset(&ba, 0, sizeof ba);
+    ba.p = a.p;
+    ba.q = a.q; ba.k = a.k; ba.v = a.v; ba.o = a.o; ba.lse = a.lse;
+    uint16_t *hdo = filled(nq, 4), *gq = malloc(nq * 2), *gk = malloc(nk * 2), *gv = malloc(nk * 2);
+    void *ddo, *dgq, *dgk, *dgv;
+    CU(cudaMalloc(&ddo, nq * 2)); CU(cudaMalloc(&dgq, nq * 2)); CU(cudaMalloc(&dgk, nk * 2)); CU(cudaMalloc(&dgv, nk * 2));
+    CU(cudaMemcpy(ddo, hdo, nq * 2, cudaMemcpyHostToDevice));
+    contiguous(&ba.dout, ddo, S, Hq, D);
+    contiguous(&ba.dq, dgq, S, Hq, D); contiguous(&ba.dk, dgk, S, Hkv, D); contiguous(&ba.dv, dgv, S, Hkv, D);
+    int have_bwd = be->backward != NULL;
+    if (have_bwd && be->backward(&ba, &err) != FA_OK) { fprintf(stderr, "cuda backward: %s\n", err.msg); have_bwd = 0; }
+    orc_stats sq_, sk_, sv_;
+    memset(&sq_, 0, sizeof sq_); memset(&sk_, 0, sizeof sk_); memset(&sv_, 0, sizeof sv_);
+    fa_tensor hgq = ba.dq, hgk = ba.dk, hgv = ba.dv;
+    hgq.ptr = gq; hgk.ptr = gk; hgv.ptr = gv;
+    t->belems = (double)(nq + 2 * nk);
+    if (have_bwd) {
+        CU(cudaDeviceSynchronize());
+        CU(cudaMemcpy(gq, dgq, nq * 2, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(gk, dgk, nk * 2, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(gv, dgv, nk * 2, cudaMemcpyDeviceToHost));
+        orc_bwd_result br;
+        t0 = now();
+        if (orc_gpu_bwd(&ba, &be->precision, &opt, &br, &err) != FA_OK) { fprintf(stderr, "orc_gpu_bwd: %s\n", err.msg); return 1; }
+        t1 = now();
+        if (orc_compare_bwd(&br, &hgq, &hgk, &hgv, &sq_, &sk_, &sv_, &err) != FA_OK) { fprintf(stderr, "compare: %s\n", err.msg); return 1; }
+        t2 = now();
+        t->bgpu_ref = t1 - t0;
+        t->bgpu_cmp = t2 - t1;
+        printf("    gpu  backward reference+bounds %.3f s, compare %.3f s, total %.3f s; escalations %lld (reference) %lld (compare); input ratios O %.3g LSE %.3g\n",
+               t->bgpu_ref, t->bgpu_cmp, t->bgpu_ref + t->bgpu_cmp, (long long)br.escalations,
+               (long long)(sq_.escalations + sk_.escalations + sv_.escalations), br.o_input_ratio, br.lse_input_ratio);
+        report("gpu", "dQ", &sq_);
+        report("gpu", "dK", &sk_);
+        report("gpu", "dV", &sv_);
+        bad |= sq_.failed + sk_.failed + sv_.failed > 0 || sq_.checked == 0;
+        orc_gpu_bwd_free(&br);
+    } else {
+        printf("    backend has no backward: not measured\n");
+    }
     if (cpu) {
         fa_fwd_args h = a;
         h.q.ptr = q; h.k.ptr = k; h.v.ptr = v;
@@ -155,7 +201,33 @@ static int run_size(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t D, in
             bad = 1;
         }
         orc_fwd_free(&r);
+        if (have_bwd) {
+            fa_bwd_args hb = ba;
+            hb.q.ptr = q; hb.k.ptr = k; hb.v.ptr = v; hb.o.ptr = o; hb.lse.ptr = lse; hb.dout.ptr = hdo;
+            orc_bwd_result br;
+            orc_stats cq_, ck_, cv_;
+            t0 = now();
+            if (orc_bwd(&hb, &be->precision, &opt, &br, &err) != FA_OK) { fprintf(stderr, "orc_bwd: %s\n", err.msg); return 1; }
+            t1 = now();
+            if (orc_compare_bwd(&br, &hgq, &hgk, &hgv, &cq_, &ck_, &cv_, &err) != FA_OK) { fprintf(stderr, "compare: %s\n", err.msg); return 1; }
+            t2 = now();
+            t->bcpu_ref = t1 - t0;
+            t->bcpu_cmp = t2 - t1;
+            printf("    cpu  backward reference+bounds %.3f s, compare %.3f s, total %.3f s; escalations %lld\n",
+                   t->bcpu_ref, t->bcpu_cmp, t->bcpu_ref + t->bcpu_cmp, (long long)br.escalations);
+            report("cpu", "dQ", &cq_);
+            report("cpu", "dK", &ck_);
+            report("cpu", "dV", &cv_);
+            if (cq_.failed != sq_.failed || ck_.failed != sk_.failed || cv_.failed != sv_.failed ||
+                cq_.checked != sq_.checked || ck_.checked != sk_.checked || cv_.checked != sv_.checked) {
+                printf("    BACKWARD VERDICTS DIFFER between the tiers\n");
+                bad = 1;
+            }
+            orc_bwd_free(&br);
+        }
     }
+    cudaFree(ddo); cudaFree(dgq); cudaFree(dgk); cudaFree(dgv);
+    free(hdo); free(gq); free(gk); free(gv);
     cudaFree(dq); cudaFree(dk); cudaFree(dv); cudaFree(dO); cudaFree(dl);
     free(q); free(k); free(v); free(o); free(lse);
     return bad;
@@ -200,7 +272,19 @@ int main(int argc, char **argv) {
     printf("| B=%lld Hq=%lld S=%lld | cpu (EXTRAPOLATED: reference x%.0f pairs, compare x%.0f elements) | %.1f | %.1f | %.1f |\n",
            (long long)B, (long long)Hq, (long long)S, f, fe, small.cpu_ref * f, small.cpu_cmp * fe,
            small.cpu_ref * f + small.cpu_cmp * fe);
-    printf("backward: no GPU tier yet (not measured)\n");
+    printf("\nbackward (dQ, dK, dV):\n| size | tier | reference+bounds s | compare s | full verification s |\n|---|---|---|---|---|\n");
+    double fb = big.belems / small.belems;
+    printf("| B=%lld Hq=%lld S=%lld | cpu | %.3f | %.3f | %.3f |\n", (long long)Bc, (long long)Hqc, (long long)Sc,
+           small.bcpu_ref, small.bcpu_cmp, small.bcpu_ref + small.bcpu_cmp);
+    printf("| B=%lld Hq=%lld S=%lld | gpu | %.3f | %.3f | %.3f |\n", (long long)Bc, (long long)Hqc, (long long)Sc,
+           small.bgpu_ref, small.bgpu_cmp, small.bgpu_ref + small.bgpu_cmp);
+    printf("| B=%lld Hq=%lld S=%lld | gpu | %.3f | %.3f | %.3f |\n", (long long)B, (long long)Hq, (long long)S,
+           big.bgpu_ref, big.bgpu_cmp, big.bgpu_ref + big.bgpu_cmp);
+    printf("| B=%lld Hq=%lld S=%lld | cpu (EXTRAPOLATED: reference x%.0f pairs, compare x%.0f elements) | %.1f | %.1f | %.1f |\n",
+           (long long)B, (long long)Hq, (long long)S, f, fb, small.bcpu_ref * f, small.bcpu_cmp * fb,
+           small.bcpu_ref * f + small.bcpu_cmp * fb);
+    printf("\nforward + backward, full verification, B=%lld Hq=%lld S=%lld: GPU tier %.3f s (target 5 s)\n",
+           (long long)B, (long long)Hq, (long long)S, big.gpu_ref + big.gpu_cmp + big.bgpu_ref + big.bgpu_cmp);
     printf("%s\n", bad ? "RESULT: some verdicts failed or differ" : "RESULT: every element checked, 0 failed, verdicts equal");
     return bad;
 }

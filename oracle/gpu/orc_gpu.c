@@ -46,6 +46,14 @@ void orc_gpu_fwd_free(orc_fwd_result *res) {
     orc_fwd_free(res);
 }
 
+void orc_gpu_fwd_rehost(orc_fwd_result *res, const fa_fwd_args *host) {
+    free(res->args.q.ptr);
+    free(res->args.k.ptr);
+    free(res->args.v.ptr);
+    free((void *)res->args.mask.ptr);
+    res->args = *host;
+}
+
 fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const orc_options *opt_in,
                       orc_fwd_result *res, fa_error *err) {
     orc_ctx c, hc;

@@ -33,6 +33,34 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
 /* Frees the result and the host copies of its inputs. */
 void orc_gpu_fwd_free(orc_fwd_result *res);
 
+/* The backward: what orc_bwd computes (dQ, dK, dV: reference, orc_err, kernel bound
+ * per element; o_input_ratio, lse_input_ratio; MPFR escalation at reference time)
+ * for inputs in CUDA device memory: args' q, k, v, o, dout, lse, mask are DEVICE
+ * pointers (dq, dk, dv ignored); any strides, GQA, every mask. The O(rows * Sk * D)
+ * work (the forward row recomputed, dP, dS and its bounds per (i, j), the dQ row
+ * sums, the dK / dV column sums) runs on the GPU in float64 with orc_bwd's
+ * formulas (orc_formulas.h; BOUNDS.md "GPU tier"). The result's args point to
+ * host copies owned by it: free with orc_gpu_bwd_free. No naive baseline. Judge
+ * a backend's gradients with orc_compare_bwd (host copies of them). */
+fa_status orc_gpu_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_options *opt,
+                      orc_bwd_result *res, fa_error *err);
+
+/* Frees the result and the host copies of its inputs. */
+void orc_gpu_bwd_free(orc_bwd_result *res);
+
+/* Frees the result's host copies of its inputs and points its args at host (same values:
+ * the caller's host inputs that were uploaded); the result is then an ordinary one,
+ * freed with orc_fwd_free / orc_bwd_free, whose compare escalates from those inputs. */
+void orc_gpu_fwd_rehost(orc_fwd_result *res, const fa_fwd_args *host);
+void orc_gpu_bwd_rehost(orc_bwd_result *res, const fa_bwd_args *host);
+
+/* The tier keeps its device and pinned buffers per host thread from call to call (small
+ * calls allocate nothing); this frees the calling thread's. */
+void orc_gpu_release(void);
+
+/* 1 if this process can run the GPU tier: a CUDA device is visible (and usable). */
+int orc_gpu_available(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -21,6 +21,14 @@ extern "C" {
 #endif
 
 #define ORC_GPU_RT 64 /* rows per tile (tile spans, score and P.V tiles) */
+#define ORC_GPU_INVIS (-1.0) /* weight-matrix marker of a key not visible to the row
+                                (a visible P, W is >= 0 or NaN) */
+
+/* A 4-d fp16/bf16 view in device memory: element [b, s, h, x] at p[b s0 + s s1 + h s2 + x s3]. */
+typedef struct {
+    const uint16_t *p;
+    int64_t s[4];
+} orc_gpu_ten;
 
 typedef struct {
     int64_t B, Sq, Sk, Hq, Hkv, G, D, Dv;
@@ -53,6 +61,93 @@ int orc_gpu_fwd_wait(orc_gpu_fwd_state *st, int slot, const orc_row_info **ri, c
                      const double **bsum, const double **osum, char *msg, size_t nmsg);
 
 void orc_gpu_fwd_end(orc_gpu_fwd_state *st);
+
+/* Launchers of the forward's kernels (orc_gpu_fwd.cu) for the backward, on a stream
+ * (cudaStream_t), asynchronous; 0 on success, -1 on a launch error (cudaGetLastError).
+ *   kvstat: out4 = k1max, vmax, kmax, v1max bits of kv head (b, hk) (doubles >= 0)
+ *   dots:   X = a_i.t_j, Y = |a_i|.|t_j| over x < Dd, rows r0 .. r0+nr-1 of head h, keys
+ *           in each 64-row tile's span [tlo, thi] ([rows][Sk] matrices, row r - r0)
+ *   rows:   the forward row weights of k_rows: W (ORC_GPU_INVIS where invisible),
+ *           Cw = C, COw = CO, eomax[r] = the row's Eo_max (NULL: not written), ri
+ *   wsum:   num = sum Wv t (blocked compensated), bsum = sum (Wb + cb Wbm) |t|,
+ *           osum = sum (Wo + co Wbm) |t| over visible keys (Vis != ORC_GPU_INVIS);
+ *           Wbm NULL: no cb, co terms; outputs [nr][Dd] */
+int orc_gpu_launch_kvstat(const orc_gpu_fwd_desc *d, void *stream, int64_t b, int64_t hk,
+                          unsigned long long *out4);
+int orc_gpu_launch_dots(const orc_gpu_fwd_desc *d, void *stream, orc_gpu_ten ra, orc_gpu_ten ta, int64_t Dd,
+                        int64_t b, int64_t h, int64_t r0, int64_t nr, const int64_t *tlo, const int64_t *thi,
+                        double *X, double *Y);
+int orc_gpu_launch_rows(const orc_gpu_fwd_desc *d, void *stream, int64_t b, int64_t h, int64_t r0, int64_t nr,
+                        const int64_t *rlo, const int64_t *rhi, const int64_t *tlo, const int64_t *thi,
+                        const unsigned long long *k1, double *X, double *Y, double *W, double *Cw, double *COw,
+                        double *eomax, orc_row_info *ri);
+int orc_gpu_launch_wsum(const orc_gpu_fwd_desc *d, void *stream, orc_gpu_ten ta, int64_t Dd, int64_t b, int64_t h,
+                        int64_t nr, const int64_t *tlo, const int64_t *thi, const double *Vis, const double *Wv,
+                        const double *Wb, const double *Wo, const double *Wbm, const double *cb, const double *co,
+                        double *num, double *bsum, double *osum);
+
+// ----------------------------------------------------------------------------
+// backward (orc_gpu_bwd.cu), called by orc_gpu_bwd.c
+
+typedef struct {
+    orc_gpu_fwd_desc f;            /* inputs q, k, v, mask; models; forward row constants */
+    const uint16_t *o, *dout;      /* device: the given O, dO */
+    const float *lse;              /* device: the given LSE */
+    int64_t os[4], dos[4], ls[3];
+    orc_fm_bwdc bc;                /* orc_fm_bwdc_init */
+} orc_gpu_bwd_desc;
+
+/* Per query row of a chunk, for the host's dQ finalize. */
+typedef struct {
+    int kind, ovf;                 /* forward row kind (ROW_*) and its ovf */
+    int bad;                       /* the row cannot be bounded (orc_bwd.c's row_bad) */
+    int rovf;                      /* some (i, j) or the dQ accumulator may overflow (section 11) */
+    int64_t n;                     /* visible keys */
+    double fq;                     /* dQ underflow floor (orc_fm_dqk_floor) */
+    double o_ratio, lse_ratio;     /* |given - exact| / forward bound: max over the row's O, its LSE */
+} orc_gpu_brow;
+
+/* Column results of a kv-head group, host memory (valid until the next group):
+ * per key j and dim x < D (dK) / Dv (dV): sum (hi + lo), bsum, osum, habs; per key:
+ * ncol, sdsm, sp, bad, ovf; the group's qmax, domax. */
+typedef struct {
+    const double *ks, *kb, *ko, *kh;   /* [Sk][D] */
+    const double *vs, *vb, *vo, *vh;   /* [Sk][Dv] */
+    const int64_t *ncol;
+    const double *sdsm, *sp;
+    const int *bad, *ovf;
+    double qmax, domax;
+} orc_gpu_cols;
+
+typedef struct orc_gpu_bwd_state orc_gpu_bwd_state;
+
+/* Device scratch for chunks of up to *rc rows (a multiple of ORC_GPU_RT) and the column
+ * accumulators; rlo/rhi: the key range of every query row (Sq entries, host). 0 or -1. */
+int orc_gpu_bwd_begin(const orc_gpu_bwd_desc *d, const int64_t *rlo, const int64_t *rhi, int64_t *rc,
+                      orc_gpu_bwd_state **st, char *msg, size_t nmsg);
+/* Start kv-head group (b, hk): its key statistics, the visible rows per column, zeroed
+ * column accumulators; sp_o = the oracle's column-sum positions (orc_fm_col_coefs). */
+int orc_gpu_bwd_group(orc_gpu_bwd_state *st, int64_t b, int64_t hk, double sp_o, char *msg, size_t nmsg);
+/* Head boundary of the group's column sums (end = 0: before head h, 1: after it). */
+int orc_gpu_bwd_head(orc_gpu_bwd_state *st, int end, char *msg, size_t nmsg);
+/* Start rows r0 .. r0+nr-1 of query head h of the current group (phase A and B on the
+ * device, asynchronous) with results in chunk slot 0 or 1; chunk_wait gives them (host,
+ * valid until the slot is started again): br [nr], dQ sums qs, qb, qo [nr][D]. */
+int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int slot, int64_t h, int64_t r0, int64_t nr, char *msg, size_t nmsg);
+int orc_gpu_bwd_chunk_wait(orc_gpu_bwd_state *st, int slot, const orc_gpu_brow **br, const double **qs,
+                           const double **qb, const double **qo, char *msg, size_t nmsg);
+/* After the group's last chunk: its column results into column slot 0 or 1
+ * (asynchronous; the next group may start at once); cols_wait gives them. */
+int orc_gpu_bwd_cols(orc_gpu_bwd_state *st, int slot, char *msg, size_t nmsg);
+int orc_gpu_bwd_cols_wait(orc_gpu_bwd_state *st, int slot, orc_gpu_cols *out, char *msg, size_t nmsg);
+void orc_gpu_bwd_end(orc_gpu_bwd_state *st);
+
+/* The thread's pool of device / pinned buffers by allocation site (forward 0-31, backward
+ * 32-159), its stream and events (0-1 forward, 2-5 backward): kept from call to call so
+ * that small calls allocate nothing; orc_gpu_release (orc_gpu.h) frees them. */
+int orc_gpu_pool(int site, size_t bytes, int host, void **p, char *msg, size_t nmsg);
+int orc_gpu_pool_stream_get(void **stream, char *msg, size_t nmsg);
+int orc_gpu_pool_event_get(int k, void **ev, char *msg, size_t nmsg);
 
 /* 1 if p points into CUDA device (or managed) memory, else 0. */
 int orc_gpu_is_device(const void *p);

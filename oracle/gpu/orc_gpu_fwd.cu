@@ -7,7 +7,8 @@
  * [rows][Sk] of doubles X, Y, W:
  *   k_scores  X = q.k (raw dot), Y = |q|.|k|: exact products, fma-accumulated
  *             in double (error <= gamma_D(2^-53) |q|.|k|, any order, BOUNDS.md 2)
- *   k_k1max   per kv head: k1max = max_j sum_d |k_jd|, vmax = max |v_jd| (finite rows)
+ *   k_k1max   per kv head: k1max = max_j sum_d |k_jd|, vmax = max |v_jd|, kmax = max |k_jd|,
+ *             v1max = max_j sum_d |v_jd| (finite rows; the backward uses the last two)
  *   k_rows    one warp per row: orc_row_weights in four passes over the row's
  *             keys (orc_formulas.h); W = exp(s - M) (-1: key not visible, never
  *             read), then X <- CO, Y <- C; the row info with ovf (section 11)
@@ -49,7 +50,7 @@ struct orc_gpu_fwd_state {
     orc_gpu_fwd_desc d;
     int64_t rc;                /* rows per chunk */
     double *X, *Y, *W;         /* [rc][Sk]: scratch, shared by the slots (stream order) */
-    unsigned long long *k1;    /* k1max, vmax bits of the current kv head (two words) */
+    unsigned long long *k1;    /* k1max, vmax, kmax, v1max bits of the current kv head */
     int64_t cur_b, cur_hk;     /* kv head whose k1max is in k1 */
     cudaStream_t stream;
     slot_t slot[2];
@@ -59,6 +60,80 @@ static int cu_ok(cudaError_t e, const char *what, char *msg, size_t n) {
     if (e == cudaSuccess) return 1;
     snprintf(msg, n, "CUDA error in the GPU oracle (%s): %s", what, cudaGetErrorString(e));
     return 0;
+}
+
+// ----------------------------------------------------------------------------
+// per-thread pool of the tier's buffers, stream and events (orc_gpu_dev.h)
+
+#define POOL_SITES 160
+static thread_local void *pool_p[POOL_SITES];
+static thread_local size_t pool_n[POOL_SITES];
+static thread_local char pool_h[POOL_SITES];
+static thread_local cudaStream_t pool_stream;
+static thread_local cudaEvent_t pool_ev[8];
+
+extern "C" int orc_gpu_pool(int site, size_t bytes, int host, void **p, char *msg, size_t n) {
+    if (site < 0 || site >= POOL_SITES) { snprintf(msg, n, "internal: pool site %d", site); return -1; }
+    if (bytes == 0) bytes = 8;
+    if (pool_p[site] && pool_n[site] >= bytes && pool_h[site] == (char)host) { *p = pool_p[site]; return 0; }
+    if (pool_p[site]) {
+        if (pool_h[site]) cudaFreeHost(pool_p[site]); else cudaFree(pool_p[site]);
+        pool_p[site] = NULL;
+        pool_n[site] = 0;
+    }
+    void *q = NULL;
+    cudaError_t e = host ? cudaMallocHost(&q, bytes) : cudaMalloc(&q, bytes);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(msg, n, "CUDA error in the GPU oracle (%s of %zu bytes): %s", host ? "pinned memory" : "scratch",
+                 bytes, cudaGetErrorString(e));
+        return -1;
+    }
+    pool_p[site] = q;
+    pool_n[site] = bytes;
+    pool_h[site] = (char)host;
+    *p = q;
+    return 0;
+}
+
+static int pool_stream_get(cudaStream_t *s, char *msg, size_t n) {
+    if (!pool_stream && !cu_ok(cudaStreamCreateWithFlags(&pool_stream, cudaStreamNonBlocking), "stream", msg, n))
+        return -1;
+    *s = pool_stream;
+    return 0;
+}
+
+static int pool_event_get(int k, cudaEvent_t *ev, char *msg, size_t n) {
+    if (!pool_ev[k] && !cu_ok(cudaEventCreateWithFlags(&pool_ev[k], cudaEventDisableTiming), "event", msg, n)) return -1;
+    *ev = pool_ev[k];
+    return 0;
+}
+
+extern "C" int orc_gpu_pool_stream_get(void **s, char *msg, size_t n) {
+    cudaStream_t x;
+    if (pool_stream_get(&x, msg, n)) return -1;
+    *s = (void *)x;
+    return 0;
+}
+
+extern "C" int orc_gpu_pool_event_get(int k, void **ev, char *msg, size_t n) {
+    cudaEvent_t x;
+    if (k < 0 || k >= 8) { snprintf(msg, n, "internal: pool event %d", k); return -1; }
+    if (pool_event_get(k, &x, msg, n)) return -1;
+    *ev = (void *)x;
+    return 0;
+}
+
+extern "C" void orc_gpu_release(void) {
+    if (pool_stream) cudaStreamSynchronize(pool_stream);
+    for (int k = 0; k < POOL_SITES; k++) {
+        if (pool_p[k]) { if (pool_h[k]) cudaFreeHost(pool_p[k]); else cudaFree(pool_p[k]); }
+        pool_p[k] = NULL;
+        pool_n[k] = 0;
+    }
+    for (int k = 0; k < 8; k++) { if (pool_ev[k]) cudaEventDestroy(pool_ev[k]); pool_ev[k] = NULL; }
+    if (pool_stream) cudaStreamDestroy(pool_stream);
+    pool_stream = NULL;
 }
 
 // ----------------------------------------------------------------------------
@@ -98,28 +173,39 @@ __device__ static inline void two_sum_d(double a, double b, double *s, double *e
 
 // ----------------------------------------------------------------------------
 // out[0]: k1max = max_j sum_d |k_jd| over keys with a finite sum; out[1]: vmax =
-// max_j max_d |v_jd| over rows j with a finite max (as kv_load: d in order; the
-// values are >= 0, so their bit patterns order as the values)
+// max_j max_d |v_jd| over rows j with a finite max; out[2]: kmax = max |k_jd| over
+// rows with a finite max; out[3]: v1max = max_j sum_d |v_jd| over finite sums (as
+// kv_load / bkv_load: d in order; the values are >= 0, so their bit patterns order
+// as the values)
 
 __global__ void k_k1max(orc_gpu_fwd_desc d, int64_t b, int64_t hk, unsigned long long *out) {
     int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= d.Sk) return;
-    double k1 = 0, vm = 0;
-    for (int64_t x = 0; x < d.D; x++) k1 += fabs(ld16(d.k, d.ks, b, j, hk, x, d.bf16));
+    double k1 = 0, vm = 0, km = 0, v1 = 0;
+    for (int64_t x = 0; x < d.D; x++) {
+        double a = fabs(ld16(d.k, d.ks, b, j, hk, x, d.bf16));
+        k1 += a;
+        if (a > km) km = a;
+    }
     if (isfinite(k1)) atomicMax(&out[0], (unsigned long long)__double_as_longlong(k1));
+    if (isfinite(km)) atomicMax(&out[2], (unsigned long long)__double_as_longlong(km));
     for (int64_t x = 0; x < d.Dv; x++) {
         double a = fabs(ld16(d.v, d.vs, b, j, hk, x, d.bf16));
+        v1 += a;
         if (a > vm) vm = a;
     }
     if (isfinite(vm)) atomicMax(&out[1], (unsigned long long)__double_as_longlong(vm));
+    if (isfinite(v1)) atomicMax(&out[3], (unsigned long long)__double_as_longlong(v1));
 }
 
 // ----------------------------------------------------------------------------
-// scores: X = q.k, Y = |q|.|k| for the key tiles that meet the row tile's span
+// dots: X = a_i.t_j, Y = |a_i|.|t_j| for the key tiles that meet the row tile's span;
+// a: a row tensor [b, i, h, x] (q; dO for the backward's dP), t: a kv tensor [b, j, hk, x]
+// (k; v), x < Dd
 
-__global__ void __launch_bounds__(256) k_scores(orc_gpu_fwd_desc d, int64_t b, int64_t h, int64_t r0,
-                                                int64_t nr, const int64_t *tlo, const int64_t *thi,
-                                                double *X, double *Y) {
+__global__ void __launch_bounds__(256) k_scores(orc_gpu_fwd_desc d, orc_gpu_ten ra, orc_gpu_ten ta, int64_t Dd,
+                                                int64_t b, int64_t h, int64_t r0, int64_t nr,
+                                                const int64_t *tlo, const int64_t *thi, double *X, double *Y) {
     __shared__ double Qs[DK][PADR], Ks[DK][PADR];
     int64_t t = blockIdx.y, j0 = (int64_t)blockIdx.x * KT;
     if (thi[t] < tlo[t] || j0 > thi[t] || j0 + KT - 1 < tlo[t]) return;
@@ -128,12 +214,12 @@ __global__ void __launch_bounds__(256) k_scores(orc_gpu_fwd_desc d, int64_t b, i
     double s[4][4], a[4][4];
     for (int x = 0; x < 4; x++)
         for (int y = 0; y < 4; y++) s[x][y] = a[x][y] = 0;
-    for (int64_t d0 = 0; d0 < d.D; d0 += DK) {
+    for (int64_t d0 = 0; d0 < Dd; d0 += DK) {
         for (int e = tid; e < DK * RT; e += 256) {
             int dd = e % DK, rr = e / DK;
             int64_t r = rbase + rr, i = r0 + r, dim = d0 + dd, j = j0 + rr;
-            Qs[dd][rr] = (r < nr && dim < d.D) ? ld16(d.q, d.qs, b, i, h, dim, d.bf16) : 0.0;
-            Ks[dd][rr] = (j < d.Sk && dim < d.D) ? ld16(d.k, d.ks, b, j, hk, dim, d.bf16) : 0.0;
+            Qs[dd][rr] = (r < nr && dim < Dd) ? ld16(ra.p, ra.s, b, i, h, dim, d.bf16) : 0.0;
+            Ks[dd][rr] = (j < d.Sk && dim < Dd) ? ld16(ta.p, ta.s, b, j, hk, dim, d.bf16) : 0.0;
         }
         __syncthreads();
 #pragma unroll 4
@@ -168,7 +254,8 @@ __global__ void __launch_bounds__(128) k_rows(orc_gpu_fwd_desc d, int64_t b, int
                                               int64_t nr, const int64_t *rlo, const int64_t *rhi,
                                               const int64_t *tlo, const int64_t *thi,
                                               const unsigned long long *k1bits, double *X, double *Y,
-                                              double *W, orc_row_info *ri_out) {
+                                              double *W, double *Cw, double *COw, double *eomax,
+                                              orc_row_info *ri_out) {
     int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x % 32;
     if (r >= nr) return; /* whole warps leave together */
@@ -179,6 +266,7 @@ __global__ void __launch_bounds__(128) k_rows(orc_gpu_fwd_desc d, int64_t b, int
     double k1max = __longlong_as_double((long long)k1bits[0]) * (1 + 0x1p-40);
     double vmax = __longlong_as_double((long long)k1bits[1]);
     double *Xr = X + r * d.Sk, *Yr = Y + r * d.Sk, *Wr = W + r * d.Sk;
+    double *Cr = Cw + r * d.Sk, *COr = COw + r * d.Sk;
     orc_row_info ri;
     memset(&ri, 0, sizeof ri);
     ri.lo = lo;
@@ -238,6 +326,7 @@ __global__ void __launch_bounds__(128) k_rows(orc_gpu_fwd_desc d, int64_t b, int
     rs.L = Ls + Le;
     rs.Eo_max = warp_max(eom);
     rs.Ek_max = warp_max(ekm);
+    if (eomax && lane == 0) eomax[r] = rs.Eo_max;
 
     /* pass 3: eta_o, eta_k, sum_pe */
     double spe = 0, etom = 0, etkm = 0;
@@ -258,7 +347,7 @@ __global__ void __launch_bounds__(128) k_rows(orc_gpu_fwd_desc d, int64_t b, int
     rs.eta_k_max = warp_max(etkm);
     orc_fm_row_mid(&mk, &mo, &rs, &ri, (double)(th - tl + 1), (double)(hi - lo + 1));
 
-    /* pass 4: C, CO (into Y, X), sum_pek */
+    /* pass 4: C, CO (into Cw, COw: Y, X in the forward), sum_pek */
     double spk = 0;
     for (int64_t j0 = lo / 32 * 32; j0 <= hi; j0 += 32) {
         int64_t j = j0 + lane;
@@ -269,8 +358,8 @@ __global__ void __launch_bounds__(128) k_rows(orc_gpu_fwd_desc d, int64_t b, int
         orc_fm_key_err(&rc, &rs, Yr[j], fabs(m), &eo, &ek);
         orc_fm_key_eta(&mk, &mo, &rc, &rs, orc_fm_score(&rc, Xr[j], m), eo, ek, &eta_o, &eta_k);
         spk += orc_fm_key_weights(&mk, &rs, Wr[j], eta_o, eta_k, &C, &CO);
-        Yr[j] = C;
-        Xr[j] = CO;
+        Cr[j] = C;
+        COr[j] = CO;
     }
     spk = warp_sum(spk);
     if (lane == 0) {
@@ -281,13 +370,20 @@ __global__ void __launch_bounds__(128) k_rows(orc_gpu_fwd_desc d, int64_t b, int
 }
 
 // ----------------------------------------------------------------------------
-// P.V: num (blocked compensated), bsum, osum per (row, column)
+// weighted key sums: per (row r, column c < Dd of the kv tensor ta)
+//   num  = sum_j Wv_rj t_jc          (blocked compensated: 32-key aligned blocks, TwoSum)
+//   bsum = sum_j (Wb_rj [+ cb_r Wbm_rj]) |t_jc|,  osum = sum_j (Wo_rj [+ co_r Wbm_rj]) |t_jc|
+// over the visible keys: j in the row tile's span and Vis_rj != -1 (ORC_GPU_INVIS).
+// Forward P.V: Vis = Wv = W, Wb = C, Wo = CO; backward dQ: Vis = P, Wv = dS, Wb = DSE,
+// Wo = DSEO, Wbm = DSM with the row coefficients kQ, kQo (orc_fm_dq_coefs).
 
-__global__ void __launch_bounds__(256) k_pv(orc_gpu_fwd_desc d, int64_t b, int64_t h, int64_t nr,
-                                            const int64_t *tlo, const int64_t *thi, const double *X,
-                                            const double *Y, const double *W, double *num,
-                                            double *bsum, double *osum) {
+__global__ void __launch_bounds__(256) k_pv(orc_gpu_fwd_desc d, orc_gpu_ten ta, int64_t Dd, int64_t b,
+                                            int64_t h, int64_t nr, const int64_t *tlo, const int64_t *thi,
+                                            const double *Vis, const double *Wv, const double *Wb,
+                                            const double *Wo, const double *Wbm, const double *cb,
+                                            const double *co, double *num, double *bsum, double *osum) {
     __shared__ double Ws[KS][PADR], Cs[KS][PADR], Os[KS][PADR], Vs[KS][KT];
+    __shared__ unsigned char Vv[KS][PADR];
     int64_t t = blockIdx.y, c0 = (int64_t)blockIdx.x * KT, rbase = t * RT;
     int64_t tl = tlo[t], th = thi[t], hk = h / d.G;
     int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
@@ -299,15 +395,26 @@ __global__ void __launch_bounds__(256) k_pv(orc_gpu_fwd_desc d, int64_t b, int64
             int kk = e % KS, rr = e / KS;
             int64_t r = rbase + rr, j = j0 + kk;
             int ok = r < nr && j >= tl && j <= th;
-            double w = ok ? W[r * d.Sk + j] : -1.0;
+            int vis = ok && Vis[r * d.Sk + j] != ORC_GPU_INVIS;
+            double w = vis ? Wv[r * d.Sk + j] : 0.0, cw = 0.0, ow = 0.0;
+            if (vis) {
+                cw = Wb[r * d.Sk + j];
+                ow = Wo[r * d.Sk + j];
+                if (Wbm) {
+                    double m = Wbm[r * d.Sk + j];
+                    cw = cw + cb[r] * m;
+                    ow = ow + co[r] * m;
+                }
+            }
+            Vv[kk][rr] = (unsigned char)vis;
             Ws[kk][rr] = w;
-            Cs[kk][rr] = w >= 0 ? Y[r * d.Sk + j] : 0.0;
-            Os[kk][rr] = w >= 0 ? X[r * d.Sk + j] : 0.0;
+            Cs[kk][rr] = cw;
+            Os[kk][rr] = ow;
         }
         for (int e = tid; e < KS * KT; e += 256) {
             int cc = e % KT, kk = e / KT;
             int64_t j = j0 + kk, col = c0 + cc;
-            Vs[kk][cc] = (j >= tl && j <= th && col < d.Dv) ? ld16(d.v, d.vs, b, j, hk, col, d.bf16) : 0.0;
+            Vs[kk][cc] = (j >= tl && j <= th && col < Dd) ? ld16(ta.p, ta.s, b, j, hk, col, d.bf16) : 0.0;
         }
         __syncthreads();
         for (int kk = 0; kk < KS; kk++) {
@@ -316,7 +423,7 @@ __global__ void __launch_bounds__(256) k_pv(orc_gpu_fwd_desc d, int64_t b, int64
             for (int x = 0; x < 4; x++) {
                 int rr = ty + 16 * x;
                 double w = Ws[kk][rr];
-                if (w >= 0) { /* visible: invisible keys are never read (a NaN v must not leak) */
+                if (Vv[kk][rr]) { /* visible: invisible keys are never read (a NaN v must not leak) */
                     double cw = Cs[kk][rr], ow = Os[kk][rr];
                     for (int y = 0; y < 4; y++) {
                         double ax = fabs(vv[y]);
@@ -343,10 +450,10 @@ __global__ void __launch_bounds__(256) k_pv(orc_gpu_fwd_desc d, int64_t b, int64
         if (r >= nr) continue;
         for (int y = 0; y < 4; y++) {
             int64_t col = c0 + tx + 16 * y;
-            if (col >= d.Dv) continue;
-            num[r * d.Dv + col] = hi[x][y] + lo[x][y];
-            bsum[r * d.Dv + col] = bs[x][y];
-            osum[r * d.Dv + col] = os[x][y];
+            if (col >= Dd) continue;
+            num[r * Dd + col] = hi[x][y] + lo[x][y];
+            bsum[r * Dd + col] = bs[x][y];
+            osum[r * Dd + col] = os[x][y];
         }
     }
 }
@@ -365,18 +472,10 @@ extern "C" int orc_gpu_to_host(void *dst, const void *src, size_t bytes, char *m
     return cu_ok(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host", msg, n) ? 0 : -1;
 }
 
+/* The buffers, stream and events stay in the thread's pool for the next call. */
 extern "C" void orc_gpu_fwd_end(orc_gpu_fwd_state *st) {
     if (!st) return;
     if (st->stream) cudaStreamSynchronize(st->stream);
-    cudaFree(st->X); cudaFree(st->Y); cudaFree(st->W); cudaFree(st->k1);
-    for (int k = 0; k < 2; k++) {
-        slot_t *sl = &st->slot[k];
-        cudaFree(sl->num); cudaFree(sl->bsum); cudaFree(sl->osum); cudaFree(sl->ri); cudaFree(sl->rng);
-        cudaFreeHost(sl->hnum); cudaFreeHost(sl->hbsum); cudaFreeHost(sl->hosum); cudaFreeHost(sl->hri);
-        cudaFreeHost(sl->hrng);
-        if (sl->done) cudaEventDestroy(sl->done);
-    }
-    if (st->stream) cudaStreamDestroy(st->stream);
     free(st);
 }
 
@@ -387,6 +486,9 @@ extern "C" int orc_gpu_fwd_begin(const orc_gpu_fwd_desc *d, int64_t *rc_out, orc
     if (!st) { snprintf(msg, n, "out of host memory"); return -1; }
     st->d = *d;
     (void)cudaGetLastError(); /* errors left by earlier calls are not this run's */
+    /* the inputs' writers (a backend's kernels, a copy from pageable memory whose DMA may
+     * still run) are on other streams: the tier's non-blocking stream must not overtake them */
+    if (!cu_ok(cudaDeviceSynchronize(), "synchronize before the oracle", msg, n)) { free(st); return -1; }
     st->cur_b = st->cur_hk = -1;
     size_t fr = 0, tot = 0;
     if (!cu_ok(cudaMemGetInfo(&fr, &tot), "memory info", msg, n)) { free(st); return -1; }
@@ -400,24 +502,18 @@ extern "C" int orc_gpu_fwd_begin(const orc_gpu_fwd_desc *d, int64_t *rc_out, orc
     if (rc < RT) rc = RT;
     st->rc = rc;
     size_t nm = (size_t)rc * (size_t)Sk, no = (size_t)rc * (size_t)d->Dv, ng = (size_t)(2 * rc + 2 * (rc / RT));
-    int ok = cu_ok(cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking), "stream", msg, n) &&
-             cu_ok(cudaMalloc(&st->X, nm * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&st->Y, nm * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&st->W, nm * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&st->k1, 16), "scratch", msg, n);
+#define PD(site, p, bytes) (orc_gpu_pool((site), (size_t)(bytes), 0, (void **)&(p), msg, n) == 0)
+#define PH(site, p, bytes) (orc_gpu_pool((site), (size_t)(bytes), 1, (void **)&(p), msg, n) == 0)
+    int ok = pool_stream_get(&st->stream, msg, n) == 0 && PD(0, st->X, nm * 8) && PD(1, st->Y, nm * 8) &&
+             PD(2, st->W, nm * 8) && PD(3, st->k1, 32);
     for (int k = 0; ok && k < 2; k++) {
         slot_t *sl = &st->slot[k];
-        ok = cu_ok(cudaMalloc(&sl->num, no * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&sl->bsum, no * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&sl->osum, no * 8), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&sl->ri, (size_t)rc * sizeof(orc_row_info)), "scratch", msg, n) &&
-             cu_ok(cudaMalloc(&sl->rng, ng * 8), "scratch", msg, n) &&
-             cu_ok(cudaMallocHost(&sl->hnum, no * 8), "pinned memory", msg, n) &&
-             cu_ok(cudaMallocHost(&sl->hbsum, no * 8), "pinned memory", msg, n) &&
-             cu_ok(cudaMallocHost(&sl->hosum, no * 8), "pinned memory", msg, n) &&
-             cu_ok(cudaMallocHost(&sl->hri, (size_t)rc * sizeof(orc_row_info)), "pinned memory", msg, n) &&
-             cu_ok(cudaMallocHost(&sl->hrng, ng * 8), "pinned memory", msg, n) &&
-             cu_ok(cudaEventCreateWithFlags(&sl->done, cudaEventDisableTiming), "event", msg, n);
+        int b = 4 + 10 * k;
+        ok = PD(b, sl->num, no * 8) && PD(b + 1, sl->bsum, no * 8) && PD(b + 2, sl->osum, no * 8) &&
+             PD(b + 3, sl->ri, (size_t)rc * sizeof(orc_row_info)) && PD(b + 4, sl->rng, ng * 8) &&
+             PH(b + 5, sl->hnum, no * 8) && PH(b + 6, sl->hbsum, no * 8) && PH(b + 7, sl->hosum, no * 8) &&
+             PH(b + 8, sl->hri, (size_t)rc * sizeof(orc_row_info)) && PH(b + 9, sl->hrng, ng * 8) &&
+             pool_event_get(k, &sl->done, msg, n) == 0;
     }
     if (!ok) { orc_gpu_fwd_end(st); return -1; }
     *rc_out = rc;
@@ -453,7 +549,7 @@ extern "C" int orc_gpu_fwd_start(orc_gpu_fwd_state *st, int slot, int64_t b, int
     if (!cu_ok(cudaMemcpyAsync(sl->rng, hr, (size_t)(2 * nr + 2 * nt) * 8, cudaMemcpyHostToDevice, s), "upload", msg, n))
         return -1;
     if (b != st->cur_b || hk != st->cur_hk) {
-        if (!cu_ok(cudaMemsetAsync(st->k1, 0, 16, s), "memset", msg, n)) return -1;
+        if (!cu_ok(cudaMemsetAsync(st->k1, 0, 32, s), "memset", msg, n)) return -1;
         if (d.Sk > 0) k_k1max<<<(unsigned)((d.Sk + 255) / 256), 256, 0, s>>>(d, b, hk, st->k1);
         if (!cu_ok(cudaGetLastError(), "k_k1max launch", msg, n)) return -1;
         st->cur_b = b;
@@ -461,14 +557,17 @@ extern "C" int orc_gpu_fwd_start(orc_gpu_fwd_state *st, int slot, int64_t b, int
     }
     if (d.Sk > 0) {
         dim3 gs((unsigned)((d.Sk + KT - 1) / KT), (unsigned)nt);
-        k_scores<<<gs, 256, 0, s>>>(d, b, h, r0, nr, dtlo, dthi, st->X, st->Y);
+        orc_gpu_ten qa = {d.q, {d.qs[0], d.qs[1], d.qs[2], d.qs[3]}}, ka = {d.k, {d.ks[0], d.ks[1], d.ks[2], d.ks[3]}};
+        k_scores<<<gs, 256, 0, s>>>(d, qa, ka, d.D, b, h, r0, nr, dtlo, dthi, st->X, st->Y);
         if (!cu_ok(cudaGetLastError(), "k_scores launch", msg, n)) return -1;
     }
     k_rows<<<(unsigned)((nr + 3) / 4), 128, 0, s>>>(d, b, h, r0, nr, drlo, drhi, dtlo, dthi, st->k1, st->X,
-                                                   st->Y, st->W, sl->ri);
+                                                   st->Y, st->W, st->Y, st->X, NULL, sl->ri);
     if (!cu_ok(cudaGetLastError(), "k_rows launch", msg, n)) return -1;
     dim3 gp((unsigned)((d.Dv + KT - 1) / KT), (unsigned)nt);
-    k_pv<<<gp, 256, 0, s>>>(d, b, h, nr, dtlo, dthi, st->X, st->Y, st->W, sl->num, sl->bsum, sl->osum);
+    orc_gpu_ten va = {d.v, {d.vs[0], d.vs[1], d.vs[2], d.vs[3]}};
+    k_pv<<<gp, 256, 0, s>>>(d, va, d.Dv, b, h, nr, dtlo, dthi, st->W, st->W, st->Y, st->X, NULL, NULL, NULL,
+                            sl->num, sl->bsum, sl->osum);
     if (!cu_ok(cudaGetLastError(), "k_pv launch", msg, n)) return -1;
     size_t no = (size_t)nr * (size_t)d.Dv * 8;
     if (!cu_ok(cudaMemcpyAsync(sl->hri, sl->ri, (size_t)nr * sizeof(orc_row_info), cudaMemcpyDeviceToHost, s), "results", msg, n) ||
@@ -489,4 +588,52 @@ extern "C" int orc_gpu_fwd_wait(orc_gpu_fwd_state *st, int slot, const orc_row_i
     *bsum = sl->hbsum;
     *osum = sl->hosum;
     return 0;
+}
+
+// ----------------------------------------------------------------------------
+// launchers of these kernels for the backward (orc_gpu_bwd.cu; orc_gpu_dev.h)
+
+extern "C" int orc_gpu_launch_kvstat(const orc_gpu_fwd_desc *d, void *stream, int64_t b, int64_t hk,
+                                     unsigned long long *out4) {
+    cudaStream_t s = (cudaStream_t)stream;
+    if (cudaMemsetAsync(out4, 0, 32, s) != cudaSuccess) return -1;
+    if (d->Sk > 0) k_k1max<<<(unsigned)((d->Sk + 255) / 256), 256, 0, s>>>(*d, b, hk, out4);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+extern "C" int orc_gpu_launch_dots(const orc_gpu_fwd_desc *d, void *stream, orc_gpu_ten ra, orc_gpu_ten ta,
+                                   int64_t Dd, int64_t b, int64_t h, int64_t r0, int64_t nr, const int64_t *tlo,
+                                   const int64_t *thi, double *X, double *Y) {
+    if (d->Sk <= 0 || nr <= 0) return 0;
+    dim3 gs((unsigned)((d->Sk + KT - 1) / KT), (unsigned)((nr + RT - 1) / RT));
+    k_scores<<<gs, 256, 0, (cudaStream_t)stream>>>(*d, ra, ta, Dd, b, h, r0, nr, tlo, thi, X, Y);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+extern "C" int orc_gpu_launch_rows(const orc_gpu_fwd_desc *d, void *stream, int64_t b, int64_t h, int64_t r0,
+                                   int64_t nr, const int64_t *rlo, const int64_t *rhi, const int64_t *tlo,
+                                   const int64_t *thi, const unsigned long long *k1, double *X, double *Y,
+                                   double *W, double *Cw, double *COw, double *eomax, orc_row_info *ri) {
+    if (nr <= 0) return 0;
+    k_rows<<<(unsigned)((nr + 3) / 4), 128, 0, (cudaStream_t)stream>>>(*d, b, h, r0, nr, rlo, rhi, tlo, thi, k1,
+                                                                       X, Y, W, Cw, COw, eomax, ri);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+extern "C" int orc_gpu_launch_wsum(const orc_gpu_fwd_desc *d, void *stream, orc_gpu_ten ta, int64_t Dd, int64_t b,
+                                   int64_t h, int64_t nr, const int64_t *tlo, const int64_t *thi,
+                                   const double *Vis, const double *Wv, const double *Wb, const double *Wo,
+                                   const double *Wbm, const double *cb, const double *co, double *num,
+                                   double *bsum, double *osum) {
+    if (nr <= 0 || Dd <= 0) return 0;
+    dim3 gp((unsigned)((Dd + KT - 1) / KT), (unsigned)((nr + RT - 1) / RT));
+    k_pv<<<gp, 256, 0, (cudaStream_t)stream>>>(*d, ta, Dd, b, h, nr, tlo, thi, Vis, Wv, Wb, Wo, Wbm, cb, co, num,
+                                               bsum, osum);
+    return cudaGetLastError() == cudaSuccess ? 0 : -1;
+}
+
+extern "C" int orc_gpu_available(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) { (void)cudaGetLastError(); return 0; }
+    return n > 0;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "properties/check/check.h"
+#include "properties/check/oracle_tier.h"
 
 /* ---------------------------------------------------------------------------
  * Oracle glue
@@ -57,25 +58,8 @@ void fc_check_sample_plan(const fc_case *c, const fc_check_opts *o, int64_t *max
     *max_cols = k >= 0 ? k : big ? FC_CHECK_SAMPLE : 0;
 }
 
-static int oracle_fwd_sampled(const fc_run *r, const fa_precision *prec, int64_t rows, orc_fwd_result *res, char *msg,
-                              size_t msglen);
-static int oracle_bwd_sampled(const fc_run *r, const fa_precision *prec, int64_t rows, int64_t cols,
-                              orc_bwd_result *res, char *msg, size_t msglen);
-
-int fc_oracle_fwd(const fc_run *r, const fa_precision *prec, orc_fwd_result *res, char *msg, size_t msglen) {
-    int64_t rows, cols;
-    fc_check_sample_plan(&r->c, NULL, &rows, &cols);
-    return oracle_fwd_sampled(r, prec, rows, res, msg, msglen);
-}
-
-int fc_oracle_bwd(const fc_run *r, const fa_precision *prec, orc_bwd_result *res, char *msg, size_t msglen) {
-    int64_t rows, cols;
-    fc_check_sample_plan(&r->c, NULL, &rows, &cols);
-    return oracle_bwd_sampled(r, prec, rows, cols, res, msg, msglen);
-}
-
-static int oracle_fwd_sampled(const fc_run *r, const fa_precision *prec, int64_t rows, orc_fwd_result *res, char *msg,
-                              size_t msglen) {
+/* The host args of r's inputs (the CPU tier's input; the GPU tier's after upload). */
+void fc_oracle_host_fwd_args(const fc_run *r, fa_fwd_args *out) {
     fa_fwd_args a;
     memset(&a, 0, sizeof a);
     a.p = r->c.p;
@@ -85,22 +69,24 @@ static int oracle_fwd_sampled(const fc_run *r, const fa_precision *prec, int64_t
     a.mask = host_mask(&r->buf[FC_T_MASK]);
     a.o = host_tensor(&r->buf[FC_T_O]);
     a.lse = host_lse(&r->buf[FC_T_LSE]);
-    orc_options opt;
-    oracle_options(&opt);
-    opt.max_rows = rows;
-    opt.seed = r->c.seed;
-    fa_error err;
-    memset(&err, 0, sizeof err);
-    fa_status st = orc_fwd(&a, prec, &opt, res, &err);
-    if (st != FA_OK) {
-        snprintf(msg, msglen, "oracle forward failed: %s (%s): %s", fa_status_name(st), err.arg, err.msg);
-        return -1;
-    }
-    return 0;
+    *out = a;
 }
 
-static int oracle_bwd_sampled(const fc_run *r, const fa_precision *prec, int64_t rows, int64_t cols,
-                              orc_bwd_result *res, char *msg, size_t msglen) {
+void fc_oracle_options(orc_options *opt) { oracle_options(opt); }
+
+int fc_oracle_fwd(const fc_run *r, const fa_precision *prec, orc_fwd_result *res, char *msg, size_t msglen) {
+    int64_t rows, cols;
+    fc_check_sample_plan(&r->c, NULL, &rows, &cols);
+    return fc_oracle_fwd_plan(r, prec, fc_check_oracle(), rows, res, NULL, msg, msglen);
+}
+
+int fc_oracle_bwd(const fc_run *r, const fa_precision *prec, orc_bwd_result *res, char *msg, size_t msglen) {
+    int64_t rows, cols;
+    fc_check_sample_plan(&r->c, NULL, &rows, &cols);
+    return fc_oracle_bwd_plan(r, prec, fc_check_oracle(), rows, cols, res, NULL, msg, msglen);
+}
+
+void fc_oracle_host_bwd_args(const fc_run *r, fa_bwd_args *out) {
     fa_bwd_args a;
     memset(&a, 0, sizeof a);
     a.p = r->c.p;
@@ -115,19 +101,7 @@ static int oracle_bwd_sampled(const fc_run *r, const fa_precision *prec, int64_t
     a.dk = host_tensor(&r->buf[FC_T_DK]);
     a.dv = host_tensor(&r->buf[FC_T_DV]);
     a.deterministic = r->c.deterministic;
-    orc_options opt;
-    oracle_options(&opt);
-    opt.max_rows = rows;
-    opt.max_cols = cols;
-    opt.seed = r->c.seed;
-    fa_error err;
-    memset(&err, 0, sizeof err);
-    fa_status st = orc_bwd(&a, prec, &opt, res, &err);
-    if (st != FA_OK) {
-        snprintf(msg, msglen, "oracle backward failed: %s (%s): %s", fa_status_name(st), err.arg, err.msg);
-        return -1;
-    }
-    return 0;
+    *out = a;
 }
 
 int64_t fc_oracle_find(const orc_block *blk, int64_t b, int64_t h, int64_t s) {
@@ -405,7 +379,7 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
     int64_t max_rows, max_cols;
     fc_check_sample_plan(&c, o, &max_rows, &max_cols);
     orc_fwd_result fres;
-    if (oracle_fwd_sampled(&r1, fc_check_profile(be), max_rows, &fres, msg, sizeof msg)) {
+    if (fc_oracle_fwd_plan(&r1, fc_check_profile(be), fc_check_oracle(), max_rows, &fres, NULL, msg, sizeof msg)) {
         fc_verdict_fail(v, "harness", "%s", msg);
         goto done;
     }
@@ -439,7 +413,7 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
         if (!judge_status(&r1, "backward", bwd_outs, 3, v)) goto done;
         for (int i = 0; i < 3; i++) fc_check_written(&r1, bwd_outs[i], v);
         orc_bwd_result bres;
-        if (oracle_bwd_sampled(&r1, fc_check_profile(be), max_rows, max_cols, &bres, msg, sizeof msg)) {
+        if (fc_oracle_bwd_plan(&r1, fc_check_profile(be), fc_check_oracle(), max_rows, max_cols, &bres, NULL, msg, sizeof msg)) {
             fc_verdict_fail(v, "harness", "%s", msg);
             goto done;
         }

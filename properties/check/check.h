@@ -145,6 +145,7 @@ typedef struct {
     fc_buf buf[FC_T_COUNT];     /* host buffers; allocated ones have alloc != NULL */
     void *snapshot[FC_T_COUNT]; /* input bytes right before the call (for input_modified) */
     int poison;                 /* FC_POISON_A or FC_POISON_B */
+    int on_device;              /* the last call ran on a backend working in device memory (CUDA) */
     int have_fwd, have_bwd;     /* outputs of forward / backward are in buf */
     fa_status status;           /* status of the last call */
     fa_error err;
@@ -195,9 +196,56 @@ int64_t fc_check_written(const fc_run *r, int t, fc_verdict *v);
  * buffers, so inputs edited after fc_run_init are honoured. The result keeps
  * pointers into r: free it before r. Forward needs nothing from the backend;
  * backward uses r's O and LSE (normally the backend's own forward outputs).
- * 0 on success, -1 with msg. */
+ * The tier is fc_check_oracle()'s (fc_oracle_fwd_tier). 0 on success, -1 with msg. */
 int fc_oracle_fwd(const fc_run *r, const fa_precision *prec, orc_fwd_result *res, char *msg, size_t msglen);
 int fc_oracle_bwd(const fc_run *r, const fa_precision *prec, orc_bwd_result *res, char *msg, size_t msglen);
+/* Which tier of the oracle verifies a run: the CPU tiers (oracle/oracle.h: certified
+ * double, MPFR escalation) or the GPU tier (oracle/gpu/orc_gpu.h: the same results,
+ * the O(rows * Sk * D) work on the GPU, escalation to the same MPFR tier).
+ *   FC_ORACLE_AUTO  the GPU tier for a run whose backend works in device memory (a CUDA
+ *                   backend) when a CUDA device is usable here and the call is large
+ *                   (work B*Hq*Sq*Sk*max(Dqk, Dv) >= FC_ORACLE_GPU_MIN_WORK), else the CPU tier
+ *   FC_ORACLE_CPU   always the CPU tier
+ *   FC_ORACLE_GPU   the GPU tier whenever a CUDA device is usable (any backend)
+ * A GPU-tier call that fails (no device, device out of memory, a CUDA error) falls back
+ * to the CPU tier on the same inputs; fallbacks are counted (fc_oracle_counts), never
+ * reported against the backend. fc_check_set_oracle is process-wide (forked campaign
+ * workers inherit it), like fc_check_set_profile. */
+typedef enum { FC_ORACLE_AUTO = 0, FC_ORACLE_CPU = 1, FC_ORACLE_GPU = 2 } fc_oracle_tier;
+/* AUTO's size threshold, 2^24: a GPU-tier call pays a few ms of launches and
+ * synchronizations, the CPU tier about 1e-9 s per unit of work on one core (a campaign
+ * worker's share). Set between two measured points on an H100 host
+ * (oracle/gpu/RESULTS-2026-11-24-bwd.md): at mean work 1.2e6 a 16-worker campaign checked
+ * 163 cases/s on the GPU tier against 297 on the CPU tier; at 2.1e9 the GPU tier was 4-6x
+ * faster than the 16-thread CPU tier. The crossover itself was not measured. */
+#define FC_ORACLE_GPU_MIN_WORK 16777216.0
+void fc_check_set_oracle(fc_oracle_tier t);
+fc_oracle_tier fc_check_oracle(void);
+/* "auto", "cpu", "gpu" -> *t; 0 on success, -1 for another name. */
+int fc_oracle_tier_parse(const char *name, fc_oracle_tier *t);
+const char *fc_oracle_tier_name(fc_oracle_tier t);
+/* The selection rule above, pure: 1 = try the GPU tier; work = B*Hq*Sq*Sk*max(Dqk, Dv). */
+int fc_oracle_use_gpu(fc_oracle_tier t, int backend_on_device, int gpu_usable, double work);
+/* Calls verified by each tier in this process, and GPU-tier calls that fell back. */
+typedef struct {
+    int64_t gpu, cpu, fallback;
+} fc_oracle_counts;
+void fc_oracle_counts_get(fc_oracle_counts *c);
+/* fc_oracle_fwd / fc_oracle_bwd with an explicit tier: the seam for callers that verify a
+ * call on the GPU tier (production-size checks). *used_gpu (may be NULL): 1 if the GPU
+ * tier produced res. The result is freed with orc_fwd_free / orc_bwd_free either way and
+ * keeps pointers into r (the inputs' host buffers), as fc_oracle_fwd's. */
+int fc_oracle_fwd_tier(const fc_run *r, const fa_precision *prec, fc_oracle_tier t, orc_fwd_result *res,
+                       int *used_gpu, char *msg, size_t msglen);
+int fc_oracle_bwd_tier(const fc_run *r, const fa_precision *prec, fc_oracle_tier t, orc_bwd_result *res,
+                       int *used_gpu, char *msg, size_t msglen);
+/* The same with an explicit row/column sample for the CPU tier (fc_check_sample_plan's
+ * max_rows/max_cols: 0 all, > 0 a seeded sample); the GPU tier checks every element. */
+int fc_oracle_fwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier t, int64_t rows, orc_fwd_result *res,
+                       int *used_gpu, char *msg, size_t msglen);
+int fc_oracle_bwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier t, int64_t rows, int64_t cols,
+                       orc_bwd_result *res, int *used_gpu, char *msg, size_t msglen);
+
 /* Vector number of (b, h, s) in an oracle block, or -1 when not computed. */
 int64_t fc_oracle_find(const orc_block *blk, int64_t b, int64_t h, int64_t s);
 

@@ -297,6 +297,7 @@ fa_status fc_run_forward(fc_run *r, const fa_backend *be) {
     const int inputs[4] = {FC_T_Q, FC_T_K, FC_T_V, FC_T_MASK};
     for (int i = 0; i < 4; i++) take_snapshot(r, inputs[i]);
     call_mem m;
+    r->on_device = be->memspace != FA_MEM_HOST;
     fa_status st = mem_setup(r, be, &m);
     if (st == FA_OK) {
         fa_fwd_args a;
@@ -332,6 +333,7 @@ fa_status fc_run_backward(fc_run *r, const fa_backend *be) {
     const int inputs[7] = {FC_T_Q, FC_T_K, FC_T_V, FC_T_MASK, FC_T_O, FC_T_LSE, FC_T_DO};
     for (int i = 0; i < 7; i++) take_snapshot(r, inputs[i]);
     call_mem m;
+    r->on_device = be->memspace != FA_MEM_HOST;
     fa_status st = mem_setup(r, be, &m);
     if (st == FA_OK) {
         fa_bwd_args a;

@@ -21,6 +21,15 @@
  *     ORC_F_OVERFLOW) and their verdicts on the CPU backend's outputs;
  *   - bf16 cases with huge q, k (fp32 scores overflow: uncheckable rows) or huge
  *     v (the P.V numerator may overflow): overflow-sensitive flags in both tiers.
+ * Backward (orc_gpu_bwd against orc_bwd, argv[2] cases, default half of argv[1]): the
+ * same shapes, masks, layouts and non-finite inputs, O and LSE from the CPU backend's
+ * forward; per case under the CPU backend's profile, the CUDA backend's and one named
+ * preset in turn: dQ, dK, dV elements as above (flags, values within both orc_err,
+ * bounds to 2^-30), MPFR containment on small cases, the input-consistency ratios,
+ * verdicts (orc_compare_bwd) on the CPU backend's gradients, on the CUDA backend's
+ * (its backward on the device copies) and on mutated gradients; every 10th case all
+ * escalated in both tiers; huge v (dP / dV overflow) and huge q, k cases flag
+ * ORC_F_OVERFLOW alike.
  * Needs a GPU (target_compatible_with @local_gpu//:present). */
 #include <cuda_runtime_api.h>
 #include <stdio.h>
@@ -318,6 +327,222 @@ static void run_case(int cs, const fa_backend *cpu, const fa_backend *cuda) {
     t_free(&t);
 }
 
+// ----------------------------------------------------------------------------
+// backward: orc_gpu_bwd against orc_bwd (and MPFR), verdicts on backends' gradients
+
+static int64_t n_bcmp, n_bmpfr, n_bverdict, n_bfail_found, n_bovf_flags, n_bpreset_cases[16];
+
+static void bcmp_blocks(const char *what, int cs, const orc_bwd_result *g, const orc_bwd_result *c, int finite) {
+    char w[96];
+    int64_t before = n_cmp, ovf_before = n_ovf_flags;
+    snprintf(w, sizeof w, "%s dQ", what);
+    cmp_block(w, cs, &g->dq, &c->dq);
+    snprintf(w, sizeof w, "%s dK", what);
+    cmp_block(w, cs, &g->dk, &c->dk);
+    snprintf(w, sizeof w, "%s dV", what);
+    cmp_block(w, cs, &g->dv, &c->dv);
+    n_bcmp += n_cmp - before;
+    n_bovf_flags += n_ovf_flags - ovf_before;
+    n_cmp = before;
+    n_ovf_flags = ovf_before;
+    /* the input-consistency ratios: the same forward bounds, different summation orders. With
+     * a non-finite input (NaN O rows) orc_bwd's per-tile maximum restarts after a NaN row
+     * (`if (!(rt <= m)) m = rt`) while the GPU tier takes the maximum over finite rows: compared
+     * on finite inputs only */
+    CHECK(!finite || fabs(g->o_input_ratio - c->o_input_ratio) <= 1e-6 * fmax(1, c->o_input_ratio) &&
+              fabs(g->lse_input_ratio - c->lse_input_ratio) <= 1e-6 * fmax(1, c->lse_input_ratio),
+          "case %d %s: input ratios gpu %g %g cpu %g %g", cs, what, g->o_input_ratio, g->lse_input_ratio,
+          c->o_input_ratio, c->lse_input_ratio);
+}
+
+static void bverdicts(const char *what, int cs, const orc_bwd_result *rg, const orc_bwd_result *rc, const fa_tensor *dq,
+                      const fa_tensor *dk, const fa_tensor *dv) {
+    orc_stats g[3], c[3];
+    fa_error err;
+    CHECK(orc_compare_bwd(rg, dq, dk, dv, &g[0], &g[1], &g[2], &err) == FA_OK, "case %d: compare gpu: %s", cs, err.msg);
+    CHECK(orc_compare_bwd(rc, dq, dk, dv, &c[0], &c[1], &c[2], &err) == FA_OK, "case %d: compare cpu: %s", cs, err.msg);
+    const char *nm[3] = {"dQ", "dK", "dV"};
+    for (int k = 0; k < 3; k++) {
+        char w[96];
+        snprintf(w, sizeof w, "%s %s", what, nm[k]);
+        int64_t before = n_verdict;
+        cmp_stats(w, cs, &g[k], &c[k]);
+        n_bverdict += n_verdict - before;
+        n_verdict = before;
+        n_bfail_found += g[k].failed;
+    }
+}
+
+typedef struct {
+    uint16_t *dq, *dk, *dv;
+    int64_t nq, nk, nv;
+} host_grads;
+
+/* A backend's backward on (host or device) args; gradients copied to host (g). 1 if it ran. */
+static int run_backward(const fa_backend *be, const fa_bwd_args *ha, const fa_bwd_args *da, host_grads *g) {
+    fa_error err;
+    fa_bwd_args a = be->memspace == FA_MEM_HOST ? *ha : *da;
+    void *p[3] = {g->dq, g->dk, g->dv};
+    int64_t n[3] = {g->nq, g->nk, g->nv};
+    void *dp[3] = {NULL, NULL, NULL};
+    if (be->memspace != FA_MEM_HOST)
+        for (int k = 0; k < 3; k++) { CU(cudaMalloc(&dp[k], (size_t)n[k] * 2)); CU(cudaMemset(dp[k], 0, (size_t)n[k] * 2)); }
+    a.dq.ptr = be->memspace == FA_MEM_HOST ? p[0] : dp[0];
+    a.dk.ptr = be->memspace == FA_MEM_HOST ? p[1] : dp[1];
+    a.dv.ptr = be->memspace == FA_MEM_HOST ? p[2] : dp[2];
+    int ran = be->backward && be->backward(&a, &err) == FA_OK;
+    if (be->memspace != FA_MEM_HOST) {
+        if (ran) CU(cudaDeviceSynchronize());
+        for (int k = 0; k < 3; k++) {
+            if (ran) CU(cudaMemcpy(p[k], dp[k], (size_t)n[k] * 2, cudaMemcpyDeviceToHost));
+            CU(cudaFree(dp[k]));
+        }
+    }
+    return ran;
+}
+
+static void run_bwd_case(int cs, const fa_backend *cpu, const fa_backend *cuda) {
+    int64_t B = 1 + (int64_t)(t_next() % 2), Sq = 1 + (int64_t)(t_next() % 160), Sk = 1 + (int64_t)(t_next() % 160);
+    if (cs % 5 == 0) Sk = Sq;
+    int64_t Hkv = 1 + (int64_t)(t_next() % 2), G = 1 + (int64_t)(t_next() % 3);
+    int64_t dims[] = {16, 32, 40, 64, 72, 96, 128};
+    int64_t D = dims[t_next() % 7], Dv = t_next() % 4 == 0 ? dims[t_next() % 7] : D;
+    fa_dtype dt = t_next() % 2 ? FA_BF16 : FA_F16;
+    fa_causal causal = (fa_causal)(t_next() % 3);
+    int64_t wl = t_next() % 3 == 0 ? (int64_t)(t_next() % 64) : -1;
+    int64_t wr = t_next() % 3 == 0 ? (int64_t)(t_next() % 64) : -1;
+    fa_problem p = t_problem(B, Sq, Sk, Hkv * G, Hkv, D, Dv, dt, causal, wl, wr);
+    p.window_align = (fa_align)(t_next() % 2);
+    if (t_next() % 3 == 0) p.softmax_scale = (float)(0.02 + t_unif());
+    int layout = (int)(t_next() % 3), mask_kind = (int)(t_next() % 4);
+    double amp = t_next() % 5 == 0 ? 8.0 : 1.0, vamp = 1.0;
+    if (dt == FA_BF16 && cs % 9 == 4) vamp = 0x1p100;  /* dP, dV sums may overflow fp32 */
+    if (dt == FA_BF16 && cs % 9 == 7) amp = 0x1p64;    /* fp32 scores overflow: uncheckable rows */
+    t_prob t;
+    t_setup(&t, p, layout, amp, amp, vamp, mask_kind != 0);
+    if (mask_kind == 2) { t.tmask.stride[0] = 0; t.tmask.stride[1] = 0; }
+    if (mask_kind == 3)
+        for (int64_t x = 0; x < Sk && t.mask; x++) t.mask[x] = -INFINITY; /* row (0, 0, 0) fully masked */
+    /* O and LSE from the CPU backend's forward: what a backward is handed */
+    {
+        fa_fwd_args fa = t_fwd_args(&t);
+        fa_error err;
+        if (cpu->forward(&fa, &err) != FA_OK) { t_free(&t); return; }
+    }
+    int finite = amp < 1e3 && vamp < 1e3; /* huge inputs: NaN / Inf forward rows */
+    if (t_next() % 6 == 0) { /* a non-finite input somewhere (after the forward) */
+        finite = 0;
+        uint16_t special = dt == FA_BF16 ? (t_next() % 2 ? 0x7fc0 : 0x7f80) : (t_next() % 2 ? 0x7e00 : 0x7c00);
+        int64_t sl = (int64_t)(t_next() % (uint64_t)Sk), st4[4];
+        t_layout(B, Sk, Hkv, Dv, layout, st4);
+        t.v[sl * st4[1]] = special;
+    }
+    fa_bwd_args ha = t_bwd_args(&t);
+    int64_t st[4];
+    size_t off = t_next() % 2 ? 2 * (size_t)(1 + t_next() % 40) : 0;
+    int64_t nq = t_layout(B, Sq, Hkv * G, D, layout, st), nk = t_layout(B, Sk, Hkv, D, layout, st);
+    int64_t nv = t_layout(B, Sk, Hkv, Dv, layout, st), no = t_layout(B, Sq, Hkv * G, Dv, layout, st);
+    int64_t nl = B * Hkv * G * Sq + 1, nm = B * Hkv * G * Sq * Sk + 1;
+    void *dq_ = dev_copy(t.q, (size_t)nq * 2, off), *dk_ = dev_copy(t.k, (size_t)nk * 2, off);
+    void *dv_ = dev_copy(t.v, (size_t)nv * 2, 0), *do_ = dev_copy(t.o, (size_t)no * 2, off);
+    void *ddo = dev_copy(t.dout, (size_t)no * 2, 0), *dl = dev_copy(t.lse, (size_t)nl * 4, 0);
+    void *dm = t.mask ? dev_copy(t.mask, (size_t)nm * 4, 4 * off) : NULL;
+    fa_bwd_args da = ha;
+    da.q.ptr = (char *)dq_ + off;
+    da.k.ptr = (char *)dk_ + off;
+    da.v.ptr = dv_;
+    da.o.ptr = (char *)do_ + off;
+    da.dout.ptr = ddo;
+    da.lse.ptr = (float *)dl;
+    da.mask.ptr = dm ? (const float *)((char *)dm + 4 * off) : NULL;
+    int64_t max_rows = cs % 4 == 3 ? 1 + (int64_t)(t_next() % (uint64_t)(B * Hkv * G * Sq)) : 0;
+    int64_t max_cols = cs % 4 == 3 ? 1 + (int64_t)(t_next() % (uint64_t)(B * Hkv * Sk)) : 0;
+    uint64_t seed = t_next();
+    host_grads hg = {calloc((size_t)nq, 2), calloc((size_t)nk, 2), calloc((size_t)nv, 2), nq, nk, nv};
+    fa_tensor gq = ha.q, gk = ha.k, gv = ha.v; /* the gradients share the inputs' layouts */
+    gq.ptr = hg.dq; gk.ptr = hg.dk; gv.ptr = hg.dv;
+    ha.dq = gq; ha.dk = gk; ha.dv = gv; /* strides (run_backward sets the pointers) */
+    da.dq = gq; da.dk = gk; da.dv = gv;
+
+    const char *const *names = fa_precision_preset_names();
+    int np = 0;
+    while (names[np]) np++;
+    for (int pass = 0; pass < 3; pass++) { /* 0: the CPU backend's profile, 1: CUDA's, 2: a preset */
+        const fa_backend *be = pass == 1 ? cuda : cpu;
+        if (!be) continue;
+        fa_precision pr = be->precision;
+        const char *what = be->name;
+        if (pass == 2) {
+            fa_error err;
+            int k = cs % np;
+            CHECK(fa_precision_preset(names[k], &pr, &err) == FA_OK, "preset %s: %s", names[k], err.msg);
+            if (k < 16) n_bpreset_cases[k]++;
+            what = names[k];
+        }
+        orc_options opt;
+        orc_options_init(&opt);
+        opt.baseline = 0;
+        opt.max_rows = max_rows;
+        opt.max_cols = max_cols;
+        opt.seed = seed;
+        orc_bwd_result rc, rg;
+        fa_error err;
+        memset(&err, 0, sizeof err);
+        CHECK(orc_bwd(&ha, &pr, &opt, &rc, &err) == FA_OK, "case %d: orc_bwd: %s", cs, err.msg);
+        CHECK(orc_gpu_bwd(&da, &pr, &opt, &rg, &err) == FA_OK, "case %d: orc_gpu_bwd: %s", cs, err.msg);
+        bcmp_blocks(what, cs, &rg, &rc, finite);
+        if (pass == 0 && B * Hkv * G * Sq * Sk <= 12000) { /* MPFR tier */
+            orc_bwd_result rm;
+            opt.tier = ORC_TIER_MPFR;
+            CHECK(orc_bwd(&ha, &pr, &opt, &rm, &err) == FA_OK, "case %d: mpfr: %s", cs, err.msg);
+            int64_t before = n_mpfr;
+            cmp_mpfr("dQ", cs, &rg.dq, &rm.dq);
+            cmp_mpfr("dK", cs, &rg.dk, &rm.dk);
+            cmp_mpfr("dV", cs, &rg.dv, &rm.dv);
+            n_bmpfr += n_mpfr - before;
+            n_mpfr = before;
+            orc_bwd_free(&rm);
+            opt.tier = ORC_TIER_CERTIFIED;
+        }
+        /* gradients of the backend (pass 1: the CUDA backend on the device copies; else the CPU backend) */
+        if (run_backward(pass == 1 ? cuda : cpu, &ha, &da, &hg)) {
+            bverdicts(what, cs, &rg, &rc, &gq, &gk, &gv);
+            if (pass == 0) { /* push elements outside their bound: both tiers must fail them alike */
+                const orc_block *bl[3] = {&rc.dq, &rc.dk, &rc.dv};
+                uint16_t *buf[3] = {hg.dq, hg.dk, hg.dv};
+                const fa_tensor *tt[3] = {&gq, &gk, &gv};
+                for (int k = 0; k < 3; k++)
+                    for (int64_t x = 0; x < bl[k]->n; x += 3) {
+                        const orc_index *ix = &bl[k]->index[x];
+                        int64_t d = x % bl[k]->dim, e = x * bl[k]->dim + d;
+                        if (bl[k]->flags[e]) continue;
+                        double bad = bl[k]->ref[e] + 4 * bl[k]->bound[e] + 1e-3 * fabs(bl[k]->ref[e]) + 1e-6;
+                        buf[k][ix->b * tt[k]->stride[0] + ix->s * tt[k]->stride[1] + ix->h * tt[k]->stride[2] +
+                               d * tt[k]->stride[3]] = orc_encode(bad, dt);
+                    }
+                bverdicts("cpu-mutated", cs, &rg, &rc, &gq, &gk, &gv);
+            }
+        }
+        if (pass == 0 && cs % 10 == 0) { /* everything escalated, both tiers */
+            orc_bwd_result re, rce;
+            opt.escalate_ratio = 0;
+            CHECK(orc_gpu_bwd(&da, &pr, &opt, &re, &err) == FA_OK, "case %d: esc: %s", cs, err.msg);
+            CHECK(orc_bwd(&ha, &pr, &opt, &rce, &err) == FA_OK, "case %d: cpu esc: %s", cs, err.msg);
+            CHECK(re.escalations == rce.escalations && re.escalations > 0, "case %d: escalations gpu %lld cpu %lld", cs,
+                  (long long)re.escalations, (long long)rce.escalations);
+            bcmp_blocks("esc", cs, &re, &rce, finite);
+            orc_bwd_free(&rce);
+            orc_gpu_bwd_free(&re);
+        }
+        orc_bwd_free(&rc);
+        orc_gpu_bwd_free(&rg);
+    }
+    free(hg.dq); free(hg.dk); free(hg.dv);
+    cudaFree(dq_); cudaFree(dk_); cudaFree(dv_); cudaFree(do_); cudaFree(ddo); cudaFree(dl);
+    if (dm) cudaFree(dm);
+    t_free(&t);
+}
+
 int main(int argc, char **argv) {
     int ncases = argc > 1 ? atoi(argv[1]) : 160;
     int ndev = 0;
@@ -345,14 +570,28 @@ int main(int argc, char **argv) {
               "GQA mismatch not refused: %d %s", err.status, err.arg);
         t_free(&t);
     }
+    int nbwd = argc > 2 ? atoi(argv[2]) : ncases / 2;
     clock_t t0 = clock();
     for (int cs = 0; cs < ncases; cs++) run_case(cs, cpu, cuda);
+    for (int cs = 0; cs < nbwd; cs++) run_bwd_case(cs, cpu, cuda);
+    printf("test_gpu_oracle: backward: %d cases, %lld elements compared with the CPU tier, %lld with MPFR, %lld "
+           "verdicts compared (%lld failures found by both tiers alike), %lld flagged overflow-sensitive\n",
+           nbwd, (long long)n_bcmp, (long long)n_bmpfr, (long long)n_bverdict, (long long)n_bfail_found,
+           (long long)n_bovf_flags);
+    if (nbwd > 0) {
+        CHECK(n_bcmp > 0 && n_bmpfr > 0 && n_bverdict > 0, "backward: nothing compared");
+        CHECK(n_bfail_found > 0, "backward: the mutated gradients produced no failure: the comparison cannot fail");
+        CHECK(n_bovf_flags > 0 || nbwd < 9, "backward: no element flagged ORC_F_OVERFLOW");
+        const char *const *nm = fa_precision_preset_names();
+        for (int k = 0; nm[k] && k < 16; k++)
+            CHECK(n_bpreset_cases[k] > 0 || nbwd < 16, "backward: preset %s not run", nm[k]);
+    }
     printf("test_gpu_oracle: %d cases, %lld elements compared with the CPU tier, %lld with MPFR, %lld verdicts "
            "compared (%lld failures found by both tiers alike), %.1f s CPU\n",
            ncases, (long long)n_cmp, (long long)n_mpfr, (long long)n_verdict, (long long)n_fail_found,
            (double)(clock() - t0) / CLOCKS_PER_SEC);
     CHECK(n_fail_found > 0, "the mutated outputs produced no failure: the comparison cannot fail");
-    CHECK(n_ovf_flags > 0, "no element flagged ORC_F_OVERFLOW: the overflow cases do not reach the flag");
+    CHECK(n_ovf_flags > 0 || ncases < 160, "no element flagged ORC_F_OVERFLOW: the overflow cases do not reach the flag");
     {
         const char *const *names = fa_precision_preset_names();
         for (int k = 0; names[k] && k < 16; k++) {

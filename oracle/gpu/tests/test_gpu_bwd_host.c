@@ -1,0 +1,350 @@
+/* test_gpu_bwd_host.c (CPU only): the GPU tier's backward as a sequence of
+ * orc_formulas.h calls -- the calls k_brow, k_colstat, k_colsum and the host
+ * finishing (orc_gpu_bwd.c) make, in their order, with plain host loops in place
+ * of the device's tiling -- against orc_bwd (which still evaluates its own inline
+ * copies of these formulas) on random cases under every named precision preset:
+ * every dQ, dK, dV element's flags equal, values within the two orc_err, kernel
+ * bounds equal to 2^-30. A change to orc_bwd.c's derivation that orc_formulas.h
+ * does not follow fails here, without a GPU (test_gpu_oracle checks the device
+ * code itself). Replay structure: one row tile per row (the span is the row's
+ * range), compensated sums in aligned 32-position blocks folded with TwoSum, the
+ * column sums over rows in order across the group's heads. */
+#include <stdio.h>
+
+#include "oracle/orc_internal.h"
+#include "oracle/tests/tutil.h"
+
+typedef struct {
+    double hi, lo, blk;
+    int cnt;
+} csum; /* blocked compensated sum: plain blocks of <= 32 terms folded with TwoSum */
+
+static void cs_fold(csum *s) {
+    double e;
+    two_sum(s->hi, s->blk, &s->hi, &e);
+    s->lo += e;
+    s->blk = 0;
+}
+
+static int64_t n_elem, n_cases_preset[16];
+
+static void cmp(const char *what, int cs, const char *pn, const orc_block *g, const orc_block *c) {
+    int bad = 0;
+    for (int64_t e = 0; e < g->n * g->dim && bad < 4; e++) {
+        n_elem++;
+        uint8_t fg = g->flags[e] & ~ORC_F_ESCALATED, fc = c->flags[e] & ~ORC_F_ESCALATED;
+        if (fg != fc) { bad++; CHECK(0, "case %d %s %s[%lld]: flags %d vs %d", cs, pn, what, (long long)e, fg, fc); continue; }
+        if (fg & (ORC_F_NAN | ORC_F_UNCHECKABLE | ORC_F_INF)) continue;
+        if (!(fabs(g->ref[e] - c->ref[e]) <= g->orc_err[e] + c->orc_err[e])) {
+            bad++;
+            CHECK(0, "case %d %s %s[%lld]: ref %a vs %a", cs, pn, what, (long long)e, g->ref[e], c->ref[e]);
+        }
+        double bg = g->bound[e], bc = c->bound[e];
+        if (!(bg == bc || fabs(bg - bc) <= 0x1p-30 * fmax(bg, bc))) {
+            bad++;
+            CHECK(0, "case %d %s %s[%lld]: bound %a vs %a", cs, pn, what, (long long)e, bg, bc);
+        }
+    }
+}
+
+/* The replay: res gets dQ, dK, dV of every row / column (blocks allocated by the caller). */
+static void replay(const orc_ctx *c, const orc_model *mk, const orc_model *mo, orc_bwd_result *res) {
+    int64_t D = c->D, Dv = c->Dv, Sk = c->Sk, Sq = c->Sq, G = c->G;
+    orc_fm_bwdc bc;
+    orc_fm_bwdc_init(mk, mo, c->scale, (double)D, (double)Dv, orc_overflow_threshold((int)c->dt), &bc);
+    double *S = calloc((size_t)Sk + 1, 8), *A = calloc((size_t)Sk + 1, 8), *W = calloc((size_t)Sk + 1, 8);
+    double *C = calloc((size_t)Sk + 1, 8), *CO = calloc((size_t)Sk + 1, 8), *E = calloc((size_t)Sk + 1, 8);
+    uint8_t *vis = calloc((size_t)Sk + 1, 1);
+    /* per (head, row, key) values of a group: [G][Sq][Sk][8] and row flags */
+    double *M = calloc((size_t)(G * Sq * Sk * ORC_BM_N) + 1, 8);
+    uint8_t *V = calloc((size_t)(G * Sq * Sk) + 1, 1), *OV = calloc((size_t)(G * Sq * Sk) + 1, 1);
+    int *rbad = calloc((size_t)(G * Sq) + 1, sizeof(int));
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t hk = 0; hk < c->Hkv; hk++) {
+            double k1max = 0, v1max = 0, kmax = 0, qmax = 0, domax = 0;
+            for (int64_t j = 0; j < Sk; j++) {
+                double k1 = 0, v1 = 0, km = 0;
+                for (int64_t d = 0; d < D; d++) { double x = fabs(orc_ld(c->k, c->ks, b, j, hk, d, c->dt)); k1 += x; km = fmax(km, x); }
+                for (int64_t d = 0; d < Dv; d++) v1 += fabs(orc_ld(c->v, c->vs, b, j, hk, d, c->dt));
+                if (isfinite(k1) && k1 > k1max) k1max = k1;
+                if (isfinite(v1) && v1 > v1max) v1max = v1;
+                if (isfinite(km) && km > kmax) kmax = km;
+            }
+            k1max *= 1 + 0x1p-40;
+            v1max *= 1 + 0x1p-40;
+            memset(V, 0, (size_t)(G * Sq * Sk));
+            memset(OV, 0, (size_t)(G * Sq * Sk));
+            for (int64_t g = 0; g < G; g++) {
+                int64_t h = hk * G + g;
+                for (int64_t i = 0; i < Sq; i++) {
+                    for (int64_t d = 0; d < D; d++) { double x = orc_ld(c->q, c->qs, b, i, h, d, c->dt); if (isfinite(x) && fabs(x) > qmax) qmax = fabs(x); }
+                    for (int64_t d = 0; d < Dv; d++) { double x = orc_ld(c->dout, c->dos, b, i, h, d, c->dt); if (isfinite(x) && fabs(x) > domax) domax = fabs(x); }
+                    int64_t lo, hi;
+                    orc_row_range(&c->p, i, &lo, &hi);
+                    int64_t jlo = hi >= lo ? lo : 0, span = hi >= lo ? hi - lo + 1 : 0;
+                    double q1 = 0;
+                    for (int64_t d = 0; d < D; d++) q1 += fabs(orc_ld(c->q, c->qs, b, i, h, d, c->dt));
+                    for (int64_t t = 0; t < span; t++) {
+                        double s = 0, a = 0;
+                        for (int64_t d = 0; d < D; d++) {
+                            double x = orc_ld(c->q, c->qs, b, i, h, d, c->dt), y = orc_ld(c->k, c->ks, b, jlo + t, hk, d, c->dt);
+                            s = fma(x, y, s);
+                            a = fma(fabs(x), fabs(y), a);
+                        }
+                        S[t] = s;
+                        A[t] = a;
+                    }
+                    orc_row_info R;
+                    double efl = orc_score_floor(c, mk, q1 * (1 + 0x1p-40), k1max);
+                    orc_row_weights(c, mk, mo, b, h, i, jlo, span, S, A, efl, vis, W, C, CO, E, &R);
+                    double *m = M + (size_t)((g * Sq + i) * Sk) * ORC_BM_N;
+                    uint8_t *v = V + (g * Sq + i) * Sk, *ov = OV + (g * Sq + i) * Sk;
+                    int64_t slot = (b * c->Hq + h) * Sq + i;
+                    orc_block *bq = &res->dq;
+                    rbad[g * Sq + i] = 0;
+                    if (R.kind != ROW_NORMAL) {
+                        for (int64_t t = 0; t < span; t++) {
+                            if (!vis[t]) continue;
+                            v[jlo + t] = 1;
+                            ov[jlo + t] = (uint8_t)R.ovf;
+                            for (int k = 0; k < ORC_BM_N; k++) m[(jlo + t) * ORC_BM_N + k] = NAN;
+                        }
+                        rbad[g * Sq + i] = R.kind == ROW_UNCHECKABLE;
+                        for (int64_t d = 0; d < D; d++) {
+                            int64_t e = slot * D + d;
+                            bq->ref[e] = R.kind == ROW_MASKED ? 0.0 : NAN;
+                            bq->bound[e] = bq->orc_err[e] = R.kind == ROW_MASKED ? 0.0 : NAN;
+                            bq->flags[e] = R.kind == ROW_MASKED ? ORC_F_MASKED_ROW : R.kind == ROW_NAN ? ORC_F_NAN
+                                           : ORC_F_UNCHECKABLE | (R.ovf ? ORC_F_OVERFLOW : 0);
+                        }
+                        continue;
+                    }
+                    /* O and the row sums (k_brow) */
+                    double Dorc = 0, dOaO = 0, dOdO = 0, dOaOg = 0, dO1 = 0, Og1 = 0, dOeO = 0;
+                    for (int64_t d = 0; d < Dv; d++) {
+                        csum nm = {0, 0, 0, 0};
+                        double bs = 0, os = 0;
+                        for (int64_t jb = jlo / 32 * 32; jb <= hi; jb += 32) {
+                            for (int64_t j = jb; j < jb + 32 && j <= hi; j++) {
+                                if (j < jlo || !vis[j - jlo]) continue;
+                                double x = orc_ld(c->v, c->vs, b, j, hk, d, c->dt);
+                                nm.blk = fma(W[j - jlo], x, nm.blk);
+                                bs = fma(C[j - jlo], fabs(x), bs);
+                                os = fma(CO[j - jlo], fabs(x), os);
+                            }
+                            cs_fold(&nm);
+                        }
+                        double O, e, bd;
+                        orc_fwd_elem(mk, mo, &R, nm.hi + nm.lo, bs, os, &O, &e, &bd);
+                        double og = orc_ld(c->o, c->os, b, i, h, d, c->dt), x = orc_ld(c->dout, c->dos, b, i, h, d, c->dt);
+                        double dev = fabs(og - O);
+                        Dorc += x * O; dOaO += fabs(x) * fabs(O); dOdO += fabs(x) * (dev + e); dOaOg += fabs(x) * fabs(og);
+                        dO1 += fabs(x); Og1 += fabs(og); dOeO += fabs(x) * e;
+                    }
+                    double lse_g = c->lse[b * c->ls[0] + h * c->ls[1] + i * c->ls[2]];
+                    orc_fm_brow w;
+                    int bad = orc_fm_brow_init(mk, &bc, &R, (double)Dv, Dorc, dOaO, dOdO, dOaOg, dO1, Og1, dOeO, v1max, lse_g, &w);
+                    w.efl = efl;
+                    w.Eo_max = 0;
+                    for (int64_t t = 0; t < span; t++)
+                        if (vis[t]) w.Eo_max = fmax(w.Eo_max, bc.ce_o * A[t] + bc.cm_o * fabs(orc_mask_at(c, b, h, i, jlo + t)));
+                    double *dP = calloc((size_t)span + 1, 8), *Bm = calloc((size_t)span + 1, 8);
+                    for (int64_t t = 0; t < span; t++) {
+                        if (!vis[t]) continue;
+                        for (int64_t d = 0; d < Dv; d++) {
+                            double x = orc_ld(c->dout, c->dos, b, i, h, d, c->dt), y = orc_ld(c->v, c->vs, b, jlo + t, hk, d, c->dt);
+                            dP[t] = fma(x, y, dP[t]);
+                            Bm[t] = fma(fabs(x), fabs(y), Bm[t]);
+                        }
+                    }
+                    if (mk->d_from_p) {
+                        double se = 0, sa = 0;
+                        for (int64_t t = 0; t < span; t++) {
+                            if (!vis[t]) continue;
+                            double P, pio, Pup, pik, fP, e1, a1;
+                            orc_fm_bkey_p(mk, mo, &bc, &w, S[t], A[t], fabs(orc_mask_at(c, b, h, i, jlo + t)), &P, &pio, &Pup, &pik, &fP);
+                            orc_fm_bkey_dsum(mk, &bc, &w, Pup, pik, fP, dP[t], Bm[t], &e1, &a1);
+                            se += e1;
+                            sa += a1;
+                        }
+                        w.dD_k = orc_fm_brow_dfromp(mk, (double)R.n, (double)(hi - lo + 1), se, sa);
+                        if (!isfinite(w.dD_k)) bad = 1;
+                    }
+                    double sdsm = 0;
+                    int rovf = 0;
+                    for (int64_t t = 0; t < span; t++) {
+                        if (!vis[t]) continue;
+                        double P, pio, Pup, pik, fP, *mm = m + (jlo + t) * ORC_BM_N;
+                        orc_fm_bkey_p(mk, mo, &bc, &w, S[t], A[t], fabs(orc_mask_at(c, b, h, i, jlo + t)), &P, &pio, &Pup, &pik, &fP);
+                        int o = orc_fm_bkey_ds(mk, mo, &bc, &w, P, pio, Pup, pik, fP, dP[t], Bm[t], mm);
+                        v[jlo + t] = 1;
+                        ov[jlo + t] = (uint8_t)o;
+                        rovf |= o;
+                        sdsm += mm[ORC_BM_DSM];
+                    }
+                    free(dP);
+                    free(Bm);
+                    rbad[g * Sq + i] = bad;
+                    /* dQ row */
+                    double kQ, kQo, n = (double)R.n;
+                    orc_fm_dq_coefs(mk, mo, n, (double)(hi - lo + 1), (double)span, &kQ, &kQo);
+                    double fq = orc_fm_dqk_floor(mk, bc.sc, sdsm, n);
+                    rovf |= orc_fm_dq_acc_ovf(mk, bc.sc, sdsm, kmax, kQ);
+                    double sumsafe = ORC_SAFETY * (1 + orc_gamma(n + 16, ORC_U_D));
+                    for (int64_t d = 0; d < D; d++) {
+                        csum s = {0, 0, 0, 0};
+                        double bs = 0, os = 0;
+                        for (int64_t jb = jlo / 32 * 32; jb <= hi; jb += 32) {
+                            for (int64_t j = jb; j < jb + 32 && j <= hi; j++) {
+                                if (j < jlo || !v[j]) continue;
+                                double x = orc_ld(c->k, c->ks, b, j, hk, d, c->dt), *mm = m + j * ORC_BM_N;
+                                s.blk = fma(mm[ORC_BM_DS], x, s.blk);
+                                bs = fma(mm[ORC_BM_DSE] + kQ * mm[ORC_BM_DSM], fabs(x), bs);
+                                os = fma(mm[ORC_BM_DSEO] + kQo * mm[ORC_BM_DSM], fabs(x), os);
+                            }
+                            cs_fold(&s);
+                        }
+                        int64_t e = slot * D + d;
+                        double val, eo, pre, bound;
+                        orc_fm_grad_elem(mk, c->scale, s.hi + s.lo, bs, os, sumsafe, fq, 0, 1, 0, 0, 0, &val, &eo, &pre, &bound);
+                        bq->ref[e] = val;
+                        bq->orc_err[e] = eo;
+                        bq->bound[e] = bound;
+                        bq->flags[e] = orc_value_flags(val) | ((bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0) |
+                                       (rovf ? ORC_F_OVERFLOW : 0);
+                    }
+                }
+            }
+            /* columns (k_colstat, k_colsum, the host finishing) */
+            for (int64_t j = 0; j < Sk; j++) {
+                int64_t ncol = 0;
+                for (int64_t x = 0; x < G * Sq; x++) ncol += V[x * Sk + j];
+                double nn = (double)(ncol + G), sp_o = (double)(G * Sq) + 64.0 * (double)G;
+                orc_fm_colc cc;
+                orc_fm_col_coefs(mk, mo, nn, (double)(G * Sq + G), sp_o, &cc);
+                double sdsm = 0, spp = 0;
+                int cbad = 0, covf = 0;
+                for (int64_t x = 0; x < G * Sq; x++) {
+                    if (!V[x * Sk + j]) continue;
+                    const double *mm = M + (size_t)(x * Sk + j) * ORC_BM_N;
+                    if (rbad[x]) cbad = 1;
+                    if (OV[x * Sk + j]) covf = 1;
+                    sdsm += mm[ORC_BM_DSM];
+                    spp += orc_fm_sp_term(mk, mm[ORC_BM_PPI], mm[ORC_BM_P1]);
+                }
+                double sumsafe = ORC_SAFETY * (1 + orc_gamma(nn + 16, ORC_U_D)), sc = bc.sc;
+                double fk = orc_fm_dqk_floor(mk, sc, sdsm, nn), fv = orc_fm_dv_floor(mk, spp, nn);
+                double cck = orc_acc_coef(mk, nn, (double)(G * Sq + G), 0), sck = mk->ds_fold && sc > 1 ? sc : 1;
+                int ovf_k = covf || !(sdsm * qmax * (1 + cck) * sck < bc.thr32);
+                int ovf_v = covf || !(spp * domax * (1 + cck) < bc.thr32);
+                int64_t slot = (b * c->Hkv + hk) * Sk + j;
+                for (int k = 0; k < 2; k++) {
+                    int64_t dim = k ? Dv : D;
+                    orc_block *bl = k ? &res->dv : &res->dk;
+                    for (int64_t d = 0; d < dim; d++) {
+                        csum s = {0, 0, 0, 0};
+                        double bs = 0, os = 0, habs = 0;
+                        for (int64_t g = 0; g < G; g++) {
+                            double before = s.hi + s.lo;
+                            int64_t h = hk * G + g;
+                            for (int64_t i0 = 0; i0 < Sq; i0 += 32) {
+                                for (int64_t i = i0; i < i0 + 32 && i < Sq; i++) {
+                                    int64_t x = g * Sq + i;
+                                    if (!V[x * Sk + j]) continue;
+                                    const double *mm = M + (size_t)(x * Sk + j) * ORC_BM_N;
+                                    double t = k ? orc_ld(c->dout, c->dos, b, i, h, d, c->dt) : orc_ld(c->q, c->qs, b, i, h, d, c->dt);
+                                    if (!k) {
+                                        s.blk = fma(mm[ORC_BM_DS], t, s.blk);
+                                        bs = fma(orc_fm_wk(&cc, mm[ORC_BM_DSE], mm[ORC_BM_DSM]), fabs(t), bs);
+                                        os = fma(orc_fm_wko(&cc, mm[ORC_BM_DSEO], mm[ORC_BM_DSM]), fabs(t), os);
+                                    } else {
+                                        s.blk = fma(mm[ORC_BM_P], t, s.blk);
+                                        bs = fma(orc_fm_wv(&cc, mm[ORC_BM_PPI], mm[ORC_BM_P1]), fabs(t), bs);
+                                        os = fma(orc_fm_wvo(&cc, mm[ORC_BM_PPIO], mm[ORC_BM_P1]), fabs(t), os);
+                                    }
+                                }
+                                cs_fold(&s);
+                            }
+                            habs += orc_fm_head_part(s.hi + s.lo, before);
+                        }
+                        double scl = k ? 1.0 : c->scale, val, eo, pre, bound;
+                        orc_fm_grad_elem(mk, scl, s.hi + s.lo, bs, os, sumsafe, k ? fv : fk, 1, (double)G,
+                                         orc_unit_roundoff(c->dt), c->dt == FA_BF16, habs, &val, &eo, &pre, &bound);
+                        int ovf_e = (k ? ovf_v : ovf_k) ||
+                                    (G > 1 && mk->gqa != FA_GQA_FUSED && !(fabs(scl) * habs + 2 * (double)G * eo + pre < bc.thrdt));
+                        int64_t e = slot * dim + d;
+                        bl->ref[e] = val;
+                        bl->orc_err[e] = eo;
+                        bl->bound[e] = ncol ? bound : 0;
+                        bl->flags[e] = orc_value_flags(val) | (ncol ? 0 : ORC_F_MASKED_ROW) |
+                                       ((cbad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0) | (ovf_e && ncol ? ORC_F_OVERFLOW : 0);
+                    }
+                }
+            }
+        }
+    free(S); free(A); free(W); free(C); free(CO); free(E); free(vis); free(M); free(V); free(OV); free(rbad);
+}
+
+int main(int argc, char **argv) {
+    int ncases = argc > 1 ? atoi(argv[1]) : 42;
+    const char *const *names = fa_precision_preset_names();
+    int np = 0;
+    while (names[np]) np++;
+    const fa_backend *cpu = fa_backend_cpu();
+    for (int cs = 0; cs < ncases; cs++) {
+        int64_t B = 1 + (int64_t)(t_next() % 2), Sq = 1 + (int64_t)(t_next() % 70), Sk = 1 + (int64_t)(t_next() % 70);
+        int64_t Hkv = 1 + (int64_t)(t_next() % 2), G = 1 + (int64_t)(t_next() % 3);
+        int64_t dims[] = {16, 32, 40, 64};
+        int64_t D = dims[t_next() % 4], Dv = t_next() % 4 == 0 ? dims[t_next() % 4] : D;
+        fa_dtype dt = t_next() % 2 ? FA_BF16 : FA_F16;
+        fa_causal causal = (fa_causal)(t_next() % 3);
+        int64_t wl = t_next() % 3 == 0 ? (int64_t)(t_next() % 40) : -1, wr = t_next() % 3 == 0 ? (int64_t)(t_next() % 40) : -1;
+        fa_problem p = t_problem(B, Sq, Sk, Hkv * G, Hkv, D, Dv, dt, causal, wl, wr);
+        p.window_align = (fa_align)(t_next() % 2);
+        if (t_next() % 3 == 0) p.softmax_scale = (float)(0.02 + t_unif());
+        int mask = (int)(t_next() % 3);
+        double vamp = dt == FA_BF16 && cs % 7 == 3 ? 0x1p100 : 1.0, amp = dt == FA_BF16 && cs % 7 == 5 ? 0x1p64 : 1.0;
+        t_prob t;
+        t_setup(&t, p, (int)(t_next() % 3), amp, amp, vamp, mask != 0);
+        if (mask == 2)
+            for (int64_t x = 0; x < Sk && t.mask; x++) t.mask[x] = -INFINITY; /* a fully masked row */
+        fa_fwd_args fa = t_fwd_args(&t);
+        fa_error err;
+        if (cpu->forward(&fa, &err) != FA_OK) { t_free(&t); continue; }
+        fa_bwd_args ba = t_bwd_args(&t);
+        int k = cs % np;
+        fa_precision pr;
+        CHECK(fa_precision_preset(names[k], &pr, &err) == FA_OK, "preset %s", names[k]);
+        if (k < 16) n_cases_preset[k]++;
+        orc_options opt;
+        orc_options_init(&opt);
+        opt.baseline = 0;
+        opt.escalate_ratio = 1e300; /* compare the double tiers, no MPFR */
+        orc_bwd_result rc, rg;
+        CHECK(orc_bwd(&ba, &pr, &opt, &rc, &err) == FA_OK, "case %d: orc_bwd: %s", cs, err.msg);
+        memset(&rg, 0, sizeof rg);
+        orc_ctx c;
+        CHECK(orc_ctx_bwd(&ba, &c, &err) == FA_OK, "ctx");
+        orc_model mk, mo;
+        orc_model_kernel(&c, &pr, &mk);
+        orc_model_oracle(&c, &mo);
+        orc_block_alloc(&rg.dq, rc.dq.n, D, 0);
+        orc_block_alloc(&rg.dk, rc.dk.n, D, 0);
+        orc_block_alloc(&rg.dv, rc.dv.n, Dv, 0);
+        replay(&c, &mk, &mo, &rg);
+        cmp("dQ", cs, names[k], &rg.dq, &rc.dq);
+        cmp("dK", cs, names[k], &rg.dk, &rc.dk);
+        cmp("dV", cs, names[k], &rg.dv, &rc.dv);
+        orc_block_free(&rg.dq);
+        orc_block_free(&rg.dk);
+        orc_block_free(&rg.dv);
+        orc_bwd_free(&rc);
+        t_free(&t);
+    }
+    printf("test_gpu_bwd_host: %d cases, %lld elements: the orc_formulas.h replay against orc_bwd\n", ncases,
+           (long long)n_elem);
+    for (int k = 0; k < np && k < 16; k++) CHECK(n_cases_preset[k] > 0 || ncases < np, "preset %s not run", names[k]);
+    if (t_failures) { fprintf(stderr, "%d failures\n", t_failures); return 1; }
+    printf("test_gpu_bwd_host: OK\n");
+    return 0;
+}
