@@ -33,11 +33,14 @@
  * a Q/O tensor of more than 2^31 elements.
  *
  * usage: fwd_certify_test [--quick] [--no-big] [--sanitize] [--poison] [--rows N] [--threads N] [--mma-only]
+ *                         [--no-ws]
  *   --sanitize: the small subset that sanitize_test.sh runs under compute-sanitizer
  *   --poison: only the non-finite hidden-key cases (section H)
  *   --mma-only: the mma.sync kernel for every case, also where an sm_90 device would run the
  *     wgmma kernel (head dims 104..128), so that both kernels are certified on an H100 (a test
  *     policy, kernels/cuda/testing.h; without it the calls are fa_cuda_forward's, as shipped)
+ *   --no-ws: never the warp-specialized wgmma kernel (fwd_sm90_ws.cu), so that the plain wgmma
+ *     kernel it falls back to is certified too
  * Exit status: 0 when every case passed, 1 otherwise (2: setup error).
  */
 #include <cuda_runtime.h>
@@ -704,7 +707,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows_sample = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) omp_threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--mma-only")) fwd_policy.fwd_sm90 = 0;
-        else { fprintf(stderr, "usage: %s [--quick] [--no-big] [--sanitize] [--poison] [--rows N] [--threads N] [--mma-only]\n", argv[0]); return 2; }
+        else if (!strcmp(argv[i], "--no-ws")) fwd_policy.fwd_ws = 0;
+        else { fprintf(stderr, "usage: %s [--quick] [--no-big] [--sanitize] [--poison] [--rows N] [--threads N] [--mma-only] [--no-ws]\n", argv[0]); return 2; }
     }
     if (fa_cuda_device_count() < 1) {
         fprintf(stderr, "FAIL: no CUDA device; this is a GPU test and must run on a GPU host\n");
