@@ -3,7 +3,9 @@
  * P rounding and the epilogue are its shared steps, unchanged); what differs from fwd_sm90.cu is
  * who moves the data and when each warpgroup issues its products.
  *
- * CTA = 3 warpgroups, 128 query rows of one (batch, query head), key blocks of 128:
+ * Persistent grid (one CTA per SM, fwd_ws_tile_of): a CTA walks tiles of 128 query rows of one
+ * (batch, query head), key blocks of 128; the producer loads the next tile's Q and K/V while the
+ * consumers finish the last one. CTA = 3 warpgroups:
  *   warpgroup 0 (producer, 24 registers a thread after setmaxnreg): warp 0 only. Lane 0 loads
  *     the Q tile and, block by block, K and V into a ring of fwd_ws_stages stages with tensor-map
  *     copies (cp.async.bulk.tensor, 128-byte swizzle: the layout of common/gmma.h), each stage
@@ -11,12 +13,14 @@
  *     are done reading it).
  *   warpgroups 1, 2 (consumers, 240 registers): 64 query rows each, as in fwd_sm90.cu:
  *     S = Q K^T by gmma_ss, P in registers (fwd_pack_p), O += P V by gmma_rs.
- * Ping-pong: each consumer warpgroup issues its products of block n (O += P(n+1) V(n+1) of the
- * previous block, then S = Q K(n)^T) between a bar.sync on its own named barrier and a bar.arrive
- * on the other's, then waits for them and runs the softmax of block n. The two warpgroups thus
- * take turns on the tensor cores, and one's softmax runs while the other's products do.
+ * Ping-pong: each consumer warpgroup issues its products of block n (S = Q K(n)^T, then
+ * O += P(n+1) V(n+1) of the previous block) between a bar.sync on its own named barrier and a
+ * bar.arrive on the other's. The two warpgroups thus take turns on the tensor cores, and one's
+ * softmax runs while the other's products do. Inside a warpgroup the softmax of block n runs
+ * while its P(n+1) V(n+1) product does (waits: S first, then P V before O is rescaled).
  * Deferring P V by one block changes no arithmetic: O still receives, in order, the rescale by
- * alpha(n+1), the P(n+1) V(n+1) sum, the rescale by alpha(n), ... (same operations, same order).
+ * alpha(n+1), the P(n+1) V(n+1) sum, the rescale by alpha(n), ... (same operations, same order;
+ * alpha comes from fwd_softmax_step itself, applied to a one-column O of ones).
  *
  * Tensor maps (built on the host, fwd_ws_launch): Q, K, V as rank-4 tensors (head dim, sequence,
  * head, batch) with the call's strides; a box is 64 columns x 128 rows. Elements outside the
@@ -119,6 +123,23 @@ static __device__ __forceinline__ void fwd_ws_scores_to_p(const fwd_params &p, c
     fwd_pack_p<1, KP, BF16>(acc_s, pa);
 }
 
+/* Persistent schedule: CTA c takes tiles c, c + gridDim.x, ... of m_blocks x bh_total (query
+ * block, (batch, head)). With an upper visibility bound (p.reverse_m: causal, right window) the
+ * query block is the slow index, last (heaviest) blocks first, so that every CTA's next tile is
+ * at most as heavy as the one before; otherwise the query block is the fast index (the tiles
+ * that run together share their (batch, head)'s K and V in L2). */
+static __device__ __forceinline__ void fwd_ws_tile_of(const fwd_params &p, int64_t tl, int m_blocks, int *m0, int *bh) {
+    int mb;
+    if (p.reverse_m) {
+        mb = m_blocks - 1 - (int)(tl / p.bh_total);
+        *bh = (int)(tl % p.bh_total);
+    } else {
+        mb = (int)(tl % m_blocks);
+        *bh = (int)(tl / m_blocks);
+    }
+    *m0 = mb * fwd_ws_bm;
+}
+
 template <int HD, bool BF16, bool NATURAL>
 __global__ void __launch_bounds__(fwd_ws_threads, 1)
     flash_fwd_ws_kernel(const fwd_params p, const __grid_constant__ fwd_ws_maps maps) {
@@ -138,8 +159,9 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
     const uint32_t b_qfull = sB + 32 * ST, b_qempty = b_qfull + 8, b_vland = b_qfull + 16;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
-    const int mb = p.reverse_m ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
-    const int m0 = mb * BM, Sk = p.seqlen_k;
+    const int Sk = p.seqlen_k;
+    const int m_blocks = (p.seqlen_q + BM - 1) / BM;
+    const int64_t tiles = (int64_t)m_blocks * p.bh_total;
 
     if (tid == 0) {
         for (int s = 0; s < ST; ++s) {
@@ -160,7 +182,9 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
         gmma_setmaxnreg_dec<fwd_ws_producer_regs>();
         if (warp != 0) return;
         uint32_t it = 0, tile = 0, land_phase = 0;
-        for (int bh = blockIdx.y; bh < p.bh_total; bh += gridDim.y, ++tile) {
+        for (int64_t tl = blockIdx.x; tl < tiles; tl += gridDim.x, ++tile) {
+            int m0, bh;
+            fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
             const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
             const int hk = w.h / p.group;
             if (lane == 0) {
@@ -215,7 +239,9 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
     // could let warpgroup 1 arrive twice on barrier 1 before warpgroup 0 syncs on it.)
     if (cwg == 1) gmma_bar_arrive(1, 256);
     uint32_t it = 0, tile = 0;
-    for (int bh = blockIdx.y; bh < p.bh_total; bh += gridDim.y, ++tile) {
+    for (int64_t tl = blockIdx.x; tl < tiles; tl += gridDim.x, ++tile) {
+        int m0, bh;
+        fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
         const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
 
         float acc_o[1][DT][4];
@@ -257,19 +283,47 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
                 gmma_mbar_wait(b_vfull + 8 * sp, php);
                 gmma_bar_sync(sched_me, 256);
                 gmma_fence();
-                fwd_ws_issue_pv<HD, BF16>(acc_o, pa, sV0 + sp * KV_BYTES);
+                if constexpr (NATURAL) {
+                    // masks / natural units: the element mask needs more registers than the
+                    // overlap leaves; products and softmax in sequence (the same arithmetic)
+                    fwd_ws_issue_pv<HD, BF16>(acc_o, pa, sV0 + sp * KV_BYTES);
+                    fwd_ws_issue_qk<BF16>(acc_s, sQw, sK0 + s * KV_BYTES);
+                    gmma_commit();
+                    gmma_bar_arrive(sched_other, 256);
+                    gmma_wait<0>();
+                    gmma_fence_operands(acc_s[0]);
+                    gmma_fence_operands(acc_o[0]);
+                    if (lane == 0) {
+                        gmma_mbar_arrive(b_kempty + 8 * s);
+                        gmma_mbar_arrive(b_vempty + 8 * sp);
+                    }
+                    fwd_ws_scores_to_p<NT, DT, KP, BF16, NATURAL>(p, w, acc_s, row_m, row_l, acc_o, pa, n * BN, Sk,
+                                                                  m0 + cw * 16 + g, t);
+                    continue;
+                }
                 fwd_ws_issue_qk<BF16>(acc_s, sQw, sK0 + s * KV_BYTES);
                 gmma_commit();
+                fwd_ws_issue_pv<HD, BF16>(acc_o, pa, sV0 + sp * KV_BYTES);
+                gmma_commit();
                 gmma_bar_arrive(sched_other, 256);
-                gmma_wait<0>();
+                gmma_wait<1>();  // S landed; P(prev) V(prev) may still run
                 gmma_fence_operands(acc_s[0]);
+                if (lane == 0) gmma_mbar_arrive(b_kempty + 8 * s);
+                // the softmax of this block overlaps the P V product: it rescales a one-column
+                // O of ones instead of acc_o, which yields alpha per row (1 * alpha = alpha);
+                // acc_o is rescaled by the same products once the P V product is complete
+                float alpha[1][1][4] = {{{1.0f, 1.0f, 1.0f, 1.0f}}};
+                if (fwd_ws_boundary<NATURAL>(w, n * BN, Sk))
+                    fwd_mask_scores<1, NT, NATURAL>(p, acc_s, m0 + cw * 16 + g, n * BN + 2 * t, w.b, w.h);
+                fwd_softmax_step<1, NT, 1, NATURAL>(p, acc_s, row_m, row_l, alpha);
+                gmma_wait<0>();
                 gmma_fence_operands(acc_o[0]);
-                if (lane == 0) {
-                    gmma_mbar_arrive(b_kempty + 8 * s);
-                    gmma_mbar_arrive(b_vempty + 8 * sp);
-                }
-                fwd_ws_scores_to_p<NT, DT, KP, BF16, NATURAL>(p, w, acc_s, row_m, row_l, acc_o, pa, n * BN, Sk,
-                                                              m0 + cw * 16 + g, t);
+                if (lane == 0) gmma_mbar_arrive(b_vempty + 8 * sp);
+#pragma unroll
+                for (int dt = 0; dt < DT; ++dt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc_o[0][dt][e] *= alpha[0][0][e];
+                fwd_pack_p<1, KP, BF16>(acc_s, pa);
             }
             // ---- the last block's P V
             gmma_mbar_wait(b_vfull + 8 * s, ph);
@@ -360,8 +414,13 @@ int fwd_ws_launch(const fwd_params *p, int hd, int bf16, int natural, cudaStream
     const size_t smem = fwd_ws_smem_bytes(hd);
     *e = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (*e != cudaSuccess) return 0;
-    const int64_t m_blocks = ((int64_t)p->seqlen_q + fwd_ws_bm - 1) / fwd_ws_bm;
-    dim3 grid((unsigned)m_blocks, (unsigned)(p->bh_total < 65535 ? p->bh_total : 65535), 1);
+    // persistent grid: one CTA per SM (or one per tile when there are fewer)
+    int dev = 0, sms = 0;
+    *e = cudaGetDevice(&dev);
+    if (*e == cudaSuccess) *e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    if (*e != cudaSuccess) return 0;
+    const int64_t tiles = ((int64_t)p->seqlen_q + fwd_ws_bm - 1) / fwd_ws_bm * p->bh_total;
+    const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
     kern<<<grid, dim3(fwd_ws_threads, 1, 1), smem, st>>>(*p, maps);
     *e = cudaGetLastError();
     return 0;
