@@ -210,8 +210,9 @@ extern "C" fa_status fa_cuda_forward_policy(const fa_fwd_args *a, const fa_cuda_
     // the wgmma kernel on sm_90 (its sm_90a code runs there only), else the mma.sync kernels
     const int use_sm90 = cc_major == 9 && cc_minor == 0 && pol->fwd_sm90 != 0 &&
                          (cfg->hd == 128 || (cfg->hd == 64 && pol->fwd_sm90 == 1));
-    // the warp-specialized kernel at padded head dim 128 (fwd_sm90_ws.cu; it may decline a call)
-    const int use_ws = use_sm90 && cfg->hd == 128 && pol->fwd_ws != 0 && (size_t)smem_optin >= fwd_ws_smem_bytes(128);
+    // the warp-specialized kernel at padded head dims 64 and 128 (fwd_sm90_ws.cu; it may decline a call)
+    const int use_ws = cc_major == 9 && cc_minor == 0 && pol->fwd_sm90 != 0 && pol->fwd_ws != 0 &&
+                       (cfg->hd == 128 || cfg->hd == 64) && (size_t)smem_optin >= fwd_ws_smem_bytes(cfg->hd);
     fwd_kernel_fn kern;
     size_t smem;
     int launch_bm, launch_threads;

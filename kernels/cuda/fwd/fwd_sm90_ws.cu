@@ -1,4 +1,4 @@
-/* fwd_sm90_ws.cu: the warp-specialized wgmma forward (sm_90a, padded head dim 128; prefix
+/* fwd_sm90_ws.cu: the warp-specialized wgmma forward (sm_90a, padded head dims 64 and 128; prefix
  * fwd_ws_). Algorithm and arithmetic: fwd_common.cuh (the element mask, the online softmax, the
  * P rounding and the epilogue are its shared steps, unchanged); what differs from fwd_sm90.cu is
  * who moves the data and when each warpgroup issues its products.
@@ -90,10 +90,10 @@ static __device__ __forceinline__ bool fwd_ws_boundary(const fwd_cta_work &w, in
 /* S = Q K^T for this warpgroup's 64 rows (sQw: its rows of the Q tile) against the K stage sK;
  * k steps of 16 along the head dim, fp32 accumulation from zero. Issue only (no fence, commit
  * or wait). */
-template <bool BF16>
+template <int HD, bool BF16>
 static __device__ __forceinline__ void fwd_ws_issue_qk(float (&acc_s)[1][fwd_ws_bn / 8][4], uint32_t sQw, uint32_t sK) {
 #pragma unroll
-    for (int kk = 0; kk < 128 / 16; ++kk) {
+    for (int kk = 0; kk < HD / 16; ++kk) {
         const uint64_t da = gmma_desc(sQw + gmma_kslice_offset<fwd_ws_bm>(kk), 16, 1024);
         const uint64_t db = gmma_desc(sK + gmma_kslice_offset<fwd_ws_bn>(kk), 16, 1024);
         gmma_ss<fwd_ws_bn, BF16, 0, 0>(acc_s[0], da, db, kk > 0);
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
     constexpr int NT = BN / 8, DT = HD / 8, KP = BN / 16, CB = HD / 64;
     constexpr uint32_t Q_BYTES = fwd_ws_q_bytes(HD), KV_BYTES = fwd_ws_kv_bytes(HD);
     constexpr uint32_t CONSUMER_WARPS = 8;
-    static_assert(HD == 128, "warp-specialized forward: HD is 128");
+    static_assert(HD == 64 || HD == 128, "warp-specialized forward: HD is 64 or 128");
     static_assert(BM == 128 && BN == 128 && fwd_ws_threads == 384, "warp-specialized forward: the tile");
 #if GMMA_ENABLED
     extern __shared__ __align__(128) unsigned char smem[];
@@ -264,7 +264,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
                 gmma_mbar_wait(b_kfull + 8 * s, ph);
                 gmma_bar_sync(sched_me, 256);
                 gmma_fence();
-                fwd_ws_issue_qk<BF16>(acc_s, sQw, sK0 + s * KV_BYTES);
+                fwd_ws_issue_qk<HD, BF16>(acc_s, sQw, sK0 + s * KV_BYTES);
                 gmma_commit();
                 gmma_bar_arrive(sched_other, 256);
                 gmma_wait<0>();
@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
                     // masks / natural units: the element mask needs more registers than the
                     // overlap leaves; products and softmax in sequence (the same arithmetic)
                     fwd_ws_issue_pv<HD, BF16>(acc_o, pa, sV0 + sp * KV_BYTES);
-                    fwd_ws_issue_qk<BF16>(acc_s, sQw, sK0 + s * KV_BYTES);
+                    fwd_ws_issue_qk<HD, BF16>(acc_s, sQw, sK0 + s * KV_BYTES);
                     gmma_commit();
                     gmma_bar_arrive(sched_other, 256);
                     gmma_wait<0>();
@@ -301,7 +301,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
                                                                   m0 + cw * 16 + g, t);
                     continue;
                 }
-                fwd_ws_issue_qk<BF16>(acc_s, sQw, sK0 + s * KV_BYTES);
+                fwd_ws_issue_qk<HD, BF16>(acc_s, sQw, sK0 + s * KV_BYTES);
                 gmma_commit();
                 fwd_ws_issue_pv<HD, BF16>(acc_o, pa, sV0 + sp * KV_BYTES);
                 gmma_commit();
@@ -397,9 +397,15 @@ static int fwd_ws_map(CUtensorMap *m, const void *base, int64_t d, int64_t rows,
 typedef void (*fwd_ws_kernel_fn)(const fwd_params, const fwd_ws_maps);
 
 static fwd_ws_kernel_fn fwd_ws_pick(int hd, int bf16, int natural) {
-    if (hd != 128) return NULL;
-    if (bf16) return natural ? flash_fwd_ws_kernel<128, true, true> : flash_fwd_ws_kernel<128, true, false>;
-    return natural ? flash_fwd_ws_kernel<128, false, true> : flash_fwd_ws_kernel<128, false, false>;
+    if (hd == 128) {
+        if (bf16) return natural ? flash_fwd_ws_kernel<128, true, true> : flash_fwd_ws_kernel<128, true, false>;
+        return natural ? flash_fwd_ws_kernel<128, false, true> : flash_fwd_ws_kernel<128, false, false>;
+    }
+    if (hd == 64) {
+        if (bf16) return natural ? flash_fwd_ws_kernel<64, true, true> : flash_fwd_ws_kernel<64, true, false>;
+        return natural ? flash_fwd_ws_kernel<64, false, true> : flash_fwd_ws_kernel<64, false, false>;
+    }
+    return NULL;
 }
 
 int fwd_ws_launch(const fwd_params *p, int hd, int bf16, int natural, cudaStream_t st, cudaError_t *e) {
