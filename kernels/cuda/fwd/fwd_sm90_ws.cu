@@ -3,9 +3,9 @@
  * P rounding and the epilogue are its shared steps, unchanged); what differs from fwd_sm90.cu is
  * who moves the data and when each warpgroup issues its products.
  *
- * Persistent grid (one CTA per SM, fwd_ws_tile_of): a CTA walks tiles of 128 query rows of one
- * (batch, query head), key blocks of 128; the producer loads the next tile's Q and K/V while the
- * consumers finish the last one. CTA = 3 warpgroups:
+ * A CTA walks tiles of 128 query rows of one (batch, query head), key blocks of 128 (fwd_ws_tile_of:
+ * persistent, one CTA per SM, without causal / right window); the producer loads the next tile's
+ * Q and K/V while the consumers finish the last one. CTA = 3 warpgroups:
  *   warpgroup 0 (producer, 24 registers a thread after setmaxnreg): warp 0 only. Lane 0 loads
  *     the Q tile and, block by block, K and V into a ring of fwd_ws_stages stages with tensor-map
  *     copies (cp.async.bulk.tensor, 128-byte swizzle: the layout of common/gmma.h), each stage
@@ -123,21 +123,17 @@ static __device__ __forceinline__ void fwd_ws_scores_to_p(const fwd_params &p, c
     fwd_pack_p<1, KP, BF16>(acc_s, pa);
 }
 
-/* Persistent schedule: CTA c takes tiles c, c + gridDim.x, ... of m_blocks x bh_total (query
- * block, (batch, head)). With an upper visibility bound (p.reverse_m: causal, right window) the
- * query block is the slow index, last (heaviest) blocks first, so that every CTA's next tile is
- * at most as heavy as the one before; otherwise the query block is the fast index (the tiles
- * that run together share their (batch, head)'s K and V in L2). */
+/* Tile tl of m_blocks x bh_total (query block, (batch, head)): the query block is the fast index,
+ * so that tiles that run together share their (batch, head)'s K and V in L2; with an upper
+ * visibility bound (p.reverse_m: causal, right window) the last (heaviest) query blocks first.
+ * CTA c takes tiles c, c + gridDim.x, ...: the host launches one CTA per SM (persistent) without
+ * an upper bound, one CTA per tile with one (the hardware's dynamic order balances the unequal
+ * tiles; a static persistent order with heaviest-first query blocks lost L2 reuse and balance:
+ * bench/RESULTS-2026-11-24-ws.md). */
 static __device__ __forceinline__ void fwd_ws_tile_of(const fwd_params &p, int64_t tl, int m_blocks, int *m0, int *bh) {
-    int mb;
-    if (p.reverse_m) {
-        mb = m_blocks - 1 - (int)(tl / p.bh_total);
-        *bh = (int)(tl % p.bh_total);
-    } else {
-        mb = (int)(tl % m_blocks);
-        *bh = (int)(tl / m_blocks);
-    }
-    *m0 = mb * fwd_ws_bm;
+    const int mi = (int)(tl % m_blocks);
+    *bh = (int)(tl / m_blocks);
+    *m0 = (p.reverse_m ? m_blocks - 1 - mi : mi) * fwd_ws_bm;
 }
 
 template <int HD, bool BF16, bool NATURAL>
@@ -420,13 +416,15 @@ int fwd_ws_launch(const fwd_params *p, int hd, int bf16, int natural, cudaStream
     const size_t smem = fwd_ws_smem_bytes(hd);
     *e = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (*e != cudaSuccess) return 0;
-    // persistent grid: one CTA per SM (or one per tile when there are fewer)
+    // persistent grid (one CTA per SM) without an upper visibility bound, one CTA per tile with
+    // one (fwd_ws_tile_of); at most 2^31 - 1 CTAs, each walking tiles gridDim.x apart
     int dev = 0, sms = 0;
     *e = cudaGetDevice(&dev);
     if (*e == cudaSuccess) *e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (*e != cudaSuccess) return 0;
     const int64_t tiles = ((int64_t)p->seqlen_q + fwd_ws_bm - 1) / fwd_ws_bm * p->bh_total;
-    const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
+    const int64_t cap = p->reverse_m ? (int64_t)INT32_MAX : (int64_t)sms;
+    const unsigned grid = (unsigned)(tiles < cap ? tiles : cap);
     kern<<<grid, dim3(fwd_ws_threads, 1, 1), smem, st>>>(*p, maps);
     *e = cudaGetLastError();
     return 0;
