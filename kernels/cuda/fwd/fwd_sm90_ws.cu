@@ -52,10 +52,8 @@ static __host__ __device__ constexpr uint32_t fwd_ws_off_v(int hd) { return fwd_
 static __host__ __device__ constexpr uint32_t fwd_ws_off_o(int hd) { return fwd_ws_off_v(hd) + fwd_ws_stages * fwd_ws_kv_bytes(hd); }
 static __host__ __device__ constexpr uint32_t fwd_ws_off_bar(int hd) { return fwd_ws_off_o(hd) + fwd_ws_q_bytes(hd); }
 static constexpr uint32_t fwd_ws_bar_bytes = 8 * (4 * fwd_ws_stages + 3);
-/* then the tile slot: the producer's current tile index for the consumers (int64, -1: no more) */
-static __host__ __device__ constexpr uint32_t fwd_ws_off_slot(int hd) { return fwd_ws_off_bar(hd) + fwd_ws_bar_bytes; }
 
-size_t fwd_ws_smem_bytes(int hd) { return (size_t)fwd_ws_off_slot(hd) + 8 + 1024; }
+size_t fwd_ws_smem_bytes(int hd) { return (size_t)fwd_ws_off_bar(hd) + fwd_ws_bar_bytes + 1024; }
 
 // ----------------------------------------------------------------------------
 // device
@@ -128,11 +126,10 @@ static __device__ __forceinline__ void fwd_ws_scores_to_p(const fwd_params &p, c
 /* Tile tl of m_blocks x bh_total (query block, (batch, head)): the query block is the fast index,
  * so that tiles that run together share their (batch, head)'s K and V in L2; with an upper
  * visibility bound (p.reverse_m: causal, right window) the last (heaviest) query blocks first.
- * Persistent grid (one CTA per SM): CTA c starts with tile c; its next tile is c + gridDim.x
- * (equal tiles), or with an upper bound gridDim.x + a global counter's next value (dynamic: the
- * unequal tiles in the order above; a static heaviest-first order lost L2 reuse and balance:
- * bench/RESULTS-2026-11-24-ws.md). The producer takes the tiles and publishes each in a shared
- * slot before its Q barrier's arrival; the consumers read it after their wait. */
+ * CTA c takes tiles c, c + gridDim.x, ...: the host launches one CTA per SM (persistent) without
+ * an upper bound, one CTA per tile with one (the hardware's dynamic order balances the unequal
+ * tiles; a static persistent order with heaviest-first query blocks lost L2 reuse and balance:
+ * bench/RESULTS-2026-11-24-ws.md). */
 static __device__ __forceinline__ void fwd_ws_tile_of(const fwd_params &p, int64_t tl, int m_blocks, int *m0, int *bh) {
     const int mi = (int)(tl % m_blocks);
     *bh = (int)(tl / m_blocks);
@@ -141,7 +138,7 @@ static __device__ __forceinline__ void fwd_ws_tile_of(const fwd_params &p, int64
 
 template <int HD, bool BF16, bool NATURAL>
 __global__ void __launch_bounds__(fwd_ws_threads, 1)
-    flash_fwd_ws_kernel(const fwd_params p, const __grid_constant__ fwd_ws_maps maps, unsigned long long *tile_counter) {
+    flash_fwd_ws_kernel(const fwd_params p, const __grid_constant__ fwd_ws_maps maps) {
     constexpr int BM = fwd_ws_bm, BN = fwd_ws_bn, ST = fwd_ws_stages;
     constexpr int NT = BN / 8, DT = HD / 8, KP = BN / 16, CB = HD / 64;
     constexpr uint32_t Q_BYTES = fwd_ws_q_bytes(HD), KV_BYTES = fwd_ws_kv_bytes(HD);
@@ -156,7 +153,6 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
     const uint32_t sB = sQ + fwd_ws_off_bar(HD);
     const uint32_t b_kfull = sB, b_vfull = sB + 8 * ST, b_kempty = sB + 16 * ST, b_vempty = sB + 24 * ST;
     const uint32_t b_qfull = sB + 32 * ST, b_qempty = b_qfull + 8, b_vland = b_qfull + 16;
-    volatile long long *slot = (volatile long long *)(smem + (sQ - ptx_smem(smem)) + fwd_ws_off_slot(HD));
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
     const int Sk = p.seqlen_k;
@@ -182,29 +178,18 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
         gmma_setmaxnreg_dec<fwd_ws_producer_regs>();
         if (warp != 0) return;
         uint32_t it = 0, tile = 0, land_phase = 0;
-        for (int64_t tl = blockIdx.x;; ++tile) {
-            const bool done = tl >= tiles;
-            int m0 = 0, bh = 0;
-            if (!done) fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
+        for (int64_t tl = blockIdx.x; tl < tiles; tl += gridDim.x, ++tile) {
+            int m0, bh;
+            fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
             const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
             const int hk = w.h / p.group;
-            long long next = 0;
             if (lane == 0) {
-                gmma_mbar_wait(b_qempty, (tile & 1u) ^ 1u);  // the previous tile's slot and Q reads are done
-                *slot = done ? -1 : (long long)tl;
-                if (done) {
-                    gmma_mbar_arrive(b_qfull);  // the end, no copy
-                } else {
-                    gmma_mbar_arrive_tx(b_qfull, Q_BYTES);
+                gmma_mbar_wait(b_qempty, (tile & 1u) ^ 1u);  // the previous tile's Q reads are done
+                gmma_mbar_arrive_tx(b_qfull, Q_BYTES);
 #pragma unroll
-                    for (int cb = 0; cb < CB; ++cb)
-                        gmma_tma_load4(sQ + cb * BM * 128, &maps.q, b_qfull, cb * 64, m0, w.h, w.b);
-                    next = tile_counter ? (long long)gridDim.x + (long long)atomicAdd(tile_counter, 1ull)
-                                        : tl + (long long)gridDim.x;
-                }
+                for (int cb = 0; cb < CB; ++cb)
+                    gmma_tma_load4(sQ + cb * BM * 128, &maps.q, b_qfull, cb * 64, m0, w.h, w.b);
             }
-            if (done) break;
-            next = __shfl_sync(0xffffffffu, next, 0);
             for (int n = w.n_end - 1; n >= w.n_begin; --n, ++it) {
                 const uint32_t s = it % ST, ph = (it / ST) & 1u;
                 const int key0 = n * BN;
@@ -235,7 +220,6 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
                     if (lane == 0) gmma_mbar_arrive(b_vfull + 8 * s);
                 }
             }
-            tl = next;
         }
         return;
     }
@@ -251,10 +235,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
     // could let warpgroup 1 arrive twice on barrier 1 before warpgroup 0 syncs on it.)
     if (cwg == 1) gmma_bar_arrive(1, 256);
     uint32_t it = 0, tile = 0;
-    for (;; ++tile) {
-        gmma_mbar_wait(b_qfull, tile & 1u);  // the slot holds this tile (and Q landed), or -1
-        const long long tl = *slot;
-        if (tl < 0) break;
+    for (int64_t tl = blockIdx.x; tl < tiles; tl += gridDim.x, ++tile) {
         int m0, bh;
         fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
         const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
@@ -269,6 +250,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
         row_m[0][0] = row_m[0][1] = -INFINITY;
         row_l[0][0] = row_l[0][1] = 0.0f;
 
+        gmma_mbar_wait(b_qfull, tile & 1u);
         if (w.n_end > w.n_begin) {
             // ---- the first (last-keyed) block: S = Q K^T alone
             uint32_t s = it % ST, ph = (it / ST) & 1u;
@@ -357,7 +339,6 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
 #else
     (void)p;
     (void)maps;
-    (void)tile_counter;
     __trap();  // never launched: the host picks this kernel on sm_90 devices only
 #endif
 }
@@ -409,7 +390,7 @@ static int fwd_ws_map(CUtensorMap *m, const void *base, int64_t d, int64_t rows,
     return r == CUDA_SUCCESS ? 0 : 1;
 }
 
-typedef void (*fwd_ws_kernel_fn)(const fwd_params, const fwd_ws_maps, unsigned long long *);
+typedef void (*fwd_ws_kernel_fn)(const fwd_params, const fwd_ws_maps);
 
 static fwd_ws_kernel_fn fwd_ws_pick(int hd, int bf16, int natural) {
     if (hd == 128) {
@@ -435,25 +416,16 @@ int fwd_ws_launch(const fwd_params *p, int hd, int bf16, int natural, cudaStream
     const size_t smem = fwd_ws_smem_bytes(hd);
     *e = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (*e != cudaSuccess) return 0;
-    // persistent grid (one CTA per SM, fwd_ws_tile_of); with an upper visibility bound the tiles
-    // after the first wave come from a zeroed counter of this call (stream-ordered allocation)
+    // persistent grid (one CTA per SM) without an upper visibility bound, one CTA per tile with
+    // one (fwd_ws_tile_of); at most 2^31 - 1 CTAs, each walking tiles gridDim.x apart
     int dev = 0, sms = 0;
     *e = cudaGetDevice(&dev);
     if (*e == cudaSuccess) *e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (*e != cudaSuccess) return 0;
     const int64_t tiles = ((int64_t)p->seqlen_q + fwd_ws_bm - 1) / fwd_ws_bm * p->bh_total;
-    const unsigned grid = (unsigned)(tiles < sms ? tiles : sms);
-    unsigned long long *counter = NULL;
-    if (p->reverse_m) {
-        *e = cudaMallocAsync((void **)&counter, sizeof(*counter), st);
-        if (*e == cudaSuccess) *e = cudaMemsetAsync(counter, 0, sizeof(*counter), st);
-        if (*e != cudaSuccess) return 0;
-    }
-    kern<<<grid, dim3(fwd_ws_threads, 1, 1), smem, st>>>(*p, maps, counter);
+    const int64_t cap = p->reverse_m ? (int64_t)INT32_MAX : (int64_t)sms;
+    const unsigned grid = (unsigned)(tiles < cap ? tiles : cap);
+    kern<<<grid, dim3(fwd_ws_threads, 1, 1), smem, st>>>(*p, maps);
     *e = cudaGetLastError();
-    if (counter != NULL) {
-        const cudaError_t e2 = cudaFreeAsync(counter, st);
-        if (*e == cudaSuccess) *e = e2;
-    }
     return 0;
 }
