@@ -139,13 +139,13 @@ static __device__ __forceinline__ void fwd_ws_tile_of(const fwd_params &p, int64
 template <int HD, bool BF16, bool NATURAL>
 __global__ void __launch_bounds__(fwd_ws_threads, 1)
     flash_fwd_ws_kernel(const fwd_params p, const __grid_constant__ fwd_ws_maps maps) {
+    static_assert(HD == 64 || HD == 128, "warp-specialized forward: HD is 64 or 128");
+    static_assert(fwd_ws_bm == 128 && fwd_ws_bn == 128 && fwd_ws_threads == 384, "warp-specialized forward: the tile");
+#if GMMA_ENABLED
     constexpr int BM = fwd_ws_bm, BN = fwd_ws_bn, ST = fwd_ws_stages;
     constexpr int NT = BN / 8, DT = HD / 8, KP = BN / 16, CB = HD / 64;
     constexpr uint32_t Q_BYTES = fwd_ws_q_bytes(HD), KV_BYTES = fwd_ws_kv_bytes(HD);
     constexpr uint32_t CONSUMER_WARPS = 8;
-    static_assert(HD == 64 || HD == 128, "warp-specialized forward: HD is 64 or 128");
-    static_assert(BM == 128 && BN == 128 && fwd_ws_threads == 384, "warp-specialized forward: the tile");
-#if GMMA_ENABLED
     extern __shared__ __align__(128) unsigned char smem[];
     const uint32_t sQ = (ptx_smem(smem) + 1023u) & ~1023u;  // the 128-byte swizzle needs 1024-byte tiles
     const uint32_t sK0 = sQ + fwd_ws_off_k(HD), sV0 = sQ + fwd_ws_off_v(HD), sO = sQ + fwd_ws_off_o(HD);
