@@ -24,9 +24,10 @@
  *
  * usage: bench [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST]
  *              [--iters N] [--warmup N] [--tokens N] [--hidden N] [--deterministic]
- *              [--policy default|sm80] [--no-check] [--torch FILE | --no-torch] [--out FILE]
+ *              [--policy default|sm80|nows] [--no-check] [--torch FILE | --no-torch] [--out FILE]
  * LIST: comma-separated (--d 64,128 --s 512,2048 --causal 0,1 --dtype bf16,fp16).
- * --policy sm80: the mma.sync kernels everywhere (kernels/cuda/testing.h), for comparisons.
+ * --policy sm80: the mma.sync kernels everywhere (kernels/cuda/testing.h), for comparisons;
+ * --policy nows: the plain wgmma forward instead of the warp-specialized one.
  * --out FILE: the merged Markdown table is also written there (e.g. bench/RESULTS-<date>.md). */
 #define _POSIX_C_SOURCE 200809L /* popen, readlink, access, clock_gettime under -std=c11 */
 #include <cuda_runtime.h>
@@ -423,7 +424,7 @@ static void print_table(FILE *f, const bench_opts *o, const bench_row *rows, int
 static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST] [--iters N]\n"
-            "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80]\n"
+            "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80|nows]\n"
             "          [--no-check] [--torch FILE | --no-torch] [--out FILE]\n",
             argv0);
 }
@@ -475,6 +476,8 @@ int main(int argc, char **argv) {
             if (!strcmp(o.policy_name, "sm80")) {
                 o.pol.fwd_sm90 = 0;
                 o.pol.bwd_sm90 = 0;
+            } else if (!strcmp(o.policy_name, "nows")) {
+                o.pol.fwd_ws = 0;
             } else ok = !strcmp(o.policy_name, "default");
         } else ok = 0;
         if (!ok) {

@@ -227,3 +227,106 @@ static __device__ __forceinline__ void gmma_bulk_wait_all(void) {
     asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
 #endif
 }
+
+// ----------------------------------------------------------------------------
+// warp specialization (sm_90a): mbarriers, tensor-map copies (TMA), register reallocation,
+// named barriers. PTX ISA: "mbarrier", "cp.async.bulk.tensor", "setmaxnreg", "bar".
+//
+// mbarrier protocol (producer/consumer ring): a "full" barrier expects one arrival with a
+// transaction count (gmma_mbar_arrive_tx by the producer) and completes when the copy engine
+// has written that many bytes (complete_tx); an "empty" barrier expects one arrival per
+// consumer warp. Waiters name the phase parity they wait for (gmma_mbar_wait): a fresh
+// barrier is in phase 0, and waiting for parity 1 returns at once (the "previous" phase).
+// Copies by the copy engine and wgmma reads are in the async proxy: no proxy fence is needed
+// between them; ordinary stores into a tile that wgmma or a copy reads next need
+// gmma_fence_proxy() in the writing thread first.
+
+/* Initialise the mbarrier at smem address bar for `count` arrivals (one thread). */
+static __device__ __forceinline__ void gmma_mbar_init(uint32_t bar, uint32_t count) {
+#if GMMA_ENABLED
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#else
+    (void)bar; (void)count;
+#endif
+}
+/* Make the initialisations visible to the other threads and to the copy engine (before a barrier). */
+static __device__ __forceinline__ void gmma_mbar_init_fence(void) {
+#if GMMA_ENABLED
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+/* One arrival (release semantics: this thread's earlier accesses are ordered before it). */
+static __device__ __forceinline__ void gmma_mbar_arrive(uint32_t bar) {
+#if GMMA_ENABLED
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" ::"r"(bar) : "memory");
+#else
+    (void)bar;
+#endif
+}
+/* One arrival that also expects `bytes` more bytes of copies to complete on this barrier. */
+static __device__ __forceinline__ void gmma_mbar_arrive_tx(uint32_t bar, uint32_t bytes) {
+#if GMMA_ENABLED
+    asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" ::"r"(bar),
+                 "r"(bytes)
+                 : "memory");
+#else
+    (void)bar; (void)bytes;
+#endif
+}
+/* Wait until the phase of parity `parity` of the barrier has completed (acquire semantics). */
+static __device__ __forceinline__ void gmma_mbar_wait(uint32_t bar, uint32_t parity) {
+#if GMMA_ENABLED
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "GMMA_MBAR_WAIT_%=:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        "@!p bra GMMA_MBAR_WAIT_%=;\n}\n" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+#else
+    (void)bar; (void)parity;
+    __trap();
+#endif
+}
+
+/* Tensor-map copy of one box of a rank-4 tensor (map: a __grid_constant__ kernel parameter,
+ * coordinates c0 innermost, in elements, may lie outside the tensor: those elements are
+ * written as zeros) into shared memory at dst (the box's swizzled layout, 1024-byte aligned
+ * for the 128-byte swizzle); completes `box bytes` of transactions on the mbarrier bar. */
+static __device__ __forceinline__ void gmma_tma_load4(uint32_t dst, const void *map, uint32_t bar, int c0, int c1,
+                                                      int c2, int c3) {
+#if GMMA_ENABLED
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+        "%5}], [%6];\n" ::"r"(dst),
+        "l"(map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+        : "memory");
+#else
+    (void)dst; (void)map; (void)bar; (void)c0; (void)c1; (void)c2; (void)c3;
+    __trap();
+#endif
+}
+
+/* Register reallocation of this warpgroup (every thread of the warpgroup executes it; needs a
+ * register cap at kernel entry: __launch_bounds__(threads, 1)). */
+template <int N>
+static __device__ __forceinline__ void gmma_setmaxnreg_inc(void) {
+#if GMMA_ENABLED
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+template <int N>
+static __device__ __forceinline__ void gmma_setmaxnreg_dec(void) {
+#if GMMA_ENABLED
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(N));
+#endif
+}
+
+/* Named barrier `id` (1..15; 0 is __syncthreads) for `count` threads (multiple of 32):
+ * sync waits for the count, arrive counts this warp without waiting. */
+static __device__ __forceinline__ void gmma_bar_sync(int id, int count) {
+    asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+static __device__ __forceinline__ void gmma_bar_arrive(int id, int count) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}

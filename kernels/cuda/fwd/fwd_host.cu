@@ -5,6 +5,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/fwd/fwd_common.cuh"
+#include "kernels/cuda/fwd/fwd_ws.h"
 #include "kernels/cuda/testing.h"
 
 // ----------------------------------------------------------------------------
@@ -209,6 +210,9 @@ extern "C" fa_status fa_cuda_forward_policy(const fa_fwd_args *a, const fa_cuda_
     // the wgmma kernel on sm_90 (its sm_90a code runs there only), else the mma.sync kernels
     const int use_sm90 = cc_major == 9 && cc_minor == 0 && pol->fwd_sm90 != 0 &&
                          (cfg->hd == 128 || (cfg->hd == 64 && pol->fwd_sm90 == 1));
+    // the warp-specialized kernel at padded head dims 64 and 128 (fwd_sm90_ws.cu; it may decline a call)
+    const int use_ws = cc_major == 9 && cc_minor == 0 && pol->fwd_sm90 != 0 && pol->fwd_ws != 0 &&
+                       (cfg->hd == 128 || cfg->hd == 64) && (size_t)smem_optin >= fwd_ws_smem_bytes(cfg->hd);
     fwd_kernel_fn kern;
     size_t smem;
     int launch_bm, launch_threads;
@@ -289,8 +293,10 @@ extern "C" fa_status fa_cuda_forward_policy(const fa_fwd_args *a, const fa_cuda_
     dim3 grid((unsigned)m_blocks, (unsigned)(p.bh_total < 65535 ? p.bh_total : 65535), 1);
     dim3 block((unsigned)launch_threads, 1, 1);
     cudaStream_t stream = (cudaStream_t)a->stream;
-    kern<<<grid, block, smem, stream>>>(p);
-    e = cudaGetLastError();
+    if (!use_ws || fwd_ws_launch(&p, cfg->hd, pr->dtype == FA_BF16, natural, stream, &e) != 0) {
+        kern<<<grid, block, smem, stream>>>(p);
+        e = cudaGetLastError();
+    }
     if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_kernel launch");
     e = cudaStreamSynchronize(stream);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaStreamSynchronize after flash_fwd_kernel");

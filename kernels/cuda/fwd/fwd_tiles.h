@@ -38,4 +38,14 @@ static constexpr int fwd_sm90_bm = 64 * fwd_sm90_nwg;
 static constexpr int fwd_sm90_threads = 128 * fwd_sm90_nwg;
 static constexpr int fwd_sm90_minb = fwd_sm90_nwg == 1 ? 2 : 1;
 
+/* The warp-specialized wgmma tile (fwd_sm90_ws.cu): one producer warpgroup (one warp issues the
+ * copies, 24 registers) and two consumer warpgroups of 64 query rows (240 registers), 128 keys
+ * per block, a ring of fwd_ws_stages K and V stages; padded head dims 64 and 128. */
+static constexpr int fwd_ws_bm = 128;
+static constexpr int fwd_ws_bn = 128;
+static constexpr int fwd_ws_stages = 2;
+static constexpr int fwd_ws_threads = 384;
+static constexpr int fwd_ws_producer_regs = 40;
+static constexpr int fwd_ws_consumer_regs = 232;
+
 #endif /* FLASHCHECK_CUDA_FWD_TILES_H */

@@ -7,4 +7,7 @@
 
 static void sm80(fa_cuda_policy *p) { p->bwd_sm90 = 0; }
 
-int main(int argc, char **argv) { return drv_main(argc, argv, 1, "--sm80", sm80); }
+int main(int argc, char **argv) {
+    static const drv_flag flags[] = { { "--sm80", sm80 } };
+    return drv_main(argc, argv, 1, flags, 1);
+}

@@ -11,7 +11,7 @@
  *                  case, no misuse suite
  *   --production   also the production set (S >= 8k, one call past 2^31 elements per tensor)
  *   --category C   only category C of the sweep (e.g. cuda_leak, production), no misuse suite
- *   POLICY         the driver's own kernel-policy flag (fwd: --mma-only, bwd: --sm80)
+ *   POLICY         the driver's own kernel-policy flags (fwd: --mma-only, --no-ws; bwd: --sm80)
  * Exit status: 0 when every entry met its expectation, 1 otherwise, 2 usage or setup error. */
 #ifndef FLASHCHECK_CUDA_CERTIFY_DRIVER_H
 #define FLASHCHECK_CUDA_CERTIFY_DRIVER_H
@@ -41,9 +41,14 @@ static void drv_misuse_cb(void *user, const fz_misuse_result *res) {
     }
 }
 
-/* has_bwd: the entries run the backward too. policy_flag: the driver's policy option, applied
- * by apply_policy when given. */
-static int drv_main(int argc, char **argv, int has_bwd, const char *policy_flag, void (*apply_policy)(fa_cuda_policy *)) {
+/* A driver's kernel-policy option: given, apply() changes the policy of every call. */
+typedef struct {
+    const char *flag;
+    void (*apply)(fa_cuda_policy *p);
+} drv_flag;
+
+/* has_bwd: the entries run the backward too. flags: the driver's policy options (nflags). */
+static int drv_main(int argc, char **argv, int has_bwd, const drv_flag *flags, int nflags) {
     fc_sweep_opts o;
     fc_sweep_opts_default(&o);
     o.sets = FC_SWEEP_SET_BASE | FC_SWEEP_SET_CUDA;
@@ -59,10 +64,13 @@ static int drv_main(int argc, char **argv, int has_bwd, const char *policy_flag,
             only = fc_sweep_cat_by_name(argv[++i]);
             if (only < 0) { fprintf(stderr, "%s: unknown category '%s'\n", argv[0], argv[i]); return 2; }
             o.sets |= fc_sweep_cat_set(only);
-        } else if (!strcmp(argv[i], policy_flag)) apply_policy(&drv_policy);
-        else {
-            fprintf(stderr, "usage: %s [--quick] [--no-big] [--sanitize] [--production] [--category NAME] [%s]\n",
-                    argv[0], policy_flag);
+        } else {
+            int k = 0;
+            while (k < nflags && strcmp(argv[i], flags[k].flag)) k++;
+            if (k < nflags) { flags[k].apply(&drv_policy); continue; }
+            fprintf(stderr, "usage: %s [--quick] [--no-big] [--sanitize] [--production] [--category NAME]", argv[0]);
+            for (k = 0; k < nflags; k++) fprintf(stderr, " [%s]", flags[k].flag);
+            fprintf(stderr, "\n");
             return 2;
         }
     }

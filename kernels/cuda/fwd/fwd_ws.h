@@ -1,0 +1,19 @@
+/* fwd_ws.h: the warp-specialized Hopper forward (fwd_sm90_ws.cu), as the host dispatch sees it
+ * (prefix fwd_ws_). */
+#ifndef FLASHCHECK_CUDA_FWD_WS_H
+#define FLASHCHECK_CUDA_FWD_WS_H
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/fwd/fwd_common.cuh"
+
+/* Shared memory (bytes) of the kernel at padded head dim hd (64 or 128). */
+size_t fwd_ws_smem_bytes(int hd);
+
+/* Launch the warp-specialized kernel for p (padded head dim hd = 64 or 128, an sm_90 device, 16-byte
+ * aligned rows: fa_cuda_forward's checks) on stream st. Returns 1 when it does not apply (a
+ * head dim it has no instantiation for, tensor maps the driver cannot encode for these strides):
+ * the caller runs another kernel, nothing was launched. Returns 0 when launched; *e is the launch
+ * status. */
+int fwd_ws_launch(const fwd_params *p, int hd, int bf16, int natural, cudaStream_t st, cudaError_t *e);
+
+#endif /* FLASHCHECK_CUDA_FWD_WS_H */
