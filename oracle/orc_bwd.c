@@ -404,6 +404,8 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             double eo = fabs(c->scale) * qe[d] * sumsafe * ORC_SAFETY;
             double pre = fabs(c->scale) * qp[d] * sumsafe;
             double bound = (pre + mk->u_out * (fabs(val) + eo + pre) + mk->f_out + fq) * ORC_SAFETY;
+            if (mk->u_out > 0) /* the RN store's reachable values (5.8) */
+                bound = orc_store_bound(val, eo, (pre + fq) * ORC_SAFETY, bound, c->dt, mk->tau >= 0x1p-126);
             bq->ref[e] = val;
             bq->orc_err[e] = eo;
             bq->bound[e] = bound;
@@ -750,6 +752,8 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 int ovf_e = ovf_k || (c.G > 1 && mk.gqa != FA_GQA_FUSED &&
                                       !(fabs(c.scale) * a->habs[d] + 2 * (double)c.G * eo + pre < thrdt));
                 double bound = (pre + mk.u_out * (fabs(val) + eo + pre) + mk.f_out + fk) * ORC_SAFETY;
+                if (mk.u_out > 0) /* the RN store's reachable values (5.8) */
+                    bound = orc_store_bound(val, eo, (pre + fk) * ORC_SAFETY, bound, c.dt, mk.tau >= 0x1p-126);
                 res->dk.ref[e] = val; res->dk.orc_err[e] = eo; res->dk.bound[e] = ncol[j] ? bound : 0;
                 res->dk.flags[e] = orc_value_flags(val) | (ncol[j] ? 0 : ORC_F_MASKED_ROW) |
                                    ((a->bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0) |
@@ -765,6 +769,8 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 int ovf_e = ovf_v || (c.G > 1 && mk.gqa != FA_GQA_FUSED &&
                                       !(a->vhabs[d] + 2 * (double)c.G * eo + pre < thrdt));
                 double bound = (pre + mk.u_out * (fabs(val) + eo + pre) + mk.f_out + fv) * ORC_SAFETY;
+                if (mk.u_out > 0) /* the RN store's reachable values (5.8) */
+                    bound = orc_store_bound(val, eo, (pre + fv) * ORC_SAFETY, bound, c.dt, mk.tau >= 0x1p-126);
                 res->dv.ref[e] = val; res->dv.orc_err[e] = eo; res->dv.bound[e] = ncol[j] ? bound : 0;
                 res->dv.flags[e] = orc_value_flags(val) | (ncol[j] ? 0 : ORC_F_MASKED_ROW) |
                                    ((a->bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0) |
