@@ -295,9 +295,62 @@ static void test_store_forced(void) {
     t_free(&t);
 }
 
+/* The row-common part of D' - D in dQ (BOUNDS.md 5.10), attained: the O handed to the
+ * backward is moved by 64 ulps in the direction of sign(dO_id), so D' = dO.O' errs by about
+ * sum_d |dO_d| |O'_d - O_d| = dD, the whole row's dS' by -P16' dD, and dQ by scale dD
+ * sum_j P_ij K_jd: the term the refinement bounds by scale dD |sum_j P_ij K_jd| (the per-key
+ * form scale dD sum_j P_ij |K_jd| is sqrt(keys) looser). fp32 arithmetic (P, dS kept), so
+ * that term dominates: the median error/bound of dQ must exceed 0.5, with no failure. */
+static void test_d_common(void) {
+    fa_problem p = t_problem(1, 32, 96, 2, 2, 32, 32, FA_F16, FA_CAUSAL_NONE, -1, -1);
+    t_prob t;
+    t_setup(&t, p, 0, 1.0, 1.0, 1.0, 0);
+    s_opts o;
+    memset(&o, 0, sizeof o);
+    o.p_keep = 1; o.ds_keep = 1;
+    so = o;
+    sim s = {&t, 1, 16};
+    sim_fwd(&s, t.o, t.lse);
+    for (int64_t b = 0; b < p.batch; b++)
+        for (int64_t i = 0; i < p.seqlen_q; i++)
+            for (int64_t h = 0; h < p.heads_q; h++)
+                for (int64_t d = 0; d < p.head_dim_v; d++) {
+                    const int64_t *os = t.to.stride, *ds = t.tdo.stride;
+                    uint16_t *x = &t.o[b * os[0] + i * os[1] + h * os[2] + d * os[3]];
+                    double g = orc_decode(t.dout[b * ds[0] + i * ds[1] + h * ds[2] + d * ds[3]], p.dtype);
+                    double v = orc_decode(*x, p.dtype);
+                    *x = orc_encode(v + (g > 0 ? 1 : -1) * 64 * 0x1p-10 * (fabs(v) > 0x1p-14 ? fabs(v) : 0x1p-14), p.dtype);
+                }
+    fa_precision pr;
+    CHECK(fa_precision_preset("fp32", &pr, NULL) == FA_OK, "fp32 preset");
+    int64_t sq[4], sk[4], n;
+    n = t_layout(p.batch, p.seqlen_q, p.heads_q, p.head_dim_qk, 0, sq);
+    uint16_t *dq = calloc((size_t)n, 2);
+    n = t_layout(p.batch, p.seqlen_k, p.heads_kv, p.head_dim_qk, 0, sk);
+    uint16_t *dk = calloc((size_t)n, 2), *dv = calloc((size_t)n, 2);
+    sim_bwd(&s, dq, dk, dv, sq, sk, sk);
+    fa_bwd_args ba = t_bwd_args(&t);
+    orc_bwd_result br;
+    CHECK(orc_bwd(&ba, &pr, NULL, &br, NULL) == FA_OK, "bwd");
+    fa_tensor tq = {dq, {sq[0], sq[1], sq[2], sq[3]}}, tk = {dk, {sk[0], sk[1], sk[2], sk[3]}},
+              tv = {dv, {sk[0], sk[1], sk[2], sk[3]}};
+    orc_stats s3[3];
+    CHECK(orc_compare_bwd(&br, &tq, &tk, &tv, &s3[0], &s3[1], &s3[2], NULL) == FA_OK, "cmp bwd");
+    printf("[D common] O moved by 64 ulps toward sign(dO): O input ratio %.3g; dQ median err/bound %.3g worst %.3g "
+           "failed %lld; dK %.3g dV %.3g\n", br.o_input_ratio, s3[0].median_ratio, s3[0].worst_ratio,
+           (long long)s3[0].failed, s3[1].median_ratio, s3[2].median_ratio);
+    for (int k = 0; k < 3; k++) CHECK(s3[k].failed == 0, "D common: tensor %d fails", k);
+    CHECK(s3[0].median_ratio > 0.5, "D common: dQ median %.3g: the row-common D term is not attained",
+          s3[0].median_ratio);
+    orc_bwd_free(&br);
+    free(dq); free(dk); free(dv);
+    t_free(&t);
+}
+
 int main(void) {
     fa_problem p;
     test_store_forced();
+    test_d_common();
     /* RN fp32 accumulation, fp16: the tightness measurement */
     p = t_problem(1, 48, 64, 4, 2, 64, 64, FA_F16, FA_CAUSAL_NONE, -1, -1);
     run_case("fp16 RN Bc=16", p, 0, 1.0, 0, 16, 0, 0);
