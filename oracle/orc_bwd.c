@@ -99,6 +99,19 @@ enum { M_P, M_DS, M_DSE, M_DSM, M_DSEO, M_PPI, M_P1, M_PPIO, M_P16, M_DS16 };
 // ----------------------------------------------------------------------------
 // phase A: one tile of <= RT rows of the chunk
 
+/* The kernel's dS error bound of one (i, j) (BOUNDS.md 5.3): P error Pup piP + fP against
+ * gup >= |dP - D|, |P'| <= Pk against hk_raw >= |(dP' - D') - (dP - D)| before the subtraction's
+ * rounding, the subtraction and the product (u_s), the flushed product, the dS rounding. */
+static inline double dse_kernel(const orc_model *mk, double Pup, double piP, double fP, double Pk, double gup,
+                                double hk_raw, double f_ds) {
+    double hk = hk_raw + mk->u_s * (gup + hk_raw);
+    double e = Pup * piP * gup + Pk * hk + fP * gup;
+    e += mk->u_s * Pk * (gup + hk) * (1 + mk->u_s);
+    e += 2 * mk->tau; /* the product P (dP - D) flushed */
+    if (mk->u_ds > 0) e += mk->u_ds * (Pup * gup + e) + f_ds;
+    return e;
+}
+
 static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
     const orc_ctx *c = g->c;
     const bkv *kv = g->kv;
@@ -306,6 +319,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
         /* the scale folded into dS before its rounding (10.3): the rounding's absolute floor
          * is f_ds in units of scale*dS, f_ds / |scale| in the dS units used below */
         double sc = fabs(c->scale);
+        double th_d = pow(1 + mk->u_s, 3) * (1 + mk->u_ds) * (1 + 0x1p-50) - 1;
         double f_ds = mk->ds_fold == 0 ? mk->f_ds
                       : mk->ds_fold == 1 ? mk->f_ds / sc
                                          : mk->f_ds * (sc < 1 ? 1 / sc : 1);
@@ -329,14 +343,15 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             dSe_o *= ORC_SAFETY;
             /* kernel dS error: dP' (accumulation, its rounding to the dtype when dp_rounded:
              * 10.3), D', the subtraction */
-            double hk = gdv_k * bij + dD_k + h_floor;
-            hk += mk->u_dp * (fabs(dP) + (gdv_o + gdv_k) * bij) + mk->f_dp;
-            hk += mk->u_s * (gup + hk);
+            double hk0 = gdv_k * bij + h_floor + mk->u_dp * (fabs(dP) + (gdv_o + gdv_k) * bij) + mk->f_dp;
             double Pk = Pup * (1 + piP) + fP;
-            double dSe_k = Pup * piP * gup + Pk * hk + fP * gup;
-            dSe_k += mk->u_s * Pk * (gup + hk) * (1 + mk->u_s);
-            dSe_k += 2 * mk->tau; /* the product P (dP - D) flushed */
-            if (mk->u_ds > 0) dSe_k += mk->u_ds * (Pup * gup + dSe_k) + f_ds;
+            double dSe_k = dse_kernel(mk, Pup, piP, fP, Pk, gup, hk0 + dD_k, f_ds);
+            /* dQ's weight (5.9): the part of D' - D common to the row is summed apart, with
+             * |sum_j P16'_ij K_jd|; here the rest of the error and the per-key remainder of that
+             * part, dD (|P16' - P| + th |P16'|), th the relative error of the roundings that
+             * follow the subtraction (subtraction, product, fold, dS store) */
+            T[T_E][r * span + t] = (dse_kernel(mk, Pup, piP, fP, Pk, gup, hk0, f_ds) +
+                                    dD_k * (Pup * piP + fP + th_d * Pk)) * ORC_SAFETY;
             /* section 11: P', dP', D', dP' - D', dS' against fp32's overflow threshold, dP' and dS'
              * against the dtype's when they are rounded to it (dS' scaled when the scale is folded) */
             {
@@ -367,7 +382,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
         }
         /* dQ row (if sampled): scale * sum_j dS K_j */
         if (slot < 0) continue;
-        double *qh = calloc((size_t)D * 5, sizeof(double));
+        double *qh = calloc((size_t)D * 9, sizeof(double));
         if (!qh) { ok = 0; break; }
         double *ql = qh + D, *qp = qh + 2 * D, *qe = qh + 3 * D, *dq16 = qh + 4 * D;
         double n = (double)R->n;
@@ -380,14 +395,26 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
         if (!blkv) { free(qh); ok = 0; break; }
         double *wkq = wq, *woq = wq + Sk;
         for (int64_t j = jlo; j < jlo + span; j++) {
-            wkq[j] = mv[j] ? m[M_DSE][j] + kQ * m[M_DSM][j] : 0;
+            wkq[j] = mv[j] ? T[T_E][r * span + (j - jlo)] + kQ * m[M_DSM][j] : 0;
             woq[j] = mv[j] ? m[M_DSEO][j] + kQo * m[M_DSM][j] : 0;
         }
+        /* A_d = sum_j P_ij K_jd (5.9) in plain double blocks, and per key its error weight:
+         * the oracle's P error Pup pio plus gamma of the sum on Pup (parked in T_W, T_C) */
+        double *pa = T[T_W] + r * span;
+        double gA = orc_gamma(n + (double)span / ORC_PB + 18, ORC_U_D);
+        for (int64_t t = 0; t < span; t++) {
+            if (!vis[r * span + t]) continue;
+            int64_t j = jlo + t;
+            pa[t] = (m[M_PPIO][j] + gA * m[M_P1][j]) * ORC_SAFETY; /* M_P1 >= Pup, M_PPIO = Pup pio */
+        }
+        double *Asum = qh + 5 * D, *Aerr = qh + 6 * D, *Ascr = qh + 7 * D, *Ablk = qh + 8 * D;
         for (int64_t jb = jlo / ORC_PB * ORC_PB; jb <= jhi; jb += ORC_PB) {
             int64_t kb = jlo > jb ? jlo - jb : 0, ke = jhi - jb + 1 < ORC_PB ? jhi - jb + 1 : ORC_PB;
-            orc_wsum_p64(kb, ke, jb, mv, m[M_DS], wkq, woq, base ? m[M_DS16] : NULL, 1,
-                         kv->kp64 + (size_t)(jb / ORC_PB) * (size_t)nchk * ORC_PB * 8, D, blkv, qp, qe, dq16);
+            const double *kblk = kv->kp64 + (size_t)(jb / ORC_PB) * (size_t)nchk * ORC_PB * 8;
+            orc_wsum_p64(kb, ke, jb, mv, m[M_DS], wkq, woq, base ? m[M_DS16] : NULL, 1, kblk, D, blkv, qp, qe, dq16);
             for (int64_t d = 0; d < D; d++) { double e; two_sum(qh[d], blkv[d], &qh[d], &e); ql[d] += e; }
+            orc_wsum_p64(kb, ke, jb - jlo, mv + jlo, m[M_P] + jlo, pa, pa, NULL, 1, kblk, D, Ablk, Aerr, Ascr, NULL);
+            for (int64_t d = 0; d < D; d++) Asum[d] += Ablk[d];
         }
         double sumsafe = ORC_SAFETY * (1 + orc_gamma(n + 16, ORC_U_D));
         /* underflow of the dQ sum (9.4): k operand |dS| tau, product, add and scale
@@ -402,8 +429,11 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             int64_t e = slot * D + d;
             double val = c->scale * (qh[d] + ql[d]);
             double eo = fabs(c->scale) * qe[d] * sumsafe * ORC_SAFETY;
-            double pre = fabs(c->scale) * qp[d] * sumsafe;
+            /* + the row-common part of D' - D against |sum_j P_ij K_jd| (5.9) */
+            double pre = fabs(c->scale) * (qp[d] + dD_k * (fabs(Asum[d]) + Aerr[d])) * sumsafe;
             double bound = (pre + mk->u_out * (fabs(val) + eo + pre) + mk->f_out + fq) * ORC_SAFETY;
+            if (mk->u_out > 0) /* the RN store's reachable values (5.8) */
+                bound = orc_store_bound(val, eo, (pre + fq) * ORC_SAFETY, bound, c->dt, mk->tau >= 0x1p-126);
             bq->ref[e] = val;
             bq->orc_err[e] = eo;
             bq->bound[e] = bound;
@@ -750,6 +780,8 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 int ovf_e = ovf_k || (c.G > 1 && mk.gqa != FA_GQA_FUSED &&
                                       !(fabs(c.scale) * a->habs[d] + 2 * (double)c.G * eo + pre < thrdt));
                 double bound = (pre + mk.u_out * (fabs(val) + eo + pre) + mk.f_out + fk) * ORC_SAFETY;
+                if (mk.u_out > 0) /* the RN store's reachable values (5.8) */
+                    bound = orc_store_bound(val, eo, (pre + fk) * ORC_SAFETY, bound, c.dt, mk.tau >= 0x1p-126);
                 res->dk.ref[e] = val; res->dk.orc_err[e] = eo; res->dk.bound[e] = ncol[j] ? bound : 0;
                 res->dk.flags[e] = orc_value_flags(val) | (ncol[j] ? 0 : ORC_F_MASKED_ROW) |
                                    ((a->bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0) |
@@ -765,6 +797,8 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                 int ovf_e = ovf_v || (c.G > 1 && mk.gqa != FA_GQA_FUSED &&
                                       !(a->vhabs[d] + 2 * (double)c.G * eo + pre < thrdt));
                 double bound = (pre + mk.u_out * (fabs(val) + eo + pre) + mk.f_out + fv) * ORC_SAFETY;
+                if (mk.u_out > 0) /* the RN store's reachable values (5.8) */
+                    bound = orc_store_bound(val, eo, (pre + fv) * ORC_SAFETY, bound, c.dt, mk.tau >= 0x1p-126);
                 res->dv.ref[e] = val; res->dv.orc_err[e] = eo; res->dv.bound[e] = ncol[j] ? bound : 0;
                 res->dv.flags[e] = orc_value_flags(val) | (ncol[j] ? 0 : ORC_F_MASKED_ROW) |
                                    ((a->bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0) |
