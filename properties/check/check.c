@@ -300,6 +300,7 @@ void fc_check_opts_default(fc_check_opts *o) {
     o->determinism = 1;
     o->backward = -1;
     o->verbose = 0;
+    o->stress = 0;
 }
 
 /* Status of a call on a valid case: OK continues; UNSUPPORTED skips; anything
@@ -409,6 +410,8 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
             }
         }
     }
+    /* stress mode: only once every check above passed (a failing case needs no more runs) */
+    if (o->stress > 0 && (v->outcome == FC_PASS || v->outcome == FC_SKIP)) fc_check_stress(be, &c, o->stress, v);
 done:
     fc_run_free(&r1);
     if (second) fc_run_free(&r2);
