@@ -38,6 +38,31 @@ static void oracle_options(orc_options *opt) {
     opt->baseline = 0;
 }
 
+/* The sample of a sampled oracle call (0: every row/column), set only around one call. */
+static _Thread_local int64_t g_oracle_rows;
+
+static void oracle_sample(orc_options *opt, const fc_run *r) {
+    if (g_oracle_rows <= 0) return;
+    opt->max_rows = opt->max_cols = g_oracle_rows;
+    opt->seed = r->c.seed;
+}
+
+int fc_oracle_fwd_sampled(const fc_run *r, const fa_precision *prec, int64_t max_rows, orc_fwd_result *res, char *msg,
+                          size_t msglen) {
+    g_oracle_rows = max_rows;
+    int rc = fc_oracle_fwd(r, prec, res, msg, msglen);
+    g_oracle_rows = 0;
+    return rc;
+}
+
+int fc_oracle_bwd_sampled(const fc_run *r, const fa_precision *prec, int64_t max_rows, orc_bwd_result *res, char *msg,
+                          size_t msglen) {
+    g_oracle_rows = max_rows;
+    int rc = fc_oracle_bwd(r, prec, res, msg, msglen);
+    g_oracle_rows = 0;
+    return rc;
+}
+
 int fc_oracle_fwd(const fc_run *r, const fa_precision *prec, orc_fwd_result *res, char *msg, size_t msglen) {
     fa_fwd_args a;
     memset(&a, 0, sizeof a);
@@ -50,6 +75,7 @@ int fc_oracle_fwd(const fc_run *r, const fa_precision *prec, orc_fwd_result *res
     a.lse = host_lse(&r->buf[FC_T_LSE]);
     orc_options opt;
     oracle_options(&opt);
+    oracle_sample(&opt, r);
     fa_error err;
     memset(&err, 0, sizeof err);
     fa_status st = orc_fwd(&a, prec, &opt, res, &err);
@@ -77,6 +103,7 @@ int fc_oracle_bwd(const fc_run *r, const fa_precision *prec, orc_bwd_result *res
     a.deterministic = r->c.deterministic;
     orc_options opt;
     oracle_options(&opt);
+    oracle_sample(&opt, r);
     fa_error err;
     memset(&err, 0, sizeof err);
     fa_status st = orc_bwd(&a, prec, &opt, res, &err);

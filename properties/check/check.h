@@ -34,7 +34,8 @@
  *   "stress"       (only with fc_check_opts.stress = N > 0, after every check above
  *                  passed) the case at a size with many CTAs (fc_stress_case) run N
  *                  times while another thread loads the device (fc_stress_load_*):
- *                  the first run judged against the oracle, every later run bitwise
+ *                  the first run judged against the oracle (on FC_STRESS_ORACLE_ROWS
+ *                  sampled rows), every later run bitwise
  *                  equal to the first (forward; backward when args.deterministic) or,
  *                  for a nondeterministic backward, judged against the oracle too.
  * ------------------------------------------------------------------------- */
@@ -204,6 +205,13 @@ int64_t fc_check_written(const fc_run *r, int t, fc_verdict *v);
  * 0 on success, -1 with msg. */
 int fc_oracle_fwd(const fc_run *r, const fa_precision *prec, orc_fwd_result *res, char *msg, size_t msglen);
 int fc_oracle_bwd(const fc_run *r, const fa_precision *prec, orc_bwd_result *res, char *msg, size_t msglen);
+/* The same on a seeded sample (r's case seed) of at most max_rows rows (forward, dQ) and
+ * max_rows columns (dK, dV) of the oracle (orc_options.max_rows/max_cols); elements outside it
+ * are not judged. max_rows <= 0: every row, as above. Stress mode judges its large case so. */
+int fc_oracle_fwd_sampled(const fc_run *r, const fa_precision *prec, int64_t max_rows, orc_fwd_result *res, char *msg,
+                          size_t msglen);
+int fc_oracle_bwd_sampled(const fc_run *r, const fa_precision *prec, int64_t max_rows, orc_bwd_result *res, char *msg,
+                          size_t msglen);
 /* Vector number of (b, h, s) in an oracle block, or -1 when not computed. */
 int64_t fc_oracle_find(const orc_block *blk, int64_t b, int64_t h, int64_t s);
 
@@ -238,6 +246,9 @@ const fa_precision *fc_check_profile(const fa_backend *be);
 /* Rows (batch * heads_q * seqlen_q) the stress case reaches at least, when the work cap allows:
  * 32768 rows are 256 CTAs of 128 query rows (about 2 per SM on an H100), 512 of 64. */
 #define FC_STRESS_ROWS 32768
+/* Rows (and dK/dV columns) of the stress case's first run judged against the oracle, a seeded
+ * sample (fc_oracle_fwd_sampled); the later runs are compared with the first on every element. */
+#define FC_STRESS_ORACLE_ROWS 2048
 /* Largest stress case, in batch * heads_q * seqlen_q * seqlen_k * max(Dqk, Dv) (fc_case_work
  * below): bounds the oracle's cost of judging it (one forward and one backward). */
 #define FC_STRESS_MAX_WORK ((int64_t)1 << 26)

@@ -230,7 +230,7 @@ int64_t fc_check_stress(const fa_backend *be, const fc_case *c0, int runs, fc_ve
     fc_check_inputs_unchanged(first, t);
     if (stress_status(first, "forward", 0, t, &stop)) {
         for (int i = 0; i < 2; i++) fc_check_written(first, fwd_outs[i], t);
-        if (fc_oracle_fwd(first, fc_check_profile(be), &fres, msg, sizeof msg)) {
+        if (fc_oracle_fwd_sampled(first, fc_check_profile(be), FC_STRESS_ORACLE_ROWS, &fres, msg, sizeof msg)) {
             fc_verdict_fail(t, "harness", "%s", msg);
             stop = 1;
         } else {
@@ -244,7 +244,7 @@ int64_t fc_check_stress(const fa_backend *be, const fc_case *c0, int runs, fc_ve
         fc_check_inputs_unchanged(first, t);
         if (stress_status(first, "backward", 0, t, &stop)) {
             for (int i = 0; i < 3; i++) fc_check_written(first, bwd_outs[i], t);
-            if (fc_oracle_bwd(first, fc_check_profile(be), &bres, msg, sizeof msg)) {
+            if (fc_oracle_bwd_sampled(first, fc_check_profile(be), FC_STRESS_ORACLE_ROWS, &bres, msg, sizeof msg)) {
                 fc_verdict_fail(t, "harness", "%s", msg);
                 stop = 1;
             } else {

@@ -3,10 +3,10 @@
 #
 # GPU mutation testing of the CUDA kernels (kernels/cuda/tests/mutants/BUILD). One fixed budget for
 # every backend, `flashcheck certify` with:
-#     --quick --fuzz-seconds $FUZZ_S --stress $STRESS --timeout 120
-# (the quick fixed sweep and property suite, API misuse, a FUZZ_S-second fuzz step, and stress
-# mode: every case rerun STRESS times at many CTAs under concurrent GPU load, outputs compared
-# bitwise). The control (the shipped objects through the same .so path) must be CERTIFIED (exit 0);
+#     --quick --fuzz-seconds $FUZZ_S --jobs 2 --stress $STRESS --timeout 120
+# (the quick fixed sweep and property suite, API misuse, a FUZZ_S-second fuzz step with 2 workers,
+# and stress mode: every sweep case that passes rerun STRESS times at many CTAs under a concurrent
+# GPU load, outputs compared bitwise and, on a sample of rows, with the oracle). The control (the shipped objects through the same .so path) must be CERTIFIED (exit 0);
 # every scored mutant must be NOT CERTIFIED (exit 1: killed). A harness error (exit 3 or 4, or a
 # crash of flashcheck itself) is neither a kill nor a pass: the test fails and says so. Mutants after
 # --big-only are equivalent below 2^31 elements: run and reported, not scored.
@@ -14,8 +14,8 @@
 # mutation score; exits 0 only when the control passes and every scored mutant is killed.
 # The budget can be set with the first two options; the Bazel target uses the defaults.
 set -uo pipefail
-FUZZ_S=10
-STRESS=4
+FUZZ_S=5
+STRESS=3
 JOBS=${MUTATION_JOBS:-4}
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -39,7 +39,7 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L 2>/dev/null | grep
 fi
 work=${TEST_TMPDIR:-$(mktemp -d)}/mutation
 rm -rf "$work"; mkdir -p "$work"
-budget=(--quick --fuzz-seconds "$FUZZ_S" --stress "$STRESS" --timeout 120 --quiet)
+budget=(--quick --fuzz-seconds "$FUZZ_S" --jobs 2 --stress "$STRESS" --timeout 120 --quiet)
 echo "mutation_test: budget: flashcheck certify ${budget[*]} (each backend; $JOBS at a time)"
 
 run_one() { # name so -> writes $work/name.{rc,time,out}
@@ -49,6 +49,7 @@ run_one() { # name so -> writes $work/name.{rc,time,out}
   echo $? > "$work/$name.rc"
   t1=$(date +%s.%N)
   python3 -c "print('%.1f' % ($t1 - $t0))" > "$work/$name.time"
+  echo "  finished $name: exit $(cat "$work/$name.rc") after $(cat "$work/$name.time") s"
 }
 name_of() { local b; b=$(basename "$1" .so); echo "${b#lib}"; }
 
