@@ -101,19 +101,25 @@ static void *load_cuda(void *arg) {
         return NULL;
     }
     cudaStream_t s = NULL;
+    cudaEvent_t done = NULL;
     void *a = NULL, *b = NULL;
     e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    /* a blocking-sync event: this thread sleeps while its copies run (a spinning wait would take
+       a core from the harness's own threads: the load is for the device, not the host) */
+    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&done, cudaEventBlockingSync | cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaMalloc(&a, n);
     if (e == cudaSuccess) e = cudaMalloc(&b, n);
     if (e == cudaSuccess) e = cudaMemsetAsync(a, 0x3c, n, s);
     while (e == cudaSuccess && !__atomic_load_n(&l->stop, __ATOMIC_ACQUIRE)) {
         e = cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s);
         if (e == cudaSuccess) e = cudaMemcpyAsync(a, b, n, cudaMemcpyDeviceToDevice, s);
-        if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+        if (e == cudaSuccess) e = cudaEventRecord(done, s);
+        if (e == cudaSuccess) e = cudaEventSynchronize(done);
         if (e == cudaSuccess) __atomic_add_fetch(&l->copies, 2, __ATOMIC_RELAXED);
     }
     if (e != cudaSuccess) snprintf(l->msg, sizeof l->msg, "device load stopped: %s", cudaGetErrorString(e));
     if (s) cudaStreamSynchronize(s);
+    if (done) cudaEventDestroy(done);
     if (a) cudaFree(a);
     if (b) cudaFree(b);
     if (s) cudaStreamDestroy(s);
