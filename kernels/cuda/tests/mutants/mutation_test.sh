@@ -4,9 +4,10 @@
 # GPU mutation testing of the CUDA kernels (kernels/cuda/tests/mutants/BUILD). One fixed budget for
 # every backend, `flashcheck certify` with:
 #     --quick --fuzz-seconds $FUZZ_S --jobs 2 --stress $STRESS --timeout 120
-# (the quick fixed sweep and property suite, API misuse, a FUZZ_S-second fuzz step with 2 workers,
-# and stress mode: every sweep case that passes rerun STRESS times at many CTAs under a concurrent
-# GPU load, outputs compared bitwise and, on a sample of rows, with the oracle). The control (the shipped objects through the same .so path) must be CERTIFIED (exit 0);
+# (default FUZZ_S = 0, STRESS = 3: the quick fixed sweep and property suite, API misuse, and stress
+# mode: every sweep case that passes rerun STRESS times at many CTAs under a concurrent GPU load,
+# outputs compared bitwise and, on a sample of rows, with the oracle; no fuzz step, so the budget is
+# the same cases every time: a kill is reproducible from the failure files of the report). The control (the shipped objects through the same .so path) must be CERTIFIED (exit 0);
 # every scored mutant must be NOT CERTIFIED (exit 1: killed). A harness error (exit 3 or 4, or a
 # crash of flashcheck itself) is neither a kill nor a pass: the test fails and says so. Mutants after
 # --big-only are equivalent below 2^31 elements: run and reported, not scored.
@@ -15,7 +16,7 @@
 # The budget can be set with the first two options; the Bazel target uses the defaults.
 set -uo pipefail
 ANY_DEVICE=0
-FUZZ_S=5
+FUZZ_S=0
 STRESS=3
 NCPU=$(nproc 2>/dev/null || echo 4)
 JOBS=${MUTATION_JOBS:-$(( NCPU >= 16 ? 4 : 1 ))}
