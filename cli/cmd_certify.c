@@ -28,7 +28,7 @@
 static const char *certify_help =
     "usage: flashcheck certify [--backend B] [--out DIR] [--baseline REPORT.json] [--quick]\n"
     "                          [--fuzz-seconds N] [--jobs N] [--sanitizer] [--timeout SEC] [--quiet]\n"
-    "                          [--profile NAME]\n"
+    "                          [--profile NAME] [--stress N]\n"
     "\n"
     "Certifies a backend: (1) a fixed sweep of awkward cases, grouped in categories (shapes at tile\n"
     "boundaries +-1, primes, 0 and 1; causal alignments with Sq != Sk; windows; additive masks incl.\n"
@@ -63,6 +63,9 @@ static const char *certify_help =
     "  --sanitizer         run compute-sanitizer passes (CUDA backends; compute-sanitizer on PATH)\n"
     "  --timeout SEC       per-case watchdog (default 300, at least 1)\n"
     "  --quiet             no progress line (there is none when stderr is not a terminal)\n"
+    "  --stress N          stress mode (N >= 2 runs): every sweep case that passes is also run N times at a\n"
+    "                      size with many CTAs under a concurrent device load and compared bitwise and with the\n"
+    "                      oracle (properties/check/check.h \"stress\"); the fuzz step likewise\n"
     "  --profile NAME      judge by the named precision preset (tensorcore, fp32, torch-flash, torch-efficient,\n"
     "                      torch-cudnn, torch-math, torch-math-lowp) instead of the backend's profile\n"
     "\n"
@@ -129,6 +132,7 @@ typedef struct {
     fa_limits lim;
     fa_memspace mem;
     int has_bwd;
+    int stress;              /* --stress N: 0 off, N >= 2 runs (fz_run.h: the jobs' determinism value) */
     char out[4096];
     cat_result cat[CAT_COUNT];
     fz_iso_job *jobs;
@@ -174,7 +178,9 @@ static int build_sweep(certify_ctx *x, int quick)
     for (int64_t i = 0; i < n; i++) {
         x->jobs[i].c = x->entries[i].c;
         x->jobs[i].prop = x->entries[i].prop;
-        x->jobs[i].determinism = x->entries[i].determinism;
+        /* --stress N rides on the determinism value (fz_run.h); entries without the re-run (the
+           > 2^31-element calls) keep none */
+        x->jobs[i].determinism = x->stress && x->entries[i].determinism ? x->stress : x->entries[i].determinism;
         x->job_cat[i] = x->entries[i].category;
     }
     x->njobs = n;
@@ -334,6 +340,7 @@ static void run_fuzz(certify_ctx *x, double seconds, int jobs)
     cfg.seeds_dir = cli_seeds_default();
     cfg.workers = jobs > 0 ? jobs : fz_camp_default_workers(sysconf(_SC_NPROCESSORS_ONLN));
     if (!x->has_bwd) cfg.budget.backward = 0;
+    if (x->stress) cfg.determinism = x->stress;
     fz_camp_stats st;
     char msg[256];
     if (fz_camp_run(&cfg, &st, msg, sizeof msg) != 0) { cr->run = 1; cr->not_judged = 1; snprintf(cr->note, sizeof cr->note, "harness error: %.230s", msg); return; }
@@ -633,6 +640,7 @@ int cli_certify(int argc, char **argv)
             if (fa_precision_preset(v, &x->prof_val, &perr) != FA_OK) return cli_usage_error("certify", "--profile: %s", perr.msg);
             x->profile = v;
         }
+        else if ((r = cli_opt(argc, argv, &i, "--stress", &v))) { if (r < 0 || cli_parse_i64(v, 2, 1000, &k)) return cli_usage_error("certify", "--stress needs a number of runs in [2, 1000]"); x->stress = (int)k; }
         else if (strcmp(argv[i], "--quick") == 0) quick = 1;
         else if (strcmp(argv[i], "--sanitizer") == 0) sanitizer = 1;
         else if (strcmp(argv[i], "--quiet") == 0) quiet = 1;

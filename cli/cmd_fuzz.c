@@ -16,7 +16,7 @@ static const char *fuzz_help =
     "usage: flashcheck fuzz [--backend B] [--jobs N | --gpus LIST] [--time SEC] [--cases N]\n"
     "                       [--corpus DIR] [--findings DIR] [--seeds DIR] [--max-seq N] [--max-dim N]\n"
     "                       [--max-batch N] [--max-heads N] [--forward-only] [--timeout SEC] [--seed S]\n"
-    "                       [--no-determinism] [--quiet] [--profile NAME] [--oracle auto|cpu|gpu]\n"
+    "                       [--no-determinism] [--stress N] [--quiet] [--profile NAME] [--oracle auto|cpu|gpu]\n"
     "\n"
     "A coverage- and error-guided campaign: each worker mutates cases from the shared corpus\n"
     "(shapes at tile boundaries +-1, 0, 1, primes; permuted/padded/offset layouts; masks with\n"
@@ -43,6 +43,11 @@ static const char *fuzz_help =
     "                   as a hang if it times out again (default 60, at least 1)\n"
     "  --seed S         campaign seed (default 1)\n"
     "  --no-determinism skip the bitwise re-run of each case (about 2x faster)\n"
+    "  --stress N       stress mode: each case that passes is also run N times at a size with many CTAs\n"
+    "                   (batch raised toward 32768 query rows) while another thread loads the device (a\n"
+    "                   quarter of its free memory copied without pause), compared bitwise across the runs\n"
+    "                   and against the oracle (properties/check/check.h \"stress\"): races and\n"
+    "                   schedule-dependent results that two runs of a small case rarely show\n"
     "  --quiet          no per-finding lines\n"
     "  --oracle TIER    the oracle tier that verifies each call: auto (default: the GPU tier for a CUDA\n"
     "                   backend's large calls, B*Hq*Sq*Sk*max(D) >= 2^24, when a device is usable; else the\n"
@@ -93,7 +98,7 @@ int cli_fuzz(int argc, char **argv)
     const char *fz_default_corpus = cfg.corpus_dir, *fz_default_findings = cfg.findings_dir;
     int64_t jobs = 0;
     const char *gpus = NULL;
-    int seeds_given = 0;
+    int seeds_given = 0, stress = 0;
     const char *profile = NULL;
     fc_oracle_tier oracle = FC_ORACLE_AUTO;
     fa_precision prof;
@@ -129,9 +134,14 @@ int cli_fuzz(int argc, char **argv)
         }
         else if (strcmp(argv[i], "--forward-only") == 0) cfg.budget.backward = 0;
         else if (strcmp(argv[i], "--no-determinism") == 0) cfg.determinism = 0;
+        else if ((r = cli_opt(argc, argv, &i, "--stress", &v))) { NEED(!cli_parse_i64(v, 2, 1000, &x), "--stress needs a number of runs in [2, 1000]"); stress = (int)x; }
         else if (strcmp(argv[i], "--quiet") == 0) cfg.quiet = 1;
         else return cli_usage_error("fuzz", "unknown option or argument '%s'", argv[i]);
 #undef NEED
+    }
+    if (stress) {
+        if (!cfg.determinism) return cli_usage_error("fuzz", "--stress compares runs bitwise: it cannot go with --no-determinism");
+        cfg.determinism = stress; /* fz_run.h: N >= 2 is stress mode with N runs */
     }
     if (cfg.seconds == 0 && cfg.max_cases == 0)
         fprintf(stderr, "flashcheck fuzz: no --time or --cases limit: running until Ctrl-C\n");

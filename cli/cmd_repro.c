@@ -19,7 +19,7 @@
 /* shared                                                                    */
 
 static const char *repro_help =
-    "usage: flashcheck repro FILE [--backend cpu|cuda|PATH.so] [--timeout SEC] [--no-determinism]\n"
+    "usage: flashcheck repro FILE [--backend cpu|cuda|PATH.so] [--timeout SEC] [--no-determinism] [--stress N]\n"
     "\n"
     "Replays a repro file (a finding from `flashcheck fuzz`/the fuzz targets, a regression, a .min)\n"
     "on the backend, in a child process with a watchdog (a kernel fault or a hang is reported, not\n"
@@ -31,6 +31,8 @@ static const char *repro_help =
     "  --backend B        backend to run (default: CUDA when a GPU is present, else CPU)\n"
     "  --timeout SEC      a case running longer is a hang (default 120, at least 1)\n"
     "  --no-determinism   skip the second run that checks bitwise reproducibility\n"
+    "  --stress N         stress mode, N >= 2 runs (as certify/fuzz --stress: the case at many CTAs under a\n"
+    "                     concurrent load, compared bitwise and with the oracle): replays a \"stress\" finding\n"
     "\n"
     "exit: 0 the case passes (the failure does not reproduce), 1 it fails, 2 bad case file (empty,\n"
     "      no shape, an invalid or overflowing problem) or option, 3 backend cannot be loaded,\n"
@@ -95,6 +97,10 @@ static int parse_common(const char *sub, int argc, char **argv, repro_opts *o, i
                 return cli_usage_error(sub, "--max-runs needs an integer in [1, 1000000]");
         } else if (strcmp(argv[i], "--no-determinism") == 0) {
             o->determinism = 0;
+        } else if (!shrink && (r = cli_opt(argc, argv, &i, "--stress", &v))) {
+            int64_t n;
+            if (r < 0 || cli_parse_i64(v, 2, 1000, &n)) return cli_usage_error(sub, "--stress needs a number of runs in [2, 1000]");
+            o->determinism = (int)n; /* fz_run.h: N >= 2 is stress mode with N runs */
         } else if (shrink && strcmp(argv[i], "--any-failure") == 0) {
             o->any_failure = 1;
         } else if (shrink && strcmp(argv[i], "--quiet") == 0) {

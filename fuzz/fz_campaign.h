@@ -56,7 +56,8 @@ typedef struct {
     double case_timeout_s;      /* a case running longer is a hang (default 60) */
     uint64_t seed;
     fz_budget budget;
-    int determinism;            /* run each case twice and compare bitwise (default 1) */
+    int determinism;            /* run each case twice and compare bitwise (default 1); N >= 2: also stress
+                                   mode, N runs of the many-CTA case under load (fz_run.h) */
     int status_line;            /* print the live status line to stderr */
     int quiet;                  /* no per-finding lines */
     int omp_threads;            /* > 0: each worker calls omp_set_num_threads(omp_threads) before its

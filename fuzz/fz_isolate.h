@@ -58,7 +58,7 @@ void fz_iso_run(const char *backend_name, const fc_case *c, int determinism, dou
 typedef struct {
     fc_case c;
     int prop;
-    int determinism;
+    int determinism;   /* 0, 1, or N >= 2: stress mode with N runs (fz_run.h) */
 } fz_iso_job;
 typedef void (*fz_iso_cb)(void *user, int64_t index, const fz_run_result *r);
 int fz_iso_batch(const char *backend_name, const fz_iso_job *jobs, int64_t n, double timeout_s,

@@ -83,7 +83,8 @@ void fz_run_case(const fa_backend *be, const fc_case *c, int determinism, fz_run
     fc_verdict *v = malloc(sizeof *v);
     fc_check_opts o;
     fc_check_opts_default(&o);
-    o.determinism = determinism;
+    o.determinism = determinism != 0;
+    o.stress = determinism >= 2 ? determinism : 0; /* fz_run.h: N >= 2 is stress mode with N runs */
     if (!v) { memset(r, 0, sizeof *r); r->klass = FZ_OUT_ERROR; return; }
     fz_run_backend_s = 0;
     double t0 = fz_now();

@@ -44,8 +44,11 @@ typedef struct {
     double backend_s;        /* of which inside backend calls (-1 without the phase hook) */
 } fz_run_result;
 
-/* Check c on be (determinism re-run when `determinism`), fill r and, when f is
- * non-NULL, add the geometry, ratio and outcome features to f. */
+/* Check c on be, fill r and, when f is non-NULL, add features. determinism: 0 no re-run, 1 the
+ * bitwise re-run (check.h "determinism"), N >= 2 that and stress mode with N runs of the many-CTA
+ * case under load (check.h "stress", fc_check_opts.stress = N); the same meaning wherever a
+ * `determinism` value reaches fz_run_case (fz_iso_run, fz_iso_job, fz_camp_cfg). The features
+ * added to f: geometry, ratio and outcome. */
 void fz_run_case(const fa_backend *be, const fc_case *c, int determinism, fz_run_result *r, fz_feat *f);
 
 /* Where a running case is: set through the hook so that a watchdog in another

@@ -64,7 +64,10 @@ typedef struct {
     int bf16;
     float scale;
     int64_t q_st[4], k_st[4], v_st[4], mask_st[4];
+    int reverse_dots; /* mutant fwd_order_varies_at_scale: this call sums the dot products reversed */
 } cpu_fwd_plan;
+
+static unsigned cpu_fwd_call_counter; /* only the fwd_order_varies_at_scale mutant reads it */
 
 static void cpu_fwd_unit(const cpu_fwd_plan *pl, int64_t b, int64_t h, int64_t i0,
                          cpu_fwd_scratch *w) {
@@ -78,7 +81,7 @@ static void cpu_fwd_unit(const cpu_fwd_plan *pl, int64_t b, int64_t h, int64_t i
     const int mut_mul = cpu_mut(CPU_MUT_MASK_BY_MULTIPLY);
     const int mut_noshift = cpu_mut(CPU_MUT_P_NOT_SHIFTED);
     const int mut_norescale = cpu_mut(CPU_MUT_RESCALE_MISSING);
-    const int mut_batch_order = cpu_mut(CPU_MUT_BATCH_DEPENDENT_ORDER) && p->batch > 1;
+    const int mut_batch_order = (cpu_mut(CPU_MUT_BATCH_DEPENDENT_ORDER) && p->batch > 1) || pl->reverse_dots;
 
     float m[CPU_TILE_Q], l[CPU_TILE_Q];
     cpu_row_range range[CPU_TILE_Q];
@@ -212,6 +215,9 @@ fa_status cpu_forward_mode(const fa_fwd_args *a, int ftz, fa_error *err) {
     pl.p = p;
     pl.bf16 = p->dtype == FA_BF16;
     pl.scale = fa_effective_scale(p);
+    pl.reverse_dots = 0;
+    if (cpu_mut(CPU_MUT_FWD_ORDER_AT_SCALE) && p->batch * p->heads_q * p->seqlen_q >= 4096)
+        pl.reverse_dots = (int)(__atomic_fetch_add(&cpu_fwd_call_counter, 1u, __ATOMIC_RELAXED) & 1u);
     const int64_t qdim[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk};
     const int64_t kdim[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk};
     const int64_t vdim[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v};

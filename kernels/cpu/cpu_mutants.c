@@ -74,6 +74,12 @@ static const struct { const char *name, *description; } cpu_mutant_table[CPU_MUT
         "heuristics pick theirs from the number of CTAs); every result stays within the oracle's "
         "bound, but a row's LSE and O bits depend on the batch it runs in: only batch invariance "
         "(the row run alone, B = 1) shows it."},
+    [CPU_MUT_FWD_ORDER_AT_SCALE] = {"fwd_order_varies_at_scale",
+        "Forward: on calls with at least 4096 query rows (batch * heads_q * seqlen_q), every other "
+        "call (a per-call counter) sums the score dot products in reverse order, as a kernel whose "
+        "reduction order follows the scheduler only once the grid has many CTAs; results stay "
+        "within the oracle's bound and small calls are reproducible, so only reruns at a size with "
+        "many work units (stress mode, properties/check/check.h \"stress\") show it."},
 };
 
 // ----------------------------------------------------------------------------

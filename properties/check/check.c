@@ -104,6 +104,18 @@ void fc_oracle_host_bwd_args(const fc_run *r, fa_bwd_args *out) {
     *out = a;
 }
 
+/* Stress mode's sampled calls (check.h): max_rows rows and as many columns, the current tier. */
+int fc_oracle_fwd_sampled(const fc_run *r, const fa_precision *prec, int64_t max_rows, orc_fwd_result *res, char *msg,
+                          size_t msglen) {
+    return fc_oracle_fwd_plan(r, prec, fc_check_oracle(), max_rows > 0 ? max_rows : 0, res, NULL, msg, msglen);
+}
+
+int fc_oracle_bwd_sampled(const fc_run *r, const fa_precision *prec, int64_t max_rows, orc_bwd_result *res, char *msg,
+                          size_t msglen) {
+    int64_t n = max_rows > 0 ? max_rows : 0;
+    return fc_oracle_bwd_plan(r, prec, fc_check_oracle(), n, n, res, NULL, msg, msglen);
+}
+
 int64_t fc_oracle_find(const orc_block *blk, int64_t b, int64_t h, int64_t s) {
     int64_t lo = 0, hi = blk->n - 1;
     while (lo <= hi) {
@@ -319,6 +331,7 @@ void fc_check_opts_default(fc_check_opts *o) {
     o->verbose = 0;
     o->max_rows = -1;
     o->max_cols = -1;
+    o->stress = 0;
 }
 
 /* Status of a call on a valid case: OK continues; UNSUPPORTED skips; anything
@@ -430,6 +443,8 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
             }
         }
     }
+    /* stress mode: only once every check above passed (a failing case needs no more runs) */
+    if (o->stress > 0 && (v->outcome == FC_PASS || v->outcome == FC_SKIP)) fc_check_stress(be, &c, o->stress, v);
 done:
     fc_run_free(&r1);
     if (second) fc_run_free(&r2);

@@ -31,6 +31,13 @@
  *                  not judged, so a case with any of them is SKIP, never PASS.
  *   "determinism"  a second run (fresh buffers, other poison) differs bitwise
  *                  (forward always; backward when args.deterministic).
+ *   "stress"       (only with fc_check_opts.stress = N > 0, after every check above
+ *                  passed) the case at a size with many CTAs (fc_stress_case) run N
+ *                  times while another thread loads the device (fc_stress_load_*):
+ *                  the first run judged against the oracle (on FC_STRESS_ORACLE_ROWS
+ *                  sampled rows), every later run bitwise
+ *                  equal to the first (forward; backward when args.deterministic) or,
+ *                  for a nondeterministic backward, judged against the oracle too.
  * ------------------------------------------------------------------------- */
 #ifndef FLASHCHECK_CHECK_H
 #define FLASHCHECK_CHECK_H
@@ -246,6 +253,13 @@ int fc_oracle_fwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier
 int fc_oracle_bwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier t, int64_t rows, int64_t cols,
                        orc_bwd_result *res, int *used_gpu, char *msg, size_t msglen);
 
+/* The same on a seeded sample (r's case seed) of at most max_rows rows (forward, dQ) and
+ * max_rows columns (dK, dV) of the oracle (orc_options.max_rows/max_cols); elements outside it
+ * are not judged. max_rows <= 0: every row, as above. Stress mode judges its large case so. */
+int fc_oracle_fwd_sampled(const fc_run *r, const fa_precision *prec, int64_t max_rows, orc_fwd_result *res, char *msg,
+                          size_t msglen);
+int fc_oracle_bwd_sampled(const fc_run *r, const fa_precision *prec, int64_t max_rows, orc_bwd_result *res, char *msg,
+                          size_t msglen);
 /* Vector number of (b, h, s) in an oracle block, or -1 when not computed. */
 int64_t fc_oracle_find(const orc_block *blk, int64_t b, int64_t h, int64_t s);
 
@@ -264,6 +278,7 @@ typedef struct {
     int verbose;       /* print the verdict to stderr on failure */
     int64_t max_rows;  /* oracle rows (O, LSE, dQ): -1 (default) fc_check_sample_plan, 0 all, > 0 a seeded sample */
     int64_t max_cols;  /* oracle columns (dK, dV): the same */
+    int stress;        /* 0 (default): off; N >= 1: stress mode, N runs of the many-CTA case ("stress") */
 } fc_check_opts;
 void fc_check_opts_default(fc_check_opts *o);
 
@@ -284,6 +299,41 @@ void fc_check_sample_plan(const fc_case *c, const fc_check_opts *o, int64_t *max
  * be->precision. fc_check_set_profile(NULL) goes back to the declared profiles. */
 void fc_check_set_profile(const fa_precision *prof);
 const fa_precision *fc_check_profile(const fa_backend *be);
+
+/* ---------------------------------------------------------------------------
+ * Stress mode (stress.c): races and schedule-dependent results show only at sizes with many
+ * CTAs (work units), under load, over many runs; two runs of a small case rarely differ.
+ * ------------------------------------------------------------------------- */
+/* Rows (batch * heads_q * seqlen_q) the stress case reaches at least, when the work cap allows:
+ * 32768 rows are 256 CTAs of 128 query rows (about 2 per SM on an H100), 512 of 64. */
+#define FC_STRESS_ROWS 32768
+/* Rows (and dK/dV columns) of the stress case's first run judged against the oracle, a seeded
+ * sample (fc_oracle_fwd_sampled); the later runs are compared with the first on every element. */
+#define FC_STRESS_ORACLE_ROWS 2048
+/* Largest stress case, in batch * heads_q * seqlen_q * seqlen_k * max(Dqk, Dv) (fc_case_work
+ * below): bounds the oracle's cost of judging it (one forward and one backward). */
+#define FC_STRESS_MAX_WORK ((int64_t)1 << 26)
+/* B * Hq * Sq * Sk * max(Dqk, Dv) of c. */
+int64_t fc_case_work(const fc_case *c);
+/* The stress size of c: c with its batch raised (never lowered) toward FC_STRESS_ROWS rows
+ * within FC_STRESS_MAX_WORK; everything else (shape edges, masks, layouts, values, seed) is c's.
+ * Returns the new batch (c's own when it cannot grow). */
+int64_t fc_stress_case(const fc_case *c, fc_case *out);
+
+/* A load beside the runs under test: for a CUDA backend a thread with its own non-blocking
+ * stream that holds a quarter of the free device memory (at most 2 GiB: memory pressure) and
+ * copies it device to device without pause (bandwidth and SM contention); for a host backend a
+ * thread copying between two 64 MiB buffers, 4 MiB a copy (memory bandwidth and a core). Never a finding: when it cannot start, the runs go on without it
+ * and fc_stress_load_stop says so (msg). */
+typedef struct fc_stress_load fc_stress_load;
+fc_stress_load *fc_stress_load_start(const fa_backend *be);
+/* Copies made so far (a running load: a test waits for the first). */
+int64_t fc_stress_load_copies(const fc_stress_load *l);
+/* Stop and free; returns the number of copies the load made, -1 when it ran none (msg says why). */
+int64_t fc_stress_load_stop(fc_stress_load *l, char *msg, size_t msglen);
+
+/* The stress check of c (what "stress" above says), reasons into v. Returns the problems found. */
+int64_t fc_check_stress(const fa_backend *be, const fc_case *c, int runs, fc_verdict *v);
 
 /* Run c on be and check everything listed at the top. Returns v->outcome. */
 fc_outcome fc_check_case(const fa_backend *be, const fc_case *c, const fc_check_opts *o, fc_verdict *v);

@@ -112,6 +112,11 @@ static int oracle_free(const char *check) {
     return 0;
 }
 
+/* Mutants whose bug shows only at sizes with many work units over many runs: this budget's small
+ * cases cannot reach them by design (stress mode does: //tests/properties:stress_test asserts that
+ * it catches each and that the plain checks do not). Counted apart, not as survivors. */
+static int stress_only(const char *name) { return !strcmp(name, "fwd_order_varies_at_scale"); }
+
 static int has_word(const char *list, const char *w) {
     size_t n = strlen(w);
     for (const char *p = list; (p = strstr(p, w)) != NULL; p += n)
@@ -137,7 +142,14 @@ int main(int argc, char **argv) {
     printf("correct backend: %d failing items over the budget (%d cases x (checks + %d properties))\n", ok.failures,
            N_BUDGET, fc_prop_count());
     if (ok.failures) printf("  FALSE ALARM: first [%s] at %s: %s\n", ok.first_check, ok.first_where, ok.first_text);
+    int n_stress_only = 0;
     for (int id = 1; id < n; id++) {
+        if (stress_only(fa_cpu_mutant_name(id))) {
+            n_stress_only++;
+            printf("stress   %-34s not in this budget (stress mode only: //tests/properties:stress_test)\n",
+                   fa_cpu_mutant_name(id));
+            continue;
+        }
         if (fa_cpu_set_mutant(id) != 0) {
             printf("FAIL: cannot select mutant %d\n", id);
             return 1;
@@ -176,9 +188,10 @@ int main(int argc, char **argv) {
             printf("FAIL: property %s caught no mutant: nothing shows it can fail\n", fc_prop_table[p].name);
             dead++;
         }
-    printf("caught by a property: %d/%d; caught by an oracle-free check or property: %d/%d\n", caught_props, n - 1,
-           caught_free, n - 1);
-    printf("mutation score: %d/%d caught; correct backend false alarms: %d (%.1f s CPU)\n", caught, n - 1, ok.failures,
+    printf("caught by a property: %d/%d; caught by an oracle-free check or property: %d/%d\n", caught_props,
+           n - 1 - n_stress_only, caught_free, n - 1 - n_stress_only);
+    printf("mutation score: %d/%d caught (%d stress-only mutant(s) apart); correct backend false alarms: %d (%.1f s CPU)\n",
+           caught, n - 1 - n_stress_only, n_stress_only, ok.failures,
            (double)(clock() - t0) / CLOCKS_PER_SEC);
     return (survivors || ok.failures || dead) ? 1 : 0;
 }
