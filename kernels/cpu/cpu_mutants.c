@@ -74,6 +74,27 @@ static const struct { const char *name, *description; } cpu_mutant_table[CPU_MUT
         "heuristics pick theirs from the number of CTAs); every result stays within the oracle's "
         "bound, but a row's LSE and O bits depend on the batch it runs in: only batch invariance "
         "(the row run alone, B = 1) shows it."},
+    [CPU_MUT_TABLE_STRIDE] = {"block_table_stride",
+        "Forward and backward, paged K/V: block-table row b is read at b * max_pages_per_seq "
+        "instead of b * table_stride (an entry outside the pool wraps into it); only wrong with "
+        "batch >= 2 and a table whose rows are padded (table_stride > max_pages_per_seq)."},
+    [CPU_MUT_SOFTCAP_NO_DERIVATIVE] = {"softcap_derivative_missing",
+        "Backward with softcap: dS is not multiplied by 1 - tanh^2, the derivative of the cap; "
+        "dQ and dK are wrong wherever a score is not small against the cap; the forward is right."},
+    [CPU_MUT_SINK_LEFT_OUT] = {"sink_left_out",
+        "Forward with sinks: the sink logit is left out of the softmax denominator and the LSE "
+        "(a plain softmax); wrong in every row unless exp(sink) is negligible against the row sum."},
+    [CPU_MUT_VARLEN_PREV_OFFSET] = {"varlen_prev_offset",
+        "Forward and backward, packed K/V (cu_seqlens_k): sequence b > 0 reads its keys from the "
+        "start of sequence b - 1 (cu_seqlens_k[b-1]); only with batch >= 2 and a non-empty earlier "
+        "sequence."},
+    [CPU_MUT_SEQUSED_IGNORED] = {"seqused_k_ignored",
+        "Forward and backward with seqused_k: each sequence uses all its allocated keys (the "
+        "cu_seqlens_k span or seqlen_k), or with a paged cache its whole last page; only when "
+        "seqused_k[b] is below that."},
+    [CPU_MUT_DSINK_SIGN] = {"dsink_sign",
+        "Backward with sinks: dsinks = + sum exp(sink - lse) D instead of minus; only dsinks is "
+        "wrong, and only where that sum is not zero."},
 };
 
 // ----------------------------------------------------------------------------

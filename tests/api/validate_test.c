@@ -311,42 +311,37 @@ static void test_fwd_limits(void **state) {
     (V3_PAGED(a), (a).dk.stride[0] = 48, (a).dk.stride[1] = 16, (a).dv.stride[0] = 48, (a).dv.stride[1] = 16)
 #define V3_SINKS(a) (v3_sinks[0] = 0.5f, (a).p.has_sinks = 1, (a).sinks = v3_sinks)
 
-static fa_limits v3_all(void) {
-    fa_limits l = fa_backend_cpu()->limits;
-    l.supports_varlen = l.supports_paged = l.supports_softcap = l.supports_sinks = 1;
-    return l;
-}
+/* The CPU backend claims every contract-v3 feature: the checks below run on
+ * fa_validate_* with its limits AND on its forward / backward (no write on rejection). */
 
 static void test_v3_valid(void **state) {
     (void)state;
-    fa_limits all = v3_all();
-    FWD_LIM("varlen q and k", V3_VARLEN(a), all, FA_OK, "");
-    FWD_LIM("varlen q only (dense k)", (V3_VARLEN(a), a.varlen.cu_seqlens_k = NULL), all, FA_OK, "");
-    FWD_LIM("varlen with seqused_k", (V3_VARLEN(a), V3_USED(a)), all, FA_OK, "");
-    FWD_LIM("seqused_k on dense k", (a.mask.ptr = NULL, V3_USED(a)), all, FA_OK, "");
-    FWD_LIM("empty sequences inside a batch", (V3_VARLEN(a), v3_cu_q[1] = 0, v3_cu_k[1] = 0, v3_cu_k[2] = 5),
-            all, FA_OK, "");
-    FWD_LIM("batch 0 with cu = {0}", (V3_VARLEN(a), a.p.batch = 0), all, FA_OK, "");
-    FWD_LIM("packed q ignores q.stride[0] (even negative)", (V3_VARLEN(a), a.q.stride[0] = -5), all, FA_OK, "");
-    FWD_LIM("o after the LAST packed row of q (inside q's dense extent) is valid",
-            (V3_VARLEN(a), a.o.ptr = c.q.buf + 5 * 32), all, FA_OK, "");
-    FWD_LIM("packed lse ignores lse.stride[0]", (V3_VARLEN(a), a.lse.stride[0] = -1), all, FA_OK, "");
-    FWD_LIM("paged", V3_PAGED(a), all, FA_OK, "");
-    FWD_LIM("paged with seqused_k", (V3_PAGED(a), V3_USED(a)), all, FA_OK, "");
-    FWD_LIM("paged with varlen q", (V3_PAGED(a), V3_VARLEN(a), a.varlen.cu_seqlens_k = NULL), all, FA_OK, "");
-    FWD_LIM("table entries past the used pages are not read",
-            (V3_PAGED(a), V3_USED(a), v3_table[1] = 99, v3_table[6] = -1), all, FA_OK, "");
-    FWD_LIM("page_size 1", (V3_PAGED(a), a.p.page_size = 1, a.paged.max_pages_per_seq = 7,
+    FWD("varlen q and k", V3_VARLEN(a), FA_OK, "");
+    FWD("varlen q only (dense k)", (V3_VARLEN(a), a.varlen.cu_seqlens_k = NULL), FA_OK, "");
+    FWD("varlen with seqused_k", (V3_VARLEN(a), V3_USED(a)), FA_OK, "");
+    FWD("seqused_k on dense k", (a.mask.ptr = NULL, V3_USED(a)), FA_OK, "");
+    FWD("empty sequences inside a batch", (V3_VARLEN(a), v3_cu_q[1] = 0, v3_cu_k[1] = 0, v3_cu_k[2] = 5), FA_OK, "");
+    FWD("batch 0 with cu = {0}", (V3_VARLEN(a), a.p.batch = 0), FA_OK, "");
+    FWD("packed q ignores q.stride[0] (even negative)", (V3_VARLEN(a), a.q.stride[0] = -5), FA_OK, "");
+    FWD("o after the LAST packed row of q (inside q's dense extent) is valid",
+            (V3_VARLEN(a), a.o.ptr = c.q.buf + 5 * 32), FA_OK, "");
+    FWD("packed lse ignores lse.stride[0]", (V3_VARLEN(a), a.lse.stride[0] = -1), FA_OK, "");
+    FWD("paged", V3_PAGED(a), FA_OK, "");
+    FWD("paged with seqused_k", (V3_PAGED(a), V3_USED(a)), FA_OK, "");
+    FWD("paged with varlen q", (V3_PAGED(a), V3_VARLEN(a), a.varlen.cu_seqlens_k = NULL), FA_OK, "");
+    FWD("table entries past the used pages are not read",
+            (V3_PAGED(a), V3_USED(a), v3_table[1] = 99, v3_table[6] = -1), FA_OK, "");
+    FWD("page_size 1", (V3_PAGED(a), a.p.page_size = 1, a.paged.max_pages_per_seq = 7,
             a.paged.table_stride = 7, a.paged.num_pages = 8, a.k.stride[0] = 16, a.v.stride[0] = 16,
-            v3_table_p1()), all, FA_OK, "");
-    FWD_LIM("softcap", a.p.softcap = 30.0f, all, FA_OK, "");
-    FWD_LIM("sinks", V3_SINKS(a), all, FA_OK, "");
-    FWD_LIM("sinks with the mask", (V3_SINKS(a), a.p.softcap = 5.0f), all, FA_OK, "");
-    FWD_LIM("every feature at once", (V3_VARLEN(a), a.varlen.cu_seqlens_k = NULL, V3_PAGED(a), V3_USED(a),
-            V3_SINKS(a), a.p.softcap = 2.0f, a.p.head_dim_v = 4), all, FA_OK, "");
-    BWD_LIM("bwd varlen + sinks + dsinks", (V3_VARLEN(a), V3_SINKS(a), a.dsinks = v3_dsinks), all, FA_OK, "");
-    BWD_LIM("bwd sinks without dsinks", V3_SINKS(a), all, FA_OK, "");
-    BWD_LIM("bwd paged", V3_PAGED_BWD(a), all, FA_OK, "");
+            v3_table_p1()), FA_OK, "");
+    FWD("softcap", a.p.softcap = 30.0f, FA_OK, "");
+    FWD("sinks", V3_SINKS(a), FA_OK, "");
+    FWD("sinks with the mask", (V3_SINKS(a), a.p.softcap = 5.0f), FA_OK, "");
+    FWD("every feature at once", (V3_VARLEN(a), a.varlen.cu_seqlens_k = NULL, V3_PAGED(a), V3_USED(a),
+            V3_SINKS(a), a.p.softcap = 2.0f, a.p.head_dim_v = 4), FA_OK, "");
+    BWD("bwd varlen + sinks + dsinks", (V3_VARLEN(a), V3_SINKS(a), a.dsinks = v3_dsinks), FA_OK, "");
+    BWD("bwd sinks without dsinks", V3_SINKS(a), FA_OK, "");
+    BWD("bwd paged", V3_PAGED_BWD(a), FA_OK, "");
 }
 
 static void test_v3_unsupported(void **state) {
@@ -372,78 +367,75 @@ static void test_v3_unsupported(void **state) {
 
 static void test_v3_invalid(void **state) {
     (void)state;
-    fa_limits all = v3_all();
     /* scalars */
-    FWD_LIM("softcap < 0", a.p.softcap = -1.0f, all, FA_ERR_INVALID, "softcap");
-    FWD_LIM("softcap NaN", a.p.softcap = NAN, all, FA_ERR_INVALID, "softcap");
-    FWD_LIM("softcap inf", a.p.softcap = INFINITY, all, FA_ERR_INVALID, "softcap");
-    FWD_LIM("has_sinks = 2", (V3_SINKS(a), a.p.has_sinks = 2), all, FA_ERR_INVALID, "has_sinks");
-    FWD_LIM("page_size < 0", a.p.page_size = -3, all, FA_ERR_INVALID, "page_size");
+    FWD("softcap < 0", a.p.softcap = -1.0f, FA_ERR_INVALID, "softcap");
+    FWD("softcap NaN", a.p.softcap = NAN, FA_ERR_INVALID, "softcap");
+    FWD("softcap inf", a.p.softcap = INFINITY, FA_ERR_INVALID, "softcap");
+    FWD("has_sinks = 2", (V3_SINKS(a), a.p.has_sinks = 2), FA_ERR_INVALID, "has_sinks");
+    FWD("page_size < 0", a.p.page_size = -3, FA_ERR_INVALID, "page_size");
     /* cu_seqlens */
-    FWD_LIM("cu_q[0] != 0", (V3_VARLEN(a), v3_cu_q[0] = 1), all, FA_ERR_INVALID, "varlen.cu_seqlens_q");
-    FWD_LIM("cu_q decreasing", (V3_VARLEN(a), v3_cu_q[1] = 4, v3_cu_q[2] = 3), all, FA_ERR_INVALID,
+    FWD("cu_q[0] != 0", (V3_VARLEN(a), v3_cu_q[0] = 1), FA_ERR_INVALID, "varlen.cu_seqlens_q");
+    FWD("cu_q decreasing", (V3_VARLEN(a), v3_cu_q[1] = 4, v3_cu_q[2] = 3), FA_ERR_INVALID,
             "varlen.cu_seqlens_q");
-    FWD_LIM("a q sequence above seqlen_q", (V3_VARLEN(a), v3_cu_q[1] = 0, v3_cu_q[2] = 6), all, FA_ERR_INVALID,
+    FWD("a q sequence above seqlen_q", (V3_VARLEN(a), v3_cu_q[1] = 0, v3_cu_q[2] = 6), FA_ERR_INVALID,
             "varlen.cu_seqlens_q");
-    FWD_LIM("cu_k[0] != 0", (V3_VARLEN(a), v3_cu_k[0] = -1), all, FA_ERR_INVALID, "varlen.cu_seqlens_k");
-    FWD_LIM("cu_k decreasing", (V3_VARLEN(a), v3_cu_k[2] = 2), all, FA_ERR_INVALID, "varlen.cu_seqlens_k");
-    FWD_LIM("a k sequence above seqlen_k", (V3_VARLEN(a), v3_cu_k[2] = 11), all, FA_ERR_INVALID,
+    FWD("cu_k[0] != 0", (V3_VARLEN(a), v3_cu_k[0] = -1), FA_ERR_INVALID, "varlen.cu_seqlens_k");
+    FWD("cu_k decreasing", (V3_VARLEN(a), v3_cu_k[2] = 2), FA_ERR_INVALID, "varlen.cu_seqlens_k");
+    FWD("a k sequence above seqlen_k", (V3_VARLEN(a), v3_cu_k[2] = 11), FA_ERR_INVALID,
             "varlen.cu_seqlens_k");
-    FWD_LIM("mask with cu_seqlens_q", (V3_VARLEN(a), a.varlen.cu_seqlens_k = NULL, a.mask.ptr = c.mask),
-            all, FA_ERR_INVALID, "mask");
-    FWD_LIM("mask with cu_seqlens_k", (V3_VARLEN(a), a.varlen.cu_seqlens_q = NULL, a.mask.ptr = c.mask),
-            all, FA_ERR_INVALID, "mask");
+    FWD("mask with cu_seqlens_q", (V3_VARLEN(a), a.varlen.cu_seqlens_k = NULL, a.mask.ptr = c.mask), FA_ERR_INVALID, "mask");
+    FWD("mask with cu_seqlens_k", (V3_VARLEN(a), a.varlen.cu_seqlens_q = NULL, a.mask.ptr = c.mask), FA_ERR_INVALID, "mask");
     /* seqused_k */
-    FWD_LIM("seqused_k < 0", (V3_VARLEN(a), V3_USED(a), v3_used[1] = -1), all, FA_ERR_INVALID, "varlen.seqused_k");
-    FWD_LIM("seqused_k above the cu_k span", (V3_VARLEN(a), V3_USED(a), v3_used[0] = 4), all, FA_ERR_INVALID,
+    FWD("seqused_k < 0", (V3_VARLEN(a), V3_USED(a), v3_used[1] = -1), FA_ERR_INVALID, "varlen.seqused_k");
+    FWD("seqused_k above the cu_k span", (V3_VARLEN(a), V3_USED(a), v3_used[0] = 4), FA_ERR_INVALID,
             "varlen.seqused_k");
-    FWD_LIM("seqused_k above seqlen_k (dense)", (a.mask.ptr = NULL, V3_USED(a), v3_used[1] = 8), all,
+    FWD("seqused_k above seqlen_k (dense)", (a.mask.ptr = NULL, V3_USED(a), v3_used[1] = 8),
             FA_ERR_INVALID, "varlen.seqused_k");
-    FWD_LIM("seqused_k above the pages of a row", (V3_PAGED(a), V3_USED(a), v3_used[1] = 10), all,
+    FWD("seqused_k above the pages of a row", (V3_PAGED(a), V3_USED(a), v3_used[1] = 10),
             FA_ERR_INVALID, "varlen.seqused_k");
     /* paged geometry and table */
-    FWD_LIM("page_size without a table", (V3_PAGED(a), a.paged.block_table = NULL), all, FA_ERR_INVALID,
+    FWD("page_size without a table", (V3_PAGED(a), a.paged.block_table = NULL), FA_ERR_INVALID,
             "paged.block_table");
-    FWD_LIM("a table without page_size", (V3_PAGED(a), a.p.page_size = 0), all, FA_ERR_INVALID,
+    FWD("a table without page_size", (V3_PAGED(a), a.p.page_size = 0), FA_ERR_INVALID,
             "paged.block_table");
-    FWD_LIM("table entry < 0", (V3_PAGED(a), v3_table[2] = -1), all, FA_ERR_INVALID, "paged.block_table");
-    FWD_LIM("table entry = num_pages", (V3_PAGED(a), v3_table[4] = 4), all, FA_ERR_INVALID, "paged.block_table");
-    FWD_LIM("table entry read with seqused_k", (V3_PAGED(a), V3_USED(a), v3_table[5] = 7), all, FA_ERR_INVALID,
+    FWD("table entry < 0", (V3_PAGED(a), v3_table[2] = -1), FA_ERR_INVALID, "paged.block_table");
+    FWD("table entry = num_pages", (V3_PAGED(a), v3_table[4] = 4), FA_ERR_INVALID, "paged.block_table");
+    FWD("table entry read with seqused_k", (V3_PAGED(a), V3_USED(a), v3_table[5] = 7), FA_ERR_INVALID,
             "paged.block_table");
-    FWD_LIM("pages hold fewer than seqlen_k keys", (V3_PAGED(a), a.paged.max_pages_per_seq = 2), all,
+    FWD("pages hold fewer than seqlen_k keys", (V3_PAGED(a), a.paged.max_pages_per_seq = 2),
             FA_ERR_INVALID, "paged.max_pages_per_seq");
-    FWD_LIM("max_pages_per_seq = 0", (V3_PAGED(a), a.paged.max_pages_per_seq = 0), all, FA_ERR_INVALID,
+    FWD("max_pages_per_seq = 0", (V3_PAGED(a), a.paged.max_pages_per_seq = 0), FA_ERR_INVALID,
             "paged.max_pages_per_seq");
-    FWD_LIM("max_pages_per_seq * page_size overflows", (V3_PAGED(a), a.p.page_size = BIG / 2,
-            a.paged.table_stride = 4), all, FA_ERR_INVALID, "paged.max_pages_per_seq");
-    FWD_LIM("table_stride < max_pages_per_seq", (V3_PAGED(a), a.paged.table_stride = 2), all, FA_ERR_INVALID,
+    FWD("max_pages_per_seq * page_size overflows", (V3_PAGED(a), a.p.page_size = BIG / 2,
+            a.paged.table_stride = 4), FA_ERR_INVALID, "paged.max_pages_per_seq");
+    FWD("table_stride < max_pages_per_seq", (V3_PAGED(a), a.paged.table_stride = 2), FA_ERR_INVALID,
             "paged.table_stride");
-    FWD_LIM("num_pages = 0", (V3_PAGED(a), a.paged.num_pages = 0), all, FA_ERR_INVALID, "paged.num_pages");
-    FWD_LIM("paged with cu_seqlens_k", (V3_PAGED(a), V3_VARLEN(a)), all, FA_ERR_INVALID, "varlen.cu_seqlens_k");
-    FWD_LIM("pool extent overflows", (V3_PAGED(a), a.paged.num_pages = BIG / 8, v3_table[0] = 0), all,
+    FWD("num_pages = 0", (V3_PAGED(a), a.paged.num_pages = 0), FA_ERR_INVALID, "paged.num_pages");
+    FWD("paged with cu_seqlens_k", (V3_PAGED(a), V3_VARLEN(a)), FA_ERR_INVALID, "varlen.cu_seqlens_k");
+    FWD("pool extent overflows", (V3_PAGED(a), a.paged.num_pages = BIG / 8, v3_table[0] = 0),
             FA_ERR_INVALID, "k");
     /* sinks */
-    FWD_LIM("has_sinks with sinks NULL", (V3_SINKS(a), a.sinks = NULL), all, FA_ERR_INVALID, "sinks");
-    FWD_LIM("sinks misaligned", (V3_SINKS(a), a.sinks = (const float *)((const char *)v3_sinks + 2)), all,
+    FWD("has_sinks with sinks NULL", (V3_SINKS(a), a.sinks = NULL), FA_ERR_INVALID, "sinks");
+    FWD("sinks misaligned", (V3_SINKS(a), a.sinks = (const float *)((const char *)v3_sinks + 2)),
             FA_ERR_INVALID, "sinks.ptr");
     /* outputs against packed / paged / sinks ranges */
-    FWD_LIM("o inside the last packed row of q", (V3_VARLEN(a), a.o.ptr = c.q.buf + 4 * 32 + 8), all,
+    FWD("o inside the last packed row of q", (V3_VARLEN(a), a.o.ptr = c.q.buf + 4 * 32 + 8),
             FA_ERR_INVALID, "o");
-    FWD_LIM("o inside the last page of the k pool", (V3_PAGED(a), a.o.ptr = c.k.buf + 3 * 48 + 40), all,
+    FWD("o inside the last page of the k pool", (V3_PAGED(a), a.o.ptr = c.k.buf + 3 * 48 + 40),
             FA_ERR_INVALID, "o");
-    FWD_LIM("lse on the sinks", (V3_SINKS(a), a.lse.ptr = v3_sinks), all, FA_ERR_INVALID, "lse");
-    FWD_LIM("packed lse overlapping o", (V3_VARLEN(a), a.lse.ptr = (float *)c.o.buf), all, FA_ERR_INVALID, "o");
-    BWD_LIM("bwd has_sinks with sinks NULL", (V3_SINKS(a), a.sinks = NULL), all, FA_ERR_INVALID, "sinks");
-    BWD_LIM("bwd dsinks misaligned", (V3_SINKS(a), a.dsinks = (float *)((char *)v3_dsinks + 1)), all,
+    FWD("lse on the sinks", (V3_SINKS(a), a.lse.ptr = v3_sinks), FA_ERR_INVALID, "lse");
+    FWD("packed lse overlapping o", (V3_VARLEN(a), a.lse.ptr = (float *)c.o.buf), FA_ERR_INVALID, "o");
+    BWD("bwd has_sinks with sinks NULL", (V3_SINKS(a), a.sinks = NULL), FA_ERR_INVALID, "sinks");
+    BWD("bwd dsinks misaligned", (V3_SINKS(a), a.dsinks = (float *)((char *)v3_dsinks + 1)),
             FA_ERR_INVALID, "dsinks.ptr");
-    BWD_LIM("bwd dsinks on the sinks", (V3_SINKS(a), a.dsinks = v3_sinks + 2), all, FA_ERR_INVALID, "dsinks");
-    BWD_LIM("bwd dq inside the last packed row of dout", (V3_VARLEN(a), a.dq.ptr = c.dout.buf + 4 * 32), all,
+    BWD("bwd dsinks on the sinks", (V3_SINKS(a), a.dsinks = v3_sinks + 2), FA_ERR_INVALID, "dsinks");
+    BWD("bwd dq inside the last packed row of dout", (V3_VARLEN(a), a.dq.ptr = c.dout.buf + 4 * 32),
             FA_ERR_INVALID, "dq");
-    BWD_LIM("bwd dk pool overlapping dv pool", (V3_PAGED_BWD(a), a.dv.ptr = c.dk.buf + 100), all, FA_ERR_INVALID, "dk");
-    BWD_LIM("bwd cu_k decreasing", (V3_VARLEN(a), v3_cu_k[1] = 9), all, FA_ERR_INVALID, "varlen.cu_seqlens_k");
-    BWD_LIM("bwd table entry out of range", (V3_PAGED_BWD(a), v3_table[0] = 4), all, FA_ERR_INVALID,
+    BWD("bwd dk pool overlapping dv pool", (V3_PAGED_BWD(a), a.dv.ptr = c.dk.buf + 100), FA_ERR_INVALID, "dk");
+    BWD("bwd cu_k decreasing", (V3_VARLEN(a), v3_cu_k[1] = 9), FA_ERR_INVALID, "varlen.cu_seqlens_k");
+    BWD("bwd table entry out of range", (V3_PAGED_BWD(a), v3_table[0] = 4), FA_ERR_INVALID,
             "paged.block_table");
-    BWD_LIM("bwd softcap NaN", a.p.softcap = NAN, all, FA_ERR_INVALID, "softcap");
+    BWD("bwd softcap NaN", a.p.softcap = NAN, FA_ERR_INVALID, "softcap");
 }
 
 // ----------------------------------------------------------------------------
