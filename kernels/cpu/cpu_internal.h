@@ -42,6 +42,7 @@ enum {
     CPU_MUT_VARLEN_PREV_OFFSET,
     CPU_MUT_SEQUSED_IGNORED,
     CPU_MUT_DSINK_SIGN,
+    CPU_MUT_PAGES_CONTIGUOUS,
     CPU_MUT_COUNT
 };
 
@@ -153,7 +154,8 @@ static inline int64_t cpu_lse_off(const cpu_seq *s, const int64_t st[3], int64_t
 }
 static inline int64_t cpu_k_off(const cpu_seq *s, const int64_t st[4], int64_t j, int64_t h) {
     if (s->table) {
-        int64_t page = s->table[j / s->page_size];
+        /* mutant pages_assumed_contiguous: page table[0] + j / page_size */
+        int64_t page = cpu_mut(CPU_MUT_PAGES_CONTIGUOUS) ? s->table[0] + j / s->page_size : s->table[j / s->page_size];
         if (page < 0 || page >= s->num_pages) /* only the table-stride mutant reads an unchecked */
             page = (page % s->num_pages + s->num_pages) % s->num_pages; /* entry: keep it in the pool */
         return page * st[0] + (j % s->page_size) * st[1] + h * st[2];

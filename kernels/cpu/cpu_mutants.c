@@ -95,6 +95,10 @@ static const struct { const char *name, *description; } cpu_mutant_table[CPU_MUT
     [CPU_MUT_DSINK_SIGN] = {"dsink_sign",
         "Backward with sinks: dsinks = + sum exp(sink - lse) D instead of minus; only dsinks is "
         "wrong, and only where that sum is not zero."},
+    [CPU_MUT_PAGES_CONTIGUOUS] = {"pages_assumed_contiguous",
+        "Forward and backward, paged K/V: key j of a sequence is read from page table[b][0] + "
+        "j / page_size (a cache assumed allocated in consecutive pages; past the pool it wraps) "
+        "instead of table[b][j / page_size]; only wrong when a sequence's pages are not consecutive."},
 };
 
 // ----------------------------------------------------------------------------

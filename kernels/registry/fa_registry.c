@@ -62,7 +62,7 @@ fa_status fa_backend_load(const char *path, const fa_backend **out, fa_error *er
     memcpy(&export_fn, &sym, sizeof(export_fn)); /* object pointer -> function pointer */
     const fa_backend *b = export_fn();
     const char *problem = NULL;
-    char detail[96] = "";
+    char detail[160] = "";
     if (b == NULL) problem = FA_BACKEND_EXPORT_SYMBOL "() returned NULL";
     else if (b->abi_version != FA_ABI_VERSION) {
         /* ABI 3 -> 4 appended fields to fa_problem (which opens the args structs) and to

@@ -34,6 +34,7 @@ typedef struct {
     int seqused;            /* pass seqused_k (needed when used < alloc, or paged lengths differ) */
     int64_t page_size, table_pad, spare_pages;
     int share;              /* paged: sequence 1 uses sequence 0's pages (and K/V); used[1] == used[0] */
+    int in_order;           /* paged: pages handed out in order (each sequence's pages consecutive) */
     fa_causal causal;
     int64_t wl, wr;
     fa_align align;
@@ -153,7 +154,7 @@ static TT_UNUSED void v3_build(v3_case *c, const v3_spec *spec) {
         if (c->num_pages < 1) c->num_pages = 1;
         int32_t *perm = malloc(sizeof(int32_t) * (size_t)c->num_pages);
         for (int64_t x = 0; x < c->num_pages; x++) perm[x] = (int32_t)x;
-        for (int64_t x = c->num_pages - 1; x > 0; x--) { /* shuffle */
+        for (int64_t x = c->num_pages - 1; x > 0 && !s->in_order; x--) { /* shuffle */
             int64_t y = (int64_t)(tt_next(&r) % (uint64_t)(x + 1));
             int32_t t = perm[x]; perm[x] = perm[y]; perm[y] = t;
         }

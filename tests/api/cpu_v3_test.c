@@ -119,6 +119,7 @@ static const struct { const char *mutant; int spec[3]; } mutant_specs[] = {
     {"varlen_prev_offset", {0, 1, -1}},
     {"seqused_k_ignored", {0, 2, 3}},
     {"dsink_sign", {9, 10, -1}},
+    {"pages_assumed_contiguous", {3, 4, 5}},
 };
 
 static void test_v3_mutants_caught(void **state) {

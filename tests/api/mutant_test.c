@@ -177,6 +177,9 @@ static const struct { const char *name; v3_spec target, neutral; } v3_cases[] = 
     {"seqused_k_ignored",
      {V3B, .alloc = {40, 30}, .used = {33, 30}, .kv = V3_KV_PACKED, .seqused = 1},
      {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED, .seqused = 1}}, /* all used */
+    {"pages_assumed_contiguous",
+     {V3B, .used = {40, 30}, .kv = V3_KV_PAGED, .seqused = 1, .page_size = 8},
+     {V3B, .used = {40, 30}, .kv = V3_KV_PAGED, .seqused = 1, .page_size = 8, .in_order = 1}},
     {"dsink_sign",
      {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED, .sinks = 1},
      {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED}},     /* no sinks */
