@@ -469,7 +469,11 @@ static void on_job(void *user, int64_t index, const fz_run_result *r)
     if (r->worst_ratio > cr->worst_ratio) cr->worst_ratio = r->worst_ratio;
     switch (r->klass) {
     case FZ_OUT_PASS: cr->passed++; break;
-    case FZ_OUT_SKIP: cr->skipped++; break;
+    case FZ_OUT_SKIP:
+        cr->skipped++;
+        if (cat >= CAT_VARLEN && cat <= CAT_SINKS && !cr->note[0])   /* contract v3: say why, once */
+            snprintf(cr->note, sizeof cr->note, "skipped: %.200s", r->v.n_reasons > 0 ? r->v.reason[0].text : "(no reason given)");
+        break;
     case FZ_OUT_SLOW: case FZ_OUT_ERROR: cr->not_judged++; break;
     case FZ_OUT_OVERFLOW: { /* its own class: counted and saved, never a failure */
         fz_crash_state st;
