@@ -153,10 +153,12 @@ int fc_v3_check(const fc_case *c, char *msg, size_t msglen) {
             FAIL("paged: max_pages (%lld) * page_size (%lld) must hold seqlen_k = %lld keys", (long long)v->max_pages,
                  (long long)p->page_size, (long long)p->seqlen_k);
     }
-    for (int64_t b = 0; v->has_seqused && b < B; b++)
-        if (v->seqused_k[b] < 0 || v->seqused_k[b] > fc_case_seq_alloc(c, b))
-            FAIL("seqused_k[%lld] = %lld must be in [0, %lld] (the keys allocated to sequence %lld)", (long long)b,
-                 (long long)v->seqused_k[b], (long long)fc_case_seq_alloc(c, b), (long long)b);
+    for (int64_t b = 0; v->has_seqused && b < B; b++) {
+        int64_t cap = fc_case_seq_alloc(c, b) < p->seqlen_k ? fc_case_seq_alloc(c, b) : p->seqlen_k;
+        if (v->seqused_k[b] < 0 || v->seqused_k[b] > cap)
+            FAIL("seqused_k[%lld] = %lld must be in [0, %lld] (the keys allocated to sequence %lld, at most seqlen_k)",
+                 (long long)b, (long long)v->seqused_k[b], (long long)cap, (long long)b);
+    }
     for (int64_t b = 0; paged && b < B; b++) {
         int64_t pages = (fc_case_seq_k(c, b) + p->page_size - 1) / p->page_size;
         for (int64_t j = 0; j < pages; j++) {

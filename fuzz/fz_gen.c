@@ -262,7 +262,10 @@ static void pick_v3(fz_src *s, fc_case *c)
         v->table_pad = (int64_t)src_below(s, 4);
     }
     v->has_seqused = (int)src_below(s, 2);         /* caches longer than used */
-    for (int64_t b = 0; v->has_seqused && b < B; b++) v->seqused_k[b] = pick_seq_len(s, fc_case_seq_alloc(c, b));
+    for (int64_t b = 0; v->has_seqused && b < B; b++) {
+        int64_t cap = fc_case_seq_alloc(c, b) < c->p.seqlen_k ? fc_case_seq_alloc(c, b) : c->p.seqlen_k;
+        v->seqused_k[b] = pick_seq_len(s, cap);
+    }
     if (kv == 2 && v->max_pages <= FC_MAX_PAGES && B * v->max_pages <= FC_MAX_TABLE) pick_table(s, c);
     if (src_below(s, 4) == 1) c->p.softcap = PICK(s, fz_softcaps);
     if (src_below(s, 4) == 1) {
@@ -462,7 +465,10 @@ static void fit_v3(fc_case *c, const fa_limits *lim)
             v->block_table[e] = (int32_t)(((int64_t)v->block_table[e] % v->num_pages + v->num_pages) % v->num_pages);
         v->table_pad = clamp64(v->table_pad, 0, 8);
     }
-    for (int64_t k = 0; k < B; k++) v->seqused_k[k] = clamp64(v->seqused_k[k], 0, fc_case_seq_alloc(c, k));
+    for (int64_t k = 0; k < B; k++) {
+        int64_t cap = fc_case_seq_alloc(c, k) < p->seqlen_k ? fc_case_seq_alloc(c, k) : p->seqlen_k;
+        v->seqused_k[k] = clamp64(v->seqused_k[k], 0, cap);
+    }
 }
 
 int fz_case_fit(fc_case *c, const fz_budget *b, const fa_limits *lim, int backend_has_backward)

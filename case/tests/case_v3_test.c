@@ -94,6 +94,8 @@ static void test_errors(void) {
     expect_error("shape = 2 8 8 1 1 8 8\nseqlens_k = 1,x\n", "seqlens_k");
     expect_error("shape = 2 8 8 1 1 8 8\nseqlens_q = 1,2\nmask = random_neginf\n", "mask");
     expect_error("shape = 2 8 8 1 1 8 8\nseqused_k = 1,9\n", "seqused_k[1]");
+    /* regression (fuzz finding): pages to spare do not allow more keys than seqlen_k */
+    expect_error("shape = 1 8 5 1 1 8 8\nseqused_k = 7\npaged = 4 3 0\nblock_table.0 = 0,1\n", "at most seqlen_k");
     expect_error("shape = 1 8 8 1 1 8 8\nsoftcap = -1\n", "softcap");
     expect_error("shape = 1 8 8 1 1 8 8\nsinks = nosuch\n", "sinks");
     expect_error("shape = 1 8 8 1 1 8 8\npaged = 4 3 0\n", "block_table.0");

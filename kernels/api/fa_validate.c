@@ -259,12 +259,14 @@ static fa_status val_v3(const fa_problem *p, const fa_varlen *vl, const fa_paged
     }
     for (int64_t b = 0; b < p->batch; b++) {
         int64_t alloc = val_alloc_k(p, vl, pg, b), used = alloc;
+        if (paged) used = p->seqlen_k; /* without seqused_k every sequence uses seqlen_k keys */
         if (vl->seqused_k) {
             used = vl->seqused_k[b];
-            if (used < 0 || used > alloc)
+            const int64_t cap = alloc < p->seqlen_k ? alloc : p->seqlen_k; /* seqlen_k is the maximum */
+            if (used < 0 || used > cap)
                 return fa_fail(err, FA_ERR_INVALID, "varlen.seqused_k", "varlen.seqused_k[%lld] is %lld; it "
-                               "must be in [0, %lld] (the keys allocated to sequence %lld).", (long long)b,
-                               (long long)used, (long long)alloc, (long long)b);
+                               "must be in [0, %lld] (the keys allocated to sequence %lld, at most seqlen_k).",
+                               (long long)b, (long long)used, (long long)cap, (long long)b);
         }
         if (!paged) continue;
         int64_t pages = (used + p->page_size - 1) / p->page_size;

@@ -393,6 +393,9 @@ static void test_v3_invalid(void **state) {
             FA_ERR_INVALID, "varlen.seqused_k");
     FWD("seqused_k above the pages of a row", (V3_PAGED(a), V3_USED(a), v3_used[1] = 10),
             FA_ERR_INVALID, "varlen.seqused_k");
+    /* regression (fuzz finding): a paged row holds 9 keys but seqlen_k is 7 (the mask has 7 columns) */
+    FWD("seqused_k above seqlen_k with pages to spare", (V3_PAGED(a), V3_USED(a), v3_used[1] = 8),
+            FA_ERR_INVALID, "varlen.seqused_k");
     /* paged geometry and table */
     FWD("page_size without a table", (V3_PAGED(a), a.paged.block_table = NULL), FA_ERR_INVALID,
             "paged.block_table");
