@@ -245,9 +245,7 @@ static void pick_v3(fz_src *s, fc_case *c)
     c->p.has_sinks = 0;
     c->p.page_size = 0;
     if (src_below(s, 4) != 3) return;
-    if (src_below(s, 2)) c->p.batch = 2 + (int64_t)src_below(s, 4);   /* batches of sequences */
-    if (c->p.batch > FC_MAX_SEQS) c->p.batch = FC_MAX_SEQS;
-    const int64_t B = c->p.batch;
+    const int64_t B = c->p.batch < FC_MAX_SEQS ? c->p.batch : FC_MAX_SEQS;
     int kv = (int)src_below(s, 3);                 /* 0: dense K, 1: packed K, 2: paged */
     v->varlen_q = (int)src_below(s, 2);
     for (int64_t b = 0; v->varlen_q && b < B; b++) v->seqlens_q[b] = pick_seq_len(s, c->p.seqlen_q);
@@ -272,7 +270,16 @@ static void pick_v3(fz_src *s, fc_case *c)
         c->p.has_sinks = 1;
         v->sinks.kind = src_below(s, 3) == 0 ? FC_DIST_LARGE : FC_DIST_GAUSSIAN;
     }
-    if (v->varlen_q || v->varlen_k) c->mask.kind = FC_MASK_NONE;
+}
+
+/* The v3 draws of a PRNG source come from a side stream keyed by the main one's state (read,
+ * not advanced): a backend that claims no v3 feature sees exactly the pre-v3 sequence of cases
+ * and mutations (fz_case_fit drops the features it does not claim). */
+static fz_rng side_stream(const fz_rng *r, uint64_t salt)
+{
+    fz_rng t = { (r->s ^ salt) | 1 };
+    fz_rng_next(&t);
+    return t;
 }
 
 static void pick_case(fz_src *s, fc_case *c)
@@ -291,7 +298,13 @@ static void pick_case(fz_src *s, fc_case *c)
     c->backward = (int)src_below(s, 2);
     c->deterministic = (int)src_below(s, 2);
     pick_seed(s, c);
-    pick_v3(s, c);                          /* last: earlier fields decode as before */
+    if (s->rng) {                           /* last: earlier fields decode as before */
+        fz_rng side = side_stream(s->rng, 0x76335F67656E3031ull);
+        fz_src s3 = { &side, NULL, 0 };
+        pick_v3(&s3, c);
+    } else {
+        pick_v3(s, c);
+    }
 }
 
 void fz_case_from_bytes(const uint8_t *data, size_t size, fc_case *c)
@@ -316,12 +329,40 @@ static int64_t nudge(fz_src *s, int64_t v)
     return r < 0 ? 0 : r;
 }
 
+/* one contract-v3 mutation */
+static void mutate_v3(fz_rng *r3, fz_src *s3, fc_case *c)
+{
+    switch (fz_rng_below(r3, 5) + 20) {
+        case 20: pick_v3(s3, c); break;
+        case 21: {                          /* one sequence: empty, a single row/key, nudged */
+            int64_t b = (int64_t)fz_rng_below(r3, (uint64_t)(c->p.batch > 0 ? c->p.batch : 1)) % FC_MAX_SEQS;
+            int64_t *len = fz_rng_below(r3, 2) ? c->v3.seqlens_q : c->v3.seqlens_k;
+            int64_t x = fz_rng_below(r3, 3);
+            len[b] = x == 2 ? nudge(s3, len[b]) : x;
+            break;
+        }
+        case 22: {                          /* a cache longer than used */
+            int64_t b = (int64_t)fz_rng_below(r3, (uint64_t)(c->p.batch > 0 ? c->p.batch : 1)) % FC_MAX_SEQS;
+            c->v3.has_seqused = 1;
+            c->v3.seqused_k[b] = (int64_t)fz_rng_below(r3, (uint64_t)c->v3.seqused_k[b] + 2);
+            break;
+        }
+        case 23: if (c->p.page_size >= 1 && c->v3.max_pages <= FC_MAX_PAGES &&
+                     c->p.batch * c->v3.max_pages <= FC_MAX_TABLE) pick_table(s3, c);
+            break;
+        case 24:
+            if (fz_rng_below(r3, 2)) c->p.softcap = c->p.softcap > 0 ? 0.0f : PICK(s3, fz_softcaps);
+            else c->p.has_sinks = !c->p.has_sinks;
+            break;
+    }
+}
+
 void fz_case_mutate(fz_rng *r, fc_case *c)
 {
     fz_src s = { r, NULL, 0 };
     int n = 1 + (int)fz_rng_below(r, 3);
     for (int k = 0; k < n; k++) {
-        switch (fz_rng_below(r, 25)) {
+        switch (fz_rng_below(r, 20)) {
         case 0: c->p.seqlen_q = pick_len(&s); break;
         case 1: c->p.seqlen_k = pick_len(&s); break;
         case 2: c->p.seqlen_q = nudge(&s, c->p.seqlen_q); break;
@@ -347,30 +388,14 @@ void fz_case_mutate(fz_rng *r, fc_case *c)
         case 16: c->backward = !c->backward; break;
         case 17: c->deterministic = !c->deterministic; break;
         case 18: pick_shape(&s, c); break;
-        case 20: pick_v3(&s, c); break;
-        case 21: {                          /* one sequence: empty, a single row/key, nudged */
-            int64_t b = (int64_t)fz_rng_below(r, (uint64_t)(c->p.batch > 0 ? c->p.batch : 1)) % FC_MAX_SEQS;
-            int64_t *len = fz_rng_below(r, 2) ? c->v3.seqlens_q : c->v3.seqlens_k;
-            int64_t x = fz_rng_below(r, 3);
-            len[b] = x == 2 ? nudge(&s, len[b]) : x;
-            break;
-        }
-        case 22: {                          /* a cache longer than used */
-            int64_t b = (int64_t)fz_rng_below(r, (uint64_t)(c->p.batch > 0 ? c->p.batch : 1)) % FC_MAX_SEQS;
-            c->v3.has_seqused = 1;
-            c->v3.seqused_k[b] = (int64_t)fz_rng_below(r, (uint64_t)c->v3.seqused_k[b] + 2);
-            break;
-        }
-        case 23: if (c->p.page_size >= 1 && c->v3.max_pages <= FC_MAX_PAGES &&
-                     c->p.batch * c->v3.max_pages <= FC_MAX_TABLE) pick_table(&s, c);
-            break;
-        case 24:
-            if (fz_rng_below(r, 2)) c->p.softcap = c->p.softcap > 0 ? 0.0f : PICK(&s, fz_softcaps);
-            else c->p.has_sinks = !c->p.has_sinks;
-            break;
         default: pick_seed(&s, c); break;
         }
     }
+    /* contract v3: one op in six, from the side stream */
+    fz_rng side = side_stream(r, 0x76335F6D75743031ull);
+    if (fz_rng_below(&side, 6) != 0) return;
+    fz_src s3 = { &side, NULL, 0 };
+    mutate_v3(&side, &s3, c);
 }
 
 void fz_case_crossover(fz_rng *r, const fc_case *a, const fc_case *b, fc_case *out)
