@@ -65,6 +65,7 @@ void fc_case_default(fc_case *c) {
     c->seed = 1;
     c->backward = 1;
     c->deterministic = 1;
+    c->v3.sinks.kind = FC_DIST_GAUSSIAN;
 }
 
 #define FAIL(...)                                              \
@@ -163,6 +164,7 @@ int fc_case_check(const fc_case *c, char *msg, size_t msglen) {
             if (l->pad[k] < 0 || l->pad[k] > 4096) FAIL("layout.%s pad[%d] must be in [0, 4096]", tensor_names[t], k);
         if (l->offset < 0 || l->offset > 1 << 20) FAIL("layout.%s offset must be in [0, 2^20]", tensor_names[t]);
     }
+    if (fc_v3_check(c, msg, msglen)) return -1;
     /* every extent with overflow checks BEFORE fc_case_numel/fc_case_span (which assume a
        checked case): a product past 2^63 would wrap and pass a plain size test. Overflow of
        any tensor is reported first (it names the real problem: the shape) */
@@ -190,7 +192,9 @@ int fc_case_dims(const fc_case *c, int t, int64_t dim[4]) {
     int64_t B = p->batch, Sq = p->seqlen_q, Sk = p->seqlen_k, Hq = p->heads_q, Hkv = p->heads_kv;
     int64_t Dqk = p->head_dim_qk, Dv = p->head_dim_v;
     int64_t d4[4] = {0, 0, 0, 0};
-    int n = 4;
+    int n = fc_v3_dims(c, t, dim); /* packed / paged tensors */
+    if (n) return n;
+    n = 4;
     switch (t) {
     case FC_T_Q: case FC_T_DQ: d4[0] = B; d4[1] = Sq; d4[2] = Hq; d4[3] = Dqk; break;
     case FC_T_K: case FC_T_DK: d4[0] = B; d4[1] = Sk; d4[2] = Hkv; d4[3] = Dqk; break;

@@ -171,6 +171,36 @@ const char *fc_mask_name(fc_mask_kind k);
 int fc_mask_by_name(const char *name); /* -1 if unknown */
 
 /* ---------------------------------------------------------------------------
+ * Contract-v3 fields of a case (case/case_v3.c; kernels/flash_api.h fa_varlen, fa_paged)
+ *
+ *     seqlens_q = 5,0,1,70          # packed Q: B query counts (cu_seqlens_q = prefix sums)
+ *     seqlens_k = 7,3,0,130         # packed K/V: B allocated key counts (cu_seqlens_k)
+ *     seqused_k = 7,2,0,100         # keys each sequence uses (seqused_k)
+ *     softcap = 30                  # p.softcap
+ *     sinks = gaussian amp=2        # p.has_sinks; sink_h = amp N(0,1) from the seed, fp32
+ *     paged = 16 12 2               # page_size num_pages table_pad (table_stride = max_pages + pad)
+ *     block_table.0 = 3,0,1         # row b of the table: max_pages_per_seq entries (same for all)
+ *
+ * The shape line's Sq and Sk are the maxima over sequences. With packing, the tensors
+ * are [1, total, H, D] (LSE [1, Hq, total_q]); paged K, V, dK, dV are the pools
+ * [num_pages, page_size, Hkv, D]; their layouts apply to those dims. A table entry past
+ * a sequence's used pages (and the row padding) is never read; the harness fills the
+ * padding with -1. Lists are comma-separated, one token. None of these lines is written
+ * for a case without the feature (v2 case files are unchanged).
+ * ------------------------------------------------------------------------- */
+#define FC_MAX_SEQS 64    /* sequences (batch) of a varlen or paged case */
+#define FC_MAX_TABLE 4096 /* block-table entries, batch * max_pages */
+#define FC_MAX_PAGES 128  /* max_pages per sequence (a row fits one text line) */
+
+typedef struct {
+    int varlen_q, varlen_k, has_seqused;
+    int64_t seqlens_q[FC_MAX_SEQS], seqlens_k[FC_MAX_SEQS], seqused_k[FC_MAX_SEQS];
+    int64_t num_pages, max_pages, table_pad;  /* when p.page_size >= 1 */
+    int32_t block_table[FC_MAX_TABLE];        /* [batch][max_pages], row-major, no padding */
+    fc_dist sinks;                            /* values when p.has_sinks (kind, amp) */
+} fc_v3;
+
+/* ---------------------------------------------------------------------------
  * The case
  * ------------------------------------------------------------------------- */
 typedef struct {
@@ -181,7 +211,32 @@ typedef struct {
     uint64_t seed;
     int backward;                    /* 1: the case also runs the backward pass */
     int deterministic;               /* fa_bwd_args.deterministic */
+    fc_v3 v3;                        /* contract v3: varlen, paged, sinks (softcap, has_sinks,
+                                        page_size are in p) */
 } fc_case;
+
+/* Contract-v3 helpers (case/case_v3.c). */
+int fc_case_is_v3(const fc_case *c);               /* 1 when any v3 feature is on */
+int64_t fc_case_total_q(const fc_case *c);         /* packed Q rows (sum seqlens_q), else B*Sq */
+int64_t fc_case_total_k(const fc_case *c);         /* packed K rows (sum seqlens_k), else B*Sk */
+int64_t fc_case_seq_q(const fc_case *c, int64_t b);     /* Sq_b */
+int64_t fc_case_seq_k(const fc_case *c, int64_t b);     /* Sk_b (keys used) */
+int64_t fc_case_seq_alloc(const fc_case *c, int64_t b); /* keys allocated to sequence b */
+/* The sink of query head h (fp32 value, as a double). */
+double fc_case_sink(const fc_case *c, int64_t h);
+/* The host arrays of the call: cu_q, cu_k [B+1], used [B], table [B * table_stride] (padding
+ * -1); any pointer may be NULL. Returns the table stride (0 when not paged). */
+int64_t fc_case_v3_arrays(const fc_case *c, int32_t *cu_q, int32_t *cu_k, int32_t *used, int32_t *table);
+/* Internal to case/: dims of a packed or paged tensor (0: not v3, use the dense dims),
+ * the v3 checks, text keys, writer and equality. */
+int fc_v3_dims(const fc_case *c, int t, int64_t dim[4]);
+int fc_v3_check(const fc_case *c, char *msg, size_t msglen);
+typedef struct { uint64_t keys, rows; int count[8]; } fc_v3_seen; /* keys seen while parsing */
+/* 1: key handled, 0: not a v3 key, -1: error (msg, without the line prefix). */
+int fc_v3_parse_key(const char *key, char **tok, int n, fc_case *c, fc_v3_seen *seen, char *msg, size_t msglen);
+int fc_v3_parse_end(fc_case *c, const fc_v3_seen *seen, char *msg, size_t msglen);
+size_t fc_v3_write(const fc_case *c, char *buf, size_t buflen);
+int fc_v3_equal(const fc_case *a, const fc_case *b);
 
 /* A small default: B=1 Sq=Sk=16 Hq=Hkv=1 D=32 fp16, no mask, dense layouts,
  * Gaussian inputs, seed 1, backward on, deterministic on. */

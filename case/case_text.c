@@ -113,7 +113,8 @@ enum { K_SHAPE, K_DTYPE, K_SCALE, K_CAUSAL, K_WINDOW, K_ALIGN, K_MASK, K_MASK_BC
 
 static const char *const KNOWN_KEYS =
     "shape, dtype, scale, causal, window, window_align, mask, mask_broadcast, layout.<tensor>, "
-    "dist, dist.<q|k|v|do>, seed, backward, deterministic";
+    "dist, dist.<q|k|v|do>, seed, backward, deterministic; contract v3: seqlens_q, seqlens_k, seqused_k, "
+    "softcap, sinks, paged, block_table.<b>";
 
 static int parse_dist(parse_ctx *x, const char *key, char **tok, int n, fc_dist *d) {
     if (n < 1) return perr(x, "%s expects a distribution name", key);
@@ -211,6 +212,8 @@ static int parse_text(const char *text, fc_case *out, int require_shape, char *m
     fc_case_default(&c);
     parse_ctx x = {0, msg, msglen};
     int seen[K_COUNT];
+    fc_v3_seen v3_seen;
+    memset(&v3_seen, 0, sizeof v3_seen);
     memset(seen, 0, sizeof seen);
     const char *p = text;
     while (*p) {
@@ -264,6 +267,12 @@ static int parse_text(const char *text, fc_case *out, int require_shape, char *m
             int t = fc_tensor_by_name(key + 7);
             if (t < 0) return perr(&x, "%s: unknown tensor '%s' (q k v do mask o lse dq dk dv)", key, key + 7);
             id = K_LAYOUT_T + t;
+        }
+        if (id < 0) {
+            char why[256];
+            int v3 = fc_v3_parse_key(key, tok, n, &c, &v3_seen, why, sizeof why);
+            if (v3 < 0) return perr(&x, "%s", why);
+            if (v3 > 0) continue;
         }
         if (id < 0) return perr(&x, "unknown key '%s' (known: %s)", key, KNOWN_KEYS);
         if (seen[id]) return perr(&x, "%s given twice (first on line %d)", key, seen[id]);
@@ -365,6 +374,13 @@ static int parse_text(const char *text, fc_case *out, int require_shape, char *m
             }
         }
     }
+    {
+        char why[256];
+        if (fc_v3_parse_end(&c, &v3_seen, why, sizeof why)) {
+            if (msg && msglen) snprintf(msg, msglen, "%s", why);
+            return -1;
+        }
+    }
     if (require_shape && !seen[K_SHAPE]) {
         if (msg && msglen)
             snprintf(msg, msglen, "no 'shape = B Sq Sk Hq Hkv Dqk Dv' line: %s is not a case file",
@@ -443,6 +459,7 @@ size_t fc_case_write(const fc_case *c, char *buf, size_t buflen) {
     sb_printf(&s, "seed = 0x%016" PRIx64 "\n", c->seed);
     sb_printf(&s, "backward = %d\n", c->backward ? 1 : 0);
     sb_printf(&s, "deterministic = %d\n", c->deterministic ? 1 : 0);
+    s.len += fc_v3_write(c, s.len < s.cap ? s.buf + s.len : NULL, s.len < s.cap ? s.cap - s.len : 0);
     return s.len;
 }
 
@@ -470,7 +487,8 @@ int fc_case_equal(const fc_case *a, const fc_case *b) {
     for (int t = 0; t < FC_N_DIST_INPUTS; t++)
         if (a->dist[t].kind != b->dist[t].kind || a->dist[t].amp != b->dist[t].amp || a->dist[t].prob != b->dist[t].prob)
             return 0;
-    return a->seed == b->seed && !!a->backward == !!b->backward && !!a->deterministic == !!b->deterministic;
+    return a->seed == b->seed && !!a->backward == !!b->backward && !!a->deterministic == !!b->deterministic &&
+           fc_v3_equal(a, b);
 }
 
 int fc_case_load(const char *path, fc_case *c, char *msg, size_t msglen) {

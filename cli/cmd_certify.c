@@ -172,6 +172,15 @@ static int build_sweep(certify_ctx *x, int quick)
                  "on CUDA backends (the harness's > 2^31 indexing: //properties:wide_index_test)", x->backend);
     int64_t n = fc_sweep_build(&o, &x->entries);
     if (n < 0) return -1;
+    /* a contract-v3 category with no entry: the backend claims none of its features */
+    static const char *feature[4] = { "varlen", "paged", "softcap", "sinks" };
+    for (int c = FC_SWEEP_VARLEN; c <= FC_SWEEP_SINKS; c++) {
+        int64_t k = 0;
+        while (k < n && x->entries[k].category != c) k++;
+        if (k == n)
+            snprintf(x->cat[c].note, sizeof x->cat[0].note, "not run: backend %.60s does not claim %s (fa_limits.supports_%s)",
+                     x->backend[0] ? x->backend : "(this backend)", feature[c - FC_SWEEP_VARLEN], feature[c - FC_SWEEP_VARLEN]);
+    }
     x->jobs = calloc((size_t)(n ? n : 1), sizeof *x->jobs);
     x->job_cat = calloc((size_t)(n ? n : 1), sizeof *x->job_cat);
     if (!x->jobs || !x->job_cat) return -1;
@@ -218,7 +227,12 @@ static void on_job(void *user, int64_t index, const fz_run_result *r)
     case FZ_OUT_PASS: cr->passed++; break;
     case FZ_OUT_SKIP:   /* a declined layout or an uncheckable finding may be what the entry expects */
         if (fc_sweep_met(&x->entries[index], &r->v, NULL, 0)) cr->passed++;
-        else cr->skipped++;
+        else {
+            cr->skipped++;
+            if (cat >= FC_SWEEP_VARLEN && cat <= FC_SWEEP_SINKS && !cr->note[0])   /* contract v3: say why, once */
+                snprintf(cr->note, sizeof cr->note, "skipped: %.200s",
+                         r->v.n_reasons > 0 ? r->v.reason[0].text : "(no reason given)");
+        }
         break;
     case FZ_OUT_SLOW: case FZ_OUT_ERROR: cr->not_judged++; break;
     case FZ_OUT_OVERFLOW: { /* its own class: counted and saved, never a failure */

@@ -346,6 +346,79 @@ static int try_case(shrink_ctx *s, fc_case *c, const fc_case *t)
     return 0;
 }
 
+/* contract v3: a batch of sequences shrinks by dropping a sequence (any one, its table row
+ * with it), by shortening one (queries to 0, 1 or half; used keys to 0 or half), by tightening
+ * the maxima to the longest sequence, and by dropping softcap, sinks and table padding. */
+static void v3_drop_seq(fc_case *c, int64_t b)
+{
+    fc_v3 *v = &c->v3;
+    const int64_t B = c->p.batch, m = v->max_pages;
+    for (int64_t k = b; k + 1 < B; k++) {
+        v->seqlens_q[k] = v->seqlens_q[k + 1];
+        v->seqlens_k[k] = v->seqlens_k[k + 1];
+        v->seqused_k[k] = v->seqused_k[k + 1];
+        for (int64_t j = 0; c->p.page_size >= 1 && j < m; j++) v->block_table[k * m + j] = v->block_table[(k + 1) * m + j];
+    }
+    c->p.batch = B - 1;
+}
+
+static void v3_tighten(fc_case *c)
+{
+    const fc_v3 *v = &c->v3;
+    int64_t mq = 0, mk = 0;
+    for (int64_t b = 0; b < c->p.batch; b++) {
+        if (v->seqlens_q[b] > mq) mq = v->seqlens_q[b];
+        if (v->varlen_k && v->seqlens_k[b] > mk) mk = v->seqlens_k[b];
+        if (c->p.page_size >= 1 && v->has_seqused && v->seqused_k[b] > mk) mk = v->seqused_k[b];
+    }
+    if (v->varlen_q) c->p.seqlen_q = mq;
+    if (v->varlen_k || (c->p.page_size >= 1 && v->has_seqused)) c->p.seqlen_k = mk;
+}
+
+static int shrink_v3(shrink_ctx *s, fc_case *c)
+{
+    if (!fc_case_is_v3(c)) return 0;
+    int changed = 0;
+    fc_v3 *v = &c->v3;
+    for (int64_t b = c->p.batch - 1; b >= 0 && c->p.batch > 1 && (v->varlen_q || v->varlen_k || v->has_seqused ||
+                                                                   c->p.page_size >= 1); b--) {
+        fc_case t = *c;
+        v3_drop_seq(&t, b);
+        changed |= try_case(s, c, &t);
+    }
+    for (int64_t b = 0; b < c->p.batch; b++) {
+        if (v->varlen_q) {
+            const int64_t cand[3] = { 0, 1, v->seqlens_q[b] / 2 };
+            for (int k = 0; k < 3; k++)
+                if (cand[k] < v->seqlens_q[b]) {
+                    fc_case t = *c;
+                    t.v3.seqlens_q[b] = cand[k];
+                    if (try_case(s, c, &t)) { changed = 1; break; }
+                }
+        }
+        if (v->has_seqused) {
+            const int64_t cand[2] = { 0, v->seqused_k[b] / 2 };
+            for (int k = 0; k < 2; k++)
+                if (cand[k] < v->seqused_k[b]) {
+                    fc_case t = *c;
+                    t.v3.seqused_k[b] = cand[k];
+                    if (try_case(s, c, &t)) { changed = 1; break; }
+                }
+        }
+        if (v->varlen_k && v->seqlens_k[b] > 0) {
+            fc_case t = *c;
+            t.v3.seqlens_k[b] /= 2;
+            if (t.v3.has_seqused && t.v3.seqused_k[b] > t.v3.seqlens_k[b]) t.v3.seqused_k[b] = t.v3.seqlens_k[b];
+            changed |= try_case(s, c, &t);
+        }
+    }
+    { fc_case t = *c; v3_tighten(&t); changed |= try_case(s, c, &t); }
+    if (c->p.softcap > 0) { fc_case t = *c; t.p.softcap = 0; changed |= try_case(s, c, &t); }
+    if (c->p.has_sinks) { fc_case t = *c; t.p.has_sinks = 0; changed |= try_case(s, c, &t); }
+    if (c->v3.table_pad > 0) { fc_case t = *c; t.v3.table_pad = 0; changed |= try_case(s, c, &t); }
+    return changed;
+}
+
 int cli_shrink(int argc, char **argv)
 {
     repro_opts o;
@@ -404,6 +477,7 @@ int cli_shrink(int argc, char **argv)
         changed = 0;
         s.round = round;
         /* sizes */
+        changed |= shrink_v3(&s, &c);
         changed |= shrink_field(&s, &c, &c.p.batch, 1, 1, 0);
         {   /* heads: drop the kv heads, then the group size */
             int64_t g = c.p.heads_kv ? c.p.heads_q / c.p.heads_kv : 1;

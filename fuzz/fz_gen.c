@@ -201,6 +201,87 @@ static void pick_seed(fz_src *s, fc_case *c)
     c->seed = src_below(s, UINT64_MAX);
 }
 
+/* ------------------------------------------------------------------------- */
+/* contract v3: packed sequences, seqused_k, paged caches, softcap, sinks     */
+
+static const int64_t fz_page_sizes[] = { 16, 1, 3, 8, 64, 256, 5 };
+static const float fz_softcaps[] = { 30.0f, 50.0f, 5.0f, 1.0f, 0.5f };
+
+/* a per-sequence length in [0, max]: the maximum, 0, 1, or uniform */
+static int64_t pick_seq_len(fz_src *s, int64_t max)
+{
+    switch (src_below(s, 5)) {
+    case 0: return max;
+    case 1: return 0;
+    case 2: return max >= 1 ? 1 : 0;
+    default: return max > 0 ? (int64_t)src_below(s, (uint64_t)max + 1) : 0;
+    }
+}
+
+/* Block table of a paged case: the sequences' pages shuffled over the pool, some pages shared
+ * (an entry repeating an earlier one), spare pages no sequence uses. */
+static void pick_table(fz_src *s, fc_case *c)
+{
+    fc_v3 *v = &c->v3;
+    const int64_t n = c->p.batch * v->max_pages;
+    v->num_pages = n + (int64_t)src_below(s, 4);
+    if (v->num_pages < 1) v->num_pages = 1;
+    for (int64_t e = 0; e < n && e < FC_MAX_TABLE; e++) v->block_table[e] = (int32_t)e;
+    for (int64_t e = n - 1; e > 0; e--) {          /* shuffle */
+        int64_t f = (int64_t)src_below(s, (uint64_t)e + 1);
+        int32_t t = v->block_table[e]; v->block_table[e] = v->block_table[f]; v->block_table[f] = t;
+    }
+    for (int64_t e = 1; e < n; e++)                /* shared pages */
+        if (src_below(s, 6) == 1) v->block_table[e] = v->block_table[src_below(s, (uint64_t)e)];
+}
+
+/* Off (the common case, and an exhausted input) three times in four. */
+static void pick_v3(fz_src *s, fc_case *c)
+{
+    fc_v3 *v = &c->v3;
+    memset(v, 0, sizeof *v);
+    v->sinks.kind = FC_DIST_GAUSSIAN;
+    c->p.softcap = 0.0f;
+    c->p.has_sinks = 0;
+    c->p.page_size = 0;
+    if (src_below(s, 4) != 3) return;
+    const int64_t B = c->p.batch < FC_MAX_SEQS ? c->p.batch : FC_MAX_SEQS;
+    int kv = (int)src_below(s, 3);                 /* 0: dense K, 1: packed K, 2: paged */
+    v->varlen_q = (int)src_below(s, 2);
+    for (int64_t b = 0; v->varlen_q && b < B; b++) v->seqlens_q[b] = pick_seq_len(s, c->p.seqlen_q);
+    if (kv == 1) {
+        v->varlen_k = 1;
+        for (int64_t b = 0; b < B; b++) v->seqlens_k[b] = pick_seq_len(s, c->p.seqlen_k);
+    }
+    if (kv == 2) {
+        c->p.page_size = PICK(s, fz_page_sizes);
+        v->max_pages = (c->p.seqlen_k + c->p.page_size - 1) / c->p.page_size + (int64_t)src_below(s, 2);
+        if (v->max_pages < 1) v->max_pages = 1;
+        v->table_pad = (int64_t)src_below(s, 4);
+    }
+    v->has_seqused = (int)src_below(s, 2);         /* caches longer than used */
+    for (int64_t b = 0; v->has_seqused && b < B; b++) {
+        int64_t cap = fc_case_seq_alloc(c, b) < c->p.seqlen_k ? fc_case_seq_alloc(c, b) : c->p.seqlen_k;
+        v->seqused_k[b] = pick_seq_len(s, cap);
+    }
+    if (kv == 2 && v->max_pages <= FC_MAX_PAGES && B * v->max_pages <= FC_MAX_TABLE) pick_table(s, c);
+    if (src_below(s, 4) == 1) c->p.softcap = PICK(s, fz_softcaps);
+    if (src_below(s, 4) == 1) {
+        c->p.has_sinks = 1;
+        v->sinks.kind = src_below(s, 3) == 0 ? FC_DIST_LARGE : FC_DIST_GAUSSIAN;
+    }
+}
+
+/* The v3 draws of a PRNG source come from a side stream keyed by the main one's state (read,
+ * not advanced): a backend that claims no v3 feature sees exactly the pre-v3 sequence of cases
+ * and mutations (fz_case_fit drops the features it does not claim). */
+static fz_rng side_stream(const fz_rng *r, uint64_t salt)
+{
+    fz_rng t = { (r->s ^ salt) | 1 };
+    fz_rng_next(&t);
+    return t;
+}
+
 static void pick_case(fz_src *s, fc_case *c)
 {
     fc_case_default(c);
@@ -217,6 +298,13 @@ static void pick_case(fz_src *s, fc_case *c)
     c->backward = (int)src_below(s, 2);
     c->deterministic = (int)src_below(s, 2);
     pick_seed(s, c);
+    if (s->rng) {                           /* last: earlier fields decode as before */
+        fz_rng side = side_stream(s->rng, 0x76335F67656E3031ull);
+        fz_src s3 = { &side, NULL, 0 };
+        pick_v3(&s3, c);
+    } else {
+        pick_v3(s, c);
+    }
 }
 
 void fz_case_from_bytes(const uint8_t *data, size_t size, fc_case *c)
@@ -239,6 +327,34 @@ static int64_t nudge(fz_src *s, int64_t v)
     static const int64_t deltas[] = { -1, 1, -2, 2, -16, 16 };
     int64_t r = v + PICK(s, deltas);
     return r < 0 ? 0 : r;
+}
+
+/* one contract-v3 mutation */
+static void mutate_v3(fz_rng *r3, fz_src *s3, fc_case *c)
+{
+    switch (fz_rng_below(r3, 5) + 20) {
+        case 20: pick_v3(s3, c); break;
+        case 21: {                          /* one sequence: empty, a single row/key, nudged */
+            int64_t b = (int64_t)fz_rng_below(r3, (uint64_t)(c->p.batch > 0 ? c->p.batch : 1)) % FC_MAX_SEQS;
+            int64_t *len = fz_rng_below(r3, 2) ? c->v3.seqlens_q : c->v3.seqlens_k;
+            int64_t x = fz_rng_below(r3, 3);
+            len[b] = x == 2 ? nudge(s3, len[b]) : x;
+            break;
+        }
+        case 22: {                          /* a cache longer than used */
+            int64_t b = (int64_t)fz_rng_below(r3, (uint64_t)(c->p.batch > 0 ? c->p.batch : 1)) % FC_MAX_SEQS;
+            c->v3.has_seqused = 1;
+            c->v3.seqused_k[b] = (int64_t)fz_rng_below(r3, (uint64_t)c->v3.seqused_k[b] + 2);
+            break;
+        }
+        case 23: if (c->p.page_size >= 1 && c->v3.max_pages <= FC_MAX_PAGES &&
+                     c->p.batch * c->v3.max_pages <= FC_MAX_TABLE) pick_table(s3, c);
+            break;
+        case 24:
+            if (fz_rng_below(r3, 2)) c->p.softcap = c->p.softcap > 0 ? 0.0f : PICK(s3, fz_softcaps);
+            else c->p.has_sinks = !c->p.has_sinks;
+            break;
+    }
 }
 
 void fz_case_mutate(fz_rng *r, fc_case *c)
@@ -275,6 +391,11 @@ void fz_case_mutate(fz_rng *r, fc_case *c)
         default: pick_seed(&s, c); break;
         }
     }
+    /* contract v3: one op in six, from the side stream */
+    fz_rng side = side_stream(r, 0x76335F6D75743031ull);
+    if (fz_rng_below(&side, 6) != 0) return;
+    fz_src s3 = { &side, NULL, 0 };
+    mutate_v3(&side, &s3, c);
 }
 
 void fz_case_crossover(fz_rng *r, const fc_case *a, const fc_case *b, fc_case *out)
@@ -293,6 +414,10 @@ void fz_case_crossover(fz_rng *r, const fc_case *a, const fc_case *b, fc_case *o
     if (fz_rng_below(r, 2)) memcpy(out->layout, b->layout, sizeof out->layout);
     if (fz_rng_below(r, 2)) memcpy(out->dist, b->dist, sizeof out->dist);
     if (fz_rng_below(r, 2)) { out->p.dtype = b->p.dtype; out->p.softmax_scale = b->p.softmax_scale; }
+    if (fz_rng_below(r, 2)) {
+        out->v3 = b->v3;
+        out->p.softcap = b->p.softcap; out->p.has_sinks = b->p.has_sinks; out->p.page_size = b->p.page_size;
+    }
 }
 
 /* ------------------------------------------------------------------------- */
@@ -318,6 +443,57 @@ static int64_t fit_head_dim(int64_t d, int64_t cap, int64_t m)
 static int is_4d_data(int t)
 {
     return t != FC_T_MASK && t != FC_T_LSE;
+}
+
+/* Contract-v3 fields made consistent with the (fitted) shape and the backend's claims:
+ * features the limits do not claim are dropped, lengths clamped to the maxima, the table
+ * re-laid when the pages per sequence change, entries wrapped into the pool. */
+static void fit_v3(fc_case *c, const fa_limits *lim)
+{
+    fa_problem *p = &c->p;
+    fc_v3 *v = &c->v3;
+    if (lim) {
+        if (!lim->supports_varlen) v->varlen_q = v->varlen_k = v->has_seqused = 0;
+        if (!lim->supports_paged) p->page_size = 0;
+        if (!lim->supports_softcap) p->softcap = 0.0f;
+        if (!lim->supports_sinks) p->has_sinks = 0;
+    }
+    if (!(p->softcap >= 0.0f && p->softcap <= 1e4f)) p->softcap = 0.0f;
+    p->has_sinks = !!p->has_sinks;
+    if ((unsigned)v->sinks.kind >= FC_DIST_COUNT) v->sinks.kind = FC_DIST_GAUSSIAN;
+    if (!(v->sinks.amp >= 0.0 && v->sinks.amp <= 100.0)) v->sinks.amp = 0.0;
+    if (p->page_size < 0) p->page_size = 0;
+    if (p->page_size >= 1) v->varlen_k = 0;
+    v->varlen_q = !!v->varlen_q; v->varlen_k = !!v->varlen_k; v->has_seqused = !!v->has_seqused;
+    if (!fc_case_is_v3(c)) { memset(v, 0, sizeof *v); v->sinks.kind = FC_DIST_GAUSSIAN; return; }
+    if (p->batch > FC_MAX_SEQS) p->batch = FC_MAX_SEQS;
+    const int64_t B = p->batch;
+    if (v->varlen_q || v->varlen_k) c->mask.kind = FC_MASK_NONE;
+    for (int64_t k = 0; k < B; k++) {
+        v->seqlens_q[k] = clamp64(v->seqlens_q[k], 0, p->seqlen_q);
+        v->seqlens_k[k] = clamp64(v->seqlens_k[k], 0, p->seqlen_k);
+    }
+    if (p->page_size >= 1) {
+        p->page_size = clamp64(p->page_size, 1, 4096);
+        if ((p->seqlen_k + p->page_size - 1) / p->page_size > FC_MAX_PAGES)
+            p->page_size = (p->seqlen_k + FC_MAX_PAGES - 1) / FC_MAX_PAGES;
+        int64_t need = (p->seqlen_k + p->page_size - 1) / p->page_size;
+        if (need < 1) need = 1;
+        int64_t mp = clamp64(v->max_pages, need, FC_MAX_PAGES);
+        while (B * mp > FC_MAX_TABLE && mp > need) mp--;
+        v->num_pages = clamp64(v->num_pages, 1, 99999);
+        if (mp != v->max_pages) { /* re-laid in order */
+            v->max_pages = mp;
+            for (int64_t e = 0; e < B * mp; e++) v->block_table[e] = (int32_t)(e % v->num_pages);
+        }
+        for (int64_t e = 0; e < B * mp; e++)
+            v->block_table[e] = (int32_t)(((int64_t)v->block_table[e] % v->num_pages + v->num_pages) % v->num_pages);
+        v->table_pad = clamp64(v->table_pad, 0, 8);
+    }
+    for (int64_t k = 0; k < B; k++) {
+        int64_t cap = fc_case_seq_alloc(c, k) < p->seqlen_k ? fc_case_seq_alloc(c, k) : p->seqlen_k;
+        v->seqused_k[k] = clamp64(v->seqused_k[k], 0, cap);
+    }
 }
 
 int fz_case_fit(fc_case *c, const fz_budget *b, const fa_limits *lim, int backend_has_backward)
@@ -412,6 +588,8 @@ int fz_case_fit(fc_case *c, const fz_budget *b, const fa_limits *lim, int backen
             l->offset = l->offset / align_elems * align_elems;
         }
     }
+
+    fit_v3(c, lim);
 
     if (!backend_has_backward || b->backward == 0) c->backward = 0;
     else if (b->backward == 1) c->backward = 1;

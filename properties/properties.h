@@ -55,6 +55,16 @@ fc_outcome fc_prop_gradient_fd(const fa_backend *be, const fc_case *c, fc_verdic
 /* Five repeated runs (forward; backward when deterministic) are bitwise equal. */
 fc_outcome fc_prop_determinism(const fa_backend *be, const fc_case *c, fc_verdict *v);
 
+/* Contract v3 (properties/prop_v3.c). packing: a case with packed sequences (seqlens_q /
+ * seqlens_k) or seqused_k gives, for every sequence, the bits of that sequence run alone as a
+ * dense B = 1 case (O, LSE, dQ; dK, dV of its used keys, 0 for its unused keys; dsinks summed
+ * over sequences): checked bitwise on flashcheck's CPU backends, skipped elsewhere (a bound needs
+ * the v3 oracle). paging: the pages of a paged case permuted, with the block table permuted
+ * likewise, give the same bits (O, LSE, dQ, dsinks; dK, dV moved with their pages), on any
+ * backend. */
+fc_outcome fc_prop_packing(const fa_backend *be, const fc_case *c, fc_verdict *v);
+fc_outcome fc_prop_paging(const fa_backend *be, const fc_case *c, fc_verdict *v);
+
 typedef struct {
     const char *name;
     fc_prop_fn fn;

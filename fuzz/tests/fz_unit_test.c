@@ -197,12 +197,70 @@ static void test_feat(void)
     CHECK(n1 > 0 && n2 == 0 && fz_feat_map_size(&map) == n1, "novelty: %d then %d", n1, n2);
 }
 
+/* contract v3: with a backend claiming every feature, generated cases cover packed batches
+ * with empty and single-token sequences, caches longer than used, paged caches with shuffled
+ * and shared pages in padded tables, softcap and sinks; every one is valid, round-trips as
+ * text, and a backend claiming nothing never gets a v3 case. */
+static void test_gen_v3(void)
+{
+    fz_budget b;
+    fz_budget_default(&b);
+    fa_limits all = {.max_head_dim = 256, .head_dim_multiple = 1, .ptr_align_bytes = 2, .supports_varlen = 1,
+                     .supports_paged = 1, .supports_softcap = 1, .supports_sinks = 1};
+    fa_limits none = {.max_head_dim = 256, .head_dim_multiple = 1, .ptr_align_bytes = 2};
+    fz_rng r;
+    fz_rng_seed(&r, 99);
+    int n = 3000, v3 = 0, empty_seq = 0, one_seq = 0, longer = 0, paged = 0, shuffled = 0, shared = 0, padded = 0,
+        capped = 0, sinks = 0, mutated_v3 = 0;
+    static char text[1 << 16];
+    for (int i = 0; i < n; i++) {
+        fc_case c, back;
+        char msg[256];
+        fz_case_random(&r, &c);
+        if (i % 3 == 0) fz_case_mutate(&r, &c);
+        fz_case_fit(&c, &b, i % 5 == 4 ? &none : &all, 1);
+        CHECK(fc_case_check(&c, msg, sizeof msg) == 0, "v3 case %d invalid: %s", i, msg);
+        if (i % 5 == 4) { CHECK(!fc_case_is_v3(&c), "a backend claiming nothing got a v3 case"); continue; }
+        size_t tl = fc_case_write(&c, text, sizeof text);
+        CHECK(tl < sizeof text && fc_case_parse(text, &back, msg, sizeof msg) == 0 && fc_case_equal(&c, &back),
+              "v3 round trip %d: %s\n%s", i, msg, text);
+        if (!fc_case_is_v3(&c)) continue;
+        v3++;
+        if (i % 3 == 0) mutated_v3++;
+        int e = 0, o = 0, l = 0;
+        for (int64_t k = 0; k < c.p.batch && c.p.batch >= 2; k++) {
+            if (c.v3.varlen_q) { e |= c.v3.seqlens_q[k] == 0; o |= c.v3.seqlens_q[k] == 1; }
+            if (c.v3.has_seqused) l |= c.v3.seqused_k[k] < fc_case_seq_alloc(&c, k);
+        }
+        empty_seq += e; one_seq += o; longer += l;
+        if (c.p.page_size >= 1) {
+            paged++;
+            int sh = 0, rep = 0;
+            int64_t m = c.p.batch * c.v3.max_pages;
+            for (int64_t x = 1; x < m; x++) sh |= c.v3.block_table[x] != c.v3.block_table[x - 1] + 1;
+            for (int64_t x = 0; x < m; x++)
+                for (int64_t y = 0; y < x; y++) rep |= c.v3.block_table[x] == c.v3.block_table[y];
+            shuffled += sh; shared += rep; padded += c.v3.table_pad > 0;
+        }
+        capped += c.p.softcap > 0;
+        sinks += c.p.has_sinks;
+    }
+    printf("v3 cases %d/%d: empty seq %d, 1-token seq %d, cache longer than used %d, paged %d (shuffled %d, "
+           "shared %d, padded %d), softcap %d, sinks %d, mutated %d\n", v3, n, empty_seq, one_seq, longer, paged,
+           shuffled, shared, padded, capped, sinks, mutated_v3);
+    CHECK(v3 > n / 10, "v3 cases are generated (%d)", v3);
+    CHECK(empty_seq > 10 && one_seq > 10 && longer > 10, "lengths 0, 1 and caches longer than used occur");
+    CHECK(paged > 20 && shuffled > 10 && shared > 5 && padded > 10, "paged tables: shuffled, shared, padded");
+    CHECK(capped > 10 && sinks > 10, "softcap and sinks occur");
+}
+
 int main(void)
 {
     const char *t = getenv("TEST_TMPDIR");
     char tmp[512];
     snprintf(tmp, sizeof tmp, "%s/fz_unit_%d", t ? t : "/tmp", (int)getpid());
     test_gen();
+    test_gen_v3();
     test_store(tmp);
     test_feat();
     printf("%d checks, %d failed\n", checks, failures);

@@ -2,8 +2,13 @@
  * backend runs before touching memory (contract: kernels/flash_api.h).
  *
  * Order of checks (the first failure is reported):
- *   1. problem scalars: sizes, head counts, head dims, enums, softmax scale;
- *   2. backend limits (FA_ERR_UNSUPPORTED): head dims, Dqk == Dv;
+ *   1. problem scalars: sizes, head counts, head dims, enums, softmax scale,
+ *      softcap, has_sinks, page_size;
+ *   2. backend limits (FA_ERR_UNSUPPORTED): head dims, Dqk == Dv, then the
+ *      contract-v3 features the limits do not claim (varlen, paged, softcap, sinks);
+ *   2b. contract-v3 host arrays and their exclusions: mask with cu_seqlens,
+ *      paging with cu_seqlens_k, cu_seqlens_q/k, the paged geometry, seqused_k,
+ *      the block table entries each sequence uses, sinks present;
  *   3. per tensor, in argument order: pointer present, pointer alignment,
  *      strides >= 0, unit last stride (limit), element count and address
  *      extent fit in 64 bits;
@@ -11,6 +16,10 @@
  *   5. every output: its byte range meets no other tensor's byte range.
  * A tensor with zero elements touches no memory: its range is empty, it
  * overlaps nothing and its strides are not bounded (they are still >= 0).
+ * A packed tensor (cu_seqlens given) is the view [1, total, H, D] with its
+ * stride[0] ignored (total = cu[B], so its range ends at the LAST packed row); a
+ * paged K/V/dK/dV is the pool [num_pages, page_size, Hkv, D]; sinks and dsinks
+ * are [Hq] fp32 contiguous.
  * Nothing but *err is written, and *err only on failure. */
 #include <math.h>
 #include <stdbool.h>
@@ -35,9 +44,10 @@ typedef struct {
     bool is_output;
     bool empty;             /* computed: some dim is 0 */
     uintptr_t lo, hi;       /* computed: byte range [lo, hi), empty when lo == hi */
+    int64_t own_stride[4];  /* strides rewritten for a packed view (stride[0] ignored) */
 } val_view;
 
-#define VAL_MAX_VIEWS 11
+#define VAL_MAX_VIEWS 13
 
 static const char *val_dims_tensor_q[4] = {"batch", "seqlen_q", "heads_q", "head_dim_qk"};
 static const char *val_dims_tensor_k[4] = {"batch", "seqlen_k", "heads_kv", "head_dim_qk"};
@@ -45,6 +55,11 @@ static const char *val_dims_tensor_v[4] = {"batch", "seqlen_k", "heads_kv", "hea
 static const char *val_dims_tensor_o[4] = {"batch", "seqlen_q", "heads_q", "head_dim_v"};
 static const char *val_dims_mask[4] = {"batch", "heads_q", "seqlen_q", "seqlen_k"};
 static const char *val_dims_lse[4] = {"batch", "heads_q", "seqlen_q", ""};
+static const char *val_dims_packed_q[4] = {"batch", "cu_seqlens_q[batch]", "heads_q", "head_dim"};
+static const char *val_dims_packed_k[4] = {"batch", "cu_seqlens_k[batch]", "heads_kv", "head_dim"};
+static const char *val_dims_pool[4] = {"paged.num_pages", "page_size", "heads_kv", "head_dim"};
+static const char *val_dims_packed_lse[4] = {"batch", "heads_q", "cu_seqlens_q[batch]", ""};
+static const char *val_dims_sinks[4] = {"heads_q", "", "", ""};
 
 static void val_set(val_view *v, const char *name, const void *ptr, const int64_t *stride, int rank,
                     int64_t d0, int64_t d1, int64_t d2, int64_t d3, const char **dim_name,
@@ -118,6 +133,16 @@ static fa_status val_problem(const fa_problem *p, const fa_limits *lim, fa_error
         return fa_fail(err, FA_ERR_INVALID, "softmax_scale",
                        "softmax_scale is %g; pass a finite scale, or 0 for 1/sqrt(head_dim_qk).",
                        (double)p->softmax_scale);
+    if (!isfinite(p->softcap) || p->softcap < 0.0f)
+        return fa_fail(err, FA_ERR_INVALID, "softcap",
+                       "softcap is %g; pass 0 (no capping) or a finite cap > 0.", (double)p->softcap);
+    if (p->has_sinks != 0 && p->has_sinks != 1)
+        return fa_fail(err, FA_ERR_INVALID, "has_sinks",
+                       "has_sinks is %d; use 0 (no sinks) or 1 (sinks[heads_q] given).", p->has_sinks);
+    if (p->page_size < 0)
+        return fa_fail(err, FA_ERR_INVALID, "page_size",
+                       "page_size is %lld; use 0 (dense K/V) or >= 1 (paged through paged.block_table).",
+                       (long long)p->page_size);
     if (lim == NULL) return FA_OK;
     const struct { const char *name; int64_t value; } dims[2] = {
         {"head_dim_qk", p->head_dim_qk}, {"head_dim_v", p->head_dim_v}};
@@ -135,6 +160,126 @@ static fa_status val_problem(const fa_problem *p, const fa_limits *lim, fa_error
         return fa_fail(err, FA_ERR_UNSUPPORTED, "head_dim_v",
                        "head_dim_v (%lld) differs from head_dim_qk (%lld); this backend needs them "
                        "equal.", (long long)p->head_dim_v, (long long)p->head_dim_qk);
+    return FA_OK;
+}
+
+/* 2 (features): the contract-v3 features a call uses that the limits do not claim. */
+static fa_status val_features(const fa_problem *p, const fa_varlen *vl, const fa_limits *lim,
+                              fa_error *err) {
+    if (lim == NULL) return FA_OK;
+    const struct { const char *name; bool used; int claimed; const char *what; } f[6] = {
+        {"varlen.cu_seqlens_q", vl->cu_seqlens_q != NULL, lim->supports_varlen, "packed variable-length Q"},
+        {"varlen.cu_seqlens_k", vl->cu_seqlens_k != NULL, lim->supports_varlen, "packed variable-length K/V"},
+        {"varlen.seqused_k", vl->seqused_k != NULL, lim->supports_varlen, "per-sequence used keys"},
+        {"page_size", p->page_size >= 1, lim->supports_paged, "a paged K/V cache"},
+        {"softcap", p->softcap > 0.0f, lim->supports_softcap, "logit softcapping"},
+        {"has_sinks", p->has_sinks != 0, lim->supports_sinks, "attention sinks"}};
+    for (int i = 0; i < 6; i++)
+        if (f[i].used && !f[i].claimed)
+            return fa_fail(err, FA_ERR_UNSUPPORTED, f[i].name,
+                           "%s is set but this backend does not support %s (its fa_limits do not claim "
+                           "it); run the case without it or on a backend that claims it.", f[i].name,
+                           f[i].what);
+    return FA_OK;
+}
+
+// ----------------------------------------------------------------------------
+// 2b: the contract-v3 host arrays (cu_seqlens, seqused_k, block table)
+
+/* cu[0] == 0, non-decreasing, every span <= max_len. */
+static fa_status val_cu(const int32_t *cu, int64_t batch, int64_t max_len, const char *name,
+                        const char *len_name, fa_error *err) {
+    if (cu[0] != 0)
+        return fa_fail(err, FA_ERR_INVALID, name, "%s[0] is %d; it must be 0 (offsets of packed sequences "
+                       "start at row 0).", name, (int)cu[0]);
+    for (int64_t b = 0; b < batch; b++) {
+        int64_t span = (int64_t)cu[b + 1] - (int64_t)cu[b];
+        if (span < 0)
+            return fa_fail(err, FA_ERR_INVALID, name, "%s decreases at sequence %lld (%d then %d); the "
+                           "offsets must be non-decreasing.", name, (long long)b, (int)cu[b], (int)cu[b + 1]);
+        if (span > max_len)
+            return fa_fail(err, FA_ERR_INVALID, name, "sequence %lld of %s has length %lld, above %s = "
+                           "%lld (which must be the maximum over sequences).", (long long)b, name,
+                           (long long)span, len_name, (long long)max_len);
+    }
+    return FA_OK;
+}
+
+/* Keys allocated to sequence b: the cu_k span, the pages of its table row, or seqlen_k. */
+static int64_t val_alloc_k(const fa_problem *p, const fa_varlen *vl, const fa_paged *pg, int64_t b) {
+    if (vl->cu_seqlens_k) return (int64_t)vl->cu_seqlens_k[b + 1] - (int64_t)vl->cu_seqlens_k[b];
+    if (p->page_size >= 1) return pg->max_pages_per_seq * p->page_size; /* checked not to overflow */
+    return p->seqlen_k;
+}
+
+static fa_status val_v3(const fa_problem *p, const fa_varlen *vl, const fa_paged *pg, const fa_mask *mask,
+                        const float *sinks, fa_error *err) {
+    bool paged = p->page_size >= 1;
+    if (mask->ptr != NULL && (vl->cu_seqlens_q != NULL || vl->cu_seqlens_k != NULL))
+        return fa_fail(err, FA_ERR_INVALID, "mask", "an additive mask is not allowed with packed sequences "
+                       "(cu_seqlens); pass the mask of each sequence in its own dense call.");
+    if (paged && vl->cu_seqlens_k != NULL)
+        return fa_fail(err, FA_ERR_INVALID, "varlen.cu_seqlens_k", "varlen.cu_seqlens_k is given with a paged "
+                       "K/V cache (page_size %lld); K/V are either packed or paged: use seqused_k for the "
+                       "lengths of paged sequences.", (long long)p->page_size);
+    fa_status st;
+    if (vl->cu_seqlens_q &&
+        (st = val_cu(vl->cu_seqlens_q, p->batch, p->seqlen_q, "varlen.cu_seqlens_q", "seqlen_q", err)) != FA_OK)
+        return st;
+    if (vl->cu_seqlens_k &&
+        (st = val_cu(vl->cu_seqlens_k, p->batch, p->seqlen_k, "varlen.cu_seqlens_k", "seqlen_k", err)) != FA_OK)
+        return st;
+    if (!paged && pg->block_table != NULL)
+        return fa_fail(err, FA_ERR_INVALID, "paged.block_table", "paged.block_table is given but page_size "
+                       "is 0; set page_size >= 1 for a paged cache, or pass no table for dense K/V.");
+    if (paged) {
+        if (pg->block_table == NULL)
+            return fa_fail(err, FA_ERR_INVALID, "paged.block_table", "page_size is %lld but "
+                           "paged.block_table is NULL; pass the [batch, max_pages_per_seq] page table.",
+                           (long long)p->page_size);
+        if (pg->max_pages_per_seq < 1)
+            return fa_fail(err, FA_ERR_INVALID, "paged.max_pages_per_seq", "paged.max_pages_per_seq is "
+                           "%lld; it must be >= 1.", (long long)pg->max_pages_per_seq);
+        if (pg->table_stride < pg->max_pages_per_seq)
+            return fa_fail(err, FA_ERR_INVALID, "paged.table_stride", "paged.table_stride (%lld) is below "
+                           "paged.max_pages_per_seq (%lld); rows of the block table would overlap.",
+                           (long long)pg->table_stride, (long long)pg->max_pages_per_seq);
+        if (pg->num_pages < 1)
+            return fa_fail(err, FA_ERR_INVALID, "paged.num_pages", "paged.num_pages is %lld; the pool "
+                           "needs at least one page.", (long long)pg->num_pages);
+        int64_t cap, last_row;
+        if (__builtin_mul_overflow(pg->max_pages_per_seq, p->page_size, &cap) || cap < p->seqlen_k)
+            return fa_fail(err, FA_ERR_INVALID, "paged.max_pages_per_seq", "paged.max_pages_per_seq (%lld) "
+                           "* page_size (%lld) holds fewer than seqlen_k = %lld keys (or overflows); give "
+                           "each sequence enough table entries.", (long long)pg->max_pages_per_seq,
+                           (long long)p->page_size, (long long)p->seqlen_k);
+        if (p->batch > 0 && __builtin_mul_overflow(p->batch - 1, pg->table_stride, &last_row))
+            return fa_fail(err, FA_ERR_INVALID, "paged.table_stride", "paged.table_stride (%lld) times "
+                           "batch - 1 overflows 64 bits.", (long long)pg->table_stride);
+    }
+    for (int64_t b = 0; b < p->batch; b++) {
+        int64_t alloc = val_alloc_k(p, vl, pg, b), used = alloc;
+        if (paged) used = p->seqlen_k; /* without seqused_k every sequence uses seqlen_k keys */
+        if (vl->seqused_k) {
+            used = vl->seqused_k[b];
+            const int64_t cap = alloc < p->seqlen_k ? alloc : p->seqlen_k; /* seqlen_k is the maximum */
+            if (used < 0 || used > cap)
+                return fa_fail(err, FA_ERR_INVALID, "varlen.seqused_k", "varlen.seqused_k[%lld] is %lld; it "
+                               "must be in [0, %lld] (the keys allocated to sequence %lld, at most seqlen_k).",
+                               (long long)b, (long long)used, (long long)cap, (long long)b);
+        }
+        if (!paged) continue;
+        int64_t pages = (used + p->page_size - 1) / p->page_size;
+        const int32_t *row = pg->block_table + b * pg->table_stride;
+        for (int64_t j = 0; j < pages; j++)
+            if (row[j] < 0 || (int64_t)row[j] >= pg->num_pages)
+                return fa_fail(err, FA_ERR_INVALID, "paged.block_table", "paged.block_table[%lld][%lld] is "
+                               "%d; page numbers must be in [0, num_pages = %lld).", (long long)b,
+                               (long long)j, (int)row[j], (long long)pg->num_pages);
+    }
+    if (p->has_sinks && sinks == NULL)
+        return fa_fail(err, FA_ERR_INVALID, "sinks", "has_sinks is 1 but sinks is NULL; pass the [heads_q] "
+                       "fp32 sink logits.");
     return FA_OK;
 }
 
@@ -298,6 +443,34 @@ static fa_status val_views(val_view *views, int n, fa_error *err) {
 
 typedef enum { VAL_LIKE_Q, VAL_LIKE_K, VAL_LIKE_V, VAL_LIKE_O } val_like;
 
+/* Packed rows (cu[B], -1 when not packed) and the paged pool of one call. */
+typedef struct {
+    int64_t total_q, total_k;
+    int64_t page_size, num_pages; /* page_size 0: not paged */
+} val_geom;
+
+static val_geom val_geometry(const fa_problem *p, const fa_varlen *vl, const fa_paged *pg) {
+    val_geom g = {-1, -1, 0, 0};
+    if (vl->cu_seqlens_q) g.total_q = vl->cu_seqlens_q[p->batch];
+    if (vl->cu_seqlens_k) g.total_k = vl->cu_seqlens_k[p->batch];
+    if (p->page_size >= 1) { g.page_size = p->page_size; g.num_pages = pg->num_pages; }
+    return g;
+}
+
+/* The view of a packed tensor: [1, total, H, D] with stride[0] ignored. */
+static void val_set_packed(val_view *v, const char *name, const fa_tensor *t, int64_t total, int64_t h,
+                           int64_t d, const char **dim_name, int64_t es, const fa_limits *lim,
+                           bool is_output) {
+    val_set_data(v, name, t, 1, total, h, d, dim_name, es, lim, is_output);
+    v->own_stride[0] = 0;
+    for (int i = 1; i < 4; i++) v->own_stride[i] = t->stride[i];
+    v->stride = v->own_stride;
+}
+
+static void val_add_v3(val_view *views, int *n, const char *name, const fa_tensor *t, val_like like,
+                       const fa_problem *p, const val_geom *g, int64_t es, const fa_limits *lim,
+                       bool is_output);
+
 static void val_add(val_view *views, int *n, const char *name, const fa_tensor *t, val_like like,
                     const fa_problem *p, int64_t es, const fa_limits *lim, bool is_output) {
     switch (like) {
@@ -320,9 +493,42 @@ static void val_add(val_view *views, int *n, const char *name, const fa_tensor *
     }
 }
 
-static void val_add_lse(val_view *views, int *n, const fa_lse *lse, const fa_problem *p, bool is_output) {
+static void val_add_v3(val_view *views, int *n, const char *name, const fa_tensor *t, val_like like,
+                       const fa_problem *p, const val_geom *g, int64_t es, const fa_limits *lim,
+                       bool is_output) {
+    bool q_side = like == VAL_LIKE_Q || like == VAL_LIKE_O;
+    int64_t d = (like == VAL_LIKE_Q || like == VAL_LIKE_K) ? p->head_dim_qk : p->head_dim_v;
+    if (q_side && g->total_q >= 0)
+        val_set_packed(&views[(*n)++], name, t, g->total_q, p->heads_q, d, val_dims_packed_q, es, lim, is_output);
+    else if (!q_side && g->total_k >= 0)
+        val_set_packed(&views[(*n)++], name, t, g->total_k, p->heads_kv, d, val_dims_packed_k, es, lim, is_output);
+    else if (!q_side && g->page_size >= 1)
+        val_set_data(&views[(*n)++], name, t, g->num_pages, g->page_size, p->heads_kv, d, val_dims_pool, es,
+                     lim, is_output);
+    else
+        val_add(views, n, name, t, like, p, es, lim, is_output);
+}
+
+static void val_add_lse(val_view *views, int *n, const fa_lse *lse, const fa_problem *p, const val_geom *g,
+                        bool is_output) {
+    if (g->total_q >= 0) { /* packed: (b, h, i) at h*st[1] + (cu_q[b] + i)*st[2] */
+        val_view *v = &views[(*n)++];
+        val_set(v, "lse", lse->ptr, lse->stride, 3, 1, p->heads_q, g->total_q, 1, val_dims_packed_lse, 4,
+                is_output);
+        v->own_stride[0] = 0; v->own_stride[1] = lse->stride[1]; v->own_stride[2] = lse->stride[2];
+        v->stride = v->own_stride;
+        return;
+    }
     val_set(&views[(*n)++], "lse", lse->ptr, lse->stride, 3, p->batch, p->heads_q, p->seqlen_q, 1,
             val_dims_lse, 4, is_output);
+}
+
+static const int64_t val_unit_stride[4] = {1, 0, 0, 0};
+
+/* sinks [Hq] (input) or dsinks [Hq] (output), fp32 contiguous; only with has_sinks. */
+static void val_add_sinks(val_view *views, int *n, const char *name, const float *ptr, const fa_problem *p,
+                          bool is_output) {
+    val_set(&views[(*n)++], name, ptr, val_unit_stride, 1, p->heads_q, 1, 1, 1, val_dims_sinks, 4, is_output);
 }
 
 static void val_add_mask(val_view *views, int *n, const fa_mask *mask, const fa_problem *p) {
@@ -339,15 +545,19 @@ fa_status fa_validate_fwd(const fa_fwd_args *a, const fa_limits *lim, fa_error *
     const fa_problem *p = &a->p;
     fa_status st = val_problem(p, lim, err);
     if (st != FA_OK) return st;
+    if ((st = val_features(p, &a->varlen, lim, err)) != FA_OK) return st;
+    if ((st = val_v3(p, &a->varlen, &a->paged, &a->mask, a->sinks, err)) != FA_OK) return st;
     int64_t es = (int64_t)fa_dtype_size(p->dtype);
+    val_geom g = val_geometry(p, &a->varlen, &a->paged);
     val_view v[VAL_MAX_VIEWS];
     int n = 0;
-    val_add(v, &n, "q", &a->q, VAL_LIKE_Q, p, es, lim, false);
-    val_add(v, &n, "k", &a->k, VAL_LIKE_K, p, es, lim, false);
-    val_add(v, &n, "v", &a->v, VAL_LIKE_V, p, es, lim, false);
+    val_add_v3(v, &n, "q", &a->q, VAL_LIKE_Q, p, &g, es, lim, false);
+    val_add_v3(v, &n, "k", &a->k, VAL_LIKE_K, p, &g, es, lim, false);
+    val_add_v3(v, &n, "v", &a->v, VAL_LIKE_V, p, &g, es, lim, false);
     val_add_mask(v, &n, &a->mask, p);
-    val_add(v, &n, "o", &a->o, VAL_LIKE_O, p, es, lim, true);
-    val_add_lse(v, &n, &a->lse, p, true);
+    if (p->has_sinks) val_add_sinks(v, &n, "sinks", a->sinks, p, false);
+    val_add_v3(v, &n, "o", &a->o, VAL_LIKE_O, p, &g, es, lim, true);
+    val_add_lse(v, &n, &a->lse, p, &g, true);
     return val_views(v, n, err);
 }
 
@@ -356,18 +566,23 @@ fa_status fa_validate_bwd(const fa_bwd_args *a, const fa_limits *lim, fa_error *
     const fa_problem *p = &a->p;
     fa_status st = val_problem(p, lim, err);
     if (st != FA_OK) return st;
+    if ((st = val_features(p, &a->varlen, lim, err)) != FA_OK) return st;
+    if ((st = val_v3(p, &a->varlen, &a->paged, &a->mask, a->sinks, err)) != FA_OK) return st;
     int64_t es = (int64_t)fa_dtype_size(p->dtype);
+    val_geom g = val_geometry(p, &a->varlen, &a->paged);
     val_view v[VAL_MAX_VIEWS];
     int n = 0;
-    val_add(v, &n, "q", &a->q, VAL_LIKE_Q, p, es, lim, false);
-    val_add(v, &n, "k", &a->k, VAL_LIKE_K, p, es, lim, false);
-    val_add(v, &n, "v", &a->v, VAL_LIKE_V, p, es, lim, false);
-    val_add(v, &n, "o", &a->o, VAL_LIKE_O, p, es, lim, false);
-    val_add(v, &n, "dout", &a->dout, VAL_LIKE_O, p, es, lim, false);
-    val_add_lse(v, &n, &a->lse, p, false);
+    val_add_v3(v, &n, "q", &a->q, VAL_LIKE_Q, p, &g, es, lim, false);
+    val_add_v3(v, &n, "k", &a->k, VAL_LIKE_K, p, &g, es, lim, false);
+    val_add_v3(v, &n, "v", &a->v, VAL_LIKE_V, p, &g, es, lim, false);
+    val_add_v3(v, &n, "o", &a->o, VAL_LIKE_O, p, &g, es, lim, false);
+    val_add_v3(v, &n, "dout", &a->dout, VAL_LIKE_O, p, &g, es, lim, false);
+    val_add_lse(v, &n, &a->lse, p, &g, false);
     val_add_mask(v, &n, &a->mask, p);
-    val_add(v, &n, "dq", &a->dq, VAL_LIKE_Q, p, es, lim, true);
-    val_add(v, &n, "dk", &a->dk, VAL_LIKE_K, p, es, lim, true);
-    val_add(v, &n, "dv", &a->dv, VAL_LIKE_V, p, es, lim, true);
+    if (p->has_sinks) val_add_sinks(v, &n, "sinks", a->sinks, p, false);
+    val_add_v3(v, &n, "dq", &a->dq, VAL_LIKE_Q, p, &g, es, lim, true);
+    val_add_v3(v, &n, "dk", &a->dk, VAL_LIKE_K, p, &g, es, lim, true);
+    val_add_v3(v, &n, "dv", &a->dv, VAL_LIKE_V, p, &g, es, lim, true);
+    if (p->has_sinks && a->dsinks != NULL) val_add_sinks(v, &n, "dsinks", a->dsinks, p, true);
     return val_views(v, n, err);
 }

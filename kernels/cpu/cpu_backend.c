@@ -3,11 +3,13 @@
 #include "kernels/cpu/cpu_ftz.h"
 #include "kernels/cpu/cpu_internal.h"
 
-/* any head dim 1..512, any strides, pointers aligned to the element size */
+/* any head dim 1..512 (Dqk != Dv too), any strides, pointers aligned to the element size;
+ * every contract-v3 feature, forward and backward (paged backward included) */
 #define CPU_LIMITS_INIT                                                                      \
     {                                                                                        \
         .max_head_dim = 512, .head_dim_multiple = 1, .dqk_must_equal_dv = 0,                 \
-        .ptr_align_bytes = 2, .unit_last_stride = 0,                                         \
+        .ptr_align_bytes = 2, .unit_last_stride = 0, .supports_varlen = 1,                   \
+        .supports_paged = 1, .supports_softcap = 1, .supports_sinks = 1,                     \
     }
 
 const fa_limits cpu_limits = CPU_LIMITS_INIT;

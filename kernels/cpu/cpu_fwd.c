@@ -15,7 +15,15 @@
  *   acc    = alpha * acc + sum_c rnd(p_c) v_c   rnd = round to fp16/bf16 (RNE), fp32 FMA-free sums
  * then O_i = rnd(acc / l) (fp32 division, then RNE to the dtype), LSE_i =
  * m + logf(l) (natural log, fp32). A row with no visible key keeps l = 0:
- * O_i = 0, LSE_i = -inf; (-inf) - (-inf) is never evaluated. */
+ * O_i = 0, LSE_i = -inf; (-inf) - (-inf) is never evaluated.
+ *
+ * Contract v3: a unit works on one sequence (cpu_seq: Sq_b, Sk_b, packed row offsets or
+ * the block-table row; query tiles past Sq_b do nothing, keys past Sk_b are never read).
+ * Softcap: the scores are s_c = fp32(cap * tanhf(fp32(q_i.k_c) * fp32(scale / cap)))
+ * (cpu_row_softcap), then the mask. Sinks: the running max and sum start at m = sink_h,
+ * l = 1 (the sink's own term exp(sink_h - m)), so the sink joins the denominator and
+ * the LSE through the same rescales as any key, and a row with no visible key ends with
+ * O = 0, LSE = sink_h + logf(1) = sink_h. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +70,7 @@ typedef struct {
     const fa_fwd_args *a;
     const fa_problem *p;
     int bf16;
-    float scale;
+    float scale;     /* the score scale: fp32(scale / softcap) with softcap, else the softmax scale */
     int64_t q_st[4], k_st[4], v_st[4], mask_st[4];
     int reverse_dots; /* mutant fwd_order_varies_at_scale: this call sums the dot products reversed */
 } cpu_fwd_plan;
@@ -73,8 +81,10 @@ static void cpu_fwd_unit(const cpu_fwd_plan *pl, int64_t b, int64_t h, int64_t i
                          cpu_fwd_scratch *w) {
     const fa_problem *p = pl->p;
     const fa_fwd_args *a = pl->a;
-    const int64_t Dqk = p->head_dim_qk, Dv = p->head_dim_v, Sk = p->seqlen_k;
-    const int64_t nq = p->seqlen_q - i0 < CPU_TILE_Q ? p->seqlen_q - i0 : CPU_TILE_Q;
+    const cpu_seq seq = cpu_seq_of(p, &a->varlen, &a->paged, b);
+    if (i0 >= seq.sq) return; /* a query tile past this sequence's end */
+    const int64_t Dqk = p->head_dim_qk, Dv = p->head_dim_v, Sk = seq.sk;
+    const int64_t nq = seq.sq - i0 < CPU_TILE_Q ? seq.sq - i0 : CPU_TILE_Q;
     const int64_t hk = cpu_kv_head(p, h);
     const int mut_tail = cpu_mut(CPU_MUT_RAGGED_TAIL);
     const int mut_nan = cpu_mut(CPU_MUT_MASKED_ROW_NAN);
@@ -82,14 +92,16 @@ static void cpu_fwd_unit(const cpu_fwd_plan *pl, int64_t b, int64_t h, int64_t i
     const int mut_noshift = cpu_mut(CPU_MUT_P_NOT_SHIFTED);
     const int mut_norescale = cpu_mut(CPU_MUT_RESCALE_MISSING);
     const int mut_batch_order = (cpu_mut(CPU_MUT_BATCH_DEPENDENT_ORDER) && p->batch > 1) || pl->reverse_dots;
+    const int sinks = p->has_sinks && !cpu_mut(CPU_MUT_SINK_LEFT_OUT);
+    const float sink = sinks ? a->sinks[h] : 0.0f;
 
     float m[CPU_TILE_Q], l[CPU_TILE_Q];
     cpu_row_range range[CPU_TILE_Q];
     int64_t key_lo = INT64_MAX, key_hi = -1; /* union of the rows' visible ranges */
     for (int64_t r = 0; r < nq; r++) {
-        m[r] = -INFINITY;
-        l[r] = 0.0f;
-        range[r] = cpu_visible_range(p, i0 + r);
+        m[r] = sinks ? sink : -INFINITY;
+        l[r] = sinks ? 1.0f : 0.0f;
+        range[r] = cpu_visible_range(p, &seq, i0 + r);
         int64_t hi = mut_tail ? range[r].hi_unclamped : range[r].hi;
         if (range[r].lo <= hi) {
             if (range[r].lo < key_lo) key_lo = range[r].lo;
@@ -97,7 +109,7 @@ static void cpu_fwd_unit(const cpu_fwd_plan *pl, int64_t b, int64_t h, int64_t i
         }
     }
     memset(w->acc, 0, sizeof(float) * (size_t)(nq * Dv));
-    cpu_load_rows((const uint16_t *)a->q.ptr, pl->q_st, b, h, i0, nq, Dqk, pl->bf16, w->q, Dqk, 0);
+    cpu_load_rows((const uint16_t *)a->q.ptr, pl->q_st, &seq, 0, h, i0, nq, Dqk, pl->bf16, w->q, Dqk, 0);
 
     const int64_t n_kt = (Sk + CPU_TILE_K - 1) / CPU_TILE_K;
     for (int64_t kt = 0; kt < n_kt; kt++) {
@@ -107,9 +119,9 @@ static void cpu_fwd_unit(const cpu_fwd_plan *pl, int64_t b, int64_t h, int64_t i
         const int64_t nk = mut_tail ? CPU_TILE_K : nk_real;
         if (j0 > key_hi || j0 + nk - 1 < key_lo) continue; /* no row sees this tile */
 
-        cpu_load_rows((const uint16_t *)a->k.ptr, pl->k_st, b, hk, j0, nk_real, Dqk, pl->bf16, w->kt,
+        cpu_load_rows((const uint16_t *)a->k.ptr, pl->k_st, &seq, 1, hk, j0, nk_real, Dqk, pl->bf16, w->kt,
                       CPU_TILE_K, 1);
-        cpu_load_rows((const uint16_t *)a->v.ptr, pl->v_st, b, hk, j0, nk_real, Dv, pl->bf16, w->v,
+        cpu_load_rows((const uint16_t *)a->v.ptr, pl->v_st, &seq, 1, hk, j0, nk_real, Dv, pl->bf16, w->v,
                       Dv, 0);
         for (int64_t c = nk_real; c < nk; c++) { /* phantom keys: score 0, value of key Sk-1 */
             for (int64_t d = 0; d < Dqk; d++) w->kt[d * CPU_TILE_K + c] = 0.0f;
@@ -131,6 +143,7 @@ static void cpu_fwd_unit(const cpu_fwd_plan *pl, int64_t b, int64_t h, int64_t i
             } else {
                 cpu_row_scores(w->q + r * Dqk, w->kt, Dqk, nk, pl->scale, w->s);
             }
+            cpu_row_softcap(p->softcap, nk, w->s, NULL);
             /* the mask exists only for real keys (phantom keys of the mutant get none) */
             int any = cpu_row_visibility(rr, j0, nk_real, mask_row, pl->mask_st[3], w->s, w->vis);
             for (int64_t c = nk_real; c < nk; c++) {
@@ -180,10 +193,10 @@ static void cpu_fwd_unit(const cpu_fwd_plan *pl, int64_t b, int64_t h, int64_t i
     const int64_t *ost = a->o.stride;
     for (int64_t r = 0; r < nq; r++) {
         const int64_t i = i0 + r;
-        uint16_t *orow = o + b * ost[0] + i * ost[1] + h * ost[2];
+        uint16_t *orow = o + cpu_q_off(&seq, ost, i, h);
         const float *acc = w->acc + r * Dv;
         float lse;
-        if (l[r] == 0.0f) { /* no visible key */
+        if (l[r] == 0.0f) { /* no visible key (and no sink) */
             for (int64_t d = 0; d < Dv; d++) orow[d * ost[3]] = 0;
             lse = -INFINITY;
         } else {
@@ -191,7 +204,7 @@ static void cpu_fwd_unit(const cpu_fwd_plan *pl, int64_t b, int64_t h, int64_t i
             const float shift = mut_noshift ? 0.0f : m[r];
             lse = shift + (cpu_mut(CPU_MUT_LSE_LOG2) ? log2f(l[r]) : logf(l[r]));
         }
-        a->lse.ptr[b * a->lse.stride[0] + h * a->lse.stride[1] + i * a->lse.stride[2]] = lse;
+        a->lse.ptr[cpu_lse_off(&seq, a->lse.stride, i, h)] = lse;
     }
 }
 
@@ -214,16 +227,18 @@ fa_status cpu_forward_mode(const fa_fwd_args *a, int ftz, fa_error *err) {
     pl.a = a;
     pl.p = p;
     pl.bf16 = p->dtype == FA_BF16;
-    pl.scale = fa_effective_scale(p);
+    pl.scale = cpu_softcap_scale(fa_effective_scale(p), p->softcap);
     pl.reverse_dots = 0;
     if (cpu_mut(CPU_MUT_FWD_ORDER_AT_SCALE) && p->batch * p->heads_q * p->seqlen_q >= 4096)
         pl.reverse_dots = (int)(__atomic_fetch_add(&cpu_fwd_call_counter, 1u, __ATOMIC_RELAXED) & 1u);
     const int64_t qdim[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk};
     const int64_t kdim[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk};
     const int64_t vdim[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v};
-    cpu_input_strides(&a->q, qdim, pl.q_st);
-    cpu_input_strides(&a->k, kdim, pl.k_st);
-    cpu_input_strides(&a->v, vdim, pl.v_st);
+    const int dense_q = a->varlen.cu_seqlens_q == NULL;
+    const int dense_k = a->varlen.cu_seqlens_k == NULL && p->page_size == 0;
+    cpu_input_strides(&a->q, qdim, dense_q, pl.q_st);
+    cpu_input_strides(&a->k, kdim, dense_k, pl.k_st);
+    cpu_input_strides(&a->v, vdim, dense_k, pl.v_st);
     cpu_mask_strides(&a->mask, pl.mask_st);
 
     int nthreads = 1;

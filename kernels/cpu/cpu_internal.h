@@ -37,6 +37,13 @@ enum {
     CPU_MUT_MASK_BH_STRIDE_IGNORED,
     CPU_MUT_BATCH_DEPENDENT_ORDER,
     CPU_MUT_FWD_ORDER_AT_SCALE,
+    CPU_MUT_TABLE_STRIDE,          /* contract v3 */
+    CPU_MUT_SOFTCAP_NO_DERIVATIVE,
+    CPU_MUT_SINK_LEFT_OUT,
+    CPU_MUT_VARLEN_PREV_OFFSET,
+    CPU_MUT_SEQUSED_IGNORED,
+    CPU_MUT_DSINK_SIGN,
+    CPU_MUT_PAGES_CONTIGUOUS,
     CPU_MUT_COUNT
 };
 
@@ -90,11 +97,78 @@ static inline int64_t cpu_sat_add(int64_t a, int64_t b) {
     return __builtin_add_overflow(a, b, &r) ? INT64_MAX : r;
 }
 
-static inline cpu_row_range cpu_visible_range(const fa_problem *p, int64_t i) {
+// ----------------------------------------------------------------------------
+// one sequence of the batch (contract v3): its lengths and where its rows live
+//
+// Q-like rows (q, o, dout, dq) of row i: b_q*st[0] + (q_row0 + i)*st[1] (packed: b_q = 0,
+// q_row0 = cu_q[b]; dense: b_q = b, q_row0 = 0); LSE (b, h, i): b_q*st[0] + h*st[1] +
+// (q_row0 + i)*st[2]. K-like rows (k, v, dk, dv) of key j: through the table row when paged
+// (page table[j / page_size], slot j % page_size), else b_k*st[0] + (k_row0 + j)*st[1].
+
+typedef struct {
+    int64_t sq, sk;        /* Sq_b, Sk_b (keys used) */
+    int64_t sk_alloc;      /* keys allocated (>= sk): the cu_k span, seqlen_k, or sk when paged */
+    int64_t b_q, q_row0;
+    int64_t b_k, k_row0;
+    const int32_t *table;  /* the sequence's block-table row when paged, else NULL */
+    int64_t page_size, num_pages;
+} cpu_seq;
+
+static inline cpu_seq cpu_seq_of(const fa_problem *p, const fa_varlen *vl, const fa_paged *pg, int64_t b) {
+    cpu_seq s;
+    s.sq = p->seqlen_q; s.b_q = b; s.q_row0 = 0;
+    if (vl->cu_seqlens_q) {
+        s.sq = (int64_t)vl->cu_seqlens_q[b + 1] - vl->cu_seqlens_q[b];
+        s.b_q = 0; s.q_row0 = vl->cu_seqlens_q[b];
+    }
+    s.sk_alloc = p->seqlen_k; s.b_k = b; s.k_row0 = 0; s.table = NULL; s.page_size = 0; s.num_pages = 0;
+    if (vl->cu_seqlens_k) {
+        s.sk_alloc = (int64_t)vl->cu_seqlens_k[b + 1] - vl->cu_seqlens_k[b];
+        s.b_k = 0; s.k_row0 = vl->cu_seqlens_k[b];
+        /* mutant varlen_prev_offset: sequence b > 0 reads its keys from the previous one's start */
+        if (cpu_mut(CPU_MUT_VARLEN_PREV_OFFSET) && b > 0) s.k_row0 = vl->cu_seqlens_k[b - 1];
+    }
+    if (p->page_size >= 1) {
+        s.page_size = p->page_size; s.num_pages = pg->num_pages;
+        /* mutant block_table_stride: row b at b * max_pages_per_seq instead of b * table_stride */
+        int64_t row_stride = cpu_mut(CPU_MUT_TABLE_STRIDE) ? pg->max_pages_per_seq : pg->table_stride;
+        s.table = pg->block_table + b * row_stride;
+        s.sk_alloc = pg->max_pages_per_seq * p->page_size;
+    }
+    s.sk = s.sk_alloc;
+    if (p->page_size >= 1 && !vl->seqused_k) s.sk = p->seqlen_k;
+    if (vl->seqused_k) {
+        s.sk = vl->seqused_k[b];
+        /* mutant seqused_k_ignored: the allocated keys (dense/packed), or the whole last page */
+        if (cpu_mut(CPU_MUT_SEQUSED_IGNORED))
+            s.sk = p->page_size >= 1 ? (s.sk + p->page_size - 1) / p->page_size * p->page_size : s.sk_alloc;
+    }
+    if (p->page_size >= 1) s.sk_alloc = s.sk;
+    return s;
+}
+
+static inline int64_t cpu_q_off(const cpu_seq *s, const int64_t st[4], int64_t i, int64_t h) {
+    return s->b_q * st[0] + (s->q_row0 + i) * st[1] + h * st[2];
+}
+static inline int64_t cpu_lse_off(const cpu_seq *s, const int64_t st[3], int64_t i, int64_t h) {
+    return s->b_q * st[0] + h * st[1] + (s->q_row0 + i) * st[2];
+}
+static inline int64_t cpu_k_off(const cpu_seq *s, const int64_t st[4], int64_t j, int64_t h) {
+    if (s->table) {
+        /* mutant pages_assumed_contiguous: page table[0] + j / page_size */
+        int64_t page = cpu_mut(CPU_MUT_PAGES_CONTIGUOUS) ? s->table[0] + j / s->page_size : s->table[j / s->page_size];
+        if (page < 0 || page >= s->num_pages) /* only the table-stride mutant reads an unchecked */
+            page = (page % s->num_pages + s->num_pages) % s->num_pages; /* entry: keep it in the pool */
+        return page * st[0] + (j % s->page_size) * st[1] + h * st[2];
+    }
+    return s->b_k * st[0] + (s->k_row0 + j) * st[1] + h * st[2];
+}
+
+static inline cpu_row_range cpu_visible_range(const fa_problem *p, const cpu_seq *sq, int64_t i) {
     int bottom_right = p->causal == FA_CAUSAL_BOTTOM_RIGHT ||
                        (p->causal == FA_CAUSAL_NONE && p->window_align == FA_ALIGN_BOTTOM_RIGHT);
     if (cpu_mut(CPU_MUT_CAUSAL_TOP_LEFT_FOR_BR)) bottom_right = 0;
-    int64_t diag = bottom_right ? i + (p->seqlen_k - p->seqlen_q) : i;
+    int64_t diag = bottom_right ? i + (sq->sk - sq->sq) : i;
     int64_t lo = 0, hi = INT64_MAX;
     if (p->causal != FA_CAUSAL_NONE) hi = cpu_mut(CPU_MUT_CAUSAL_OFF_BY_ONE) ? diag + 1 : diag;
     if (p->window_left >= 0) {
@@ -106,7 +180,7 @@ static inline cpu_row_range cpu_visible_range(const fa_problem *p, int64_t i) {
         int64_t wr = cpu_sat_add(diag, p->window_right);
         if (wr < hi) hi = wr;
     }
-    cpu_row_range r = {lo, hi < p->seqlen_k - 1 ? hi : p->seqlen_k - 1, hi};
+    cpu_row_range r = {lo, hi < sq->sk - 1 ? hi : sq->sk - 1, hi};
     return r;
 }
 
@@ -122,9 +196,9 @@ static inline int64_t cpu_kv_head(const fa_problem *p, int64_t h) {
 /* The strides an input is read with: its own, except under the
  * strides_from_shape mutant, which uses the contiguous strides of the shape
  * when those stay inside the tensor's own memory range. */
-static inline void cpu_input_strides(const fa_tensor *t, const int64_t dim[4], int64_t out[4]) {
+static inline void cpu_input_strides(const fa_tensor *t, const int64_t dim[4], int dense, int64_t out[4]) {
     for (int i = 0; i < 4; i++) out[i] = t->stride[i];
-    if (!cpu_mut(CPU_MUT_STRIDES_FROM_SHAPE)) return;
+    if (!cpu_mut(CPU_MUT_STRIDES_FROM_SHAPE) || !dense) return; /* packed/paged: own strides */
     int64_t contiguous[4] = {dim[1] * dim[2] * dim[3], dim[2] * dim[3], dim[3], 1};
     int64_t real_last = 0, contiguous_last = 0;
     for (int i = 0; i < 4; i++) {
@@ -146,13 +220,13 @@ static inline void cpu_mask_strides(const fa_mask *m, int64_t out[4]) {
 // ----------------------------------------------------------------------------
 // loading tiles to fp32 (exact conversions)
 
-/* rows [j0, j0+n) of a [B,S,H,D] tensor at (b, h), D values each, into
- * dst[c * ld + d] (row-major) or dst[d * ld + c] (transposed). */
-static inline void cpu_load_rows(const uint16_t *base, const int64_t st[4], int64_t b, int64_t h,
-                                 int64_t j0, int64_t n, int64_t D, int bf16, float *dst, int64_t ld,
-                                 int transposed) {
+/* rows [j0, j0+n) of sequence s at head h, D values each, of a Q-like (kside 0) or K-like
+ * (kside 1) tensor, into dst[c * ld + d] (row-major) or dst[d * ld + c] (transposed). */
+static inline void cpu_load_rows(const uint16_t *base, const int64_t st[4], const cpu_seq *s, int kside,
+                                 int64_t h, int64_t j0, int64_t n, int64_t D, int bf16, float *dst,
+                                 int64_t ld, int transposed) {
     for (int64_t c = 0; c < n; c++) {
-        const uint16_t *row = base + b * st[0] + (j0 + c) * st[1] + h * st[2];
+        const uint16_t *row = base + (kside ? cpu_k_off(s, st, j0 + c, h) : cpu_q_off(s, st, j0 + c, h));
         for (int64_t d = 0; d < D; d++) {
             float x = fa_cpu_to_f32(row[d * st[3]], bf16);
             if (transposed) dst[d * ld + c] = x; else dst[c * ld + d] = x;
@@ -179,6 +253,22 @@ static inline void cpu_row_scores(const float *q, const float *kt, int64_t D, in
         for (int64_t c = 0; c < n; c++) s[c] += qd * kd[c];
     }
     for (int64_t c = 0; c < n; c++) s[c] *= scale;
+}
+
+/* Softcap (contract v3, p.softcap = cap > 0), applied to the scores of cpu_row_scores
+ * computed with scale' = fp32(scale / cap) (one rounding) instead of scale:
+ *   t[c] = tanhf(s'[c])   (glibc tanhf, max 2 ulp: glibc's libm-test-ulps for tanh, float)
+ *   s[c] = fp32(cap * t[c])
+ * t (when not NULL) keeps the tanh for the backward's derivative factor 1 - t^2. The
+ * additive mask is added after (cpu_row_visibility), as the contract orders. */
+static inline float cpu_softcap_scale(float scale, float cap) { return cap > 0.0f ? scale / cap : scale; }
+static inline void cpu_row_softcap(float cap, int64_t n, float *s, float *t) {
+    if (!(cap > 0.0f)) return;
+    for (int64_t c = 0; c < n; c++) {
+        const float tc = tanhf(s[c]);
+        if (t) t[c] = tc;
+        s[c] = cap * tc;
+    }
 }
 
 /* Visibility and mask for keys j0 .. j0+n-1 of row i: vis[c] = 1 when the key

@@ -80,6 +80,31 @@ static const struct { const char *name, *description; } cpu_mutant_table[CPU_MUT
         "reduction order follows the scheduler only once the grid has many CTAs; results stay "
         "within the oracle's bound and small calls are reproducible, so only reruns at a size with "
         "many work units (stress mode, properties/check/check.h \"stress\") show it."},
+    [CPU_MUT_TABLE_STRIDE] = {"block_table_stride",
+        "Forward and backward, paged K/V: block-table row b is read at b * max_pages_per_seq "
+        "instead of b * table_stride (an entry outside the pool wraps into it); only wrong with "
+        "batch >= 2 and a table whose rows are padded (table_stride > max_pages_per_seq)."},
+    [CPU_MUT_SOFTCAP_NO_DERIVATIVE] = {"softcap_derivative_missing",
+        "Backward with softcap: dS is not multiplied by 1 - tanh^2, the derivative of the cap; "
+        "dQ and dK are wrong wherever a score is not small against the cap; the forward is right."},
+    [CPU_MUT_SINK_LEFT_OUT] = {"sink_left_out",
+        "Forward with sinks: the sink logit is left out of the softmax denominator and the LSE "
+        "(a plain softmax); wrong in every row unless exp(sink) is negligible against the row sum."},
+    [CPU_MUT_VARLEN_PREV_OFFSET] = {"varlen_prev_offset",
+        "Forward and backward, packed K/V (cu_seqlens_k): sequence b > 0 reads its keys from the "
+        "start of sequence b - 1 (cu_seqlens_k[b-1]); only with batch >= 2 and a non-empty earlier "
+        "sequence."},
+    [CPU_MUT_SEQUSED_IGNORED] = {"seqused_k_ignored",
+        "Forward and backward with seqused_k: each sequence uses all its allocated keys (the "
+        "cu_seqlens_k span or seqlen_k), or with a paged cache its whole last page; only when "
+        "seqused_k[b] is below that."},
+    [CPU_MUT_DSINK_SIGN] = {"dsink_sign",
+        "Backward with sinks: dsinks = + sum exp(sink - lse) D instead of minus; only dsinks is "
+        "wrong, and only where that sum is not zero."},
+    [CPU_MUT_PAGES_CONTIGUOUS] = {"pages_assumed_contiguous",
+        "Forward and backward, paged K/V: key j of a sequence is read from page table[b][0] + "
+        "j / page_size (a cache assumed allocated in consecutive pages; past the pool it wraps) "
+        "instead of table[b][j / page_size]; only wrong when a sequence's pages are not consecutive."},
 };
 
 // ----------------------------------------------------------------------------

@@ -156,7 +156,17 @@ typedef struct {
     int have_fwd, have_bwd;     /* outputs of forward / backward are in buf */
     fa_status status;           /* status of the last call */
     fa_error err;
+    /* contract v3 (host memory; NULL when the case does not use the feature): the varlen and
+     * paged host arrays of the call, the sinks [Hq] and the backward's dsinks [Hq] (NaN-poisoned
+     * before each backward; mirrored on the device for a CUDA backend) */
+    int32_t *cu_q, *cu_k, *seqused, *table;
+    int64_t table_stride;
+    float *sinks, *dsinks;
 } fc_run;
+
+/* The contract-v3 part of a call's arguments from a run (host pointers; sinks / dsinks
+ * as given). */
+void fc_run_v3_args(const fc_run *r, fa_varlen *vl, fa_paged *pg);
 
 /* Allocate and fill the inputs (Q, K, V, dO, mask) from the case; outputs O,
  * LSE (and dQ, dK, dV when c->backward) are allocated and poisoned with

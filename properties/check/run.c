@@ -102,6 +102,43 @@ static void cache_clear(void) {
     run_cache.valid = 0;
 }
 
+/* The host arrays of a v3 case (fc_case_v3_arrays) and the sinks. 0 ok, -1 out of memory. */
+static int run_v3_init(fc_run *r, const fc_case *c) {
+    const int64_t B = c->p.batch;
+    if (c->v3.varlen_q && !(r->cu_q = malloc(sizeof(int32_t) * (size_t)(B + 1)))) return -1;
+    if (c->v3.varlen_k && !(r->cu_k = malloc(sizeof(int32_t) * (size_t)(B + 1)))) return -1;
+    if (c->v3.has_seqused && !(r->seqused = malloc(sizeof(int32_t) * (size_t)(B + 1)))) return -1;
+    if (c->p.page_size >= 1) {
+        r->table_stride = c->v3.max_pages + c->v3.table_pad;
+        if (!(r->table = malloc(sizeof(int32_t) * (size_t)(B * r->table_stride + 1)))) return -1;
+    }
+    fc_case_v3_arrays(c, r->cu_q, r->cu_k, r->seqused, r->table);
+    if (c->p.has_sinks) {
+        r->sinks = malloc(sizeof(float) * (size_t)c->p.heads_q);
+        r->dsinks = malloc(sizeof(float) * (size_t)c->p.heads_q);
+        if (!r->sinks || !r->dsinks) return -1;
+        for (int64_t h = 0; h < c->p.heads_q; h++) {
+            r->sinks[h] = (float)fc_case_sink(c, h);
+            r->dsinks[h] = NAN;
+        }
+    }
+    return 0;
+}
+
+void fc_run_v3_args(const fc_run *r, fa_varlen *vl, fa_paged *pg) {
+    memset(vl, 0, sizeof *vl);
+    memset(pg, 0, sizeof *pg);
+    vl->cu_seqlens_q = r->cu_q;
+    vl->cu_seqlens_k = r->cu_k;
+    vl->seqused_k = r->seqused;
+    if (r->table) {
+        pg->block_table = r->table;
+        pg->table_stride = r->table_stride;
+        pg->max_pages_per_seq = r->c.v3.max_pages;
+        pg->num_pages = r->c.v3.num_pages;
+    }
+}
+
 int fc_run_init(fc_run *r, const fc_case *c, int poison, char *msg, size_t msglen) {
     memset(r, 0, sizeof *r);
     r->c = *c;
@@ -139,6 +176,11 @@ int fc_run_init(fc_run *r, const fc_case *c, int poison, char *msg, size_t msgle
         run_cache.c = *c;
         run_cache.valid = 1;
     }
+    if (run_v3_init(r, c)) {
+        snprintf(msg, msglen, "harness: out of memory for the contract-v3 arrays");
+        fc_run_free(r);
+        return -1;
+    }
     return 0;
 }
 
@@ -148,6 +190,9 @@ void fc_run_free(fc_run *r) {
         free(r->snapshot[t]);
         r->snapshot[t] = NULL;
     }
+    free(r->cu_q); free(r->cu_k); free(r->seqused); free(r->table); free(r->sinks); free(r->dsinks);
+    r->cu_q = r->cu_k = r->seqused = r->table = NULL;
+    r->sinks = r->dsinks = NULL;
 }
 
 /* The snapshot of a buffer has the buffer's size, which never changes within
@@ -200,6 +245,7 @@ static fa_mask mask_of(const fc_buf *b, void *base) {
 typedef struct {
     void *base[FC_T_COUNT]; /* host alloc or device mirror per tensor */
     int device;
+    float *sinks, *dsinks;  /* the run's sinks / dsinks, or their device copies */
 } call_mem;
 
 #if FC_HAVE_CUDA
@@ -229,10 +275,24 @@ static fa_status mem_setup(fc_run *r, const fa_backend *be, call_mem *m) {
     memset(m, 0, sizeof *m);
     if (be->memspace == FA_MEM_HOST) {
         for (int t = 0; t < FC_T_COUNT; t++) m->base[t] = r->buf[t].alloc;
+        m->sinks = r->sinks;
+        m->dsinks = r->dsinks;
         return FA_OK;
     }
 #if FC_HAVE_CUDA
     m->device = 1;
+    if (r->sinks) { /* small: a fresh allocation per call, copied both ways */
+        size_t n = sizeof(float) * (size_t)r->c.p.heads_q;
+        cudaError_t e = cudaMalloc((void **)&m->sinks, 2 * n);
+        if (e == cudaSuccess) {
+            m->dsinks = m->sinks + r->c.p.heads_q;
+            e = cudaMemcpy(m->sinks, r->sinks, n, cudaMemcpyHostToDevice);
+        }
+        if (e == cudaSuccess) e = cudaMemcpy(m->dsinks, r->dsinks, n, cudaMemcpyHostToDevice);
+        if (e != cudaSuccess)
+            return fa_fail(&r->err, FA_ERR_DEVICE, "sinks", "harness: CUDA allocation/copy of the sinks failed: %s",
+                           cudaGetErrorString(e));
+    }
     for (int t = 0; t < FC_T_COUNT; t++) {
         if (!r->buf[t].alloc) continue;
         size_t n = buf_bytes(&r->buf[t]);
@@ -270,6 +330,13 @@ static fa_status mem_finish(fc_run *r, call_mem *m, fa_status before) {
             cudaError_t e = cudaMemcpy(r->buf[t].alloc, m->base[t], buf_bytes(&r->buf[t]), cudaMemcpyDeviceToHost);
             if (e != cudaSuccess && ec == cudaSuccess) ec = e;
             m->base[t] = NULL; /* the mirror stays in dev_pool for the next call */
+        }
+        if (m->sinks) {
+            cudaError_t e = cudaMemcpy(r->dsinks, m->dsinks, sizeof(float) * (size_t)r->c.p.heads_q,
+                                       cudaMemcpyDeviceToHost);
+            if (e != cudaSuccess && ec == cudaSuccess) ec = e;
+            cudaFree(m->sinks);
+            m->sinks = m->dsinks = NULL;
         }
         switch (fc_device_blame(before, e0 != cudaSuccess, ec != cudaSuccess)) {
         case FC_BLAME_BACKEND:
@@ -310,6 +377,8 @@ fa_status fc_run_forward(fc_run *r, const fa_backend *be) {
         a.o = tensor_of(&r->buf[FC_T_O], m.base[FC_T_O]);
         a.lse = lse_of(&r->buf[FC_T_LSE], m.base[FC_T_LSE]);
         a.stream = NULL;
+        fc_run_v3_args(r, &a.varlen, &a.paged);
+        a.sinks = m.sinks;
         st = be->forward(&a, &r->err);
         if (st != FA_OK && r->err.status == FA_OK) r->err.status = st;
     }
@@ -332,6 +401,8 @@ fa_status fc_run_backward(fc_run *r, const fa_backend *be) {
     }
     const int inputs[7] = {FC_T_Q, FC_T_K, FC_T_V, FC_T_MASK, FC_T_O, FC_T_LSE, FC_T_DO};
     for (int i = 0; i < 7; i++) take_snapshot(r, inputs[i]);
+    if (r->dsinks)
+        for (int64_t h = 0; h < r->c.p.heads_q; h++) r->dsinks[h] = NAN;
     call_mem m;
     r->on_device = be->memspace != FA_MEM_HOST;
     fa_status st = mem_setup(r, be, &m);
@@ -351,6 +422,9 @@ fa_status fc_run_backward(fc_run *r, const fa_backend *be) {
         a.dv = tensor_of(&r->buf[FC_T_DV], m.base[FC_T_DV]);
         a.deterministic = r->c.deterministic;
         a.stream = NULL;
+        fc_run_v3_args(r, &a.varlen, &a.paged);
+        a.sinks = m.sinks;
+        a.dsinks = m.dsinks;
         st = be->backward(&a, &r->err);
         if (st != FA_OK && r->err.status == FA_OK) r->err.status = st;
     }

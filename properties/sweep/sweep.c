@@ -14,7 +14,8 @@
 /* categories                                                                */
 
 static const char *cat_names[FC_SWEEP_CAT_COUNT] = {
-    "shapes", "causal", "window", "mask", "gqa", "layout", "values", "empty", "properties",
+    "shapes", "causal", "window", "mask", "gqa", "layout", "values", "empty", "varlen", "paged", "softcap", "sinks",
+    "properties",
     "cuda_grid", "cuda_leak", "cuda_determinism", "cuda_declined", "cuda_findings", "cuda_big", "production",
 };
 static const char *cat_what[FC_SWEEP_CAT_COUNT] = {
@@ -26,6 +27,10 @@ static const char *cat_what[FC_SWEEP_CAT_COUNT] = {
     "permuted dimension orders, stride gaps, storage offsets",
     "value distributions in fp16 and bf16 (large, tiny, sparse, heavy tail, spikes, ties)",
     "empty sequences (Sq = 0, Sk = 0)",
+    "packed variable-length batches (sequences of 0, 1, tile +-1 tokens), seqused_k",
+    "paged K/V caches: page sizes 1..256, shuffled, shared and spare pages, padded tables, decode rows",
+    "logit softcapping (tanh) forward and backward",
+    "attention sinks (a per-head logit in the denominator), dsinks, rows that see no key",
     "metamorphic relations (properties/properties.h)",
     "device grid: seqlens 1..4224 (Sq = Sk and not), head dims 8..256, 13 mask kinds, GQA 1/2/8, "
     "BHSD/padded/fused-QKV layouts, dO/dQ layouts, scales, empty, 76800 (batch, head) pairs",
@@ -117,6 +122,121 @@ static fc_case base_case(int64_t b, int64_t sq, int64_t sk, int64_t hq, int64_t 
     return c;
 }
 
+/* ------------------------------------------------------------------------- */
+/* BASE, contract v3: data and builders                                      */
+
+/* sequences of a v3 case: per-sequence lengths (q, allocated k, used k; -1 ends) */
+static void v3_set_seqs(fc_case *c, const int64_t *sq, const int64_t *sk, const int64_t *used) {
+    int64_t B = 0, mq = 0, mk = 0;
+    for (; sq[B] >= 0; B++) {
+        if (sq[B] > mq) mq = sq[B];
+        if (sk && sk[B] > mk) mk = sk[B];
+        if (used && used[B] > mk && !sk) mk = used[B];
+    }
+    c->p.batch = B;
+    c->p.seqlen_q = mq;
+    if (mk) c->p.seqlen_k = mk;
+    for (int64_t b = 0; b < B; b++) {
+        c->v3.seqlens_q[b] = sq[b];
+        if (sk) c->v3.seqlens_k[b] = sk[b];
+        if (used) c->v3.seqused_k[b] = used[b];
+    }
+    c->v3.varlen_q = 1;
+    c->v3.varlen_k = sk != NULL;
+    c->v3.has_seqused = used != NULL;
+}
+
+/* A paged cache for c (batch, seqlen_k, seqused set): pages of page_size shuffled over a pool with
+ * `spare` unused pages, the table padded by `pad`; share: sequence 1 starts with sequence 0's pages. */
+static void v3_set_pages(fc_case *c, int64_t page_size, int64_t pad, int64_t spare, int share) {
+    fc_v3 *v = &c->v3;
+    c->p.page_size = page_size;
+    v->max_pages = (c->p.seqlen_k + page_size - 1) / page_size;
+    if (v->max_pages < 1) v->max_pages = 1;
+    v->table_pad = pad;
+    const int64_t n = c->p.batch * v->max_pages;
+    v->num_pages = n + spare;
+    uint64_t st = 0x9E3779B97F4A7C15ull ^ (uint64_t)(n * 31 + page_size);
+    for (int64_t e = 0; e < n; e++) v->block_table[e] = (int32_t)e;
+    for (int64_t e = n - 1; e > 0; e--) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        int64_t f = (int64_t)((st >> 33) % (uint64_t)(e + 1));
+        int32_t t = v->block_table[e]; v->block_table[e] = v->block_table[f]; v->block_table[f] = t;
+    }
+    if (share && c->p.batch >= 2)
+        for (int64_t j = 0; j < v->max_pages / 2; j++) v->block_table[v->max_pages + j] = v->block_table[j];
+}
+
+static fc_case v3_varlen_case(int k, int bwd) {
+    fc_case c = base_case(1, 1, 1, 4, 2, 64, bwd);
+    static const int64_t q0[] = { 65, 0, 1, 129, -1 }, k0[] = { 97, 3, 0, 129 };
+    static const int64_t q1[] = { 1, 17, 64, -1 }, u1[] = { 50, 3, 0 }, k1[] = { 97, 5, 64 };
+    static const int64_t q2[] = { 33, 1, 64, -1 };
+    switch (k) {
+    case 0: v3_set_seqs(&c, q0, k0, NULL); c.p.causal = FA_CAUSAL_BOTTOM_RIGHT; break;
+    case 1: v3_set_seqs(&c, q1, k1, u1); break;                                   /* caches longer than used */
+    case 2: v3_set_seqs(&c, q2, NULL, NULL); c.p.seqlen_k = 97; break;           /* packed Q, dense K */
+    default: v3_set_seqs(&c, q0, k0, NULL); c.p.head_dim_qk = 96; c.p.head_dim_v = 64; /* Dqk != Dv */
+             c.p.window_left = 16; c.p.window_right = 0; c.p.window_align = FA_ALIGN_BOTTOM_RIGHT; break;
+    }
+    return c;
+}
+
+static fc_case v3_paged_case(int k, int bwd) {
+    fc_case c = base_case(1, 1, 1, 4, 1, 64, bwd);
+    static const int64_t dq[] = { 1, 1, 1, -1 }, du[] = { 1000, 17, 0 };       /* decode rows, long caches */
+    static const int64_t sq[] = { 33, 17, -1 }, su[] = { 200, 200 };
+    static const int64_t vq[] = { 5, 9, -1 }, vu[] = { 37, 5 };
+    switch (k) {
+    case 0: v3_set_seqs(&c, dq, NULL, du); v3_set_pages(&c, 16, 2, 3, 0); c.p.causal = FA_CAUSAL_BOTTOM_RIGHT; break;
+    case 1: v3_set_seqs(&c, vq, NULL, vu); v3_set_pages(&c, 1, 1, 2, 0); break;
+    case 2: v3_set_seqs(&c, sq, NULL, su); v3_set_pages(&c, 64, 0, 1, 1); break;  /* shared pages */
+    default: v3_set_seqs(&c, vq, NULL, vu); c.p.seqlen_k = 300; v3_set_pages(&c, 256, 3, 0, 0); break;
+    }
+    return c;
+}
+
+int fc_sweep_v3_claimed(const fa_limits *l, const fc_case *c) {
+    int varlen = c->v3.varlen_q || c->v3.varlen_k || c->v3.has_seqused, paged = c->p.page_size >= 1;
+    int softcap = c->p.softcap > 0, sinks = c->p.has_sinks;
+    if (!varlen && !paged && !softcap && !sinks) return 1;
+    if (!l) return 0;
+    return !(varlen && !l->supports_varlen) && !(paged && !l->supports_paged) && !(softcap && !l->supports_softcap) &&
+           !(sinks && !l->supports_sinks);
+}
+
+static void add_v3(sweep_list *s, int cat, const fc_case *c, int prop) {
+    if (fc_sweep_v3_claimed(s->o->lim, c)) add_base(s, cat, c, prop);
+}
+
+static void build_base_v3(sweep_list *s) {
+    int quick = s->o->quick, bwd = s->o->has_bwd;
+    for (int k = 0; k < 4; k++) {
+        if (quick && k % 2) continue;
+        fc_case c = v3_varlen_case(k, bwd);
+        add_v3(s, FC_SWEEP_VARLEN, &c, -1);
+        fc_case d = v3_paged_case(k, bwd);
+        add_v3(s, FC_SWEEP_PAGED, &d, -1);
+    }
+    static const float caps[] = { 30.0f, 5.0f, 50.0f, 1.0f };
+    for (int k = 0; k < 4; k++) {
+        if (quick && k % 2) continue;
+        fc_case c = k == 3 ? v3_varlen_case(0, bwd) : base_case(2, 97, 129, 4, 2, 64, bwd);
+        c.p.softcap = caps[k];
+        if (k == 1) c.p.causal = FA_CAUSAL_BOTTOM_RIGHT;
+        if (k == 2) c.p.dtype = FA_BF16;
+        add_v3(s, FC_SWEEP_SOFTCAP, &c, -1);
+    }
+    for (int k = 0; k < 4; k++) {
+        if (quick && k % 2) continue;
+        fc_case c = k == 3 ? v3_paged_case(0, bwd) : base_case(2, 97, 129, 4, 2, 64, bwd);
+        c.p.has_sinks = 1;
+        if (k == 1) c.v3.sinks.kind = FC_DIST_LARGE;                             /* sinks that dominate */
+        if (k == 2) { c.p.causal = FA_CAUSAL_BOTTOM_RIGHT; c.p.seqlen_q = 129; c.p.seqlen_k = 65; } /* empty rows */
+        add_v3(s, FC_SWEEP_SINKS, &c, -1);
+    }
+}
+
 static void build_base(sweep_list *s) {
     int quick = s->o->quick, bwd = s->o->has_bwd;
     /* shapes */
@@ -201,8 +321,18 @@ static void build_base(sweep_list *s) {
     { fc_case c = base_case(1, 0, 17, 2, 1, 64, bwd); add_base(s, FC_SWEEP_EMPTY, &c, -1); }
     { fc_case c = base_case(1, 17, 0, 2, 1, 64, bwd); add_base(s, FC_SWEEP_EMPTY, &c, -1); }
     { fc_case c = base_case(2, 0, 0, 2, 1, 64, bwd); add_base(s, FC_SWEEP_EMPTY, &c, -1); }
-    /* properties: each on two cases */
+    build_base_v3(s);
+    /* properties: each on two cases (packing and paging on contract-v3 cases) */
     for (int p = 0; p < fc_prop_count(); p++) {
+        const char *pn = fc_prop_table[p].name;
+        if (!strcmp(pn, "packing") || !strcmp(pn, "paging")) {
+            fc_case a = !strcmp(pn, "packing") ? v3_varlen_case(0, bwd) : v3_paged_case(0, bwd);
+            add_v3(s, FC_SWEEP_PROPERTIES, &a, p);
+            if (quick) continue;
+            fc_case b = !strcmp(pn, "packing") ? v3_paged_case(1, bwd) : v3_paged_case(2, bwd);
+            add_v3(s, FC_SWEEP_PROPERTIES, &b, p);
+            continue;
+        }
         fc_case a = base_case(2, 65, 97, 4, 2, 64, bwd);
         add_base(s, FC_SWEEP_PROPERTIES, &a, p);
         if (quick) continue;

@@ -15,7 +15,9 @@
  * Sets (fc_sweep_opts.sets):
  *   BASE        every backend: shapes at tile edges, causal alignments, windows,
  *               additive masks, GQA, layouts, value distributions, empty problems,
- *               and the property suite on two cases each.
+ *               the contract-v3 features the backend's limits claim (packed
+ *               variable-length batches, paged K/V, softcap, sinks; fc_sweep_v3_claimed),
+ *               and the property suite on two cases each (packing and paging on v3 cases).
  *   CUDA        device backends: the grid the CUDA cc_tests ran before this
  *               library (sections A..H of their old header): every sequence length
  *               of {1 3 17 63 64 65 97 113 127 128 239 513 799 1023 1025 2048 4224}
@@ -61,6 +63,10 @@ typedef enum {
     FC_SWEEP_LAYOUT,
     FC_SWEEP_VALUES,
     FC_SWEEP_EMPTY,
+    FC_SWEEP_VARLEN,             /* contract v3 (BASE, only the features the backend's limits claim) */
+    FC_SWEEP_PAGED,
+    FC_SWEEP_SOFTCAP,
+    FC_SWEEP_SINKS,
     FC_SWEEP_PROPERTIES,
     FC_SWEEP_CUDA_GRID,
     FC_SWEEP_CUDA_LEAK,
@@ -116,6 +122,10 @@ typedef struct {
 } fc_sweep_opts;
 
 void fc_sweep_opts_default(fc_sweep_opts *o); /* BASE only, not quick, big on, backward on, no limits */
+
+/* 1 when lim (NULL: none claimed) claims every contract-v3 feature c uses: a case it does not
+ * claim is not in the sweep (fitting would strip the feature and certify something else). */
+int fc_sweep_v3_claimed(const fa_limits *lim, const fc_case *c);
 
 /* Build the sweep: a malloc'd array in *out (free it), the count returned; -1 out of memory.
  * Deterministic: the same options give the same entries (seeds included). */

@@ -58,6 +58,28 @@
  *      n = g*Sq terms with q_id:
  *      |scale| [sum e_dS |k| + gamma_(n+1) sum (|dS| + e_dS) |k|] + u |.|.
  *  Then the rounding to the dtype as in 5, and the factor 1.01.
+ *
+ * CONTRACT V3 terms (softcap, sinks; varlen and paging are checked bitwise against
+ * per-sequence dense runs in cpu_v3_test.c, so they need no bound):
+ *  S1. Softcap cap > 0: the backend computes u = fl(fl(q.k) fl(scale/cap)), t = tanhf(u),
+ *      s = fl(cap t) (+ mask). With x = scale q.k / cap exact and c = fl(scale/cap):
+ *        |u - x| <= e_x = |scale/cap| gamma_D sum|q k| (1+u)^2 + (2u + u^2) |x|
+ *      tanh is 1-Lipschitz; glibc tanhf is within 2 ulp (libm-test-ulps, "tanh" float: 2),
+ *      ulp(y) <= 2^-23 |y| for normal y and 2^-149 below:
+ *        |t - tanh x| <= e_t = e_x + 2^-22 (|tanh x| + e_x) + 2^-148
+ *        |s - cap tanh x| <= e_s = |cap| e_t + u |cap| (|tanh x| + e_t)   (+ u|s| for a mask)
+ *      Backward: dS' = fl(dS fl(1 - fl(t t))); with f = 1 - tanh^2 x exact:
+ *        e_sq = 2|tanh x| e_t + e_t^2 + u (|tanh x| + e_t)^2,  e_f = e_sq + u (f + e_sq)
+ *        e_dS' = e_dS (f + e_f) + |dS| e_f + u (|dS| + e_dS)(f + e_f)
+ *      and dS', e_dS' replace dS, e_dS in dQ, dK (dV does not see the cap).
+ *  S2. Sinks: the sink is a term exp(sink - m) with an EXACT score and value 0 that enters
+ *      the running state before the first tile: in the forward derivation it is one more
+ *      key in one more tile (T + 1 rescales, N + 1 summands, W >= |sink|, l_c >= 1 still
+ *      holds). A row with no visible key: O = 0 and LSE = sink + logf(1) = sink exactly.
+ *      dsinks[h] = -sum_{b,i} fl(expf(fl(sink - LSE_c)) D_c) summed in fp32 (rows of one b
+ *      in order, then over b): per term w = exp(sink - LSE), eta_w = exp(tl + u(|sink| +
+ *      |LSE| + tl))(1 + ue) - 1, e_term = w eta_w |D| + w (1 + eta_w) e_D + u w (1 + eta_w)
+ *      (|D| + e_D); the sum adds gamma_(n + B) sum |term| (n = B Sq terms).
  * ------------------------------------------------------------------------- */
 #ifndef FLASHCHECK_API_TEST_REF_H
 #define FLASHCHECK_API_TEST_REF_H
@@ -71,6 +93,7 @@ typedef struct {
     fa_problem p;
     double *q, *k, *v, *dout; /* inputs, logical contiguous */
     const tt_case *vis_case;  /* for tt_visible (problem + mask) */
+    const float *sinks;       /* [Hq] when p.has_sinks (set by the caller after ref_from_case) */
 } ref_in;
 
 static TT_UNUSED double ref_gamma(double n) { return n * REF_U / (1.0 - n * REF_U); }
@@ -96,6 +119,7 @@ static TT_UNUSED ref_in ref_from_case(const tt_case *c) {
     int bf16 = p->dtype == FA_BF16;
     in.p = *p;
     in.vis_case = c;
+    in.sinks = NULL;
     in.q = malloc(sizeof(double) * (size_t)(p->batch * p->seqlen_q * p->heads_q * p->head_dim_qk + 1));
     in.k = malloc(sizeof(double) * (size_t)(p->batch * p->seqlen_k * p->heads_kv * p->head_dim_qk + 1));
     in.v = malloc(sizeof(double) * (size_t)(p->batch * p->seqlen_k * p->heads_kv * p->head_dim_v + 1));
@@ -125,9 +149,10 @@ typedef struct {
     double *tol_o, *tol_lse;/* bounds on |backend - value| */
 } ref_fwd_out;
 
-/* Scores of row (b,h,i); returns the number of visible keys; s[j] = -inf when hidden. */
-static TT_UNUSED int64_t ref_row(const ref_in *in, int64_t b, int64_t h, int64_t i, double *s,
-                                 double *e_s, double *W, int64_t *tiles) {
+/* Scores of row (b,h,i); returns the number of visible keys; s[j] = -inf when hidden.
+ * t (may be NULL): tanh(scale q.k / cap) per key and e_t (its bound S1) when softcapped. */
+static TT_UNUSED int64_t ref_row_t(const ref_in *in, int64_t b, int64_t h, int64_t i, double *s,
+                                   double *e_s, double *W, int64_t *tiles, double *t, double *e_t) {
     const fa_problem *p = &in->p;
     const double scale = fa_effective_scale(p);
     const int64_t hk = h / (p->heads_q / p->heads_kv);
@@ -142,9 +167,20 @@ static TT_UNUSED int64_t ref_row(const ref_in *in, int64_t b, int64_t h, int64_t
             dot_abs += fabs(REF_Q(in, b, i, h, d) * REF_K(in, b, j, hk, d));
         }
         double mask = tt_mask_at(in->vis_case, b, h, i, j);
-        s[j] = scale * dot + mask;
-        double e = ref_gamma(D) * fabs(scale) * dot_abs + REF_U * fabs(scale * dot) +
-                   (in->vis_case->mask ? REF_U * fabs(s[j]) : 0.0);
+        double e;
+        if (p->softcap > 0.0f) { /* S1 */
+            const double cap = p->softcap, x = scale * dot / cap, th = tanh(x);
+            const double e_x = fabs(scale / cap) * ref_gamma(D) * dot_abs * (1 + REF_U) * (1 + REF_U) +
+                               (2 * REF_U + REF_U * REF_U) * fabs(x);
+            const double et = e_x + 0x1p-22 * (fabs(th) + e_x) + 0x1p-148;
+            s[j] = cap * th + mask;
+            e = cap * et + REF_U * cap * (fabs(th) + et) + (in->vis_case->mask ? REF_U * fabs(s[j]) : 0.0);
+            if (t) { t[j] = th; e_t[j] = et; }
+        } else {
+            s[j] = scale * dot + mask;
+            e = ref_gamma(D) * fabs(scale) * dot_abs + REF_U * fabs(scale * dot) +
+                (in->vis_case->mask ? REF_U * fabs(s[j]) : 0.0);
+        }
         if (e > es) es = e;
         if (fabs(s[j]) > w) w = fabs(s[j]);
         if (first < 0) first = j;
@@ -154,7 +190,16 @@ static TT_UNUSED int64_t ref_row(const ref_in *in, int64_t b, int64_t h, int64_t
     *e_s = es;
     *W = w + es;
     *tiles = nvis ? last / 64 - first / 64 + 1 : 0;
+    if (p->has_sinks) { /* S2: one more term (exact score) in one more "tile" */
+        const double sk = in->sinks[h];
+        if (fabs(sk) + es > *W) *W = fabs(sk) + es;
+        *tiles += 1;
+    }
     return nvis;
+}
+static TT_UNUSED int64_t ref_row(const ref_in *in, int64_t b, int64_t h, int64_t i, double *s,
+                                 double *e_s, double *W, int64_t *tiles) {
+    return ref_row_t(in, b, h, i, s, e_s, W, tiles, NULL, NULL);
 }
 
 static TT_UNUSED void ref_forward(const ref_in *in, ref_fwd_out out) {
@@ -175,15 +220,17 @@ static TT_UNUSED void ref_forward(const ref_in *in, ref_fwd_out out) {
                         if (out.o) out.o[oi] = 0.0;
                         if (out.tol_o) out.tol_o[oi] = 0.0;
                     }
-                    if (out.lse) out.lse[li] = -INFINITY;
+                    if (out.lse) out.lse[li] = p->has_sinks ? (double)in->sinks[h] : -INFINITY;
                     if (out.tol_lse) out.tol_lse[li] = 0.0;
                     continue;
                 }
                 double m = -INFINITY, l = 0.0;
                 for (int64_t j = 0; j < p->seqlen_k; j++) if (s[j] > m) m = s[j];
+                if (p->has_sinks && in->sinks[h] > m) m = in->sinks[h];
                 for (int64_t j = 0; j < p->seqlen_k; j++) if (s[j] != -INFINITY) l += exp(s[j] - m);
+                if (p->has_sinks) l += exp((double)in->sinks[h] - m);
                 const double eta = exp(2 * e_s + 2 * (T + 1) * REF_U * W) * pow(1 + REF_UE, (double)(T + 1)) - 1;
-                const double N = (double)(p->seqlen_k < 64 ? p->seqlen_k : 64) + 2 * T + 2;
+                const double N = (double)(p->seqlen_k < 64 ? p->seqlen_k : 64) + 2 * T + 2 + (p->has_sinks ? 1 : 0);
                 const double gam = ref_gamma(N);
                 const double rel = 3 * eta + ud + 3 * gam + REF_U;
                 for (int64_t d = 0; d < p->head_dim_v; d++) {
@@ -230,6 +277,7 @@ static TT_UNUSED double ref_loss(const ref_in *in, double *o_scratch) {
 typedef struct {
     double *dq, *dk, *dv;
     double *tol_dq, *tol_dk, *tol_dv;
+    double *dsinks, *tol_dsinks; /* [Hq], when p.has_sinks (may be NULL) */
 } ref_bwd_out;
 
 static TT_UNUSED void ref_backward(const ref_in *in, const double *o_exact, const double *tol_o,
@@ -249,6 +297,9 @@ static TT_UNUSED void ref_backward(const ref_in *in, const double *o_exact, cons
     memset(out.dk, 0, sizeof(double) * (size_t)nk);
     memset(out.dv, 0, sizeof(double) * (size_t)nv);
     double *s = malloc(sizeof(double) * (size_t)(Sk + 1));
+    double *th = malloc(sizeof(double) * (size_t)(Sk + 1)), *e_th = malloc(sizeof(double) * (size_t)(Sk + 1));
+    double *ds_sum = calloc((size_t)p->heads_q + 1, sizeof(double)), *ds_abs = calloc((size_t)p->heads_q + 1, sizeof(double));
+    double *ds_e = calloc((size_t)p->heads_q + 1, sizeof(double));
     const double gDv = ref_gamma((double)p->head_dim_v);
     for (int64_t b = 0; b < p->batch; b++)
         for (int64_t h = 0; h < p->heads_q; h++) {
@@ -256,10 +307,12 @@ static TT_UNUSED void ref_backward(const ref_in *in, const double *o_exact, cons
             for (int64_t i = 0; i < p->seqlen_q; i++) {
                 double e_s, W;
                 int64_t T;
-                if (ref_row(in, b, h, i, s, &e_s, &W, &T) == 0) continue;
+                if (ref_row_t(in, b, h, i, s, &e_s, &W, &T, th, e_th) == 0) continue;
                 double m = -INFINITY, l = 0.0;
                 for (int64_t j = 0; j < Sk; j++) if (s[j] > m) m = s[j];
+                if (p->has_sinks && in->sinks[h] > m) m = in->sinks[h];
                 for (int64_t j = 0; j < Sk; j++) if (s[j] != -INFINITY) l += exp(s[j] - m);
+                if (p->has_sinks) l += exp((double)in->sinks[h] - m);
                 const double lse = m + log(l);
                 const double tl = tol_lse ? tol_lse[REF_L_IDX(p, b, h, i)] : 0.0;
                 double D = 0.0, e_D = 0.0;
@@ -268,6 +321,14 @@ static TT_UNUSED void ref_backward(const ref_in *in, const double *o_exact, cons
                     const double to = tol_o ? tol_o[oi] : 0.0;
                     D += in->dout[oi] * o_exact[oi];
                     e_D += gDv * fabs(in->dout[oi]) * (fabs(o_exact[oi]) + to) + fabs(in->dout[oi]) * to;
+                }
+                if (p->has_sinks) { /* S2: this row's dsinks term */
+                    const double sk = in->sinks[h], w = exp(sk - lse);
+                    const double eta_w = exp(tl + REF_U * (fabs(sk) + fabs(lse) + tl)) * (1 + REF_UE) - 1;
+                    ds_sum[h] -= w * D;
+                    ds_e[h] += w * eta_w * fabs(D) + w * (1 + eta_w) * e_D +
+                               REF_U * w * (1 + eta_w) * (fabs(D) + e_D);
+                    ds_abs[h] += w * (1 + eta_w) * (fabs(D) + e_D) * (1 + REF_U);
                 }
                 for (int64_t j = 0; j < Sk; j++) {
                     if (s[j] == -INFINITY) continue;
@@ -278,11 +339,18 @@ static TT_UNUSED void ref_backward(const ref_in *in, const double *o_exact, cons
                         dP += t;
                         e_dP += gDv * fabs(t);
                     }
-                    const double dS = P * (dP - D);
+                    double dS = P * (dP - D);
                     const double eta_b = exp(e_s + tl + REF_U * (fabs(s[j]) + fabs(lse) + e_s + tl)) * (1 + REF_UE) - 1;
                     const double Qm = fabs(dP - D) + e_dP + e_D;
-                    const double e_dS = P * eta_b * fabs(dP - D) + P * (1 + eta_b) * (e_dP + e_D) +
-                                        2 * REF_U * P * (1 + eta_b) * Qm + 0x1p-149 * Qm;
+                    double e_dS = P * eta_b * fabs(dP - D) + P * (1 + eta_b) * (e_dP + e_D) +
+                                  2 * REF_U * P * (1 + eta_b) * Qm + 0x1p-149 * Qm;
+                    if (p->softcap > 0.0f) { /* S1: chain rule through the cap */
+                        const double tj = fabs(th[j]), et = e_th[j], f = 1.0 - th[j] * th[j];
+                        const double e_sq = 2 * tj * et + et * et + REF_U * (tj + et) * (tj + et);
+                        const double e_f = e_sq + REF_U * (f + e_sq);
+                        e_dS = e_dS * (f + e_f) + fabs(dS) * e_f + REF_U * (fabs(dS) + e_dS) * (f + e_f);
+                        dS *= f;
+                    }
                     for (int64_t d = 0; d < p->head_dim_v; d++) {
                         const int64_t vi = REF_DV_IDX(p, b, j, hk, d);
                         const double go = in->dout[REF_O_IDX(p, b, i, h, d)];
@@ -316,6 +384,14 @@ static TT_UNUSED void ref_backward(const ref_in *in, const double *o_exact, cons
         double err = dv_e[x] + g_k * dv_a[x];
         out.tol_dv[x] = 1.01 * (err + ud * (fabs(out.dv[x]) + err) + out_abs);
     }
+    if (p->has_sinks && out.dsinks) {
+        const double g_s = ref_gamma((double)(p->batch * p->seqlen_q + p->batch));
+        for (int64_t h = 0; h < p->heads_q; h++) {
+            out.dsinks[h] = ds_sum[h];
+            out.tol_dsinks[h] = 1.01 * (ds_e[h] + g_s * ds_abs[h]);
+        }
+    }
     free(s); free(dq_e); free(dq_a); free(dk_e); free(dk_a); free(dv_e); free(dv_a);
+    free(th); free(e_th); free(ds_sum); free(ds_abs); free(ds_e);
 }
 #endif /* FLASHCHECK_API_TEST_REF_H */

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "kernels/cpu/cpu_mutants.h"
-#include "tests/api/api_test_util.h"
+#include "tests/api/api_test_v3.h"
 
 // ----------------------------------------------------------------------------
 // a configurable case and a record of everything it wrote
@@ -161,6 +161,75 @@ static const mutant_cases cases[] = {
      {BASE, .B = 63}},                                  /* 4032 rows: reproducible, the usual order */
 };
 
+/* contract-v3 mutants: cases built by api_test_v3.h, recorded from the combined call */
+#define V3B .B = 2, .Hq = 2, .Hkv = 1, .Dqk = 16, .Dv = 8, .wl = -1, .wr = -1, .sq = {9, 5}, .dt = FA_F16, \
+            .seed = 5, .packed_q = 1
+static const struct { const char *name; v3_spec target, neutral; } v3_cases[] = {
+    {"block_table_stride",
+     {V3B, .used = {40, 30}, .kv = V3_KV_PAGED, .seqused = 1, .page_size = 8, .table_pad = 2},
+     {V3B, .used = {40, 30}, .kv = V3_KV_PAGED, .seqused = 1, .page_size = 8, .table_pad = 0}},
+    {"softcap_derivative_missing",
+     {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED, .softcap = 4.0f},
+     {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED}},     /* no cap */
+    {"sink_left_out",
+     {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED, .sinks = 1},
+     {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED}},     /* no sinks */
+    {"varlen_prev_offset",
+     {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED},
+     {V3B, .alloc = {0, 30}, .used = {0, 30}, .kv = V3_KV_PACKED}},       /* empty first sequence */
+    {"seqused_k_ignored",
+     {V3B, .alloc = {40, 30}, .used = {33, 30}, .kv = V3_KV_PACKED, .seqused = 1},
+     {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED, .seqused = 1}}, /* all used */
+    {"pages_assumed_contiguous",
+     {V3B, .used = {40, 30}, .kv = V3_KV_PAGED, .seqused = 1, .page_size = 8},
+     {V3B, .used = {40, 30}, .kv = V3_KV_PAGED, .seqused = 1, .page_size = 8, .in_order = 1}},
+    {"dsink_sign",
+     {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED, .sinks = 1},
+     {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED}},     /* no sinks */
+};
+#define N_V3_CASES ((int)(sizeof v3_cases / sizeof v3_cases[0]))
+
+static mrecord run_v3(const v3_spec *spec, int mutant) {
+    assert_int_equal(fa_cpu_set_mutant(mutant), 0);
+    v3_case c;
+    v3_build(&c, spec);
+    fa_error err;
+    fa_fwd_args fa = v3_fwd_args(&c);
+    assert_int_equal(fa_backend_cpu()->forward(&fa, &err), FA_OK);
+    fa_bwd_args ba = v3_bwd_args(&c);
+    assert_int_equal(fa_backend_cpu()->backward(&ba, &err), FA_OK);
+    const v3_buf *outs[4] = {&c.o, &c.dq, &c.dk, &c.dv};
+    mrecord r;
+    r.n = c.n_lse * 4 + sizeof(c.dsinks);
+    for (int i = 0; i < 4; i++) r.n += outs[i]->n * 2;
+    r.bytes = malloc(r.n);
+    size_t at = 0;
+    memcpy(r.bytes, c.lse, c.n_lse * 4);
+    at += c.n_lse * 4;
+    memcpy(r.bytes + at, c.dsinks, sizeof(c.dsinks));
+    at += sizeof(c.dsinks);
+    for (int i = 0; i < 4; i++) {
+        memcpy(r.bytes + at, outs[i]->p, outs[i]->n * 2);
+        at += outs[i]->n * 2;
+    }
+    v3_free(&c);
+    fa_cpu_set_mutant(0);
+    return r;
+}
+
+static void test_v3_mutants_live_and_targeted(void **state) {
+    (void)state;
+    for (int k = 0; k < N_V3_CASES; k++) {
+        const int id = fa_cpu_mutant_id(v3_cases[k].name);
+        assert_true(id > 0);
+        if (records_equal(run_v3(&v3_cases[k].target, 0), run_v3(&v3_cases[k].target, id)))
+            fail_msg("mutant %s does not change its target case", v3_cases[k].name);
+        if (!records_equal(run_v3(&v3_cases[k].neutral, 0), run_v3(&v3_cases[k].neutral, id)))
+            fail_msg("mutant %s changes its neutral case", v3_cases[k].name);
+        print_message("  %-34s live on target, identical on neutral\n", v3_cases[k].name);
+    }
+}
+
 static void test_table(void **state) {
     (void)state;
     int n = fa_cpu_mutant_count();
@@ -183,8 +252,9 @@ static void test_table(void **state) {
     assert_int_equal(fa_cpu_set_mutant(n), -1);
     assert_int_equal(fa_cpu_set_mutant(-1), -1);
     /* every mutant has a case here, and every case names a mutant */
-    assert_int_equal((int)(sizeof(cases) / sizeof(cases[0])), n - 1);
+    assert_int_equal((int)(sizeof(cases) / sizeof(cases[0])) + N_V3_CASES, n - 1);
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) assert_true(fa_cpu_mutant_id(cases[k].name) > 0);
+    for (int k = 0; k < N_V3_CASES; k++) assert_true(fa_cpu_mutant_id(v3_cases[k].name) > 0);
 }
 
 static void test_each_mutant_live_and_targeted(void **state) {
@@ -245,6 +315,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_each_mutant_live_and_targeted),
+        cmocka_unit_test(test_v3_mutants_live_and_targeted),
         cmocka_unit_test(test_p_not_shifted_small_scores_finite),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

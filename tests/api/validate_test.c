@@ -22,9 +22,21 @@ typedef struct {
 } snap_buf;
 
 typedef struct {
-    snap_buf b[10];
+    snap_buf b[16];
     int n;
 } snapshot;
+
+// ----------------------------------------------------------------------------
+// contract-v3 arrays of the cases below (reset by every v3_* setter)
+
+static int32_t v3_cu_q[3], v3_cu_k[3], v3_used[2], v3_table[2 * 7];
+
+/* page_size 1: 7 pages per sequence in a stride-7 table over an 8-page pool, shuffled, shared */
+static int v3_table_p1(void) {
+    for (int i = 0; i < 14; i++) v3_table[i] = (i * 5 + 3) % 8;
+    return 0;
+}
+static float v3_sinks[8], v3_dsinks[8];
 
 static void snap_add(snapshot *s, void *ptr, size_t bytes) {
     s->b[s->n].ptr = ptr;
@@ -41,6 +53,9 @@ static snapshot snap_take(tt_case *c) {
     for (int i = 0; i < 8; i++) snap_add(&s, ts[i]->buf, ts[i]->n_elems * 2);
     snap_add(&s, c->lse, ((size_t)(p->batch * p->heads_q * p->seqlen_q) + 1) * sizeof(float));
     if (c->mask) snap_add(&s, c->mask, ((size_t)(p->batch * p->heads_q * p->seqlen_q * p->seqlen_k) + 1) * 4);
+    snap_add(&s, v3_cu_q, sizeof(v3_cu_q)); snap_add(&s, v3_cu_k, sizeof(v3_cu_k));
+    snap_add(&s, v3_used, sizeof(v3_used)); snap_add(&s, v3_table, sizeof(v3_table));
+    snap_add(&s, v3_sinks, sizeof(v3_sinks)); snap_add(&s, v3_dsinks, sizeof(v3_dsinks));
     return s;
 }
 
@@ -146,6 +161,17 @@ static void check_bwd(tt_case *c, const fa_bwd_args *a, const fa_limits *lim, co
         tt_case_free(&c);                                             \
     } while (0)
 
+#define BWD_LIM(label, stmt, lim, want, arg)                          \
+    do {                                                              \
+        tt_case c = base_case();                                      \
+        fa_bwd_args a = tt_bwd_args(&c);                              \
+        for (size_t x_ = 0; x_ < c.o.n_elems; x_++) c.o.buf[x_] = 0x3c00; \
+        for (int64_t x_ = 0; x_ < 40; x_++) c.lse[x_] = 1.0f;         \
+        stmt;                                                         \
+        check_bwd(&c, &a, &lim, label, want, arg);                    \
+        tt_case_free(&c);                                             \
+    } while (0)
+
 #define BIG INT64_MAX
 
 // ----------------------------------------------------------------------------
@@ -235,7 +261,8 @@ static void test_fwd_overlap(void **state) {
     FWD("o and lse share memory", a.lse.ptr = (float *)a.o.ptr, FA_ERR_INVALID, "o");
     FWD("lse inside k", a.lse.ptr = (float *)c.k.buf, FA_ERR_INVALID, "lse");
     FWD("fused q = k = v inputs are valid", (a.k.ptr = a.q.ptr, a.v.ptr = a.q.ptr), FA_OK, "");
-    FWD("mask overlapping q is valid (inputs)", a.mask.ptr = (const float *)c.q.buf, FA_OK, "");
+    FWD("mask overlapping q is valid (inputs)", (a.mask.ptr = (const float *)c.q.buf, /* within q's 640 bytes */
+        a.mask.stride[0] = a.mask.stride[1] = a.mask.stride[2] = 0), FA_OK, "");
     FWD("empty o (Sq = 0) may alias q", (a.p.seqlen_q = 0, a.o.ptr = a.q.ptr), FA_OK, "");
     FWD("empty batch: nothing overlaps", (a.p.batch = 0, a.o.ptr = a.q.ptr, a.lse.ptr = (float *)a.q.ptr), FA_OK, "");
     FWD("empty k/v (Sk = 0) may alias o", (a.p.seqlen_k = 0, a.k.ptr = a.o.ptr, a.v.ptr = a.o.ptr), FA_OK, "");
@@ -260,6 +287,158 @@ static void test_fwd_limits(void **state) {
     fa_limits none = {0};
     FWD_LIM("zero limits mean no limit", (a.p.head_dim_qk = 1000, a.p.head_dim_v = 3,
             memset(a.q.stride, 0, sizeof(a.q.stride)), memset(a.k.stride, 0, sizeof(a.k.stride))), none, FA_OK, "");
+}
+
+// ----------------------------------------------------------------------------
+// contract v3: varlen, paged, softcap, sinks (base case B=2, Sq=5, Sk=7, Hq=4, Hkv=2, D=8,
+// contiguous: q/o rows of 4*8 = 32 elements, k/v rows of 2*8 = 16)
+
+/* packed Q and K: sequences (2, 3) queries and (3, 4) keys; no mask (not allowed with varlen) */
+#define V3_VARLEN(a)                                                              \
+    (v3_cu_q[0] = 0, v3_cu_q[1] = 2, v3_cu_q[2] = 5, v3_cu_k[0] = 0, v3_cu_k[1] = 3, \
+     v3_cu_k[2] = 7, (a).mask.ptr = NULL, (a).varlen.cu_seqlens_q = v3_cu_q,       \
+     (a).varlen.cu_seqlens_k = v3_cu_k)
+#define V3_USED(a) (v3_used[0] = 2, v3_used[1] = 4, (a).varlen.seqused_k = v3_used)
+/* K/V as pools of 4 pages of 3 keys (fit in the dense k/v buffers), table [2, 3] in a stride-4
+ * table, pages shuffled and shared; entry [b][3] (past max_pages_per_seq) is -9, never read */
+#define V3_PAGED(a)                                                                          \
+    (v3_table[0] = 3, v3_table[1] = 0, v3_table[2] = 1, v3_table[3] = -9, v3_table[4] = 2,   \
+     v3_table[5] = 2, v3_table[6] = 0, v3_table[7] = -9, (a).p.page_size = 3,               \
+     (a).paged.block_table = v3_table, (a).paged.table_stride = 4, (a).paged.max_pages_per_seq = 3, \
+     (a).paged.num_pages = 4, (a).k.stride[0] = 48, (a).k.stride[1] = 16, (a).v.stride[0] = 48,  \
+     (a).v.stride[1] = 16)
+#define V3_PAGED_BWD(a) \
+    (V3_PAGED(a), (a).dk.stride[0] = 48, (a).dk.stride[1] = 16, (a).dv.stride[0] = 48, (a).dv.stride[1] = 16)
+#define V3_SINKS(a) (v3_sinks[0] = 0.5f, (a).p.has_sinks = 1, (a).sinks = v3_sinks)
+
+/* The CPU backend claims every contract-v3 feature: the checks below run on
+ * fa_validate_* with its limits AND on its forward / backward (no write on rejection). */
+
+static void test_v3_valid(void **state) {
+    (void)state;
+    FWD("varlen q and k", V3_VARLEN(a), FA_OK, "");
+    FWD("varlen q only (dense k)", (V3_VARLEN(a), a.varlen.cu_seqlens_k = NULL), FA_OK, "");
+    FWD("varlen with seqused_k", (V3_VARLEN(a), V3_USED(a)), FA_OK, "");
+    FWD("seqused_k on dense k", (a.mask.ptr = NULL, V3_USED(a)), FA_OK, "");
+    FWD("empty sequences inside a batch", (V3_VARLEN(a), v3_cu_q[1] = 0, v3_cu_k[1] = 0, v3_cu_k[2] = 5), FA_OK, "");
+    FWD("batch 0 with cu = {0}", (V3_VARLEN(a), a.p.batch = 0), FA_OK, "");
+    FWD("packed q ignores q.stride[0] (even negative)", (V3_VARLEN(a), a.q.stride[0] = -5), FA_OK, "");
+    FWD("o after the LAST packed row of q (inside q's dense extent) is valid",
+            (V3_VARLEN(a), a.o.ptr = c.q.buf + 5 * 32), FA_OK, "");
+    FWD("packed lse ignores lse.stride[0]", (V3_VARLEN(a), a.lse.stride[0] = -1), FA_OK, "");
+    FWD("paged", V3_PAGED(a), FA_OK, "");
+    FWD("paged with seqused_k", (V3_PAGED(a), V3_USED(a)), FA_OK, "");
+    FWD("paged with varlen q", (V3_PAGED(a), V3_VARLEN(a), a.varlen.cu_seqlens_k = NULL), FA_OK, "");
+    FWD("table entries past the used pages are not read",
+            (V3_PAGED(a), V3_USED(a), v3_table[1] = 99, v3_table[6] = -1), FA_OK, "");
+    FWD("page_size 1", (V3_PAGED(a), a.p.page_size = 1, a.paged.max_pages_per_seq = 7,
+            a.paged.table_stride = 7, a.paged.num_pages = 8, a.k.stride[0] = 16, a.v.stride[0] = 16,
+            v3_table_p1()), FA_OK, "");
+    FWD("softcap", a.p.softcap = 30.0f, FA_OK, "");
+    FWD("sinks", V3_SINKS(a), FA_OK, "");
+    FWD("sinks with the mask", (V3_SINKS(a), a.p.softcap = 5.0f), FA_OK, "");
+    FWD("every feature at once", (V3_VARLEN(a), a.varlen.cu_seqlens_k = NULL, V3_PAGED(a), V3_USED(a),
+            V3_SINKS(a), a.p.softcap = 2.0f, a.p.head_dim_v = 4), FA_OK, "");
+    BWD("bwd varlen + sinks + dsinks", (V3_VARLEN(a), V3_SINKS(a), a.dsinks = v3_dsinks), FA_OK, "");
+    BWD("bwd sinks without dsinks", V3_SINKS(a), FA_OK, "");
+    BWD("bwd paged", V3_PAGED_BWD(a), FA_OK, "");
+}
+
+static void test_v3_unsupported(void **state) {
+    (void)state;
+    fa_limits none = fa_backend_cpu()->limits;
+    none.supports_varlen = none.supports_paged = none.supports_softcap = none.supports_sinks = 0;
+    FWD_LIM("cu_seqlens_q unclaimed", V3_VARLEN(a), none, FA_ERR_UNSUPPORTED, "varlen.cu_seqlens_q");
+    FWD_LIM("cu_seqlens_k unclaimed", (V3_VARLEN(a), a.varlen.cu_seqlens_q = NULL), none, FA_ERR_UNSUPPORTED,
+            "varlen.cu_seqlens_k");
+    FWD_LIM("seqused_k unclaimed", (a.mask.ptr = NULL, V3_USED(a)), none, FA_ERR_UNSUPPORTED, "varlen.seqused_k");
+    FWD_LIM("paged unclaimed", V3_PAGED(a), none, FA_ERR_UNSUPPORTED, "page_size");
+    FWD_LIM("softcap unclaimed", a.p.softcap = 1.0f, none, FA_ERR_UNSUPPORTED, "softcap");
+    FWD_LIM("sinks unclaimed", V3_SINKS(a), none, FA_ERR_UNSUPPORTED, "has_sinks");
+    FWD_LIM("unclaimed feature beats its invalid arrays", (V3_VARLEN(a), v3_cu_q[0] = 3), none,
+            FA_ERR_UNSUPPORTED, "varlen.cu_seqlens_q");
+    fa_limits only = none;
+    only.supports_softcap = 1;
+    FWD_LIM("the claimed one passes", a.p.softcap = 1.0f, only, FA_OK, "");
+    FWD_LIM("another one is still refused", (a.p.softcap = 1.0f, V3_SINKS(a)), only, FA_ERR_UNSUPPORTED, "has_sinks");
+    BWD_LIM("bwd paged unclaimed", V3_PAGED_BWD(a), none, FA_ERR_UNSUPPORTED, "page_size");
+    BWD_LIM("bwd sinks unclaimed", V3_SINKS(a), none, FA_ERR_UNSUPPORTED, "has_sinks");
+}
+
+static void test_v3_invalid(void **state) {
+    (void)state;
+    /* scalars */
+    FWD("softcap < 0", a.p.softcap = -1.0f, FA_ERR_INVALID, "softcap");
+    FWD("softcap NaN", a.p.softcap = NAN, FA_ERR_INVALID, "softcap");
+    FWD("softcap inf", a.p.softcap = INFINITY, FA_ERR_INVALID, "softcap");
+    FWD("has_sinks = 2", (V3_SINKS(a), a.p.has_sinks = 2), FA_ERR_INVALID, "has_sinks");
+    FWD("page_size < 0", a.p.page_size = -3, FA_ERR_INVALID, "page_size");
+    /* cu_seqlens */
+    FWD("cu_q[0] != 0", (V3_VARLEN(a), v3_cu_q[0] = 1), FA_ERR_INVALID, "varlen.cu_seqlens_q");
+    FWD("cu_q decreasing", (V3_VARLEN(a), v3_cu_q[1] = 4, v3_cu_q[2] = 3), FA_ERR_INVALID,
+            "varlen.cu_seqlens_q");
+    FWD("a q sequence above seqlen_q", (V3_VARLEN(a), v3_cu_q[1] = 0, v3_cu_q[2] = 6), FA_ERR_INVALID,
+            "varlen.cu_seqlens_q");
+    FWD("cu_k[0] != 0", (V3_VARLEN(a), v3_cu_k[0] = -1), FA_ERR_INVALID, "varlen.cu_seqlens_k");
+    FWD("cu_k decreasing", (V3_VARLEN(a), v3_cu_k[2] = 2), FA_ERR_INVALID, "varlen.cu_seqlens_k");
+    FWD("a k sequence above seqlen_k", (V3_VARLEN(a), v3_cu_k[2] = 11), FA_ERR_INVALID,
+            "varlen.cu_seqlens_k");
+    FWD("mask with cu_seqlens_q", (V3_VARLEN(a), a.varlen.cu_seqlens_k = NULL, a.mask.ptr = c.mask), FA_ERR_INVALID, "mask");
+    FWD("mask with cu_seqlens_k", (V3_VARLEN(a), a.varlen.cu_seqlens_q = NULL, a.mask.ptr = c.mask), FA_ERR_INVALID, "mask");
+    /* seqused_k */
+    FWD("seqused_k < 0", (V3_VARLEN(a), V3_USED(a), v3_used[1] = -1), FA_ERR_INVALID, "varlen.seqused_k");
+    FWD("seqused_k above the cu_k span", (V3_VARLEN(a), V3_USED(a), v3_used[0] = 4), FA_ERR_INVALID,
+            "varlen.seqused_k");
+    FWD("seqused_k above seqlen_k (dense)", (a.mask.ptr = NULL, V3_USED(a), v3_used[1] = 8),
+            FA_ERR_INVALID, "varlen.seqused_k");
+    FWD("seqused_k above the pages of a row", (V3_PAGED(a), V3_USED(a), v3_used[1] = 10),
+            FA_ERR_INVALID, "varlen.seqused_k");
+    /* regression (fuzz finding): a paged row holds 9 keys but seqlen_k is 7 (the mask has 7 columns) */
+    FWD("seqused_k above seqlen_k with pages to spare", (V3_PAGED(a), V3_USED(a), v3_used[1] = 8),
+            FA_ERR_INVALID, "varlen.seqused_k");
+    /* paged geometry and table */
+    FWD("page_size without a table", (V3_PAGED(a), a.paged.block_table = NULL), FA_ERR_INVALID,
+            "paged.block_table");
+    FWD("a table without page_size", (V3_PAGED(a), a.p.page_size = 0), FA_ERR_INVALID,
+            "paged.block_table");
+    FWD("table entry < 0", (V3_PAGED(a), v3_table[2] = -1), FA_ERR_INVALID, "paged.block_table");
+    FWD("table entry = num_pages", (V3_PAGED(a), v3_table[4] = 4), FA_ERR_INVALID, "paged.block_table");
+    FWD("table entry read with seqused_k", (V3_PAGED(a), V3_USED(a), v3_table[5] = 7), FA_ERR_INVALID,
+            "paged.block_table");
+    FWD("pages hold fewer than seqlen_k keys", (V3_PAGED(a), a.paged.max_pages_per_seq = 2),
+            FA_ERR_INVALID, "paged.max_pages_per_seq");
+    FWD("max_pages_per_seq = 0", (V3_PAGED(a), a.paged.max_pages_per_seq = 0), FA_ERR_INVALID,
+            "paged.max_pages_per_seq");
+    FWD("max_pages_per_seq * page_size overflows", (V3_PAGED(a), a.p.page_size = BIG / 2,
+            a.paged.table_stride = 4), FA_ERR_INVALID, "paged.max_pages_per_seq");
+    FWD("table_stride < max_pages_per_seq", (V3_PAGED(a), a.paged.table_stride = 2), FA_ERR_INVALID,
+            "paged.table_stride");
+    FWD("num_pages = 0", (V3_PAGED(a), a.paged.num_pages = 0), FA_ERR_INVALID, "paged.num_pages");
+    FWD("paged with cu_seqlens_k", (V3_PAGED(a), V3_VARLEN(a)), FA_ERR_INVALID, "varlen.cu_seqlens_k");
+    FWD("pool extent overflows", (V3_PAGED(a), a.paged.num_pages = BIG / 8, v3_table[0] = 0),
+            FA_ERR_INVALID, "k");
+    /* sinks */
+    FWD("has_sinks with sinks NULL", (V3_SINKS(a), a.sinks = NULL), FA_ERR_INVALID, "sinks");
+    FWD("sinks misaligned", (V3_SINKS(a), a.sinks = (const float *)((const char *)v3_sinks + 2)),
+            FA_ERR_INVALID, "sinks.ptr");
+    /* outputs against packed / paged / sinks ranges */
+    FWD("o inside the last packed row of q", (V3_VARLEN(a), a.o.ptr = c.q.buf + 4 * 32 + 8),
+            FA_ERR_INVALID, "o");
+    FWD("o inside the last page of the k pool", (V3_PAGED(a), a.o.ptr = c.k.buf + 3 * 48 + 40),
+            FA_ERR_INVALID, "o");
+    FWD("lse on the sinks", (V3_SINKS(a), a.lse.ptr = v3_sinks), FA_ERR_INVALID, "lse");
+    FWD("packed lse overlapping o", (V3_VARLEN(a), a.lse.ptr = (float *)c.o.buf), FA_ERR_INVALID, "o");
+    BWD("bwd has_sinks with sinks NULL", (V3_SINKS(a), a.sinks = NULL), FA_ERR_INVALID, "sinks");
+    BWD("bwd dsinks misaligned", (V3_SINKS(a), a.dsinks = (float *)((char *)v3_dsinks + 1)),
+            FA_ERR_INVALID, "dsinks.ptr");
+    BWD("bwd dsinks on the sinks", (V3_SINKS(a), a.dsinks = v3_sinks + 2), FA_ERR_INVALID, "dsinks");
+    BWD("bwd dq inside the last packed row of dout", (V3_VARLEN(a), a.dq.ptr = c.dout.buf + 4 * 32),
+            FA_ERR_INVALID, "dq");
+    BWD("bwd dk pool overlapping dv pool", (V3_PAGED_BWD(a), a.dv.ptr = c.dk.buf + 100), FA_ERR_INVALID, "dk");
+    BWD("bwd cu_k decreasing", (V3_VARLEN(a), v3_cu_k[1] = 9), FA_ERR_INVALID, "varlen.cu_seqlens_k");
+    BWD("bwd table entry out of range", (V3_PAGED_BWD(a), v3_table[0] = 4), FA_ERR_INVALID,
+            "paged.block_table");
+    BWD("bwd softcap NaN", a.p.softcap = NAN, FA_ERR_INVALID, "softcap");
 }
 
 // ----------------------------------------------------------------------------
@@ -351,7 +530,9 @@ int main(void) {
         cmocka_unit_test(test_helpers),     cmocka_unit_test(test_fwd_scalars),
         cmocka_unit_test(test_fwd_pointers), cmocka_unit_test(test_fwd_strides),
         cmocka_unit_test(test_fwd_overlap), cmocka_unit_test(test_fwd_limits),
-        cmocka_unit_test(test_bwd_all),     cmocka_unit_test(test_count),
+        cmocka_unit_test(test_bwd_all),     cmocka_unit_test(test_v3_valid),
+        cmocka_unit_test(test_v3_unsupported), cmocka_unit_test(test_v3_invalid),
+        cmocka_unit_test(test_count),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

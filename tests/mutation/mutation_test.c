@@ -24,7 +24,7 @@
 #include "properties/properties.h"
 
 /* ---------------------------------------------------------------------------
- * The budget: five cases, every check, every property (fixed, the same for all)
+ * The budget: seven cases, every check, every property (fixed, the same for all)
  * ------------------------------------------------------------------------- */
 static const char *const budget[] = {
     /* GQA, bottom-right causal with Sq != Sk, ragged key tail (97 = 64 + 33), strided inputs */
@@ -39,8 +39,28 @@ static const char *const budget[] = {
     "shape = 1 16 70 1 1 32 32\ndist.q = large amp=6\ndist.k = large amp=6\ndist.v = large\nseed = 24\n",
     /* random -inf mask: hidden keys inside partially visible tiles (leak with NaN/Inf K, V) */
     "shape = 2 20 70 2 2 16 16\nmask = random_neginf density=0.4\nseed = 25\n",
+    /* contract v3: packed Q and K/V with seqused_k below the spans, an empty sequence */
+    "shape = 3 20 40 2 1 16 16\nseqlens_q = 5,0,20\nseqlens_k = 40,7,30\nseqused_k = 33,7,0\n"
+    "causal = bottom_right\nseed = 26\n",
+    /* contract v3: paged cache, shuffled pages in a padded table, softcap and sinks */
+    "shape = 2 6 40 2 1 16 16\nseqlens_q = 6,3\nseqused_k = 37,20\npaged = 8 9 2\n"
+    "block_table.0 = 4,0,7,2,5\nblock_table.1 = 8,1,3,6,6\nsoftcap = 10\nsinks = gaussian\nseed = 27\n",
 };
 #define N_BUDGET ((int)(sizeof budget / sizeof budget[0]))
+
+/* Contract-v3 mutants whose catching needs the v3 oracle (softcap and sink values: this
+ * build's oracle refuses v3 cases, properties/check/check.c oracle_v3_refused): each is listed
+ * as PENDING with the test that catches it today (//tests/api:cpu_v3_test, against the
+ * test-only fp64 reference with derived bounds). Not counted as caught nor as survived. The
+ * other v3 mutants (packing, paging) are caught here by the oracle-free properties. */
+static const char *const pending_v3[] = {
+    "softcap_derivative_missing", "sink_left_out", "dsink_sign",
+};
+static int is_pending(const char *name) {
+    for (size_t k = 0; k < sizeof pending_v3 / sizeof pending_v3[0]; k++)
+        if (!strcmp(name, pending_v3[k])) return 1;
+    return 0;
+}
 
 typedef struct {
     int failures;          /* failing (case, check-or-property) items */
@@ -128,7 +148,7 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress visible in test logs */
     int verbose = argc > 1 && !strcmp(argv[1], "-v");
     const fa_backend *be = fa_backend_cpu();
-    int n = fa_cpu_mutant_count(), caught = 0, survivors = 0, caught_free = 0, caught_props = 0;
+    int n = fa_cpu_mutant_count(), caught = 0, survivors = 0, caught_free = 0, caught_props = 0, pending = 0;
     int prop_fired[64] = {0};
     if (n < 15) {
         printf("FAIL: only %d mutants (need >= 14 plus the correct backend)\n", n - 1);
@@ -153,6 +173,12 @@ int main(int argc, char **argv) {
         if (fa_cpu_set_mutant(id) != 0) {
             printf("FAIL: cannot select mutant %d\n", id);
             return 1;
+        }
+        if (is_pending(fa_cpu_mutant_name(id))) {
+            pending++;
+            printf("PENDING  %-34s (contract v3: caught by //tests/api:cpu_v3_test; needs the v3 oracle here)\n",
+                   fa_cpu_mutant_name(id));
+            continue;
         }
         mutant_result m;
         run_budget(be, &m, verbose);
@@ -190,8 +216,8 @@ int main(int argc, char **argv) {
         }
     printf("caught by a property: %d/%d; caught by an oracle-free check or property: %d/%d\n", caught_props,
            n - 1 - n_stress_only, caught_free, n - 1 - n_stress_only);
-    printf("mutation score: %d/%d caught (%d stress-only mutant(s) apart); correct backend false alarms: %d (%.1f s CPU)\n",
-           caught, n - 1 - n_stress_only, n_stress_only, ok.failures,
-           (double)(clock() - t0) / CLOCKS_PER_SEC);
+    printf("mutation score: %d/%d caught (%d stress-only mutant(s) apart, %d pending: contract v3); correct backend "
+           "false alarms: %d (%.1f s CPU)\n", caught, n - 1 - n_stress_only - pending, n_stress_only, pending,
+           ok.failures, (double)(clock() - t0) / CLOCKS_PER_SEC);
     return (survivors || ok.failures || dead) ? 1 : 0;
 }
