@@ -7,7 +7,8 @@
  * What it owns: the error coefficients (orc_gamma, orc_acc_coef with the
  * tensor-core model of BOUNDS.md 10.2), the score-stage coefficients
  * (orc_fm_score_coefs, section 2), expm1_up, the score underflow floor (9.1),
- * the exact fp16/bf16 decode by arithmetic, the per-key and per-row steps of the
+ * the exact fp16/bf16 decode by arithmetic and the RN-even rounding to them
+ * (orc_fm_round16, for the store bound of BOUNDS.md 5.8), the per-key and per-row steps of the
  * forward row weights (sections 3, 4, 9: orc_row_weights is written with them,
  * the GPU tier's warp passes are the same calls), and the overflow-sensitive
  * tests of a forward row (section 11).
