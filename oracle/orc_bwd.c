@@ -99,18 +99,8 @@ enum { M_P, M_DS, M_DSE, M_DSM, M_DSEO, M_PPI, M_P1, M_PPIO, M_P16, M_DS16 };
 // ----------------------------------------------------------------------------
 // phase A: one tile of <= RT rows of the chunk
 
-/* The kernel's dS error bound of one (i, j) (BOUNDS.md 5.3): P error Pup piP + fP against
- * gup >= |dP - D|, |P'| <= Pk against hk_raw >= |(dP' - D') - (dP - D)| before the subtraction's
- * rounding, the subtraction and the product (u_s), the flushed product, the dS rounding. */
-static inline double dse_kernel(const orc_model *mk, double Pup, double piP, double fP, double Pk, double gup,
-                                double hk_raw, double f_ds) {
-    double hk = hk_raw + mk->u_s * (gup + hk_raw);
-    double e = Pup * piP * gup + Pk * hk + fP * gup;
-    e += mk->u_s * Pk * (gup + hk) * (1 + mk->u_s);
-    e += 2 * mk->tau; /* the product P (dP - D) flushed */
-    if (mk->u_ds > 0) e += mk->u_ds * (Pup * gup + e) + f_ds;
-    return e;
-}
+/* The kernel's dS error bound of one (i, j) (BOUNDS.md 5.3): orc_fm_dse_kernel (orc_formulas.h). */
+#define dse_kernel orc_fm_dse_kernel
 
 static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
     const orc_ctx *c = g->c;

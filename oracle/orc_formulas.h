@@ -7,7 +7,8 @@
  * What it owns: the error coefficients (orc_gamma, orc_acc_coef with the
  * tensor-core model of BOUNDS.md 10.2), the score-stage coefficients
  * (orc_fm_score_coefs, section 2), expm1_up, the score underflow floor (9.1),
- * the exact fp16/bf16 decode by arithmetic, the per-key and per-row steps of the
+ * the exact fp16/bf16 decode by arithmetic and the RN-even rounding to them
+ * (orc_fm_round16, for the store bound of BOUNDS.md 5.8), the per-key and per-row steps of the
  * forward row weights (sections 3, 4, 9: orc_row_weights is written with them,
  * the GPU tier's warp passes are the same calls), and the overflow-sensitive
  * tests of a forward row (section 11).
@@ -122,6 +123,54 @@ ORC_HD double orc_fm_decode(unsigned bits, int bf16) {
     if (e == 31) return m ? NAN : sign * INFINITY;
     if (e == 0) return sign * (double)m * 0x1p-24;
     return sign * ldexp((double)(m | 1024u), (int)e - 25);
+}
+
+/* x rounded to nearest (ties to even) to fp16 (bf16 = 0) or bf16 (bf16 = 1), as a double:
+ * +-Inf past the largest finite value (RN overflow), NaN kept, signed zeros kept. One
+ * rounding from double (rint of an exact power-of-two scaling: exact but for rint's own RN);
+ * the CPU tier's orc_encode + orc_decode give the same value (test_gpu_bwd_host checks it on
+ * ties, subnormals, overflow and random doubles of both types). */
+ORC_HD double orc_fm_round16(double x, int bf16) {
+    if (!isfinite(x)) return x;
+    int mant = bf16 ? 7 : 10, emin = bf16 ? -126 : -14;
+    double maxf = bf16 ? 0x1.fep127 : 65504.0;
+    double a = fabs(x), q;
+    if (a < ldexp(1.0, emin)) /* subnormal grid: ulp 2^(emin - mant) */
+        q = ldexp(rint(ldexp(a, mant - emin)), emin - mant);
+    else {
+        int E = ilogb(a);
+        q = ldexp(rint(ldexp(a, mant - E)), E - mant);
+    }
+    if (q > maxf) q = INFINITY;
+    return copysign(q, x);
+}
+
+/* Bound on |stored - exact| of an output rounded (RN) to fp16 / bf16 when stored, from the
+ * reference ref (|ref - exact| <= e) and pre >= |y - exact|, y the kernel's value before the
+ * store (BOUNDS.md 5.8): the stored value is RN(y) with y in [lo, hi] = ref -+ (e + pre), so
+ * it lies in [RN(lo), RN(hi)] (RN is monotone), and 0 joins that set when the profile flushes
+ * (flush = 1) and y may lie below 2^-126. Returns min(generic, max(RN(hi) - ref, ref - RN(lo))
+ * + e): generic is the relative-plus-floor store term's bound, kept where RN overflows or an
+ * operand is not finite. e gets 2^-900 for the double tier's underflow (5.8). The CPU tier's
+ * orc_store_bound (orc_internal.h) is this function. */
+ORC_HD double orc_fm_store_bound(double ref, double e, double pre, double generic, int bf16, int flush) {
+    if (!isfinite(ref) || !isfinite(e) || !isfinite(pre) || !(generic > 0) || !isfinite(generic)) return generic;
+    /* the double tier's errors are relative (section 1): below 2^-1022 each of its < 2^40 operations
+     * of an element may lose 2^-1074 more, magnified by < 2^128 (the largest input): < 2^-906 */
+    e += 0x1p-900;
+    /* w >= e + pre, and its slack covers the rounding of ref -+ w to double (<= 2^-53 (|ref| + w)) */
+    double w = (e + pre) * (1 + 0x1p-40) + fabs(ref) * 0x1p-52;
+    double hi = ref + w, lo = ref - w;
+    double rh = orc_fm_round16(hi, bf16), rl = orc_fm_round16(lo, bf16);
+    if (!isfinite(rh) || !isfinite(rl)) return generic;
+    if (flush && lo < 0x1p-126 && hi > -0x1p-126) {
+        if (rh < 0) rh = 0;
+        if (rl > 0) rl = 0;
+    }
+    double d = rh - ref > ref - rl ? rh - ref : ref - rl;
+    /* the difference of two doubles errs by <= 2^-53 of it; then the oracle's error */
+    double b = ((d > 0 ? d : 0) * (1 + 0x1p-50) + e) * ORC_SAFETY;
+    return b < generic ? b : generic;
 }
 
 // ----------------------------------------------------------------------------
@@ -272,8 +321,9 @@ ORC_HD int orc_fm_pv_overflow(const orc_model *mk, double n, double span_k, doub
 // backward (BOUNDS.md sections 5, 9.3-9.5, 10.3-10.5, 11): the per-(i, j) dS terms,
 // the dQ / dK / dV sum coefficients and the final element bounds, written from
 // orc_bwd.c's phase A / phase B / finalize term by term. The GPU tier
-// (oracle/gpu/orc_gpu_bwd.cu, orc_gpu_bwd.c) calls these; orc_bwd.c still has
-// them inline (a port makes it call them: the same expressions in the same order).
+// (oracle/gpu/orc_gpu_bwd.cu, orc_gpu_bwd.c) calls these; orc_bwd.c calls
+// orc_fm_dse_kernel and (through orc_store_bound) orc_fm_store_bound and has the
+// rest inline (the same expressions in the same order: test_gpu_bwd_host).
 
 /* Constants of a backward problem. */
 typedef struct {
@@ -282,6 +332,7 @@ typedef struct {
     double sc;                     /* |scale| */
     double f_ds;                   /* dS rounding floor in dS units (10.3) */
     double thr32, thrdt;           /* fp32 / dtype overflow thresholds (section 11) */
+    double th_d;                   /* relative error of the roundings after dP' - D' (5.9) */
 } orc_fm_bwdc;
 
 ORC_HD void orc_fm_bwdc_init(const orc_model *mk, const orc_model *mo, double scale, double D, double Dv,
@@ -297,6 +348,8 @@ ORC_HD void orc_fm_bwdc_init(const orc_model *mk, const orc_model *mo, double sc
     k->f_ds = mk->ds_fold == 0 ? mk->f_ds : mk->ds_fold == 1 ? mk->f_ds / sc : mk->f_ds * (sc < 1 ? 1 / sc : 1);
     k->thr32 = ORC_F32_OVF;
     k->thrdt = thrdt;
+    /* the subtraction, the product, the fold, the dS store (5.9) */
+    k->th_d = pow(1 + mk->u_s, 3) * (1 + mk->u_ds) * (1 + 0x1p-50) - 1;
 }
 
 /* Row state of the backward (one query row of a ROW_NORMAL forward row). */
@@ -306,7 +359,7 @@ typedef struct {
     double efl;            /* kernel score underflow floor (9.1) */
     double Dorc;           /* D_i = sum_d dO O (oracle O) */
     double dD_o, dD_k;     /* |D - exact| oracle; |D' - D| kernel (replaced for d_from_p) */
-    double dlse;           /* |lse_given - lse| + lse_orc */
+    double dlse;           /* >= |LSE the kernel used - lse| (5.0) */
     double dOaOg;          /* sum |dO| |O_given| */
     double h_floor;        /* underflow of dP, D and their difference (9.3) */
 } orc_fm_brow;
@@ -314,17 +367,20 @@ typedef struct {
 /* The row's D-stage terms from its sums over d (orc_bwd.c phase A): Dorc = sum dO O,
  * dOaO = sum |dO||O|, dOdO = sum |dO| (|O_given - O| + eO), dOaOg = sum |dO||O_given|,
  * dO1 = sum |dO|, Og1 = sum |O_given|, dOeO = sum |dO| eO; v1max (rounded up) of the kv
- * head; lse_g the given LSE. Returns 1 if the row cannot be bounded (dlse or dD_k not
- * finite: inconsistent inputs). */
+ * head; lse_g the given LSE, not read when lse_unknown (orc_options.lse_unknown: the
+ * kernel's LSE is any within the forward bound, 5.0). Returns 1 if the row cannot be
+ * bounded (dlse or dD_k not finite: inconsistent inputs, or an infinite LSE bound). */
 ORC_HD int orc_fm_brow_init(const orc_model *mk, const orc_fm_bwdc *k, const orc_row_info *R, double Dv,
                             double Dorc, double dOaO, double dOdO, double dOaOg, double dO1, double Og1,
-                            double dOeO, double v1max, double lse_g, orc_fm_brow *br) {
+                            double dOeO, double v1max, int lse_unknown, double lse_g, orc_fm_brow *br) {
     br->lse = R->lse;
     br->lse_orc = R->lse_orc;
     br->Dorc = Dorc;
     br->dOaOg = dOaOg;
     br->h_floor = mk->tau * (4 * Dv + 2 * dO1 + v1max + Og1 + 1) * (1 + 0x1p-40);
-    br->dlse = fabs(lse_g - R->lse) + R->lse_orc;
+    /* dlse >= |LSE the kernel used - exact LSE| (5.0): the given LSE's distance from the
+     * oracle's plus the oracle's error; with lse_unknown the forward LSE bound (section 4) */
+    br->dlse = lse_unknown ? R->lse_bound : fabs(lse_g - R->lse) + R->lse_orc;
     br->dD_k = dOdO + k->gdv_k * dOaOg;
     br->dD_o = dOeO + k->gdv_o * dOaO;
     return !isfinite(br->dlse) || !isfinite(br->dD_k);
@@ -367,12 +423,29 @@ ORC_HD double orc_fm_brow_dfromp(const orc_model *mk, double n, double span_k, d
     return (err_sum + (orc_acc_coef(mk, n, span_k, 0) + 0x1p-23) * abs_sum) * (1 + 0x1p-40) + mk->tau * (2 * n + 1);
 }
 
-/* The per-(i, j) values of a visible key (orc_bwd.c's matrices M_P .. M_PPIO). */
-enum { ORC_BM_P, ORC_BM_DS, ORC_BM_DSE, ORC_BM_DSM, ORC_BM_DSEO, ORC_BM_PPI, ORC_BM_P1, ORC_BM_PPIO, ORC_BM_N };
+/* The kernel's dS error bound of one (i, j) (BOUNDS.md 5.3): P error Pup piP + fP against
+ * gup >= |dP - D|, |P'| <= Pk against hk_raw >= |(dP' - D') - (dP - D)| before the subtraction's
+ * rounding, the subtraction and the product (u_s), the flushed product, the dS rounding. */
+ORC_HD double orc_fm_dse_kernel(const orc_model *mk, double Pup, double piP, double fP, double Pk, double gup,
+                                double hk_raw, double f_ds) {
+    double hk = hk_raw + mk->u_s * (gup + hk_raw);
+    double e = Pup * piP * gup + Pk * hk + fP * gup;
+    e += mk->u_s * Pk * (gup + hk) * (1 + mk->u_s);
+    e += 2 * mk->tau; /* the product P (dP - D) flushed */
+    if (mk->u_ds > 0) e += mk->u_ds * (Pup * gup + e) + f_ds;
+    return e;
+}
+
+/* The per-(i, j) values of a visible key (orc_bwd.c's matrices M_P .. M_PPIO, and its
+ * dQ weight T_E as DSEQ). */
+enum { ORC_BM_P, ORC_BM_DS, ORC_BM_DSE, ORC_BM_DSM, ORC_BM_DSEO, ORC_BM_PPI, ORC_BM_P1, ORC_BM_PPIO, ORC_BM_DSEQ,
+       ORC_BM_N };
 
 /* Per visible key: dS = P (dP - D), its oracle error DSEO and kernel error DSE, DSM >=
- * |dS| + both, the dV weights PPI, P1, PPIO (sections 5, 9.3, 10.3). Returns 1 if an
- * intermediate of (i, j) may overflow (section 11). */
+ * |dS| + both, the dV weights PPI, P1, PPIO (sections 5, 9.3, 10.3) and dQ's kernel
+ * weight DSEQ: DSE with the row-common part of D' - D taken out (summed once per element
+ * against |sum_j P K|, orc_fm_dq_common) but for its per-key remainder dD (|P16' - P| +
+ * th |P16'|) (5.9). Returns 1 if an intermediate of (i, j) may overflow (section 11). */
 ORC_HD int orc_fm_bkey_ds(const orc_model *mk, const orc_model *mo, const orc_fm_bwdc *k, const orc_fm_brow *br,
                           double P, double pio, double Pup, double pik, double fP, double dP, double bij,
                           double *m) {
@@ -386,14 +459,9 @@ ORC_HD int orc_fm_bkey_ds(const orc_model *mk, const orc_model *mo, const orc_fm
     dSe_o *= ORC_SAFETY;
     /* kernel dS error: dP' (accumulation, its rounding to the dtype when dp_rounded), D',
      * the subtraction */
-    double hk = gdv_k * bij + br->dD_k + br->h_floor;
-    hk += mk->u_dp * (fabs(dP) + (gdv_o + gdv_k) * bij) + mk->f_dp;
-    hk += mk->u_s * (gup + hk);
+    double hk0 = gdv_k * bij + br->h_floor + mk->u_dp * (fabs(dP) + (gdv_o + gdv_k) * bij) + mk->f_dp;
     double Pk = Pup * (1 + piP) + fP;
-    double dSe_k = Pup * piP * gup + Pk * hk + fP * gup;
-    dSe_k += mk->u_s * Pk * (gup + hk) * (1 + mk->u_s);
-    dSe_k += 2 * mk->tau; /* the product P (dP - D) flushed */
-    if (mk->u_ds > 0) dSe_k += mk->u_ds * (Pup * gup + dSe_k) + k->f_ds;
+    double dSe_k = orc_fm_dse_kernel(mk, Pup, piP, fP, Pk, gup, hk0 + br->dD_k, k->f_ds);
     /* section 11: P', dP', D', dP' - D', dS' against fp32's threshold, dP' and dS' against
      * the dtype's when rounded to it (dS' scaled when the scale is folded) */
     int o;
@@ -414,8 +482,17 @@ ORC_HD int orc_fm_bkey_ds(const orc_model *mk, const orc_model *mo, const orc_fm
     m[ORC_BM_PPI] = (Pup * pik + fP) * ORC_SAFETY; /* x (1 + acc of the column) in the dV weight */
     m[ORC_BM_P1] = Pup * (1 + pik) * ORC_SAFETY;
     m[ORC_BM_PPIO] = Pup * pio * ORC_SAFETY;
+    m[ORC_BM_DSEQ] = (orc_fm_dse_kernel(mk, Pup, piP, fP, Pk, gup, hk0, k->f_ds) +
+                      br->dD_k * (Pup * piP + fP + k->th_d * Pk)) * ORC_SAFETY;
     return o;
 }
+
+/* dQ's row-common D term (5.9): A_d = sum_j P_ij K_jd is summed in double with per-key
+ * error weight (PPIO + cA P1) ORC_SAFETY (the oracle's P error Pup pio, and cA Pup for the
+ * sum), cA = orc_fm_dq_acoef of the row; aerr = that weight's sum with |K_jd|. Returns the
+ * term added to the dQ element's kernel weight sum (orc_fm_grad_elem's bsum). */
+ORC_HD double orc_fm_dq_acoef(double n, double span) { return orc_gamma(n + span / ORC_BLK + 18, ORC_U_D); }
+ORC_HD double orc_fm_dq_common(double dD_k, double asum, double aerr) { return dD_k * (fabs(asum) + aerr); }
 
 /* dQ row of n visible keys over key range span_k = hi - lo + 1, the oracle's compensated
  * sum over span_o positions: kernel coefficient kQ (accumulation, n_bq fp32 roundings
@@ -495,10 +572,11 @@ ORC_HD double orc_fm_head_part(double now, double before) {
 
 /* A gradient element from its sums (sum = hi + lo of sum w x, bsum = sum kernel weight
  * |x|, osum = sum oracle weight |x|), the output scale s (scale for dQ, dK; 1 for dV),
- * sumsafe = ORC_SAFETY (1 + gamma_{n+16}(2^-53)), the underflow floor fl and, for
- * dK / dV, the GQA rounding (gqa: 1, with G, u_in, bf16, habs = the per-head sum
+ * sumsafe = ORC_SAFETY (1 + gamma_{n+16}(2^-53)), the underflow floor fl, the dtype (bf16)
+ * and, for dK / dV, the GQA rounding (gqa: 1, with G, u_in, habs = the per-head sum
  * bound). Out: value, oracle error, the bound before the store (*pre: the GQA
- * rounding included; section 11 tests it) and the kernel bound. */
+ * rounding included; section 11 tests it) and the kernel bound, the RN store's
+ * reachable values (orc_fm_store_bound, 5.8) when the output is rounded. */
 ORC_HD void orc_fm_grad_elem(const orc_model *mk, double s, double sum, double bsum, double osum, double sumsafe,
                              double fl, int gqa, double G, double u_in, int bf16, double habs, double *val,
                              double *eo, double *pre_out, double *bound) {
@@ -509,7 +587,9 @@ ORC_HD void orc_fm_grad_elem(const orc_model *mk, double s, double sum, double b
     *val = v;
     *eo = e;
     *pre_out = pre;
-    *bound = (pre + mk->u_out * (fabs(v) + e + pre) + mk->f_out + fl) * ORC_SAFETY;
+    double bd = (pre + mk->u_out * (fabs(v) + e + pre) + mk->f_out + fl) * ORC_SAFETY;
+    if (mk->u_out > 0) bd = orc_fm_store_bound(v, e, (pre + fl) * ORC_SAFETY, bd, bf16, mk->tau >= 0x1p-126);
+    *bound = bd;
 }
 
 #endif /* FLASHCHECK_ORC_FORMULAS_H */

@@ -147,33 +147,6 @@ static inline double orc_rd_fast(double x, fa_dtype dt) {
     return r;
 }
 
-/* Bound on |stored - exact| of an output rounded (RN) to the dtype dt when stored, from the
- * reference ref (|ref - exact| <= e) and pre >= |y - exact|, y the kernel's value before the
- * store (BOUNDS.md 5.8): the stored value is RN(y) with y in [lo, hi] = ref -+ (e + pre), so
- * it lies in [RN(lo), RN(hi)] (RN is monotone), and 0 joins that set when the profile flushes
- * (flush = 1) and y may lie below 2^-126. Returns min(generic, max(RN(hi) - ref, ref - RN(lo))
- * + e): generic is the relative-plus-floor store term's bound, kept where RN overflows or an
- * operand is not finite. e gets 2^-900 for the double tier's underflow (5.8). */
-static inline double orc_store_bound(double ref, double e, double pre, double generic, fa_dtype dt, int flush) {
-    if (!isfinite(ref) || !isfinite(e) || !isfinite(pre) || !(generic > 0) || !isfinite(generic)) return generic;
-    /* the double tier's errors are relative (section 1): below 2^-1022 each of its < 2^40 operations
-     * of an element may lose 2^-1074 more, magnified by < 2^128 (the largest input): < 2^-906 */
-    e += 0x1p-900;
-    /* w >= e + pre, and its slack covers the rounding of ref -+ w to double (<= 2^-53 (|ref| + w)) */
-    double w = (e + pre) * (1 + 0x1p-40) + fabs(ref) * 0x1p-52;
-    double hi = ref + w, lo = ref - w;
-    double rh = orc_decode(orc_encode(hi, dt), dt), rl = orc_decode(orc_encode(lo, dt), dt);
-    if (!isfinite(rh) || !isfinite(rl)) return generic;
-    if (flush && lo < 0x1p-126 && hi > -0x1p-126) {
-        if (rh < 0) rh = 0;
-        if (rl > 0) rl = 0;
-    }
-    double d = rh - ref > ref - rl ? rh - ref : ref - rl;
-    /* the difference of two doubles errs by <= 2^-53 of it; then the oracle's error */
-    double b = ((d > 0 ? d : 0) * (1 + 0x1p-50) + e) * ORC_SAFETY;
-    return b < generic ? b : generic;
-}
-
 /* Fill flags of a finite-or-not reference element. */
 static inline uint8_t orc_value_flags(double ref) {
     return isnan(ref) ? ORC_F_NAN : isinf(ref) ? ORC_F_INF : 0;
@@ -211,6 +184,12 @@ typedef struct {
 
 /* The scalar bound formulas, one definition for the CPU and GPU tiers. */
 #include "oracle/orc_formulas.h"
+
+/* The RN store's reachable-set bound of a dQ / dK / dV element (BOUNDS.md 5.8):
+ * orc_fm_store_bound (orc_formulas.h, shared with the GPU tier) for dtype dt. */
+static inline double orc_store_bound(double ref, double e, double pre, double generic, fa_dtype dt, int flush) {
+    return orc_fm_store_bound(ref, e, pre, generic, dt == FA_BF16, flush);
+}
 
 /* Score-stage error coefficients of model m: |s' - s| <= ce * |q|.|k| + cm * |mask|. */
 void orc_score_coefs(const orc_ctx *c, const orc_model *m, double *ce, double *cm);

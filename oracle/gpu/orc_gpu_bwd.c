@@ -5,8 +5,9 @@
  * (orc_gpu_bwd.cu) supplies per query row its dQ sums and row terms, per key
  * column of a kv-head group its dK / dV sums and column terms, all from the
  * formulas of orc_formulas.h that mirror orc_bwd.c; here each element is
- * finished as orc_bwd.c finishes it (orc_fm_grad_elem, the flags, the
- * overflow tests of section 11) and undecided elements are escalated to MPFR
+ * finished as orc_bwd.c finishes it (orc_fm_grad_elem with the RN store's
+ * reachable-set bound, the flags, the overflow tests of section 11; the LSE the
+ * kernel used as opt.lse_unknown says) and undecided elements are escalated to MPFR
  * at reference time with orc_bwd.c's rule (orc_gpu_bwd_escalate: the same loop).
  * test_gpu_oracle checks the two tiers agree. */
 #include <stdio.h>
@@ -143,7 +144,8 @@ static void dq_row(const orc_ctx *c, const orc_model *mk, orc_block *bq, int64_t
     for (int64_t d = 0; d < D; d++) {
         int64_t e = slot * D + d;
         double val, eo, pre, bound;
-        orc_fm_grad_elem(mk, c->scale, qs[d], qb[d], qo[d], sumsafe, R->fq, 0, 1, 0, 0, 0, &val, &eo, &pre, &bound);
+        orc_fm_grad_elem(mk, c->scale, qs[d], qb[d], qo[d], sumsafe, R->fq, 0, 1, 0, c->dt == FA_BF16, 0, &val, &eo,
+                         &pre, &bound);
         bq->ref[e] = val;
         bq->orc_err[e] = eo;
         bq->bound[e] = bound;
@@ -272,6 +274,7 @@ fa_status orc_gpu_bwd(const fa_bwd_args *args, const fa_precision *prof, const o
     memcpy(d.os, args->o.stride, sizeof d.os);
     memcpy(d.dos, args->dout.stride, sizeof d.dos);
     memcpy(d.ls, args->lse.stride, sizeof d.ls);
+    d.lse_unknown = opt.lse_unknown;
     orc_fm_bwdc_init(&f->mk, &f->mo, c.scale, (double)c.D, (double)c.Dv, orc_overflow_threshold((int)c.dt), &d.bc);
 
     int64_t Sq1 = c.Sq > 0 ? c.Sq : 1;

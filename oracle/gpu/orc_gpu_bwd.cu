@@ -11,18 +11,20 @@
  *   wsum (V)      O's three sums per (row, d)           (the forward's P.V)
  *   dots (dO, V)  dP = dO.v, B = |dO|.|v|
  *   k_brow        one warp per row: O, D_i and the row terms (orc_fm_brow_init), the
- *                 per-key P and dS terms (orc_fm_bkey_p, _dsum, _ds) into the eight
- *                 matrices, the dQ coefficients, the row's overflow and floor
- *   wsum (K)      dQ's three sums per (row, d): dS K, (DSE + kQ DSM) |K|, (DSEO + kQo DSM) |K|
+ *                 per-key P and dS terms (orc_fm_bkey_p, _dsum, _ds) into the nine
+ *                 matrices, the dQ coefficients, the row's overflow and floor, its dD_k
+ *   wsum (K)      dQ's three sums per (row, d): dS K, (DSEQ + kQ DSM) |K|, (DSEO + kQo DSM) |K|
+ *   wsum (K)      the row-common D term's sums (BOUNDS.md 5.9): A = P K, (PPIO + cA P1) |K|;
+ *                 k_dqcommon adds orc_fm_dq_common to dQ's kernel-weight sum
  *   k_colstat     per key: sum DSM, sum of P' bounds, bad rows (rows in order, as the CPU)
  *   k_colsum      dK = sum_i dS Q, dV = sum_i P dO over the chunk's rows in blocks of 32
  *                 rows folded with TwoSum into the group's running (hi, lo) per (j, d)
  *                 (orc_bwd.c's col_fold), with the bound sums; k_head marks the head
  *                 boundaries (orc_fm_head_part)
  * The matrices [rows][Sk] of doubles are reused in place: the forward's S, A, W, C, CO
- * and dP, B are read at (r, j) by the lane that then writes the eight dS-stage values
+ * and dP, B are read at (r, j) by the lane that then writes the nine dS-stage values
  * there (P over W, DS over C, DSE over CO, DSM over S, DSEO over A, PPI over dP, P1
- * over B, PPIO in the eighth). Keys not visible hold ORC_GPU_INVIS in P.
+ * over B, PPIO, DSEQ in the last two). Keys not visible hold ORC_GPU_INVIS in P.
  * Built with -fmad=false as the forward (TwoSum; the formulas' rounding). */
 #include <math.h>
 #include <stdio.h>
@@ -38,7 +40,7 @@
 #define KS 16
 #define PADR (RT + 1)
 
-enum { MX_P, MX_DS, MX_DSE, MX_DSM, MX_DSEO, MX_PPI, MX_P1, MX_PPIO }; /* = ORC_BM_* */
+enum { MX_P, MX_DS, MX_DSE, MX_DSM, MX_DSEO, MX_PPI, MX_P1, MX_PPIO, MX_DSEQ, MX_N }; /* = ORC_BM_* */
 /* the forward's roles of the same matrices */
 #define MX_W MX_P
 #define MX_C MX_DS
@@ -55,10 +57,12 @@ struct orc_gpu_bwd_state {
     int64_t rc, b, hk;
     double sp_o;
     cudaStream_t s;
-    double *M[8];                  /* [rc][Sk] */
+    double *M[MX_N];               /* [rc][Sk] */
     double *num, *bsum, *osum;     /* [rc][Dv] */
     double *qs, *qb, *qo;          /* [rc][D] */
+    double *as, *ae;               /* [rc][D]: A = sum P K and its error sum (5.9) */
     double *eomax, *cq, *cqo;      /* [rc] */
+    double *cdd, *cA;              /* [rc]: dD_k, orc_fm_dq_acoef */
     orc_row_info *ri;              /* [rc] */
     orc_gpu_brow *br;              /* [rc] */
     int64_t *rlo, *rhi;            /* device [Sq] */
@@ -190,8 +194,8 @@ __global__ void __launch_bounds__(128) k_brow(orc_gpu_bwd_desc d, int64_t b, int
                                               const orc_row_info *ri, const double *eomax, const double *num,
                                               const double *bsum, const double *osum, double *M0, double *M1,
                                               double *M2, double *M3, double *M4, double *M5, double *M6,
-                                              double *M7, orc_gpu_brow *br_out, double *cq, double *cqo,
-                                              int *covf) {
+                                              double *M7, double *M8, orc_gpu_brow *br_out, double *cq,
+                                              double *cqo, double *cdd, double *cA, int *covf) {
     int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x % 32;
     if (r >= nr) return;
@@ -199,8 +203,8 @@ __global__ void __launch_bounds__(128) k_brow(orc_gpu_bwd_desc d, int64_t b, int
     const orc_model &mk = f.mk, &mo = f.mo;
     const orc_fm_bwdc &bc = d.bc;
     int64_t i = r0 + r, lo = rlo[i], hi = rhi[i], tl = tlo[r / RT], th = thi[r / RT], Sk = f.Sk;
-    double *m[8] = {M0 + r * Sk, M1 + r * Sk, M2 + r * Sk, M3 + r * Sk,
-                    M4 + r * Sk, M5 + r * Sk, M6 + r * Sk, M7 + r * Sk};
+    double *m[MX_N] = {M0 + r * Sk, M1 + r * Sk, M2 + r * Sk, M3 + r * Sk, M4 + r * Sk,
+                       M5 + r * Sk, M6 + r * Sk, M7 + r * Sk, M8 + r * Sk};
     orc_row_info R = ri[r];
     orc_gpu_brow br;
     memset(&br, 0, sizeof br);
@@ -215,11 +219,11 @@ __global__ void __launch_bounds__(128) k_brow(orc_gpu_bwd_desc d, int64_t b, int
             if (j < tl || j > th) continue;
             int vis = R.kind != ROW_MASKED && j >= lo && j <= hi && mask_at(f, b, h, i, j) != -INFINITY;
             if (!vis) { m[MX_P][j] = ORC_GPU_INVIS; continue; }
-            for (int k = 0; k < 8; k++) m[k][j] = NAN;
+            for (int k = 0; k < MX_N; k++) m[k][j] = NAN;
             if (R.ovf) atomicOr(&covf[j], 1);
         }
         br.bad = R.kind == ROW_UNCHECKABLE;
-        if (lane == 0) { br_out[r] = br; cq[r] = 0; cqo[r] = 0; }
+        if (lane == 0) { br_out[r] = br; cq[r] = 0; cqo[r] = 0; cdd[r] = 0; cA[r] = 0; }
         return;
     }
     /* O (orc_fwd_elem), the row sums over d */
@@ -245,10 +249,12 @@ __global__ void __launch_bounds__(128) k_brow(orc_gpu_bwd_desc d, int64_t b, int
     double k1max = __longlong_as_double((long long)k1[0]) * (1 + 0x1p-40);
     double kmax = __longlong_as_double((long long)k1[2]);
     double v1max = __longlong_as_double((long long)k1[3]) * (1 + 0x1p-40);
-    double lse_g = (double)d.lse[b * d.ls[0] + h * d.ls[1] + i * d.ls[2]];
-    br.lse_ratio = fabs(lse_g - R.lse) / R.lse_bound;
+    /* with lse_unknown the given LSE is not read and its ratio is 0 (5.0) */
+    double lse_g = d.lse_unknown ? NAN : (double)d.lse[b * d.ls[0] + h * d.ls[1] + i * d.ls[2]];
+    br.lse_ratio = d.lse_unknown ? 0.0 : fabs(lse_g - R.lse) / R.lse_bound;
     orc_fm_brow w;
-    br.bad = orc_fm_brow_init(&mk, &bc, &R, (double)f.Dv, Dorc, dOaO, dOdO, dOaOg, dO1, Og1, dOeO, v1max, lse_g, &w);
+    br.bad = orc_fm_brow_init(&mk, &bc, &R, (double)f.Dv, Dorc, dOaO, dOdO, dOaOg, dO1, Og1, dOeO, v1max,
+                              d.lse_unknown, lse_g, &w);
     w.Eo_max = eomax[r];
     w.efl = orc_fm_score_floor(mk.tau, f.rc.sc_abs, f.rc.D, q1 * (1 + 0x1p-40), k1max);
 
@@ -272,7 +278,7 @@ __global__ void __launch_bounds__(128) k_brow(orc_gpu_bwd_desc d, int64_t b, int
         w.dD_k = orc_fm_brow_dfromp(&mk, (double)R.n, (double)(hi - lo + 1), se, sa);
         if (!isfinite(w.dD_k)) br.bad = 1;
     }
-    /* pass 2: the eight values of every visible key, in place */
+    /* pass 2: the nine values of every visible key, in place */
     double sdsm = 0;
     int rovf = 0;
     for (int64_t j0 = tl / 32 * 32; th >= tl && j0 <= th; j0 += 32) {
@@ -284,7 +290,7 @@ __global__ void __launch_bounds__(128) k_brow(orc_gpu_bwd_desc d, int64_t b, int
         orc_fm_bkey_p(&mk, &mo, &bc, &w, orc_fm_score(&f.rc, m[MX_S][j], mm), m[MX_A][j], fabs(mm), &P, &pio, &Pup,
                       &pik, &fP);
         int o = orc_fm_bkey_ds(&mk, &mo, &bc, &w, P, pio, Pup, pik, fP, m[MX_DP][j], m[MX_B][j], v);
-        for (int k = 0; k < 8; k++) m[k][j] = v[k];
+        for (int k = 0; k < MX_N; k++) m[k][j] = v[k];
         sdsm += v[ORC_BM_DSM];
         if (o) { rovf = 1; atomicOr(&covf[j], 1); }
     }
@@ -295,10 +301,21 @@ __global__ void __launch_bounds__(128) k_brow(orc_gpu_bwd_desc d, int64_t b, int
         orc_fm_dq_coefs(&mk, &mo, n, (double)(hi - lo + 1), (double)(th - tl + 1), &kQ, &kQo);
         cq[r] = kQ;
         cqo[r] = kQo;
+        cdd[r] = w.dD_k;
+        cA[r] = orc_fm_dq_acoef(n, (double)(th - tl + 1));
         br.fq = orc_fm_dqk_floor(&mk, bc.sc, sdsm, n);
         br.rovf = rovf || orc_fm_dq_acc_ovf(&mk, bc.sc, sdsm, kmax, kQ);
         br_out[r] = br;
     }
+}
+
+/* dQ's kernel-weight sum qb += dD_k (|A| + err_A) (orc_fm_dq_common, BOUNDS.md 5.9); ae is
+ * sum (PPIO + cA P1) |K|, the CPU tier's weights carry ORC_SAFETY before the sum */
+__global__ void k_dqcommon(int64_t nr, int64_t D, const double *cdd, const double *as, const double *ae,
+                           double *qb) {
+    int64_t e = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= nr * D) return;
+    qb[e] = qb[e] + orc_fm_dq_common(cdd[e / D], as[e], ae[e] * ORC_SAFETY);
 }
 
 // ----------------------------------------------------------------------------
@@ -459,8 +476,8 @@ extern "C" int orc_gpu_bwd_begin(const orc_gpu_bwd_desc *d, const int64_t *rlo, 
     double fixed = 48.0 * (double)Sk * (double)(D + Dv) + 64.0 * (double)Sk + 16.0 * (double)Sq;
     double budget = (double)fr * 0.5 < 0x1p33 ? (double)fr * 0.5 : 0x1p33;
     budget -= fixed;
-    /* per row: 8 matrices of Sk doubles, 3 [Dv] + 3 [D] sums */
-    int64_t rc = budget > 0 ? (int64_t)(budget / (64.0 * (double)Sk + 24.0 * (double)(D + Dv) + 128.0)) / RT * RT : 0;
+    /* per row: 9 matrices of Sk doubles, 3 [Dv] + 5 [D] sums */
+    int64_t rc = budget > 0 ? (int64_t)(budget / (72.0 * (double)Sk + 40.0 * (double)D + 24.0 * (double)Dv + 160.0)) / RT * RT : 0;
     int64_t sq = (f.Sq + RT - 1) / RT * RT;
     if (rc > sq) rc = sq;
     if (rc > (int64_t)65535 * RT) rc = (int64_t)65535 * RT;
@@ -470,7 +487,9 @@ extern "C" int orc_gpu_bwd_begin(const orc_gpu_bwd_desc *d, const int64_t *rlo, 
     void *sp_ = NULL;
     int ok = orc_gpu_pool_stream_get(&sp_, msg, n) == 0;
     st->s = (cudaStream_t)sp_;
-    for (int k = 0; ok && k < 8; k++) ok = PD(k, st->M[k], nm * 8);
+    for (int k = 0; ok && k < MX_N; k++) ok = PD(k < 8 ? k : 81 + (k - 8), st->M[k], nm * 8);
+    ok = ok && PD(82, st->as, rc * D * 8) && PD(83, st->ae, rc * D * 8) && PD(84, st->cdd, rc * 8) &&
+         PD(85, st->cA, rc * 8);
     ok = ok && PD(8, st->num, rc * Dv * 8) && PD(9, st->bsum, rc * Dv * 8) && PD(10, st->osum, rc * Dv * 8) &&
          PD(11, st->qs, rc * D * 8) && PD(12, st->qb, rc * D * 8) && PD(13, st->qo, rc * D * 8) &&
          PD(14, st->eomax, rc * 8) && PD(15, st->cq, rc * 8) && PD(16, st->cqo, rc * 8) &&
@@ -586,12 +605,16 @@ extern "C" int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int slot, int64_t h, int
     if (e) { snprintf(msg, n, "CUDA error in the GPU oracle's backward (forward kernels' launch)"); return -1; }
     k_brow<<<nblk(nr * 32, 128), 128, 0, s>>>(d, b, h, r0, nr, st->rlo, st->rhi, dtl, dth, st->k1, st->ri, st->eomax,
                                              st->num, st->bsum, st->osum, M[0], M[1], M[2], M[3], M[4], M[5], M[6],
-                                             M[7], st->br, st->cq, st->cqo, st->covf);
+                                             M[7], M[8], st->br, st->cq, st->cqo, st->cdd, st->cA, st->covf);
     if (!cu_ok(cudaGetLastError(), "k_brow", msg, n)) return -1;
     /* dQ */
-    e |= orc_gpu_launch_wsum(&f, s, tk, D, b, h, nr, dtl, dth, M[MX_P], M[MX_DS], M[MX_DSE], M[MX_DSEO], M[MX_DSM],
+    e |= orc_gpu_launch_wsum(&f, s, tk, D, b, h, nr, dtl, dth, M[MX_P], M[MX_DS], M[MX_DSEQ], M[MX_DSEO], M[MX_DSM],
                              st->cq, st->cqo, st->qs, st->qb, st->qo);
+    /* the row-common part of D' - D (5.9): A = sum P K, its error weights PPIO + cA P1 */
+    e |= orc_gpu_launch_wsum(&f, s, tk, D, b, h, nr, dtl, dth, M[MX_P], M[MX_P], M[MX_PPIO], M[MX_PPIO], M[MX_P1],
+                             st->cA, st->cA, st->as, st->ae, NULL);
     if (e) { snprintf(msg, n, "CUDA error in the GPU oracle's backward (dQ sums' launch)"); return -1; }
+    if (D > 0) k_dqcommon<<<nblk(nr * D, 256), 256, 0, s>>>(nr, D, st->cdd, st->as, st->ae, st->qb);
     /* dK, dV */
     if (Sk > 0) {
         k_colstat<<<nblk(Sk, 128), 128, 0, s>>>(f, nr, dtl, dth, M[MX_P], M[MX_DSM], M[MX_PPI], M[MX_P1], st->br,

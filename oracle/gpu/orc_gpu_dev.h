@@ -71,7 +71,7 @@ void orc_gpu_fwd_end(orc_gpu_fwd_state *st);
  *           Cw = C, COw = CO, eomax[r] = the row's Eo_max (NULL: not written), ri
  *   wsum:   num = sum Wv t (blocked compensated), bsum = sum (Wb + cb Wbm) |t|,
  *           osum = sum (Wo + co Wbm) |t| over visible keys (Vis != ORC_GPU_INVIS);
- *           Wbm NULL: no cb, co terms; outputs [nr][Dd] */
+ *           Wbm NULL: no cb, co terms; outputs [nr][Dd] (osum NULL: not written) */
 int orc_gpu_launch_kvstat(const orc_gpu_fwd_desc *d, void *stream, int64_t b, int64_t hk,
                           unsigned long long *out4);
 int orc_gpu_launch_dots(const orc_gpu_fwd_desc *d, void *stream, orc_gpu_ten ra, orc_gpu_ten ta, int64_t Dd,
@@ -94,6 +94,7 @@ typedef struct {
     const uint16_t *o, *dout;      /* device: the given O, dO */
     const float *lse;              /* device: the given LSE */
     int64_t os[4], dos[4], ls[3];
+    int lse_unknown;               /* orc_options.lse_unknown: lse not read (BOUNDS.md 5.0) */
     orc_fm_bwdc bc;                /* orc_fm_bwdc_init */
 } orc_gpu_bwd_desc;
 
@@ -132,7 +133,8 @@ int orc_gpu_bwd_group(orc_gpu_bwd_state *st, int64_t b, int64_t hk, double sp_o,
 int orc_gpu_bwd_head(orc_gpu_bwd_state *st, int end, char *msg, size_t nmsg);
 /* Start rows r0 .. r0+nr-1 of query head h of the current group (phase A and B on the
  * device, asynchronous) with results in chunk slot 0 or 1; chunk_wait gives them (host,
- * valid until the slot is started again): br [nr], dQ sums qs, qb, qo [nr][D]. */
+ * valid until the slot is started again): br [nr], dQ sums qs, qb, qo [nr][D] (qb with
+ * the row-common D term, orc_fm_dq_common, added). */
 int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int slot, int64_t h, int64_t r0, int64_t nr, char *msg, size_t nmsg);
 int orc_gpu_bwd_chunk_wait(orc_gpu_bwd_state *st, int slot, const orc_gpu_brow **br, const double **qs,
                            const double **qb, const double **qo, char *msg, size_t nmsg);

@@ -453,7 +453,7 @@ __global__ void __launch_bounds__(256) k_pv(orc_gpu_fwd_desc d, orc_gpu_ten ta, 
             if (col >= Dd) continue;
             num[r * Dd + col] = hi[x][y] + lo[x][y];
             bsum[r * Dd + col] = bs[x][y];
-            osum[r * Dd + col] = os[x][y];
+            if (osum) osum[r * Dd + col] = os[x][y];
         }
     }
 }
