@@ -121,6 +121,7 @@ static void v3_setup(v3p *t, fa_problem p, const int64_t *sq, const int64_t *sk,
     if (!varq) { t->lst[1] = mq; t->lst[0] = Hq * mq; }
     if (kmode == 2) {
         t->maxpages = (mk + page_size - 1) / page_size;
+        if (t->maxpages < 1) t->maxpages = 1;
         t->tstride = t->maxpages + 2;
         t->npages = B * t->maxpages / 2 + 2; /* fewer pages than slots: some repeat */
         t->table = malloc((size_t)(B * t->tstride) * sizeof(int32_t));
@@ -219,6 +220,7 @@ enum {
     MU_NOUSED = 64      /* seqused_k ignored: the allocated keys are attended */
 };
 static int s_mut = 0;
+static int s_need_checked = 1; /* named cases: every tensor has judged elements */
 
 static float s_scale(const fa_problem *p) {
     return p->softmax_scale != 0 ? p->softmax_scale : (float)(1.0 / sqrt((double)p->head_dim_qk));
@@ -414,9 +416,9 @@ static void run_case(const char *name, fa_problem p, const int64_t *sq, const in
     CHECK(orc_compare_fwd(&rc, &fa.o, &fa.lse, &so, &sl, &err) == FA_OK, "%s: compare: %s", name, err.msg);
     char buf[600];
     orc_stats_format(&so, "O", buf, sizeof buf);
-    CHECK(so.failed == 0 && so.checked > 0, "%s: simulated kernel O: %s", name, buf);
+    CHECK(so.failed == 0 && (so.checked > 0 || !s_need_checked), "%s: simulated kernel O: %s", name, buf);
     orc_stats_format(&sl, "LSE", buf, sizeof buf);
-    CHECK(sl.failed == 0 && sl.checked > 0, "%s: simulated kernel LSE: %s", name, buf);
+    CHECK(sl.failed == 0 && (sl.checked > 0 || !s_need_checked), "%s: simulated kernel LSE: %s", name, buf);
     printf("%-28s O worst %.3g median %.3g | LSE worst %.3g", name, so.worst_ratio, so.median_ratio, sl.worst_ratio);
 
     /* backward from the simulated forward's O, LSE */
@@ -436,17 +438,18 @@ static void run_case(const char *name, fa_problem p, const int64_t *sq, const in
         CHECK(orc_compare_bwd(&bc, &ba.dq, &ba.dk, &ba.dv, &sq_, &sk_, &sv_, &err) == FA_OK, "%s: compare_bwd: %s",
               name, err.msg);
         orc_stats_format(&sq_, "dQ", buf, sizeof buf);
-        CHECK(sq_.failed == 0 && sq_.checked > 0, "%s: simulated kernel %s", name, buf);
+        CHECK(sq_.failed == 0 && (sq_.checked > 0 || !s_need_checked), "%s: simulated kernel %s", name, buf);
         orc_stats_format(&sk_, "dK", buf, sizeof buf);
-        CHECK(sk_.failed == 0 && sk_.checked > 0, "%s: simulated kernel %s", name, buf);
+        CHECK(sk_.failed == 0 && (sk_.checked > 0 || !s_need_checked), "%s: simulated kernel %s", name, buf);
         orc_stats_format(&sv_, "dV", buf, sizeof buf);
-        CHECK(sv_.failed == 0 && sv_.checked > 0, "%s: simulated kernel %s", name, buf);
+        CHECK(sv_.failed == 0 && (sv_.checked > 0 || !s_need_checked), "%s: simulated kernel %s", name, buf);
         printf(" | dQ %.3g dK %.3g dV %.3g", sq_.worst_ratio, sk_.worst_ratio, sv_.worst_ratio);
         if (p.has_sinks) {
             CHECK(orc_compare_dsinks(&bc, t.dsinks, &ss_, &err) == FA_OK, "%s: compare_dsinks: %s", name, err.msg);
             orc_stats_format(&ss_, "dsinks", buf, sizeof buf);
-            CHECK(ss_.failed == 0 && ss_.checked > 0, "%s: simulated kernel %s", name, buf);
+            CHECK(ss_.failed == 0 && (ss_.checked > 0 || !s_need_checked), "%s: simulated kernel %s", name, buf);
             printf(" dsinks %.3g", ss_.worst_ratio);
+            if (ss_.worst_ratio > 0.5) { orc_stats_format(&ss_, "dsinks", buf, sizeof buf); printf("\n   %s\n", buf); }
         }
         /* mutants of the backward */
         for (int m = MU_NOCAPGRAD; m <= MU_DSINK_SIGN; m <<= 1) {
@@ -633,8 +636,41 @@ static void check_validation(void) {
     v3_free(&t);
 }
 
-int main(void) {
+/* random v3 cases: random batch, lengths (0 and 1 included), layout, seqused_k, page
+ * size, softcap, sinks, causal / window, dtype, head dims, GQA; correct kernel passes
+ * and the tiers agree (the soundness-test pattern on v3 cases) */
+static void random_cases(int n) {
+    static const int64_t dims[] = {8, 16, 24, 40, 64};
+    for (int c = 0; c < n; c++) {
+        int64_t B = 1 + (int64_t)(t_next() % 4), sq[MAXB], sk[MAXB];
+        for (int64_t b = 0; b < B; b++) {
+            uint64_t r = t_next() % 8;
+            sq[b] = r == 0 ? 0 : r == 1 ? 1 : (int64_t)(t_next() % 17);
+            r = t_next() % 8;
+            sk[b] = r == 0 ? 0 : r == 1 ? 1 : (int64_t)(t_next() % 23);
+        }
+        int64_t G = 1 + (int64_t)(t_next() % 3), Hkv = 1 + (int64_t)(t_next() % 2);
+        int64_t D = dims[t_next() % 5], Dv = dims[t_next() % 5];
+        fa_causal cz = (fa_causal)(t_next() % 3);
+        int64_t wl = t_next() % 3 == 0 ? (int64_t)(t_next() % 6) : -1, wr = t_next() % 3 == 0 ? (int64_t)(t_next() % 4) : -1;
+        fa_problem p = t_problem(B, 0, 0, G * Hkv, Hkv, D, Dv, t_next() % 2 ? FA_BF16 : FA_F16, cz, wl, wr);
+        p.window_align = t_next() % 2 ? FA_ALIGN_BOTTOM_RIGHT : FA_ALIGN_TOP_LEFT;
+        if (t_next() % 2) p.softcap = (float)(0.25 + 4 * t_unif());
+        p.has_sinks = (int)(t_next() % 2);
+        if (t_next() % 3 == 0) p.softmax_scale = (float)(0.05 + t_unif());
+        int kmode = (int)(t_next() % 3), varq = (int)(t_next() % 2), used = (int)(t_next() % 2);
+        int64_t ps = 1 + (int64_t)(t_next() % 5);
+        char name[64];
+        snprintf(name, sizeof name, "random %d k%d q%d u%d", c, kmode, varq, used);
+        run_case(name, p, sq, sk, varq, kmode, used, ps, 0);
+    }
+}
+
+int main(int argc, char **argv) {
     check_validation();
+    s_need_checked = 0;
+    random_cases(argc > 1 ? atoi(argv[1]) : 40); /* more: bazel-bin/oracle/test_v3 N */
+    s_need_checked = 1;
     int64_t sqv[5] = {5, 0, 1, 9, 3}, skv[5] = {7, 3, 1, 12, 0};
     fa_problem p;
     /* varlen: packed Q and K, GQA, Dqk != Dv, bottom-right causal per sequence */
