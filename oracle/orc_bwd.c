@@ -1063,20 +1063,20 @@ static fa_status orc_bwd_seq(const fa_bwd_args *args, const fa_precision *prof, 
         int64_t cap = nc + 1;
         parts = malloc((size_t)cap * sizeof *parts);
         ok = parts != NULL;
-        for (int64_t x = 0; ok && x < nc; x++)
-            for (int64_t b = 0; ok && b < B; b++)
-                for (int64_t t = 0; t * sq.page_size < sq.sk[b]; t++) {
-                    int64_t j = t * sq.page_size + ic[x].s;
-                    if (sq.table[b * sq.tstride + t] != ic[x].b || j >= sq.sk[b]) continue;
+        /* every (b, j < Sk_b, hkv) whose pool position is sampled: in (b, hkv, j) order */
+        for (int64_t b = 0; ok && b < B; b++)
+            for (int64_t hk = 0; ok && hk < c.Hkv; hk++)
+                for (int64_t j = 0; j < sq.sk[b]; j++) {
+                    orc_index key = {sq.table[b * sq.tstride + j / sq.page_size], hk, j % sq.page_size};
+                    if (!nc || !bsearch(&key, ic, (size_t)nc, sizeof key, cmp_ix)) continue;
                     if (np == cap) {
                         cap *= 2;
                         orc_index *q = realloc(parts, (size_t)cap * sizeof *parts);
                         if (!q) { ok = 0; break; }
                         parts = q;
                     }
-                    parts[np].b = b; parts[np].h = ic[x].h; parts[np].s = j; np++;
+                    parts[np].b = b; parts[np].h = hk; parts[np].s = j; np++;
                 }
-        if (ok) qsort(parts, (size_t)np, sizeof *parts, cmp_ix);
         orc_options o2 = *opt;
         o2.baseline = opt->baseline;
         if (ok) {
@@ -1123,45 +1123,51 @@ static fa_status orc_bwd_seq(const fa_bwd_args *args, const fa_precision *prof, 
         orc_model mk;
         orc_model_kernel(&c, prof, &mk);
         orc_block *dst[2] = {&res->dk, &res->dv}, *src[2] = {&tmp.dk, &tmp.dv};
-        for (int w = 0; w < 2; w++) {
-            int64_t dim = dst[w]->dim;
-            for (int64_t x = 0; x < nc; x++) {
-                int64_t k = 0;
-                for (int64_t d = 0; d < dim; d++) {
-                    double ref = 0, eo = 0, bd = 0, sabs = 0, bl = 0;
-                    int masked = 1;
-                    uint8_t fl = 0;
-                    k = 0;
-                    for (int64_t b = 0; b < B; b++)
-                        for (int64_t t = 0; t * sq.page_size < sq.sk[b]; t++) {
-                            int64_t j = t * sq.page_size + ic[x].s;
-                            if (sq.table[b * sq.tstride + t] != ic[x].b || j >= sq.sk[b]) continue;
-                            orc_index key = {b, ic[x].h, j};
-                            orc_index *hit = bsearch(&key, tmp.dk.index, (size_t)np, sizeof key, cmp_ix);
-                            int64_t e = (hit - tmp.dk.index) * dim + d;
-                            ref += src[w]->ref[e];
-                            eo += src[w]->orc_err[e];
-                            bd += src[w]->bound[e];
-                            sabs += fabs(src[w]->ref[e]) + src[w]->orc_err[e] + src[w]->bound[e];
-                            if (src[w]->baseline) bl += src[w]->baseline[e];
-                            fl |= src[w]->flags[e] & (ORC_F_UNCHECKABLE | ORC_F_OVERFLOW | ORC_F_ESCALATED);
-                            if (!(src[w]->flags[e] & ORC_F_MASKED_ROW)) masked = 0;
-                            k++;
-                        }
-                    int64_t e = x * dim + d;
-                    double kk = (double)k;
-                    /* the oracle's sum of k doubles; the kernel's parts rounded to the dtype and
-                     * summed in it (the widest accumulation a backend may use): gamma_{k-1}(u_in)
-                     * sum(|ref| + orc_err + bound) + (k - 1)(f_in + tau) */
-                    dst[w]->ref[e] = ref;
-                    dst[w]->orc_err[e] = (eo + orc_gamma(kk, ORC_U_D) * sabs) * ORC_SAFETY;
-                    dst[w]->bound[e] = k <= 1 ? bd
-                                       : (bd + orc_gamma(kk - 1, u_in) * sabs + (kk - 1) * (f_in + mk.tau)) * ORC_SAFETY;
-                    dst[w]->flags[e] = (uint8_t)(fl | orc_value_flags(ref) | (masked ? ORC_F_MASKED_ROW : 0));
-                    if (dst[w]->baseline) dst[w]->baseline[e] = orc_rd_fast(bl, c.dt);
-                }
-            }
+        int64_t *own = malloc((size_t)(np ? np : 1) * sizeof(int64_t)), *cnt = calloc((size_t)(nc ? nc : 1), sizeof(int64_t));
+        ok = own && cnt;
+        for (int64_t y = 0; ok && y < np; y++) { /* the pool column of part y */
+            const orc_index *q = &tmp.dk.index[y];
+            orc_index key = {sq.table[q->b * sq.tstride + q->s / sq.page_size], q->h, q->s % sq.page_size};
+            own[y] = (const orc_index *)bsearch(&key, ic, (size_t)nc, sizeof key, cmp_ix) - ic;
+            cnt[own[y]]++;
         }
+        for (int w = 0; ok && w < 2; w++) {
+            int64_t dim = dst[w]->dim;
+            double *sabs = calloc((size_t)(nc * dim + 1), sizeof(double)), *bl = calloc((size_t)(nc * dim + 1), sizeof(double));
+            uint8_t *live = calloc((size_t)(nc * dim + 1), 1);
+            if (!sabs || !bl || !live) { free(sabs); free(bl); free(live); ok = 0; break; }
+            for (int64_t e = 0; e < nc * dim; e++) {
+                dst[w]->ref[e] = dst[w]->orc_err[e] = dst[w]->bound[e] = 0;
+                dst[w]->flags[e] = 0;
+            }
+            for (int64_t y = 0; y < np; y++)
+                for (int64_t d = 0; d < dim; d++) {
+                    int64_t e = own[y] * dim + d, f = y * dim + d;
+                    dst[w]->ref[e] += src[w]->ref[f];
+                    dst[w]->orc_err[e] += src[w]->orc_err[f];
+                    dst[w]->bound[e] += src[w]->bound[f];
+                    sabs[e] += fabs(src[w]->ref[f]) + src[w]->orc_err[f] + src[w]->bound[f];
+                    if (src[w]->baseline) bl[e] += src[w]->baseline[f];
+                    dst[w]->flags[e] |= src[w]->flags[f] & (ORC_F_UNCHECKABLE | ORC_F_OVERFLOW | ORC_F_ESCALATED);
+                    if (!(src[w]->flags[f] & ORC_F_MASKED_ROW)) live[e] = 1;
+                }
+            /* the oracle's sum of k doubles; the kernel's parts rounded to the dtype and summed
+             * in it (the widest accumulation a backend may use): gamma_{k-1}(u_in) sum(|ref| +
+             * orc_err + bound) + (k - 1)(f_in + tau) */
+            for (int64_t x = 0; x < nc; x++)
+                for (int64_t d = 0; d < dim; d++) {
+                    int64_t e = x * dim + d;
+                    double kk = (double)cnt[x];
+                    dst[w]->orc_err[e] = (dst[w]->orc_err[e] + orc_gamma(kk, ORC_U_D) * sabs[e]) * ORC_SAFETY;
+                    if (cnt[x] > 1)
+                        dst[w]->bound[e] = (dst[w]->bound[e] + orc_gamma(kk - 1, u_in) * sabs[e] +
+                                            (kk - 1) * (f_in + mk.tau)) * ORC_SAFETY;
+                    dst[w]->flags[e] |= (uint8_t)(orc_value_flags(dst[w]->ref[e]) | (live[e] ? 0 : ORC_F_MASKED_ROW));
+                    if (dst[w]->baseline) dst[w]->baseline[e] = orc_rd_fast(bl[e], c.dt);
+                }
+            free(sabs); free(bl); free(live);
+        }
+        free(own); free(cnt);
     }
     if (ok == 1 && sacc) {
         const orc_ctx **cp = malloc((size_t)(B ? B : 1) * sizeof *cp);
