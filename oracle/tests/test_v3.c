@@ -15,6 +15,7 @@
  *     denominator, dsinks sign, cap without the scale, block table read with the wrong
  *     stride, causal diagonal from the global lengths, seqused_k ignored) are caught. */
 #include "oracle/tests/tutil.h"
+#include "oracle/orc_internal.h" /* orc_ctx_fwd: the GPU tier's context refuses v3 */
 
 // ----------------------------------------------------------------------------
 // own dtype conversions (independent of the oracle)
@@ -624,6 +625,17 @@ static void check_validation(void) {
     CHECK(orc_fwd(&a, &pr, NULL, &r, &err) == FA_ERR_INVALID && !strcmp(err.arg, "softcap"), "softcap < 0: %s", err.arg);
     a.p.softcap = 0; a.p.has_sinks = 1; a.sinks = NULL;
     CHECK(orc_fwd(&a, &pr, NULL, &r, &err) == FA_ERR_INVALID && !strcmp(err.arg, "sinks"), "sinks NULL: %s", err.arg);
+    /* the dense (GPU tier's) context refuses every v3 feature: it models none */
+    orc_ctx cx;
+    a.p.has_sinks = 0;
+    CHECK(orc_ctx_fwd(&a, &cx, &err) == FA_ERR_UNSUPPORTED, "orc_ctx_fwd accepted a packed problem");
+    fa_fwd_args d = a;
+    memset(&d.varlen, 0, sizeof d.varlen);
+    d.p.softcap = 1;
+    CHECK(orc_ctx_fwd(&d, &cx, &err) == FA_ERR_UNSUPPORTED && !strcmp(err.arg, "softcap"), "orc_ctx_fwd accepted softcap");
+    d.p.softcap = 0; d.p.has_sinks = 1; d.sinks = t.sinks;
+    CHECK(orc_ctx_fwd(&d, &cx, &err) == FA_ERR_UNSUPPORTED, "orc_ctx_fwd accepted sinks");
+    CHECK(orc_ctx_fwd3(&d, &cx, &err) == FA_OK, "orc_ctx_fwd3 refused sinks: %s", err.msg);
     v3_free(&t);
     /* paged: a table entry out of range */
     int64_t sq2[2] = {2, 2}, sk2[2] = {5, 3};
