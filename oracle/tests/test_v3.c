@@ -222,6 +222,7 @@ enum {
 };
 static int s_mut = 0;
 static int s_need_checked = 1; /* named cases: every tensor has judged elements */
+static double s_qs = 1.0;      /* Q's standard deviation (large: saturated softcap) */
 
 static float s_scale(const fa_problem *p) {
     return p->softmax_scale != 0 ? p->softmax_scale : (float)(1.0 / sqrt((double)p->head_dim_qk));
@@ -400,7 +401,7 @@ static void run_case(const char *name, fa_problem p, const int64_t *sq, const in
                      int used, int64_t ps, int mutants) {
     v3p t;
     fa_error err;
-    v3_setup(&t, p, sq, sk, varq, kmode, used, ps, 1.0);
+    v3_setup(&t, p, sq, sk, varq, kmode, used, ps, s_qs);
     fa_precision pr = sim_profile();
     s_mut = 0;
     sim_fwd(&t);
@@ -710,6 +711,17 @@ int main(int argc, char **argv) {
     p.softcap = 0.5f;
     p.has_sinks = 1;
     run_case("dense mla cap sinks", p, sqd, skd, 0, 0, 0, 0, MU_NOCAPGRAD | MU_NOSINK | MU_DSINK_SIGN | MU_CAP_NOSCALE);
+
+    /* saturated softcap (|x| >> cap): the kernel's fp32 1 - tanh'^2 cancels to 0 where the
+     * exact factor is ~1e-9; the derivative's own error term (14.3, orc_fm_dtanh_err) must
+     * cover it (without it this case fails dQ and dK) */
+    int64_t sqs[3] = {8, 1, 5}, sks[3] = {11, 6, 1};
+    p = t_problem(3, 0, 0, 2, 1, 32, 16, FA_F16, FA_CAUSAL_NONE, -1, -1);
+    p.softcap = 0.125f;
+    p.has_sinks = 1;
+    s_qs = 16.0;
+    run_case("saturated softcap", p, sqs, sks, 1, 1, 0, 0, MU_NOCAPGRAD | MU_CAP_NOSCALE);
+    s_qs = 1.0;
 
     /* packed / paged == their sequences as dense problems */
     p = t_problem(5, 0, 0, 4, 2, 24, 16, FA_F16, FA_CAUSAL_BOTTOM_RIGHT, -1, -1);
