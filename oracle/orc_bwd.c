@@ -992,7 +992,8 @@ static orc_block bblock_view(const orc_block *blk, int64_t r0, int64_t n, orc_in
     return v;
 }
 
-/* Sample the referenced pool positions (page, hkv, slot) of a paged problem (13.3), sorted. */
+/* Sample the pool positions (page, hkv, slot) of a paged problem (13.3), sorted: the
+ * referenced ones and every slot of the pages no sequence uses (expected 0). */
 static orc_index *sample_pool(const orc_seqs *sq, int64_t Hkv, int64_t max, uint64_t seed, int64_t *n) {
     int64_t P = sq->num_pages, ps = sq->page_size;
     uint8_t *used = calloc((size_t)(P * ps > 0 ? P * ps : 1), 1);
@@ -1003,6 +1004,10 @@ static orc_index *sample_pool(const orc_seqs *sq, int64_t Hkv, int64_t max, uint
     int64_t total = 0;
     for (int64_t pg = 0; pg < P; pg++) {
         for (int64_t sl = 0; sl < ps; sl++) cnt[pg] += used[pg * ps + sl];
+        if (cnt[pg] == 0) { /* a page no sequence uses: written as 0 (flash_api.h fa_paged) */
+            memset(used + pg * ps, 1, (size_t)ps);
+            cnt[pg] = ps;
+        }
         total += Hkv * cnt[pg];
     }
     int64_t m;
@@ -1046,18 +1051,32 @@ static fa_status orc_bwd_seq(const fa_bwd_args *args, const fa_precision *prof, 
     int64_t B = c.B, nq, nc;
     orc_index *iq = orc_sample_seq(B, c.Hq, sq.sq, opt->max_rows, opt->seed, &nq);
     orc_index *ic = sq.paged ? sample_pool(&sq, c.Hkv, opt->max_cols, opt->seed ^ 0x5bd1e995u, &nc)
-                             : orc_sample_seq(B, c.Hkv, sq.sk, opt->max_cols, opt->seed ^ 0x5bd1e995u, &nc);
+                             : orc_sample_seq(B, c.Hkv, sq.ka, opt->max_cols, opt->seed ^ 0x5bd1e995u, &nc);
     if ((st = bwd_alloc(res, iq, nq, ic, nc, c.D, c.Dv, c.Hq, c.has_sinks, opt, err))) { orc_seqs_free(&sq); return st; }
     res->args = *args;
     res->prof = *prof;
     res->opt = *opt;
     res->scale = c.scale;
-    /* paged: the parts (b, hkv, j) of the sampled pool columns, sorted, and where each goes */
-    int64_t np = nc, *owner = NULL;
+    /* the parts (b, hkv, j < Sk_b) of the sampled columns, in (b, hkv, j) order: paged, the
+     * keys mapped to a sampled pool position; else the sampled keys below Sk_b (the keys a
+     * sequence allocates past seqused_k are written as 0 in backward: flash_api.h) */
+    int64_t np = nc;
     orc_index *parts = ic;
-    orc_bwd_result tmp; /* the parts' dK, dV blocks (paged) */
+    orc_bwd_result tmp; /* the parts' dK, dV blocks (agg) */
     memset(&tmp, 0, sizeof tmp);
-    int ok = 1;
+    int ok = 1, agg = sq.paged;
+    for (int64_t b = 0; b < B; b++) if (sq.sk[b] < sq.ka[b]) agg = 1;
+    if (agg && !sq.paged) {
+        np = 0;
+        parts = malloc((size_t)(nc ? nc : 1) * sizeof *parts);
+        ok = parts != NULL;
+        for (int64_t x = 0; ok && x < nc; x++) if (ic[x].s < sq.sk[ic[x].b]) parts[np++] = ic[x];
+        if (ok) {
+            st = bwd_alloc(&tmp, NULL, 0, parts, np, c.D, c.Dv, 0, 0, opt, err);
+            tmp.dq.index = NULL;
+            ok = st == FA_OK;
+        }
+    }
     if (sq.paged) {
         np = 0;
         int64_t cap = nc + 1;
@@ -1085,15 +1104,14 @@ static fa_status orc_bwd_seq(const fa_bwd_args *args, const fa_precision *prof, 
             ok = st == FA_OK;
             if (!ok) parts = NULL; /* freed by bwd_alloc's cleanup */
         }
-        (void)owner;
     }
     sink_acc *sacc = c.has_sinks ? calloc((size_t)c.Hq, sizeof(sink_acc)) : NULL;
     orc_index *tq = malloc((size_t)(nq ? nq : 1) * sizeof *tq), *tc = malloc((size_t)(np ? np : 1) * sizeof *tc);
     orc_ctx *cs = calloc((size_t)(B ? B : 1), sizeof(orc_ctx));
     uint16_t **bufs = calloc((size_t)(2 * B + 1), sizeof(uint16_t *));
     ok = ok && tq && tc && cs && bufs && (!c.has_sinks || sacc);
-    orc_block *kdst = sq.paged ? &tmp.dk : &res->dk, *vdst = sq.paged ? &tmp.dv : &res->dv;
-    const orc_index *pix = sq.paged ? tmp.dk.index : res->dk.index;
+    orc_block *kdst = agg ? &tmp.dk : &res->dk, *vdst = agg ? &tmp.dv : &res->dv;
+    const orc_index *pix = agg ? tmp.dk.index : res->dk.index;
     int64_t q0 = 0, k0 = 0;
     for (int64_t b = 0; ok && b < B; b++) {
         int64_t q1 = q0, k1 = k0;
@@ -1117,8 +1135,9 @@ static fa_status orc_bwd_seq(const fa_bwd_args *args, const fa_precision *prof, 
         }
         q0 = q1; k0 = k1;
     }
-    if (ok == 1 && sq.paged) {
-        /* 13.3: a pool position is the sum of its parts (disjoint: each (b, j) has one place) */
+    if (ok == 1 && agg) {
+        /* 13.3: a pool position is the sum of its parts (disjoint: each (b, j) has one place);
+         * a key past Sk_b or a position of an unused page has none: exactly 0 (MASKED) */
         double u_in = orc_unit_roundoff(c.dt), f_in = c.dt == FA_BF16 ? 0x1p-134 : 0x1p-25;
         orc_model mk;
         orc_model_kernel(&c, prof, &mk);
@@ -1127,7 +1146,8 @@ static fa_status orc_bwd_seq(const fa_bwd_args *args, const fa_precision *prof, 
         ok = own && cnt;
         for (int64_t y = 0; ok && y < np; y++) { /* the pool column of part y */
             const orc_index *q = &tmp.dk.index[y];
-            orc_index key = {sq.table[q->b * sq.tstride + q->s / sq.page_size], q->h, q->s % sq.page_size};
+            orc_index key = *q;
+            if (sq.paged) { key.b = sq.table[q->b * sq.tstride + q->s / sq.page_size]; key.s = q->s % sq.page_size; }
             own[y] = (const orc_index *)bsearch(&key, ic, (size_t)nc, sizeof key, cmp_ix) - ic;
             cnt[own[y]]++;
         }
@@ -1158,7 +1178,7 @@ static fa_status orc_bwd_seq(const fa_bwd_args *args, const fa_precision *prof, 
                 for (int64_t d = 0; d < dim; d++) {
                     int64_t e = x * dim + d;
                     double kk = (double)cnt[x];
-                    dst[w]->orc_err[e] = (dst[w]->orc_err[e] + orc_gamma(kk, ORC_U_D) * sabs[e]) * ORC_SAFETY;
+                    if (cnt[x] > 1) dst[w]->orc_err[e] = (dst[w]->orc_err[e] + orc_gamma(kk, ORC_U_D) * sabs[e]) * ORC_SAFETY;
                     if (cnt[x] > 1)
                         dst[w]->bound[e] = (dst[w]->bound[e] + orc_gamma(kk - 1, u_in) * sabs[e] +
                                             (kk - 1) * (f_in + mk.tau)) * ORC_SAFETY;

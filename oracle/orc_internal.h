@@ -143,6 +143,7 @@ fa_status orc_ctx_bwd3(const fa_bwd_args *a, orc_ctx *c, fa_error *err);
 typedef struct {
     int64_t B;
     int64_t *sq, *sk;      /* [B] Sq_b, Sk_b */
+    int64_t *ka;           /* [B] allocated keys: the cu_k span, max_pages_per_seq * page_size, or seqlen_k */
     int64_t *q0, *k0;      /* [B] first packed row of sequence b (cu_q[b], cu_k[b]); -1: dense */
     int paged;             /* K, V (dK, dV) are pools read through the block table */
     const int32_t *table;  /* [B * table_stride] */

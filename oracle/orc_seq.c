@@ -25,7 +25,7 @@ int orc_seq_active(const fa_problem *p, const fa_varlen *vl) {
 
 void orc_seqs_free(orc_seqs *s) {
     if (!s) return;
-    free(s->sq); free(s->sk); free(s->q0); free(s->k0);
+    free(s->sq); free(s->sk); free(s->ka); free(s->q0); free(s->k0);
     memset(s, 0, sizeof *s);
 }
 
@@ -75,8 +75,8 @@ fa_status orc_seqs_init(orc_seqs *s, const fa_problem *p, const fa_varlen *vl, c
     }
     s->B = B;
     size_t nb = (size_t)(B > 0 ? B : 1) * sizeof(int64_t);
-    s->sq = malloc(nb); s->sk = malloc(nb); s->q0 = malloc(nb); s->k0 = malloc(nb);
-    if (!s->sq || !s->sk || !s->q0 || !s->k0) {
+    s->sq = malloc(nb); s->sk = malloc(nb); s->ka = malloc(nb); s->q0 = malloc(nb); s->k0 = malloc(nb);
+    if (!s->sq || !s->sk || !s->ka || !s->q0 || !s->k0) {
         orc_seqs_free(s);
         return orc_fail(err, FA_ERR_NOMEM, "", "out of memory for %lld sequences.", (long long)B);
     }
@@ -94,6 +94,7 @@ fa_status orc_seqs_init(orc_seqs *s, const fa_problem *p, const fa_varlen *vl, c
         int64_t alloc = ck ? (int64_t)ck[b + 1] - ck[b]
                         : s->paged ? pg->max_pages_per_seq * p->page_size : p->seqlen_k;
         int64_t sk = ck ? alloc : p->seqlen_k;
+        s->ka[b] = alloc;
         if (used) {
             if (used[b] < 0 || used[b] > alloc) {
                 orc_seqs_free(s);

@@ -218,7 +218,8 @@ enum {
     MU_CAP_NOSCALE = 8, /* cap applied to q.k, the scale multiplied after */
     MU_TSTRIDE = 16,    /* block table rows read at max_pages_per_seq */
     MU_GLOBAL_DIAG = 32,/* causal diagonal from p.seqlen_q / p.seqlen_k */
-    MU_NOUSED = 64      /* seqused_k ignored: the allocated keys are attended */
+    MU_NOUSED = 64,     /* seqused_k ignored: the allocated keys are attended */
+    MU_UNUSED_DK = 128  /* dK of keys past seqused_k / of unused pages left nonzero */
 };
 static int s_mut = 0;
 static int s_need_checked = 1; /* named cases: every tensor has judged elements */
@@ -333,6 +334,7 @@ static void sim_bwd(v3p *t) {
             for (int64_t d = 0; d < D; d++) {
                 int64_t e = r * Hkv * D + hk * D + d;
                 t->dk[e] = s_enc(sc * fk[e], p->dtype);
+                if ((s_mut & MU_UNUSED_DK) && fk[e] == 0) t->dk[e] = s_enc(0.5f, p->dtype);
             }
             for (int64_t d = 0; d < Dv; d++) {
                 int64_t e = r * Hkv * Dv + hk * Dv + d;
@@ -454,8 +456,8 @@ static void run_case(const char *name, fa_problem p, const int64_t *sq, const in
             if (ss_.worst_ratio > 0.5) { orc_stats_format(&ss_, "dsinks", buf, sizeof buf); printf("\n   %s\n", buf); }
         }
         /* mutants of the backward */
-        for (int m = MU_NOCAPGRAD; m <= MU_DSINK_SIGN; m <<= 1) {
-            if (!(mutants & m) || m == MU_NOSINK) continue;
+        for (int m = MU_NOCAPGRAD; m <= MU_UNUSED_DK; m <<= 1) {
+            if (!(mutants & m) || !(m & (MU_NOCAPGRAD | MU_DSINK_SIGN | MU_UNUSED_DK))) continue;
             s_mut = m;
             sim_bwd(&t);
             s_mut = 0;
@@ -564,6 +566,11 @@ static void check_split(const char *name, fa_problem p, const int64_t *sq, const
             int64_t y = 0;
             while (y < br.dk.n && br.dk.index[y].b < b) y++;
             for (int64_t v = 0; v < dbr.dk.n; v++, y++) {
+                while (y < br.dk.n && br.dk.index[y].b == b && br.dk.index[y].s >= t.sk[b]) { /* past seqused_k: 0 */
+                    for (int64_t e = 0; e < D; e++)
+                        if (br.dk.ref[y * D + e] != 0 || br.dk.bound[y * D + e] != 0) mism++;
+                    y++;
+                }
                 if (y >= br.dk.n || br.dk.index[y].b != b || br.dk.index[y].s != dbr.dk.index[v].s) { mism++; continue; }
                 for (int64_t e = 0; e < D; e++)
                     if (!(br.dk.ref[y * D + e] == dbr.dk.ref[v * D + e])) mism++;
@@ -695,14 +702,15 @@ int main(int argc, char **argv) {
     p.softcap = 2.5f;
     p.has_sinks = 1;
     run_case("varlen used cap sinks", p, sqv, skv, 1, 1, 1, 0,
-             MU_NOCAPGRAD | MU_NOSINK | MU_DSINK_SIGN | MU_CAP_NOSCALE | MU_NOUSED);
+             MU_NOCAPGRAD | MU_NOSINK | MU_DSINK_SIGN | MU_CAP_NOSCALE | MU_NOUSED | MU_UNUSED_DK);
     /* paged: shuffled, repeated pages, table stride > max pages, seqused_k, sinks, softcap */
     int64_t sqp[4] = {4, 1, 6, 0}, skp[4] = {9, 5, 14, 3};
     p = t_problem(4, 0, 0, 3, 1, 16, 8, FA_F16, FA_CAUSAL_NONE, -1, -1);
     p.softcap = 1.0f;
     p.has_sinks = 1;
     p.softmax_scale = 0.7f;
-    run_case("paged cap sinks", p, sqp, skp, 1, 2, 1, 4, MU_NOCAPGRAD | MU_NOSINK | MU_DSINK_SIGN | MU_TSTRIDE);
+    run_case("paged cap sinks", p, sqp, skp, 1, 2, 1, 4,
+             MU_NOCAPGRAD | MU_NOSINK | MU_DSINK_SIGN | MU_TSTRIDE | MU_UNUSED_DK);
     p = t_problem(4, 0, 0, 2, 2, 8, 8, FA_BF16, FA_CAUSAL_TOP_LEFT, -1, -1);
     run_case("paged page 1 causal", p, sqp, skp, 0, 2, 0, 1, MU_TSTRIDE);
     /* dense batch with sinks and a large softcap ratio (saturated tanh), Dqk 192 / Dv 128 */
