@@ -79,6 +79,17 @@ void orc_options_init(orc_options *opt);
 /* ---------------------------------------------------------------------------
  * Results
  * ------------------------------------------------------------------------- */
+/* Defined: the CPU tiers implement contract v3 (the check path hands them v3 cases). */
+#define ORC_CONTRACT_V3 1
+
+/* Contract v3 (ABI 4) in the CPU tiers (orc_fwd, orc_bwd, orc_compare_*; BOUNDS.md 13-14):
+ * packed varlen batches (cu_seqlens_q/k, seqused_k) and paged K/V are evaluated sequence
+ * by sequence (result index b = sequence, s = position inside it; a paged problem's dK/dV
+ * vectors are pool positions (b = page, h = kv head, s = slot), each the sum over every
+ * (sequence, key) the block table maps there); softcap and sinks in the score stage; the
+ * sink gradient in orc_bwd_result.dsinks. The GPU tier (oracle/gpu) refuses every v3
+ * feature (FA_ERR_UNSUPPORTED). */
+
 /* Per-element flags. */
 enum {
     ORC_F_MASKED_ROW = 1,  /* no visible key (row) / no visible query (column):
@@ -141,6 +152,9 @@ typedef struct {
     double o_input_ratio, lse_input_ratio;
     int64_t elements;
     int64_t escalations;
+    /* contract v3 (BOUNDS.md 13-14) */
+    orc_block dsinks;      /* p.has_sinks: n = heads_q vectors (0, h, 0), dim 1, every row of
+                              every sequence in each (never sampled); else n = 0 */
 } orc_bwd_result;
 
 /* Compute the reference and bounds. Validates like fa_validate_* (without a
@@ -229,6 +243,9 @@ fa_status orc_compare_bwd(const orc_bwd_result *res, const fa_tensor *dq,
                           const fa_tensor *dk, const fa_tensor *dv,
                           orc_stats *dq_stats, orc_stats *dk_stats,
                           orc_stats *dv_stats, fa_error *err);
+
+/* dsinks (fp32 [heads_q], host) against res->dsinks (p.has_sinks). */
+fa_status orc_compare_dsinks(const orc_bwd_result *res, const float *dsinks, orc_stats *stats, fa_error *err);
 
 /* One-line human summary of stats into buf (always NUL-terminated). */
 void orc_stats_format(const orc_stats *s, const char *tensor, char *buf, size_t n);

@@ -89,6 +89,11 @@ typedef struct {
     double *mat[NMAT];         /* [nrows * Sk] each, see M_* */
     uint8_t *row_bad;          /* [nrows]: row cannot be bounded (input inconsistent) */
     uint8_t *ovf;              /* [nrows * Sk]: an intermediate of (i, j) may overflow (section 11) */
+    /* dsinks (BOUNDS.md 14.4), per chunk row: the term exp(sink - lse) D_i (value), bounds on
+     * its kernel error and oracle error, on |kernel term|, flags (1 uncheckable, 2 NaN) */
+    int sinks;
+    double *skv, *ske, *sko, *ska;
+    uint8_t *skf;
     /* results of phase A */
     double o_ratio, lse_ratio;
     int64_t esc;
@@ -101,6 +106,22 @@ enum { M_P, M_DS, M_DSE, M_DSM, M_DSEO, M_PPI, M_P1, M_PPIO, M_P16, M_DS16 };
 
 /* The kernel's dS error bound of one (i, j) (BOUNDS.md 5.3): orc_fm_dse_kernel (orc_formulas.h). */
 #define dse_kernel orc_fm_dse_kernel
+
+/* Score errors of key j of a row (oracle Eo, kernel Ek): section 2 (ce A + cm |m|, the
+ * kernel's with the row's underflow floor efl), or with softcap section 14.1 from the raw
+ * dot S (x = scale S). */
+static void key_err(const orc_ctx *c, const orc_model *mk, const orc_model *mo, double ce_o, double cm_o,
+                    double ce_k, double cm_k, double A, double am, double efl, double S, double *Eo, double *Ek) {
+    if (!(c->softcap > 0)) {
+        *Eo = ce_o * A + cm_o * am;
+        *Ek = ce_k * A + cm_k * am + efl;
+        return;
+    }
+    double cap = c->softcap, x = c->scale * S, sca = fabs(cap * tanh(x / cap));
+    double Dto = orc_fm_tanh_dev(ce_o * A, x, cap, mo->u_s), Dtk = orc_fm_tanh_dev(ce_k * A + efl, x, cap, mk->u_s);
+    *Eo = orc_fm_cap_score_err(orc_fm_cap_err(Dto, sca, cap, mo->u_s, mo->u_t, mo->tau_t), sca, am, mo->u_s);
+    *Ek = orc_fm_cap_score_err(orc_fm_cap_err(Dtk, sca, cap, mk->u_s, mk->u_t, mk->tau_t), sca, am, mk->u_s);
+}
 
 static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
     const orc_ctx *c = g->c;
@@ -119,7 +140,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
     int64_t span = jhi >= jlo ? jhi - jlo + 1 : 0;
     if (span == 0) jlo = 0;
     size_t ns = (size_t)(RT * (span ? span : 1));
-    enum { T_S, T_A, T_S16, T_DP, T_B, T_W, T_C, T_CO, T_E, T_P16, T_N };
+    enum { T_S, T_A, T_S16, T_DP, T_B, T_W, T_C, T_CO, T_E, T_P16, T_X, T_N };
     double *T[T_N];
     int ok = 1;
     for (int k = 0; k < T_N; k++) { T[k] = calloc(ns, sizeof(double)); ok = ok && T[k]; }
@@ -145,6 +166,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
     /* S = q.k, A = |q|.|k|, S16 = rd(q scale).k, dP = dO.v, B = |dO|.|v| */
     orc_dots_p8(nr, D, jlo, span, q, base ? q16 : NULL, kv->kp8, T[T_S], T[T_A], T[T_S16], span);
     orc_dots_p8(nr, Dv, jlo, span, dO, NULL, kv->vp8, T[T_DP], T[T_B], NULL, span);
+    if (c->softcap > 0) memcpy(T[T_X], T[T_S], ns * sizeof(double)); /* raw q.k for 14.3 */
     /* forward rows: weights, then O by P.V */
     orc_row_info ri[RT];
     double *num_hi = acc, *num_lo = acc + na, *num = acc + 2 * na, *bnd = acc + 3 * na;
@@ -204,8 +226,24 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
                 if (bq->baseline) bq->baseline[e] = bq->ref[e];
             }
         }
-        if (R->kind == ROW_MASKED) continue;
+        if (g->sinks) { g->skv[cr] = g->ske[cr] = g->sko[cr] = g->ska[cr] = 0; g->skf[cr] = 0; }
+        if (R->kind == ROW_MASKED) {
+            /* 14.4: exact term 0 (O = 0, D = 0); the kernel's D' = dO . O_given times its
+             * exp(sink - lse_given) (any exp within 2^-10, and its underflow) */
+            if (g->sinks && c->sinks[h] > -INFINITY) {
+                double dOaOg = 0;
+                for (int64_t d = 0; d < Dv; d++)
+                    dOaOg += fabs(dO[r * Dv + d]) * fabs(orc_ld(c->o, c->os, b, i, h, d, c->dt));
+                double lse_g = c->lse[b * c->ls[0] + h * c->ls[1] + i * c->ls[2]];
+                double Pk = exp((double)c->sinks[h] - lse_g) * (1 + 0x1p-10) + mk->tau;
+                double e = Pk * dOaOg * (1 + gdv_k) * (1 + 0x1p-40);
+                g->ske[cr] = g->ska[cr] = e;
+                if (!isfinite(e)) g->skf[cr] = 1;
+            }
+            continue;
+        }
         if (R->kind != ROW_NORMAL) {
+            if (g->sinks) g->skf[cr] = R->kind == ROW_NAN ? 2 : 1;
             /* NaN row: propagate NaN to every visible (i, j); uncheckable: mark the row */
             for (int64_t t = 0; t < span; t++) {
                 if (!vis[r * span + t]) continue;
@@ -262,7 +300,9 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
         for (int64_t t = 0; t < span; t++) {
             if (!vis[r * span + t]) continue;
             double am = fabs(orc_mask_at(c, b, h, i, jlo + t));
-            double eo = ce_o * T[T_A][r * span + t] + cm_o * am;
+            double eo, ek_;
+            key_err(c, mk, mo, ce_o, cm_o, ce_k, cm_k, T[T_A][r * span + t], am, efl[r], T[T_X][r * span + t],
+                    &eo, &ek_);
             if (eo > Eo_max) Eo_max = eo;
         }
         double lue_o = mo->lue, lue_k = mk->lue, sdsm = 0;
@@ -278,8 +318,9 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             int64_t j = jlo + t;
             double s = T[T_S][r * span + t];
             double am = fabs(orc_mask_at(c, b, h, i, j));
-            double Eo = ce_o * T[T_A][r * span + t] + cm_o * am;
-            double Ek = ce_k * T[T_A][r * span + t] + cm_k * am + efl[r];
+            double Eo, Ek;
+            key_err(c, mk, mo, ce_o, cm_o, ce_k, cm_k, T[T_A][r * span + t], am, efl[r], T[T_X][r * span + t],
+                    &Eo, &Ek);
             double gap = R->lse - s + 2 * Eo_max + R->lse_orc;
             double P = exp(s - R->lse);
             double pio = orc_expm1_up(Eo + R->lse_orc + 3 * mo->u_s * (gap + Eo) + lue_o);
@@ -306,6 +347,24 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
                    (1 + 0x1p-40) + mk->tau * (2 * n + 1);
             if (!isfinite(dD_k)) g->row_bad[cr] = 1;
         }
+        if (g->sinks && c->sinks[h] > -INFINITY) {
+            /* 14.4: t_i = P_s D_i, P_s = exp(sink - LSE). Oracle: |P_s^orc - P_s| <= pio P_s (its
+             * LSE error, the subtraction, exp), |D^orc - D| <= dD_o. Kernel: exp(sink - lse_given)
+             * with dlse, the sink's log2 fold (2 u_s |sink|), 3 u_s on the argument, one exp; D'
+             * within dD_k; the product rounded (u_s); exp's underflow tau */
+            double sink = (double)c->sinks[h], a = fabs(sink - R->lse), es = 2 * mk->u_s * fabs(sink);
+            double P = exp(sink - R->lse);
+            double pio = orc_expm1_up(R->lse_orc + 3 * mo->u_s * (a + R->lse_orc) + lue_o);
+            double Pup = P / (1 - pio);
+            double pik = orc_expm1_up(dlse + es + 3 * mk->u_s * (a + dlse + es) + lue_k);
+            double Da = fabs(Dorc) + dD_o, Pk = Pup * (1 + pik) + mk->tau;
+            g->skv[cr] = P * Dorc;
+            g->sko[cr] = (Pup * pio * fabs(Dorc) + Pup * dD_o + ORC_U_D * fabs(P * Dorc)) * (1 + 0x1p-40);
+            g->ske[cr] = ((Pup * pik + mk->tau) * (Da + dD_k) + Pup * dD_k + mk->u_s * Pk * (Da + dD_k) + mk->tau) *
+                         (1 + 0x1p-40);
+            g->ska[cr] = Pk * (Da + dD_k) * (1 + 0x1p-40);
+            if (g->row_bad[cr] || !isfinite(g->ske[cr])) g->skf[cr] = 1;
+        }
         /* the scale folded into dS before its rounding (10.3): the rounding's absolute floor
          * is f_ds in units of scale*dS, f_ds / |scale| in the dS units used below */
         double sc = fabs(c->scale);
@@ -319,7 +378,9 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             double s = T[T_S][r * span + t];
             double P = exp(s - R->lse);
             double am = fabs(orc_mask_at(c, b, h, i, j));
-            double Eo = ce_o * T[T_A][r * span + t] + cm_o * am;
+            double Eo, Ek_;
+            key_err(c, mk, mo, ce_o, cm_o, ce_k, cm_k, T[T_A][r * span + t], am, efl[r], T[T_X][r * span + t],
+                    &Eo, &Ek_);
             double gap = R->lse - s + 2 * Eo_max + R->lse_orc;
             double pio = orc_expm1_up(Eo + R->lse_orc + 3 * mo->u_s * (gap + Eo) + lue_o);
             double Pup = tPup[t], pik = tpik[t], fP = tfP[t];
@@ -354,6 +415,27 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
                 mo_[j] = (uint8_t)o;
                 row_ovf |= o;
             }
+            if (c->softcap > 0) { /* 14.3: dS (1 - tanh^2) */
+                double cap = c->softcap, x = c->scale * T[T_X][r * span + t], th = tanh(x / cap), tha = fabs(th);
+                double A = T[T_A][r * span + t];
+                double eto = orc_fm_th_err(orc_fm_tanh_dev(ce_o * A, x, cap, mo->u_s), tha, cap, mo->u_t, mo->tau_t);
+                double etk = orc_fm_th_err(orc_fm_tanh_dev(ce_k * A + efl[r], x, cap, mk->u_s), tha, cap, mk->u_t,
+                                           mk->tau_t);
+                double gv = 1 - th * th, ego = orc_fm_dtanh_err(eto, tha, mo->u_s);
+                double egk = orc_fm_dtanh_err(etk, tha, mk->u_s), gup = gv + ego;
+                double dSa = fabs(dSv) + dSe_o;                 /* >= |dS| */
+                double ko = (dSe_o * gv + dSa * ego) * (1 + 0x1p-40);
+                double kk = dSe_k * (gup + egk) + dSa * egk;
+                double mag = (dSa + dSe_k) * (gup + egk);       /* >= |dS' g'| */
+                kk += mk->u_s * mag;                            /* the product's rounding */
+                if (mk->u_ds > 0) kk += mk->u_ds * mag + f_ds;  /* rounded after the factor */
+                dSv = dSv * gv;
+                dSe_o = (ko + ORC_U_D * fabs(dSv)) * ORC_SAFETY;
+                dSe_k = kk * (1 + 0x1p-40) + mk->tau;
+                /* dQ's weight: the whole per-key error (the row-common refinement of 5.9 does not
+                 * hold once every dS_ij carries its own factor 1 - tanh^2; the dQ row skips it) */
+                T[T_E][r * span + t] = dSe_k * ORC_SAFETY;
+            }
             mv[j] = 1;
             m[M_P][j] = P;
             m[M_DS][j] = dSv;
@@ -368,6 +450,10 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
                 double p16 = T[T_P16][r * span + t];
                 m[M_P16][j] = p16;
                 m[M_DS16][j] = orc_rd_fast(p16 * (orc_rd_fast(dP, c->dt) - D16), c->dt);
+                if (c->softcap > 0) {
+                    double th = tanh(c->scale * T[T_X][r * span + t] / c->softcap);
+                    m[M_DS16][j] = orc_rd_fast(m[M_DS16][j] * orc_rd_fast(1 - th * th, c->dt), c->dt);
+                }
             }
         }
         /* dQ row (if sampled): scale * sum_j dS K_j */
@@ -420,7 +506,7 @@ static int phase_a_tile(bgroup *g, int64_t r0, int nr) {
             double val = c->scale * (qh[d] + ql[d]);
             double eo = fabs(c->scale) * qe[d] * sumsafe * ORC_SAFETY;
             /* + the row-common part of D' - D against |sum_j P_ij K_jd| (5.9) */
-            double pre = fabs(c->scale) * (qp[d] + dD_k * (fabs(Asum[d]) + Aerr[d])) * sumsafe;
+            double pre = fabs(c->scale) * (qp[d] + (c->softcap > 0 ? 0 : dD_k * (fabs(Asum[d]) + Aerr[d]))) * sumsafe;
             double bound = (pre + mk->u_out * (fabs(val) + eo + pre) + mk->f_out + fq) * ORC_SAFETY;
             if (mk->u_out > 0) /* the RN store's reachable values (5.8) */
                 bound = orc_store_bound(val, eo, (pre + fq) * ORC_SAFETY, bound, c->dt, mk->tau >= 0x1p-126);
@@ -582,36 +668,23 @@ static int64_t find_slot(const orc_index *ix, int64_t n, int64_t b, int64_t h, i
     return -1;
 }
 
-fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_options *opt_in,
-                  orc_bwd_result *res, fa_error *err) {
-    orc_ctx c;
-    orc_options opt;
-    fa_status st;
-    if (!res) return orc_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_bwd_result.");
-    memset(res, 0, sizeof *res);
-    if ((st = orc_ctx_bwd(args, &c, err))) return st;
-    if ((st = orc_check_profile(prof, err))) return st;
-    if (opt_in) opt = *opt_in; else orc_options_init(&opt);
-    if ((st = orc_check_options(&opt, err))) return st;
-    res->args = *args;
-    res->prof = *prof;
-    res->opt = opt;
-    res->scale = c.scale;
-    int64_t nq, nc;
-    orc_index *iq = orc_sample(c.B, c.Hq, c.Sq, opt.max_rows, opt.seed, &nq);
-    orc_index *ic = orc_sample(c.B, c.Hkv, c.Sk, opt.max_cols, opt.seed ^ 0x5bd1e995u, &nc);
-    int ok = iq && ic && orc_block_alloc(&res->dq, nq, c.D, opt.baseline) &&
-             orc_block_alloc(&res->dk, nc, c.D, opt.baseline) && orc_block_alloc(&res->dv, nc, c.Dv, opt.baseline);
-    res->dq.index = iq;
-    res->dk.index = ic;
-    res->dv.index = ic ? malloc((size_t)(nc ? nc : 1) * sizeof *ic) : NULL;
-    if (!ok || !res->dv.index) {
-        orc_bwd_free(res);
-        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory for %lld rows / %lld columns.",
-                        (long long)nq, (long long)nc);
-    }
-    memcpy(res->dv.index, ic, (size_t)nc * sizeof *ic);
+/* dsinks accumulation of one query head over every row of every sequence (14.4) */
+typedef struct {
+    double hi, lo;        /* compensated sum of the oracle's terms */
+    double eo, ek;        /* sums of the per-row oracle / kernel errors */
+    double abs_o, abs_k;  /* sums of |oracle term| + its error, of |kernel term| bounds */
+    int64_t n;            /* rows */
+    int bad, nan;
+} sink_acc;
 
+/* dQ rows, dK/dV columns of res (indices sorted, blocks allocated; res->dq.n, dk.n) on
+ * the dense ctx cin; dsinks terms into sacc[Hq] when not NULL. 0: out of memory. */
+static int bwd_run(const orc_ctx *cin, const fa_precision *prof, const orc_options *optp, orc_bwd_result *res,
+                   sink_acc *sacc) {
+    orc_ctx c = *cin;
+    orc_options opt = *optp;
+    orc_index *iq = res->dq.index, *ic = res->dk.index;
+    int64_t nq = res->dq.n, nc = res->dk.n;
     orc_model mk, mo;
     orc_model_kernel(&c, prof, &mk);
     orc_model_oracle(&c, &mo);
@@ -622,6 +695,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
     if (RC < RT) RC = RT;
     if (RC > c.Sq) RC = c.Sq > 0 ? c.Sq : 1;
 
+    int ok = 1;
     bgroup g;
     memset(&g, 0, sizeof g);
     g.c = &c; g.mk = &mk; g.mo = &mo; g.opt = &opt; g.res = res; g.base = base; g.Sk = Sk;
@@ -638,6 +712,13 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
     col_acc *ca = calloc((size_t)(Sk > 0 ? Sk : 1), sizeof(col_acc));
     double *cabuf = calloc((size_t)(Sk > 0 ? Sk : 1) * (size_t)(8 * D + 8 * Dv), sizeof(double));
     ok = ok && g.vis && g.row_bad && g.ovf && rows && slots && ncol && colj && Qc && dOc && ca && cabuf;
+    g.sinks = sacc != NULL;
+    if (g.sinks) {
+        g.skv = malloc((size_t)RC * 4 * sizeof(double));
+        g.skf = malloc((size_t)RC);
+        ok = ok && g.skv && g.skf;
+        if (g.skv) { g.ske = g.skv + RC; g.sko = g.skv + 2 * RC; g.ska = g.skv + 3 * RC; }
+    }
 
     for (int64_t gi = 0; ok && gi < c.B * c.Hkv; gi++) {
         int64_t b = gi / c.Hkv, hk = gi % c.Hkv;
@@ -649,7 +730,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
         int any_dq = 0;
         for (int64_t h = hk * c.G; h < (hk + 1) * c.G && !any_dq; h++)
             for (int64_t x = 0; x < nq; x++) if (iq[x].b == b && iq[x].h == h) { any_dq = 1; break; }
-        if (ncs == 0 && !any_dq) continue;
+        if (ncs == 0 && !any_dq && !g.sinks) continue; /* dsinks needs every row (14.4) */
         bkv kv;
         if (!bkv_load(&c, b, hk, &kv, nth)) { bkv_free(&kv); ok = 0; break; }
         g.kv = &kv; g.b = b; g.hk = hk;
@@ -680,7 +761,7 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
             int64_t nr = 0;
             for (int64_t i = 0; i < c.Sq; i++) {
                 int64_t s = find_slot(iq, nq, b, h, i);
-                if (s < 0) { /* not a sampled dQ row: needed only if it sees a key (dK, dV) */
+                if (s < 0 && !g.sinks) { /* not a sampled dQ row: needed only if it sees a key (dK, dV) */
                     int64_t lo, hi;
                     orc_row_range(&c.p, i, &lo, &hi);
                     if (ncs == 0 || hi < lo) continue;
@@ -702,6 +783,19 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
                     }
                 }
                 ok = tok;
+                if (ok && g.sinks) { /* the chunk's dsinks terms, in row order (deterministic) */
+                    sink_acc *sa = &sacc[h];
+                    for (int64_t r = 0; r < n; r++) {
+                        double e;
+                        two_sum(sa->hi, g.skv[r], &sa->hi, &e);
+                        sa->lo += e;
+                        sa->eo += g.sko[r]; sa->ek += g.ske[r];
+                        sa->abs_o += fabs(g.skv[r]) + g.sko[r]; sa->abs_k += g.ska[r];
+                        sa->n++;
+                        if (g.skf[r] & 1) sa->bad = 1;
+                        if (g.skf[r] & 2) sa->nan = 1;
+                    }
+                }
                 if (!ok || ncs == 0) continue;
                 tok = 1;
                 for (int64_t r = 0; r < n; r++) {
@@ -801,13 +895,11 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
     for (int k = 0; k < NMAT; k++) free(g.mat[k]);
     free(g.vis); free(g.row_bad); free(g.ovf); free(rows); free(slots); free(ncol); free(colj);
     free(Qc); free(dOc); free(ca); free(cabuf);
-    if (!ok) {
-        orc_bwd_free(res);
-        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory in the backward oracle.");
-    }
+    free(g.skv); free(g.skf);
+    if (!ok) return 0;
     /* masked dq rows never reached phase A's dq code: rows with no visible key */
-    res->o_input_ratio = g.o_ratio;
-    res->lse_input_ratio = g.lse_ratio;
+    if (g.o_ratio > res->o_input_ratio) res->o_input_ratio = g.o_ratio;
+    if (g.lse_ratio > res->lse_input_ratio) res->lse_input_ratio = g.lse_ratio;
 
     /* escalation to MPFR (reference time) */
     int64_t esc = 0;
@@ -863,8 +955,341 @@ fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_o
         esc += D + Dv;
         free(mk_); free(mv_);
     }
-    res->escalations = esc;
-    res->elements = nq * D + nc * (D + Dv);
+    res->escalations += esc;
+    return 1;
+}
+
+
+static fa_status bwd_alloc(orc_bwd_result *res, orc_index *iq, int64_t nq, orc_index *ic, int64_t nc, int64_t D,
+                           int64_t Dv, int64_t Hq, int sinks, const orc_options *opt, fa_error *err) {
+    int ok = (iq || !nq) && (ic || !nc) && orc_block_alloc(&res->dq, nq, D, opt->baseline) &&
+             orc_block_alloc(&res->dk, nc, D, opt->baseline) && orc_block_alloc(&res->dv, nc, Dv, opt->baseline) &&
+             (!sinks || orc_block_alloc(&res->dsinks, Hq, 1, 0));
+    res->dq.index = iq;
+    res->dk.index = ic;
+    res->dv.index = malloc((size_t)(nc ? nc : 1) * sizeof *ic);
+    if (sinks && ok) {
+        res->dsinks.index = calloc((size_t)(Hq ? Hq : 1), sizeof(orc_index));
+        ok = res->dsinks.index != NULL;
+        for (int64_t h = 0; ok && h < Hq; h++) res->dsinks.index[h].h = h;
+    }
+    if (!ok || !res->dv.index) {
+        if (!res->dq.index) free(iq);
+        if (!res->dk.index) free(ic);
+        orc_bwd_free(res);
+        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory for %lld rows / %lld columns.",
+                        (long long)nq, (long long)nc);
+    }
+    if (nc) memcpy(res->dv.index, ic, (size_t)nc * sizeof *ic);
+    return FA_OK;
+}
+
+/* dsinks from the accumulators (14.4): value -sum t_i; oracle error sum eo_i + the
+ * compensated sum's coefficient; kernel bound sum ek_i + gamma_n(u_acc) (any order) sum
+ * |t'_i| + the fp32 store; MPFR in the MPFR tier or when the oracle's error is not small
+ * against the bound (cs[k], bs[k]: the ctx and batch index of every sequence). */
+static void sinks_finish(orc_bwd_result *res, const sink_acc *sacc, const orc_ctx *c, const fa_precision *prof,
+                         const orc_options *opt, const orc_ctx *const *cs, const int64_t *bs, int nseq) {
+    orc_model mk, mo;
+    orc_model_kernel(c, prof, &mk);
+    orc_model_oracle(c, &mo);
+    orc_block *bl = &res->dsinks;
+    for (int64_t h = 0; h < bl->n; h++) {
+        const sink_acc *a = &sacc[h];
+        double n = (double)a->n;
+        double sumsafe = ORC_SAFETY * (1 + orc_gamma(n + 16, ORC_U_D));
+        double val = -(a->hi + a->lo);
+        double eo = (a->eo + orc_acc_coef(&mo, n, n, 0) * a->abs_o + ORC_U_D * fabs(val)) * sumsafe;
+        double pre = (a->ek + orc_gamma(n, mk.u_acc > ORC_U_F ? mk.u_acc : ORC_U_F) * a->abs_k) * sumsafe;
+        double bound = (pre + ORC_U_F * (fabs(val) + eo + pre) + mk.tau) * ORC_SAFETY;
+        int sink_off = !(c->sinks[h] > -INFINITY);
+        bl->ref[h] = a->nan ? NAN : sink_off ? 0.0 : val;
+        bl->orc_err[h] = sink_off ? 0 : eo;
+        bl->bound[h] = sink_off ? 0 : bound;
+        bl->flags[h] = (uint8_t)(orc_value_flags(bl->ref[h]) | ((a->bad || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0));
+        if (sink_off || a->nan || (bl->flags[h] & ORC_F_UNCHECKABLE)) continue;
+        if (opt->tier == ORC_TIER_MPFR || eo > opt->escalate_ratio * bound) {
+            double x = orc_mpfr_dsink(cs, bs, nseq, h, opt->mpfr_prec);
+            bl->orc_err[h] = orc_mpfr_err(x, eo, opt->mpfr_prec, n);
+            bl->ref[h] = x;
+            bl->flags[h] |= ORC_F_ESCALATED;
+            res->escalations++;
+        }
+    }
+}
+
+/* A block's vectors [r0, r0 + n) as a block of its own (pointers into blk), index replaced. */
+static orc_block bblock_view(const orc_block *blk, int64_t r0, int64_t n, orc_index *ix) {
+    orc_block v = *blk;
+    size_t off = (size_t)(r0 * blk->dim);
+    v.n = n;
+    v.index = ix;
+    v.ref += off; v.bound += off; v.orc_err += off; v.flags += off;
+    if (v.baseline) v.baseline += off;
+    return v;
+}
+
+/* Sample the pool positions (page, hkv, slot) of a paged problem (13.3), sorted: the
+ * referenced ones and every slot of the pages no sequence uses (expected 0). */
+static orc_index *sample_pool(const orc_seqs *sq, int64_t Hkv, int64_t max, uint64_t seed, int64_t *n) {
+    int64_t P = sq->num_pages, ps = sq->page_size;
+    uint8_t *used = calloc((size_t)(P * ps > 0 ? P * ps : 1), 1);
+    int64_t *cnt = calloc((size_t)(P + 1), sizeof(int64_t));
+    if (!used || !cnt) { free(used); free(cnt); return NULL; }
+    for (int64_t b = 0; b < sq->B; b++)
+        for (int64_t j = 0; j < sq->sk[b]; j++) used[sq->table[b * sq->tstride + j / ps] * ps + j % ps] = 1;
+    int64_t total = 0;
+    for (int64_t pg = 0; pg < P; pg++) {
+        for (int64_t sl = 0; sl < ps; sl++) cnt[pg] += used[pg * ps + sl];
+        if (cnt[pg] == 0) { /* a page no sequence uses: written as 0 (flash_api.h fa_paged) */
+            memset(used + pg * ps, 1, (size_t)ps);
+            cnt[pg] = ps;
+        }
+        total += Hkv * cnt[pg];
+    }
+    int64_t m;
+    orc_index *ix = orc_sample(1, 1, total, max, seed, &m);
+    if (!ix) { free(used); free(cnt); return NULL; }
+    int64_t pg = 0, base = 0;
+    for (int64_t x = 0; x < m; x++) {
+        int64_t t = ix[x].s;
+        while (t >= base + Hkv * cnt[pg]) { base += Hkv * cnt[pg]; pg++; }
+        int64_t r = t - base, k = r % cnt[pg], sl = 0;
+        for (;; sl++) if (used[pg * ps + sl] && k-- == 0) break;
+        ix[x].b = pg; ix[x].h = r / cnt[pg]; ix[x].s = sl;
+    }
+    free(used); free(cnt);
+    *n = m;
+    return ix;
+}
+
+static int cmp_ix(const void *a, const void *b) {
+    const orc_index *x = a, *y = b;
+    if (x->b != y->b) return x->b < y->b ? -1 : 1;
+    if (x->h != y->h) return x->h < y->h ? -1 : 1;
+    return x->s < y->s ? -1 : x->s > y->s;
+}
+
+/* Packed / paged problems (section 13): sequence by sequence on dense sub-problems; a
+ * paged problem's pool positions summed over their parts (13.3). */
+static fa_status orc_bwd_seq(const fa_bwd_args *args, const fa_precision *prof, const orc_options *opt,
+                             orc_bwd_result *res, fa_error *err) {
+    orc_ctx c;
+    fa_status st;
+    fa_bwd_args dense = *args;
+    memset(&dense.varlen, 0, sizeof dense.varlen);
+    memset(&dense.paged, 0, sizeof dense.paged);
+    dense.p.page_size = 0;
+    if ((st = orc_ctx_bwd3(&dense, &c, err))) return st;
+    if (args->mask.ptr && (args->varlen.cu_seqlens_q || args->varlen.cu_seqlens_k))
+        return orc_fail(err, FA_ERR_INVALID, "mask", "the additive mask is not allowed with cu_seqlens.");
+    orc_seqs sq;
+    if ((st = orc_seqs_init(&sq, &args->p, &args->varlen, &args->paged, err))) return st;
+    int64_t B = c.B, nq, nc;
+    orc_index *iq = orc_sample_seq(B, c.Hq, sq.sq, opt->max_rows, opt->seed, &nq);
+    orc_index *ic = sq.paged ? sample_pool(&sq, c.Hkv, opt->max_cols, opt->seed ^ 0x5bd1e995u, &nc)
+                             : orc_sample_seq(B, c.Hkv, sq.ka, opt->max_cols, opt->seed ^ 0x5bd1e995u, &nc);
+    if ((st = bwd_alloc(res, iq, nq, ic, nc, c.D, c.Dv, c.Hq, c.has_sinks, opt, err))) { orc_seqs_free(&sq); return st; }
+    res->args = *args;
+    res->prof = *prof;
+    res->opt = *opt;
+    res->scale = c.scale;
+    /* the parts (b, hkv, j < Sk_b) of the sampled columns, in (b, hkv, j) order: paged, the
+     * keys mapped to a sampled pool position; else the sampled keys below Sk_b (the keys a
+     * sequence allocates past seqused_k are written as 0 in backward: flash_api.h) */
+    int64_t np = nc;
+    orc_index *parts = ic;
+    orc_bwd_result tmp; /* the parts' dK, dV blocks (agg) */
+    memset(&tmp, 0, sizeof tmp);
+    int ok = 1, agg = sq.paged;
+    for (int64_t b = 0; b < B; b++) if (sq.sk[b] < sq.ka[b]) agg = 1;
+    if (agg && !sq.paged) {
+        np = 0;
+        parts = malloc((size_t)(nc ? nc : 1) * sizeof *parts);
+        ok = parts != NULL;
+        for (int64_t x = 0; ok && x < nc; x++) if (ic[x].s < sq.sk[ic[x].b]) parts[np++] = ic[x];
+        if (ok) {
+            st = bwd_alloc(&tmp, NULL, 0, parts, np, c.D, c.Dv, 0, 0, opt, err);
+            tmp.dq.index = NULL;
+            ok = st == FA_OK;
+        }
+    }
+    if (sq.paged) {
+        np = 0;
+        int64_t cap = nc + 1;
+        parts = malloc((size_t)cap * sizeof *parts);
+        ok = parts != NULL;
+        /* every (b, j < Sk_b, hkv) whose pool position is sampled: in (b, hkv, j) order */
+        for (int64_t b = 0; ok && b < B; b++)
+            for (int64_t hk = 0; ok && hk < c.Hkv; hk++)
+                for (int64_t j = 0; j < sq.sk[b]; j++) {
+                    orc_index key = {sq.table[b * sq.tstride + j / sq.page_size], hk, j % sq.page_size};
+                    if (!nc || !bsearch(&key, ic, (size_t)nc, sizeof key, cmp_ix)) continue;
+                    if (np == cap) {
+                        cap *= 2;
+                        orc_index *q = realloc(parts, (size_t)cap * sizeof *parts);
+                        if (!q) { ok = 0; break; }
+                        parts = q;
+                    }
+                    parts[np].b = b; parts[np].h = hk; parts[np].s = j; np++;
+                }
+        orc_options o2 = *opt;
+        o2.baseline = opt->baseline;
+        if (ok) {
+            st = bwd_alloc(&tmp, NULL, 0, parts, np, c.D, c.Dv, 0, 0, &o2, err);
+            tmp.dq.index = NULL;
+            ok = st == FA_OK;
+            if (!ok) parts = NULL; /* freed by bwd_alloc's cleanup */
+        }
+    }
+    sink_acc *sacc = c.has_sinks ? calloc((size_t)c.Hq, sizeof(sink_acc)) : NULL;
+    orc_index *tq = malloc((size_t)(nq ? nq : 1) * sizeof *tq), *tc = malloc((size_t)(np ? np : 1) * sizeof *tc);
+    orc_ctx *cs = calloc((size_t)(B ? B : 1), sizeof(orc_ctx));
+    uint16_t **bufs = calloc((size_t)(2 * B + 1), sizeof(uint16_t *));
+    ok = ok && tq && tc && cs && bufs && (!c.has_sinks || sacc);
+    orc_block *kdst = agg ? &tmp.dk : &res->dk, *vdst = agg ? &tmp.dv : &res->dv;
+    const orc_index *pix = agg ? tmp.dk.index : res->dk.index;
+    int64_t q0 = 0, k0 = 0;
+    for (int64_t b = 0; ok && b < B; b++) {
+        int64_t q1 = q0, k1 = k0;
+        while (q1 < nq && iq[q1].b == b) { tq[q1] = iq[q1]; tq[q1].b = 0; q1++; }
+        while (k1 < np && pix[k1].b == b) { tc[k1] = pix[k1]; tc[k1].b = 0; k1++; }
+        fa_bwd_args sub;
+        if (!orc_seq_sub_bwd(args, &sq, b, &sub, &bufs[2 * b], &bufs[2 * b + 1])) { ok = 0; break; }
+        if ((st = orc_ctx_bwd3(&sub, &cs[b], err))) { ok = -1; break; }
+        if (q1 > q0 || k1 > k0 || sacc) {
+            orc_bwd_result view = *res;
+            view.dq = bblock_view(&res->dq, q0, q1 - q0, tq + q0);
+            view.dk = bblock_view(kdst, k0, k1 - k0, tc + k0);
+            view.dv = bblock_view(vdst, k0, k1 - k0, tc + k0);
+            view.escalations = 0;
+            view.o_input_ratio = res->o_input_ratio;
+            view.lse_input_ratio = res->lse_input_ratio;
+            ok = bwd_run(&cs[b], prof, opt, &view, sacc);
+            res->escalations += view.escalations;
+            res->o_input_ratio = view.o_input_ratio;
+            res->lse_input_ratio = view.lse_input_ratio;
+        }
+        q0 = q1; k0 = k1;
+    }
+    if (ok == 1 && agg) {
+        /* 13.3: a pool position is the sum of its parts (disjoint: each (b, j) has one place);
+         * a key past Sk_b or a position of an unused page has none: exactly 0 (MASKED) */
+        double u_in = orc_unit_roundoff(c.dt), f_in = c.dt == FA_BF16 ? 0x1p-134 : 0x1p-25;
+        orc_model mk;
+        orc_model_kernel(&c, prof, &mk);
+        orc_block *dst[2] = {&res->dk, &res->dv}, *src[2] = {&tmp.dk, &tmp.dv};
+        int64_t *own = malloc((size_t)(np ? np : 1) * sizeof(int64_t)), *cnt = calloc((size_t)(nc ? nc : 1), sizeof(int64_t));
+        ok = own && cnt;
+        for (int64_t y = 0; ok && y < np; y++) { /* the pool column of part y */
+            const orc_index *q = &tmp.dk.index[y];
+            orc_index key = *q;
+            if (sq.paged) { key.b = sq.table[q->b * sq.tstride + q->s / sq.page_size]; key.s = q->s % sq.page_size; }
+            own[y] = (const orc_index *)bsearch(&key, ic, (size_t)nc, sizeof key, cmp_ix) - ic;
+            cnt[own[y]]++;
+        }
+        for (int w = 0; ok && w < 2; w++) {
+            int64_t dim = dst[w]->dim;
+            double *sabs = calloc((size_t)(nc * dim + 1), sizeof(double)), *bl = calloc((size_t)(nc * dim + 1), sizeof(double));
+            uint8_t *live = calloc((size_t)(nc * dim + 1), 1);
+            if (!sabs || !bl || !live) { free(sabs); free(bl); free(live); ok = 0; break; }
+            for (int64_t e = 0; e < nc * dim; e++) {
+                dst[w]->ref[e] = dst[w]->orc_err[e] = dst[w]->bound[e] = 0;
+                dst[w]->flags[e] = 0;
+            }
+            for (int64_t y = 0; y < np; y++)
+                for (int64_t d = 0; d < dim; d++) {
+                    int64_t e = own[y] * dim + d, f = y * dim + d;
+                    dst[w]->ref[e] += src[w]->ref[f];
+                    dst[w]->orc_err[e] += src[w]->orc_err[f];
+                    dst[w]->bound[e] += src[w]->bound[f];
+                    sabs[e] += fabs(src[w]->ref[f]) + src[w]->orc_err[f] + src[w]->bound[f];
+                    if (src[w]->baseline) bl[e] += src[w]->baseline[f];
+                    dst[w]->flags[e] |= src[w]->flags[f] & (ORC_F_UNCHECKABLE | ORC_F_OVERFLOW | ORC_F_ESCALATED);
+                    if (!(src[w]->flags[f] & ORC_F_MASKED_ROW)) live[e] = 1;
+                }
+            /* the oracle's sum of k doubles; the kernel's parts rounded to the dtype and summed
+             * in it (the widest accumulation a backend may use): gamma_{k-1}(u_in) sum(|ref| +
+             * orc_err + bound) + (k - 1)(f_in + tau) */
+            for (int64_t x = 0; x < nc; x++)
+                for (int64_t d = 0; d < dim; d++) {
+                    int64_t e = x * dim + d;
+                    double kk = (double)cnt[x];
+                    if (cnt[x] > 1) dst[w]->orc_err[e] = (dst[w]->orc_err[e] + orc_gamma(kk, ORC_U_D) * sabs[e]) * ORC_SAFETY;
+                    if (cnt[x] > 1)
+                        dst[w]->bound[e] = (dst[w]->bound[e] + orc_gamma(kk - 1, u_in) * sabs[e] +
+                                            (kk - 1) * (f_in + mk.tau)) * ORC_SAFETY;
+                    dst[w]->flags[e] |= (uint8_t)(orc_value_flags(dst[w]->ref[e]) | (live[e] ? 0 : ORC_F_MASKED_ROW));
+                    if (dst[w]->baseline) dst[w]->baseline[e] = orc_rd_fast(bl[e], c.dt);
+                }
+            free(sabs); free(bl); free(live);
+        }
+        free(own); free(cnt);
+    }
+    if (ok == 1 && sacc) {
+        const orc_ctx **cp = malloc((size_t)(B ? B : 1) * sizeof *cp);
+        int64_t *zero = calloc((size_t)(B ? B : 1), sizeof(int64_t));
+        if (cp && zero) {
+            for (int64_t b = 0; b < B; b++) cp[b] = &cs[b];
+            sinks_finish(res, sacc, &c, prof, opt, cp, zero, (int)B);
+        } else {
+            ok = 0;
+        }
+        free(cp); free(zero);
+    }
+    for (int64_t k = 0; k < 2 * B; k++) free(bufs[k]);
+    free(bufs); free(cs); free(tq); free(tc); free(sacc);
+    orc_bwd_free(&tmp);
+    orc_seqs_free(&sq);
+    if (ok != 1) {
+        orc_bwd_free(res);
+        if (ok == -1) return st;
+        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory in the backward oracle.");
+    }
+    res->elements = nq * c.D + nc * (c.D + c.Dv) + res->dsinks.n;
+    return FA_OK;
+}
+
+fa_status orc_bwd(const fa_bwd_args *args, const fa_precision *prof, const orc_options *opt_in,
+                  orc_bwd_result *res, fa_error *err) {
+    orc_ctx c;
+    orc_options opt;
+    fa_status st;
+    if (!res) return orc_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_bwd_result.");
+    memset(res, 0, sizeof *res);
+    if (!args) return orc_fail(err, FA_ERR_INVALID, "args", "args is NULL; pass a fa_bwd_args.");
+    if ((st = orc_check_profile(prof, err))) return st;
+    if (opt_in) opt = *opt_in; else orc_options_init(&opt);
+    if ((st = orc_check_options(&opt, err))) return st;
+    if (orc_seq_active(&args->p, &args->varlen)) return orc_bwd_seq(args, prof, &opt, res, err);
+    if ((st = orc_ctx_bwd3(args, &c, err))) return st;
+    int64_t nq, nc;
+    orc_index *iq = orc_sample(c.B, c.Hq, c.Sq, opt.max_rows, opt.seed, &nq);
+    orc_index *ic = orc_sample(c.B, c.Hkv, c.Sk, opt.max_cols, opt.seed ^ 0x5bd1e995u, &nc);
+    if ((st = bwd_alloc(res, iq, nq, ic, nc, c.D, c.Dv, c.Hq, c.has_sinks, &opt, err))) return st;
+    res->args = *args;
+    res->prof = *prof;
+    res->opt = opt;
+    res->scale = c.scale;
+    sink_acc *sacc = c.has_sinks ? calloc((size_t)c.Hq, sizeof(sink_acc)) : NULL;
+    if ((c.has_sinks && !sacc) || !bwd_run(&c, prof, &opt, res, sacc)) {
+        free(sacc);
+        orc_bwd_free(res);
+        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory in the backward oracle.");
+    }
+    if (sacc) {
+        const orc_ctx **cp = malloc((size_t)(c.B ? c.B : 1) * sizeof *cp);
+        int64_t *bs = malloc((size_t)(c.B ? c.B : 1) * sizeof(int64_t));
+        if (!cp || !bs) {
+            free(cp); free(bs); free(sacc);
+            orc_bwd_free(res);
+            return orc_fail(err, FA_ERR_NOMEM, "", "out of memory in the backward oracle.");
+        }
+        for (int64_t b = 0; b < c.B; b++) { cp[b] = &c; bs[b] = b; }
+        sinks_finish(res, sacc, &c, prof, &opt, cp, bs, (int)c.B);
+        free(cp); free(bs); free(sacc);
+    }
+    res->elements = nq * c.D + nc * (c.D + c.Dv) + res->dsinks.n;
     return FA_OK;
 }
 
@@ -873,5 +1298,6 @@ void orc_bwd_free(orc_bwd_result *res) {
     orc_block_free(&res->dq);
     orc_block_free(&res->dk);
     orc_block_free(&res->dv);
+    orc_block_free(&res->dsinks);
     memset(res, 0, sizeof *res);
 }

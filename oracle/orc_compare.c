@@ -321,9 +321,102 @@ static void note_baseline(acc_stats *a, const orc_block *blk, int64_t e, double 
 // ----------------------------------------------------------------------------
 // one block against one kernel tensor
 
-typedef enum { V_O, V_LSE, V_DQ, V_DKV } vec_kind;
+typedef enum { V_O, V_LSE, V_DQ, V_DKV, V_SINK } vec_kind;
+
+/* A packed / paged problem (BOUNDS.md 13): its sequences, and the args to cut them from. */
+typedef struct {
+    const orc_seqs *s;
+    const fa_fwd_args *fa; /* one of the two */
+    const fa_bwd_args *ba;
+} cmp_seq;
+
+/* Sequence b's dense ctx (orc_seq_sub_*); *kb, *vb: gathered pages to free. 0: no memory. */
+static int seq_ctx(const cmp_seq *sv, int64_t b, orc_ctx *cs, uint16_t **kb, uint16_t **vb) {
+    if (sv->fa) {
+        fa_fwd_args sub;
+        if (!orc_seq_sub_fwd(sv->fa, sv->s, b, &sub, kb, vb)) return 0;
+        return orc_ctx_fwd3(&sub, cs, NULL) == FA_OK;
+    }
+    fa_bwd_args sub;
+    if (!orc_seq_sub_bwd(sv->ba, sv->s, b, &sub, kb, vb)) return 0;
+    return orc_ctx_bwd3(&sub, cs, NULL) == FA_OK;
+}
 
 /* recompute vector v of blk in MPFR into out (O row, LSE, dQ row, dK or dV column) */
+static void recompute(const orc_ctx *c, vec_kind kind, int is_dv, const orc_index *ix, int prec,
+                      double *out);
+
+/* The parts of a shared pool position (page, slot) of a paged problem: every (b, j < Sk_b)
+ * whose table entry names the page (section 13.3). Returns the count; bs, js malloc'd. */
+static int pool_parts(const orc_seqs *s, int64_t page, int64_t slot, int64_t **bs, int64_t **js) {
+    int n = 0, cap = 4;
+    *bs = malloc((size_t)cap * sizeof(int64_t));
+    *js = malloc((size_t)cap * sizeof(int64_t));
+    if (!*bs || !*js) abort();
+    for (int64_t b = 0; b < s->B; b++)
+        for (int64_t t = 0; t * s->page_size < s->sk[b]; t++) {
+            int64_t j = t * s->page_size + slot;
+            if (s->table[b * s->tstride + t] != page || j >= s->sk[b]) continue;
+            if (n == cap) {
+                cap *= 2;
+                *bs = realloc(*bs, (size_t)cap * sizeof(int64_t));
+                *js = realloc(*js, (size_t)cap * sizeof(int64_t));
+                if (!*bs || !*js) abort();
+            }
+            (*bs)[n] = b; (*js)[n] = j; n++;
+        }
+    return n;
+}
+
+/* recompute for a packed / paged problem: on sequence ix->b's dense ctx, a pool position's
+ * parts summed in MPFR, or dsinks over every sequence */
+static void recompute_seq(const cmp_seq *sv, const orc_ctx *c, vec_kind kind, int is_dv, const orc_index *ix,
+                          int prec, double *out) {
+    if (kind == V_SINK || (kind == V_DKV && sv->s->paged)) {
+        int64_t *bs = NULL, *js = NULL;
+        int n;
+        if (kind == V_SINK) {
+            n = (int)sv->s->B;
+            bs = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+            js = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+            if (!bs || !js) abort();
+            for (int k = 0; k < n; k++) { bs[k] = k; js[k] = 0; }
+        } else {
+            n = pool_parts(sv->s, ix->b, ix->s, &bs, &js);
+        }
+        orc_ctx *cs = calloc((size_t)(n ? n : 1), sizeof(orc_ctx));
+        const orc_ctx **cp = malloc((size_t)(n ? n : 1) * sizeof(*cp));
+        uint16_t **bufs = calloc((size_t)(2 * n + 1), sizeof(uint16_t *));
+        int64_t *zero = calloc((size_t)(n ? n : 1), sizeof(int64_t));
+        if (!cs || !cp || !bufs || !zero) abort();
+        for (int k = 0; k < n; k++) {
+            if (!seq_ctx(sv, bs[k], &cs[k], &bufs[2 * k], &bufs[2 * k + 1])) abort();
+            cp[k] = &cs[k];
+        }
+        if (kind == V_SINK) {
+            out[0] = n ? orc_mpfr_dsink(cp, zero, n, ix->h, prec) : 0.0;
+        } else if (n == 0) {
+            for (int64_t d = 0; d < (is_dv ? c->Dv : c->D); d++) out[d] = 0;
+        } else {
+            double *dk = malloc((size_t)c->D * sizeof(double)), *dv = malloc((size_t)c->Dv * sizeof(double));
+            if (!dk || !dv) abort();
+            orc_mpfr_dkdv_sum(cp, zero, js, n, ix->h, prec, dk, dv);
+            memcpy(out, is_dv ? dv : dk, (size_t)(is_dv ? c->Dv : c->D) * sizeof(double));
+            free(dk); free(dv);
+        }
+        for (int k = 0; k < 2 * n; k++) free(bufs[k]);
+        free(cs); free(cp); free(bufs); free(zero); free(bs); free(js);
+        return;
+    }
+    orc_ctx cs;
+    uint16_t *kb = NULL, *vb = NULL;
+    if (!seq_ctx(sv, ix->b, &cs, &kb, &vb)) abort();
+    orc_index sub = *ix;
+    sub.b = 0;
+    recompute(&cs, kind, is_dv, &sub, prec, out);
+    free(kb); free(vb);
+}
+
 static void recompute(const orc_ctx *c, vec_kind kind, int is_dv, const orc_index *ix, int prec,
                       double *out) {
     if (kind == V_O || kind == V_LSE) {
@@ -344,12 +437,15 @@ static void recompute(const orc_ctx *c, vec_kind kind, int is_dv, const orc_inde
     }
 }
 
-/* Vectors v0 .. v1-1 of blk into a (its stats, its ratios), mp: [dim] scratch. */
-static void compare_range(const orc_block *blk, const orc_ctx *c, vec_kind kind, int is_dv, const void *kptr,
-                          const int64_t *st, int prec, double nterms, int64_t v0, int64_t v1, acc_stats *a,
-                          double *mp) {
+/* Vectors v0 .. v1-1 of blk into a (its stats, its ratios), mp: [dim] scratch. sv: the
+ * sequences of a contract-v3 problem (BOUNDS.md 13), or NULL (dense). */
+static void compare_range(const orc_block *blk, const orc_ctx *c, const cmp_seq *sv, vec_kind kind, int is_dv,
+                          const void *kptr, const int64_t *st, int prec, double nterms, int64_t v0, int64_t v1,
+                          acc_stats *a, double *mp) {
     orc_stats *out = a->s;
-    int f32 = kind == V_LSE;
+    int f32 = kind == V_LSE || kind == V_SINK;
+    int dkv = kind == V_DKV;
+    int pool = dkv && sv && sv->s->paged; /* vectors are pool positions (page, hkv, slot) */
     /* grid_hb, grid_sb are powers of two: cells by shifts, not divisions */
     int hshift = __builtin_ctzll((unsigned long long)out->grid_hb), sshift = __builtin_ctzll((unsigned long long)out->grid_sb);
     for (int64_t v = v0; v < v1; v++) {
@@ -360,17 +456,27 @@ static void compare_range(const orc_block *blk, const orc_ctx *c, vec_kind kind,
             int64_t e = v * blk->dim + d;
             double kv;
             int64_t at[4] = {ix->b, ix->s, ix->h, d};
-            if (f32) {
-                kv = ((const float *)kptr)[ix->b * st[0] + ix->h * st[1] + ix->s * st[2]];
+            if (kind == V_SINK) {
+                kv = ((const float *)kptr)[ix->h];
+                at[3] = 0;
+            } else if (f32) {
+                kv = ((const float *)kptr)[sv ? orc_seq_lse_off(sv->s, st, ix->b, ix->h, ix->s)
+                                              : ix->b * st[0] + ix->h * st[1] + ix->s * st[2]];
                 at[3] = 0;
             } else {
-                kv = orc_decode_fast(((const uint16_t *)kptr)[ix->b * st[0] + ix->s * st[1] + ix->h * st[2] +
-                                                         d * st[3]], c->dt);
+                int64_t off = !sv || pool ? ix->b * st[0] + ix->s * st[1] + ix->h * st[2] + d * st[3]
+                              : dkv       ? orc_seq_koff(sv->s, st, ix->b, ix->s, ix->h, d)
+                                          : orc_seq_qoff(sv->s, st, ix->b, ix->s, ix->h, d);
+                kv = orc_decode_fast(((const uint16_t *)kptr)[off], c->dt);
             }
             double ref = blk->ref[e], oe = blk->orc_err[e];
             if (escalated) { oe = orc_mpfr_err(mp[d], oe, prec, nterms); ref = mp[d]; }
             if (judge(a, kv, ref, blk->bound[e], oe, blk->flags[e], at, 0)) {
-                if (!escalated) { recompute(c, kind, is_dv, ix, prec, mp); escalated = 1; }
+                if (!escalated) {
+                    if (sv) recompute_seq(sv, c, kind, is_dv, ix, prec, mp);
+                    else recompute(c, kind, is_dv, ix, prec, mp);
+                    escalated = 1;
+                }
                 out->escalations++;
                 oe = orc_mpfr_err(mp[d], blk->orc_err[e], prec, nterms);
                 ref = mp[d];
@@ -415,15 +521,18 @@ static void stats_merge(orc_stats *o, const orc_stats *p) {
 }
 
 
-static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind kind, int is_dv,
-                               const void *kptr, const int64_t *st, int prec, double nterms,
+static fa_status compare_block(const orc_block *blk, const orc_ctx *c, const cmp_seq *sv, vec_kind kind,
+                               int is_dv, const void *kptr, const int64_t *st, int prec, double nterms,
                                double factor, int nth, orc_stats *out) {
     int64_t nel = blk->n * blk->dim;
+    int f32 = kind == V_LSE || kind == V_SINK;
     acc_stats a = {out, malloc((size_t)(nel > 0 ? nel : 1) * sizeof(double)), 0, 0,
-                   orc_overflow_threshold(kind == V_LSE ? -1 : (int)c->dt), 0, 0, 0};
+                   orc_overflow_threshold(f32 ? -1 : (int)c->dt), 0, 0, 0};
     if (!a.ratios) return FA_ERR_NOMEM;
     int dkv = kind == V_DKV;
-    stats_init(out, blk->baseline != NULL, dkv ? c->Hkv : c->Hq, dkv ? c->Sk : c->Sq);
+    int pool = dkv && sv && sv->s->paged; /* vectors are pool positions (page, hkv, slot) */
+    stats_init(out, blk->baseline != NULL, dkv ? c->Hkv : c->Hq,
+               kind == V_SINK ? 1 : pool ? sv->s->page_size : dkv ? c->Sk : c->Sq);
     int nch = nel >= CMP_PAR_MIN && nth > 1 && blk->n >= nth ? nth : 1;
     orc_stats *ps = nch > 1 ? malloc((size_t)nch * sizeof *ps) : NULL;
     acc_stats *pa = nch > 1 ? malloc((size_t)nch * sizeof *pa) : NULL;
@@ -431,7 +540,7 @@ static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind 
     if (nch == 1) {
         double *mp = malloc((size_t)(blk->dim > 0 ? blk->dim : 1) * sizeof(double));
         if (!mp) { free(a.ratios); free(ps); free(pa); return FA_ERR_NOMEM; }
-        compare_range(blk, c, kind, is_dv, kptr, st, prec, nterms, 0, blk->n, &a, mp);
+        compare_range(blk, c, sv, kind, is_dv, kptr, st, prec, nterms, 0, blk->n, &a, mp);
         free(mp);
     } else {
         int mem_ok = 1;
@@ -448,7 +557,7 @@ static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind 
                 mem_ok = 0;
                 continue;
             }
-            compare_range(blk, c, kind, is_dv, kptr, st, prec, nterms, v0, v1, &pa[k], mp);
+            compare_range(blk, c, sv, kind, is_dv, kptr, st, prec, nterms, v0, v1, &pa[k], mp);
             free(mp);
         }
         if (!mem_ok) { free(a.ratios); free(ps); free(pa); return FA_ERR_NOMEM; }
@@ -473,62 +582,145 @@ static fa_status compare_block(const orc_block *blk, const orc_ctx *c, vec_kind 
 // ----------------------------------------------------------------------------
 // public
 
+/* The full problem's ctx c (dense rules; a packed / paged problem's maxima) and, for a
+ * packed / paged problem, its sequences into *sq and *sv (svp set). */
+static fa_status cmp_ctx(const fa_fwd_args *fa, const fa_bwd_args *ba, orc_ctx *c, orc_seqs *sq, cmp_seq *sv,
+                         const cmp_seq **svp, fa_error *err) {
+    const fa_problem *p = fa ? &fa->p : &ba->p;
+    const fa_varlen *vl = fa ? &fa->varlen : &ba->varlen;
+    const fa_paged *pg = fa ? &fa->paged : &ba->paged;
+    fa_status st;
+    *svp = NULL;
+    memset(sq, 0, sizeof *sq);
+    if (!orc_seq_active(p, vl)) return fa ? orc_ctx_fwd3(fa, c, err) : orc_ctx_bwd3(ba, c, err);
+    if (fa) {
+        fa_fwd_args d = *fa;
+        memset(&d.varlen, 0, sizeof d.varlen); memset(&d.paged, 0, sizeof d.paged); d.p.page_size = 0;
+        if ((st = orc_ctx_fwd3(&d, c, err))) return st;
+    } else {
+        fa_bwd_args d = *ba;
+        memset(&d.varlen, 0, sizeof d.varlen); memset(&d.paged, 0, sizeof d.paged); d.p.page_size = 0;
+        if ((st = orc_ctx_bwd3(&d, c, err))) return st;
+    }
+    if ((st = orc_seqs_init(sq, p, vl, pg, err))) return st;
+    sv->s = sq; sv->fa = fa; sv->ba = ba;
+    *svp = sv;
+    return FA_OK;
+}
+
+/* Output view dims: packed rows [1, cu[B], H, Dm] (stride 0 ignored), a page pool
+ * [num_pages, page_size, H, Dm], or dense. */
+static void out_dims(const orc_seqs *sq, int qside, const fa_problem *p, int64_t H, int64_t Dm, int64_t dims[4]) {
+    int64_t B = p->batch, S = qside ? p->seqlen_q : p->seqlen_k;
+    if (sq && sq->sq) {
+        if (qside && B > 0 && sq->q0[0] >= 0) { B = 1; S = sq->rows_q; }
+        else if (!qside && sq->paged) { B = sq->num_pages; S = sq->page_size; }
+        else if (!qside && B > 0 && sq->k0[0] >= 0) { B = 1; S = sq->rows_k; }
+    }
+    dims[0] = B; dims[1] = S; dims[2] = H; dims[3] = Dm;
+}
+
 fa_status orc_compare_fwd(const orc_fwd_result *res, const fa_tensor *o, const fa_lse *lse,
                           orc_stats *o_stats, orc_stats *lse_stats, fa_error *err) {
     orc_ctx c;
+    orc_seqs sq;
+    cmp_seq sv;
+    const cmp_seq *svp;
     fa_status st;
     if (!res) return cmp_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_fwd_result.");
-    if ((st = orc_ctx_fwd(&res->args, &c, err))) return st;
+    if ((st = cmp_ctx(&res->args, NULL, &c, &sq, &sv, &svp, err))) return st;
     const fa_problem *p = &res->args.p;
-    int64_t dims[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_v};
-    int64_t dl[3] = {p->batch, p->heads_q, p->seqlen_q};
+    int64_t dims[4], dl[3] = {p->batch, p->heads_q, p->seqlen_q};
+    out_dims(svp ? &sq : NULL, 1, p, p->heads_q, p->head_dim_v, dims);
+    if (svp && sq.B > 0 && sq.q0[0] >= 0) { dl[0] = 1; dl[2] = sq.rows_q; }
     if (o_stats) {
-        if (!o) return cmp_fail(err, FA_ERR_INVALID, "o", "o is NULL while o_stats is given.");
-        if ((st = check_view("o", o->ptr, 2, 4, dims, o->stride, err))) return st;
+        if (!o) { orc_seqs_free(&sq); return cmp_fail(err, FA_ERR_INVALID, "o", "o is NULL while o_stats is given."); }
+        if ((st = check_view("o", o->ptr, 2, 4, dims, o->stride, err))) { orc_seqs_free(&sq); return st; }
     }
     if (lse_stats) {
-        if (!lse) return cmp_fail(err, FA_ERR_INVALID, "lse", "lse is NULL while lse_stats is given.");
-        if ((st = check_view("lse", lse->ptr, 4, 3, dl, lse->stride, err))) return st;
+        if (!lse) { orc_seqs_free(&sq); return cmp_fail(err, FA_ERR_INVALID, "lse", "lse is NULL while lse_stats is given."); }
+        if ((st = check_view("lse", lse->ptr, 4, 3, dl, lse->stride, err))) { orc_seqs_free(&sq); return st; }
     }
     int nth = orc_nthreads(&res->opt);
-    if (o_stats && (st = compare_block(&res->o, &c, V_O, 0, o->ptr, o->stride, res->opt.mpfr_prec,
-                                       (double)c.Sk, 2.0, nth, o_stats)))
-        return cmp_fail(err, st, "", "out of memory while comparing O.");
-    if (lse_stats) {
-        if ((st = compare_block(&res->lse, &c, V_LSE, 0, lse->ptr, lse->stride, res->opt.mpfr_prec,
-                                (double)c.Sk, 2.0, nth, lse_stats)))
-            return cmp_fail(err, st, "", "out of memory while comparing LSE.");
-    }
-    return FA_OK;
+    st = FA_OK;
+    if (o_stats && (st = compare_block(&res->o, &c, svp, V_O, 0, o->ptr, o->stride, res->opt.mpfr_prec,
+                                       (double)c.Sk + 1, 2.0, nth, o_stats)))
+        st = cmp_fail(err, st, "", "out of memory while comparing O.");
+    if (!st && lse_stats && (st = compare_block(&res->lse, &c, svp, V_LSE, 0, lse->ptr, lse->stride,
+                                                res->opt.mpfr_prec, (double)c.Sk + 1, 2.0, nth, lse_stats)))
+        st = cmp_fail(err, st, "", "out of memory while comparing LSE.");
+    orc_seqs_free(&sq);
+    return st;
 }
 
 fa_status orc_compare_bwd(const orc_bwd_result *res, const fa_tensor *dq, const fa_tensor *dk,
                           const fa_tensor *dv, orc_stats *dq_stats, orc_stats *dk_stats,
                           orc_stats *dv_stats, fa_error *err) {
     orc_ctx c;
+    orc_seqs sq;
+    cmp_seq sv;
+    const cmp_seq *svp;
     fa_status st;
     if (!res) return cmp_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_bwd_result.");
-    if ((st = orc_ctx_bwd(&res->args, &c, err))) return st;
+    if ((st = cmp_ctx(NULL, &res->args, &c, &sq, &sv, &svp, err))) return st;
     const fa_problem *p = &res->args.p;
-    int64_t dims_q[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk};
-    int64_t dims_k[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk};
-    int64_t dims_v[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v};
+    int64_t dims_q[4], dims_k[4], dims_v[4];
+    out_dims(svp ? &sq : NULL, 1, p, p->heads_q, p->head_dim_qk, dims_q);
+    out_dims(svp ? &sq : NULL, 0, p, p->heads_kv, p->head_dim_qk, dims_k);
+    out_dims(svp ? &sq : NULL, 0, p, p->heads_kv, p->head_dim_v, dims_v);
     struct { const char *name; const fa_tensor *t; orc_stats *s; const int64_t *dims; } v[3] = {
         {"dq", dq, dq_stats, dims_q}, {"dk", dk, dk_stats, dims_k}, {"dv", dv, dv_stats, dims_v}};
     for (int i = 0; i < 3; i++) {
         if (!v[i].s) continue;
-        if (!v[i].t) return cmp_fail(err, FA_ERR_INVALID, v[i].name, "tensor is NULL while its stats are given.");
-        if ((st = check_view(v[i].name, v[i].t->ptr, 2, 4, v[i].dims, v[i].t->stride, err))) return st;
+        if (!v[i].t) { orc_seqs_free(&sq); return cmp_fail(err, FA_ERR_INVALID, v[i].name, "tensor is NULL while its stats are given."); }
+        if ((st = check_view(v[i].name, v[i].t->ptr, 2, 4, v[i].dims, v[i].t->stride, err))) { orc_seqs_free(&sq); return st; }
     }
     int prec = res->opt.mpfr_prec, nth = orc_nthreads(&res->opt);
-    double ncol = (double)(c.Sq * c.G + c.G);
-    if (dq_stats && (st = compare_block(&res->dq, &c, V_DQ, 0, dq->ptr, dq->stride, prec, (double)c.Sk, 3.0, nth, dq_stats)))
-        return cmp_fail(err, st, "", "out of memory while comparing dQ.");
-    if (dk_stats && (st = compare_block(&res->dk, &c, V_DKV, 0, dk->ptr, dk->stride, prec, ncol, 3.0, nth, dk_stats)))
-        return cmp_fail(err, st, "", "out of memory while comparing dK.");
-    if (dv_stats && (st = compare_block(&res->dv, &c, V_DKV, 1, dv->ptr, dv->stride, prec, ncol, 3.0, nth, dv_stats)))
-        return cmp_fail(err, st, "", "out of memory while comparing dV.");
-    return FA_OK;
+    /* terms of a dK/dV column: every (head, row) of the group, of every sequence sharing a page */
+    double ncol = (double)(c.Sq * c.G + c.G) *
+                  (svp && sq.paged ? (double)(c.B > 0 ? c.B : 1) * (double)res->args.paged.max_pages_per_seq : 1);
+    st = FA_OK;
+    if (dq_stats && (st = compare_block(&res->dq, &c, svp, V_DQ, 0, dq->ptr, dq->stride, prec, (double)c.Sk + 1, 3.0, nth, dq_stats)))
+        st = cmp_fail(err, st, "", "out of memory while comparing dQ.");
+    if (!st && dk_stats && (st = compare_block(&res->dk, &c, svp, V_DKV, 0, dk->ptr, dk->stride, prec, ncol, 3.0, nth, dk_stats)))
+        st = cmp_fail(err, st, "", "out of memory while comparing dK.");
+    if (!st && dv_stats && (st = compare_block(&res->dv, &c, svp, V_DKV, 1, dv->ptr, dv->stride, prec, ncol, 3.0, nth, dv_stats)))
+        st = cmp_fail(err, st, "", "out of memory while comparing dV.");
+    orc_seqs_free(&sq);
+    return st;
+}
+
+fa_status orc_compare_dsinks(const orc_bwd_result *res, const float *dsinks, orc_stats *stats, fa_error *err) {
+    orc_ctx c;
+    orc_seqs sq;
+    cmp_seq sv;
+    const cmp_seq *svp;
+    fa_status st;
+    if (!res) return cmp_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_bwd_result.");
+    if (!stats) return FA_OK;
+    if (!res->args.p.has_sinks || res->dsinks.n == 0)
+        return cmp_fail(err, FA_ERR_INVALID, "dsinks", "the result has no dsinks (p.has_sinks = 0).");
+    if (!dsinks) return cmp_fail(err, FA_ERR_INVALID, "dsinks", "dsinks is NULL; pass the backend's [heads_q] output.");
+    if ((st = cmp_ctx(NULL, &res->args, &c, &sq, &sv, &svp, err))) return st;
+    cmp_seq one = {NULL, NULL, &res->args};
+    orc_seqs dense1; /* a dense problem: its batch as B sequences of full length */
+    memset(&dense1, 0, sizeof dense1);
+    if (!svp) {
+        fa_varlen none;
+        memset(&none, 0, sizeof none);
+        fa_problem p = res->args.p;
+        p.page_size = 0;
+        if ((st = orc_seqs_init(&dense1, &p, &none, NULL, err))) return st;
+        one.s = &dense1;
+        svp = &one;
+    }
+    /* terms: every row of every sequence */
+    double nt = (double)(c.B * c.Sq + 1);
+    st = compare_block(&res->dsinks, &c, svp, V_SINK, 0, dsinks, NULL, res->opt.mpfr_prec, nt, 3.0, orc_nthreads(&res->opt), stats);
+    if (st) st = cmp_fail(err, st, "", "out of memory while comparing dsinks.");
+    orc_seqs_free(&sq);
+    orc_seqs_free(&dense1);
+    return st;
 }
 
 void orc_stats_format(const orc_stats *s, const char *tensor, char *buf, size_t n) {

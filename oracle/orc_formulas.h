@@ -100,6 +100,53 @@ ORC_HD void orc_fm_score_coefs(const orc_model *m, double scale, double D, doubl
     *cm = orc_gamma(2, us);
 }
 
+/* Softcap (BOUNDS.md 14.1). x = scale q.k (the uncapped score), e >= |x' - x| the error
+ * of a computed x' (section 2's coefficient and floor), cap > 0. Returns Dt >= cap
+ * |tanh(t') - tanh(x/cap)| for t' = fl(x' / cap) (a division, or a multiply by a rounded
+ * 1/cap: <= 2 roundings of unit u): |t' - x/cap| <= dt := (e + gamma_2(u)(|x| + e)) / cap,
+ * and tanh's slope on that interval is <= F = min(1, 4 exp(-2 (|x|/cap - dt))) (tanh's
+ * condition: sech^2 y <= 4 e^{-2|y|}). Rounding: y is evaluated as a lower bound (factors
+ * 1 - 2^-50), F as an upper bound (glibc exp < 1 ulp; + 2^-1000 for exp's underflow), the
+ * product carries 1 + 2^-40. */
+ORC_HD double orc_fm_tanh_dev(double e, double x, double cap, double u) {
+    double ex = e + orc_gamma(2, u) * (fabs(x) + e);
+    double y = (fabs(x) - ex * (1 + 0x1p-50)) / cap * (1 - 0x1p-50);
+    double F = y > 0 ? 4 * exp(-2 * y) * (1 + 0x1p-50) + 0x1p-1000 : 1;
+    if (F > 1) F = 1;
+    return F * ex * (1 + 0x1p-40);
+}
+
+/* Error of a capped score sc' = fl(cap * tanh'(t')) against sc = cap tanh(x / cap)
+ * (14.1): Dt (orc_fm_tanh_dev) + (u_t + u + u_t u) Tm + cap tau_t (1 + u), with Tm =
+ * min(cap, |sc| + Dt) >= cap |tanh(t')|; u_t, tau_t: tanh's relative and subnormal error. */
+ORC_HD double orc_fm_cap_err(double Dt, double sc_abs, double cap, double u, double u_t, double tau_t) {
+    double Tm = sc_abs + Dt;
+    if (Tm > cap) Tm = cap;
+    return (Dt + (u_t + u + u_t * u) * Tm + cap * tau_t * (1 + u)) * (1 + 0x1p-40);
+}
+
+/* The softcapped score's full error (14.1): the cap's, then the mask add and a log2 fold,
+ * two roundings of unit u on |sc'| + |m| <= |sc| + Ecap + am. */
+ORC_HD double orc_fm_cap_score_err(double Ecap, double sc_abs, double am, double u) {
+    return (Ecap + orc_gamma(2, u) * (sc_abs + Ecap + am)) * (1 + 0x1p-40);
+}
+
+/* |th' - th| for a computed tanh th' of the capped score, th = tanh(x/cap) (14.3):
+ * Dt / cap + u_t min(1, |th| + Dt/cap) + tau_t. */
+ORC_HD double orc_fm_th_err(double Dt, double th_abs, double cap, double u_t, double tau_t) {
+    double d = Dt / cap, m = th_abs + d;
+    if (m > 1) m = 1;
+    return (d + u_t * m + tau_t) * (1 + 0x1p-40);
+}
+
+/* |g' - g| for the softcap derivative factor g = 1 - th^2 evaluated as fl(1 - fl(th'^2))
+ * with |th' - th| <= et (14.3): et (2|th| + et) + u (1+et)^2 (the square) + u (1+et)^2 (1+u)
+ * (the subtraction: |1 - sq'| <= max(1, sq')). */
+ORC_HD double orc_fm_dtanh_err(double et, double th_abs, double u) {
+    double sq = (1 + et) * (1 + et);
+    return (et * (2 * th_abs + et) + u * sq + u * sq * (1 + u)) * (1 + 0x1p-40);
+}
+
 /* Kernel score underflow floor of a row (BOUNDS.md 9.1), added to every E_j:
  * sc_abs = |scale|, D = head_dim_qk, q1 = sum_d |q_d| of the row, k1max = max_j
  * sum_d |k_jd| over the kv head (both already rounded up). */
@@ -182,6 +229,7 @@ typedef struct {
     double ce_o, cm_o, ce_k, cm_k; /* orc_fm_score_coefs of the oracle / kernel model */
     double lue_k;                  /* (R + 1) * mk.lue */
     double sc_abs, D;              /* |scale|, head_dim_qk (score floor) */
+    double cap;                    /* softcap (0: none; set by the CPU tier after init) */
 } orc_fm_rowc;
 
 ORC_HD void orc_fm_rowc_init(const orc_model *mk, const orc_model *mo, double scale, double D, orc_fm_rowc *k) {
@@ -191,6 +239,7 @@ ORC_HD void orc_fm_rowc_init(const orc_model *mk, const orc_model *mo, double sc
     k->lue_k = (mk->R + 1) * mk->lue;
     k->sc_abs = fabs(scale);
     k->D = D;
+    k->cap = 0;
 }
 
 /* Row state across the passes. */

@@ -77,11 +77,14 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
                         double *CO, double *E, orc_row_info *ri) {
     orc_fm_rowc k;
     orc_fm_rowc_init(mk, mo, c->scale, (double)c->D, &k);
+    double cap = c->softcap;
+    k.cap = cap;
     orc_row_range(&c->p, i, &ri->lo, &ri->hi);
     ri->floor_n = 0;
     orc_fm_rows rs;
     orc_fm_rows_init(&rs);
-    /* pass 1 */
+    /* pass 1; softcap (section 14.1): s = cap tanh(x / cap) + m, x = scale q.k parked in W
+     * until pass 2 (a fp32 x above 2^126 may overflow: section 11) */
     for (int64_t t = 0; t < span; t++) {
         int64_t j = jlo + t;
         vis[t] = 0;
@@ -90,13 +93,26 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
         double m = orc_mask_at(c, b, h, i, j);
         if (m == -INFINITY) continue;
         vis[t] = 1;
-        double s = orc_fm_score(&k, S[t], m);
+        double s;
+        if (cap > 0) {
+            double x = k.scale * S[t];
+            s = cap * tanh(x / cap) + m;
+            W[t] = x;
+            if (fabs(x) > 0x1p126 && mk->u_s >= ORC_U_F) rs.overflow = 1;
+        } else {
+            s = orc_fm_score(&k, S[t], m);
+        }
         S[t] = s;
         E[t] = fabs(m); /* keep |m| until the error pass */
         orc_fm_pass1(mk, &rs, s);
     }
     if (orc_fm_row_kind(&rs, ri) != ROW_NORMAL) return;
     rs.e_floor = e_floor;
+    /* the sink (section 14.2): one more denominator term exp(sink - M) with no value and no
+     * score error but its log2 fold (eks); M covers it, smax stays the largest key score */
+    double sink = c->has_sinks ? (double)c->sinks[h] : -INFINITY, smax = rs.M, Ws = 0, eks = 0;
+    int hs = sink > -INFINITY;
+    if (hs && sink > rs.M) ri->M = rs.M = sink;
 
     /* pass 2: score errors and exp values; L by blocked compensated sum */
     double Ls = 0, Le = 0, blk = 0;
@@ -104,7 +120,15 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
     for (int64_t t = 0; t < span; t++) {
         if (!vis[t]) continue;
         double eo, ek;
-        orc_fm_key_err(&k, &rs, A[t], E[t], &eo, &ek);
+        if (cap > 0) { /* 14.1: the cap's error from x's (W[t] = x, E[t] = |m|) */
+            double x = W[t], sca = fabs(cap * tanh(x / cap));
+            double Dto = orc_fm_tanh_dev(k.ce_o * A[t], x, cap, mo->u_s);
+            double Dtk = orc_fm_tanh_dev(k.ce_k * A[t] + rs.e_floor, x, cap, mk->u_s);
+            eo = orc_fm_cap_score_err(orc_fm_cap_err(Dto, sca, cap, mo->u_s, mo->u_t, mo->tau_t), sca, E[t], mo->u_s);
+            ek = orc_fm_cap_score_err(orc_fm_cap_err(Dtk, sca, cap, mk->u_s, mk->u_t, mk->tau_t), sca, E[t], mk->u_s);
+        } else {
+            orc_fm_key_err(&k, &rs, A[t], E[t], &eo, &ek);
+        }
         if (eo > rs.Eo_max) rs.Eo_max = eo;
         if (ek > rs.Ek_max) rs.Ek_max = ek;
         E[t] = ek;
@@ -112,6 +136,12 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
         W[t] = exp(S[t] - rs.M);
         blk += W[t];
         if (++cnt == ORC_BLK) { double e; two_sum(Ls, blk, &Ls, &e); Le += e; blk = 0; cnt = 0; }
+    }
+    if (hs) {
+        Ws = exp(sink - rs.M);
+        blk += Ws;
+        eks = 2 * mk->u_s * fabs(sink) * (1 + 0x1p-40);
+        if (eks > rs.Ek_max) rs.Ek_max = eks;
     }
     { double e; two_sum(Ls, blk, &Ls, &e); Le += e; }
     rs.L = Ls + Le;
@@ -127,7 +157,18 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
         if (eta_k > rs.eta_k_max) rs.eta_k_max = eta_k;
         rs.sum_pe += orc_fm_key_pe(&rs, W[t], eta_o);
     }
-    orc_fm_row_mid(mk, mo, &rs, ri, (double)span, (double)(ri->hi - ri->lo + 1));
+    /* the sink's eta: its subtraction |sink - m_run| <= (M - sink) + (M - smax) + E_max (a
+     * kernel's running max may leave the sink out), i.e. the gap of a score sink - (M - smax);
+     * it counts as one more term of every denominator sum (n + 1, span + 1) (14.2) */
+    double eta_os = 0, eta_ks = 0;
+    if (hs) {
+        orc_fm_key_eta(mk, mo, &k, &rs, sink - (rs.M - smax), 0.0, eks, &eta_os, &eta_ks);
+        if (eta_os > rs.eta_o_max) rs.eta_o_max = eta_os;
+        if (eta_ks > rs.eta_k_max) rs.eta_k_max = eta_ks;
+        rs.sum_pe += orc_fm_key_pe(&rs, Ws, eta_os);
+        rs.n++;
+    }
+    orc_fm_row_mid(mk, mo, &rs, ri, (double)(span + hs), (double)(ri->hi - ri->lo + 1 + hs));
 
     /* pass 4: kernel and oracle weights, kappa_k, floors, LSE (sections 3.6, 4, 9) */
     double sum_pek = 0;
@@ -135,6 +176,7 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
         if (!vis[t]) continue;
         sum_pek += orc_fm_key_weights(mk, &rs, W[t], CO[t], E[t], &C[t], &CO[t]);
     }
+    if (hs) { double cs, cos_; sum_pek += orc_fm_key_weights(mk, &rs, Ws, eta_os, eta_ks, &cs, &cos_); }
     orc_fm_row_end(mk, mo, &rs, sum_pek, ri);
 }
 
@@ -147,10 +189,15 @@ void orc_row_baseline(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int64_t
     for (int64_t t = 0; t < span; t++) {
         P16[t] = 0;
         if (!vis[t]) continue;
-        double s = orc_rd_fast(orc_rd_fast(S16[t], c->dt) + orc_rd_fast(orc_mask_at(c, b, h, i, jlo + t), c->dt), c->dt);
+        double x16 = orc_rd_fast(S16[t], c->dt);
+        if (c->softcap > 0) x16 = orc_rd_fast(c->softcap * tanh(x16 / c->softcap), c->dt);
+        double s = orc_rd_fast(x16 + orc_rd_fast(orc_mask_at(c, b, h, i, jlo + t), c->dt), c->dt);
         P16[t] = s;
         if (s > M) M = s;
     }
+    double sink = c->has_sinks ? (double)c->sinks[h] : -INFINITY;
+    if (sink > M) M = sink;
+    if (sink > -INFINITY) L += exp(sink - M);
     for (int64_t t = 0; t < span; t++)
         if (vis[t]) { P16[t] = exp(P16[t] - M); L += P16[t]; }
     for (int64_t t = 0; t < span; t++)
@@ -171,6 +218,15 @@ int64_t orc_fwd_row_out(const orc_ctx *c, const orc_model *mk, const orc_model *
     if (R->kind == ROW_MASKED) {
         for (int64_t d = 0; d < Dv; d++) { ref[d] = 0; bound[d] = 0; oe[d] = 0; fl[d] = ORC_F_MASKED_ROW; }
         if (bl) for (int64_t d = 0; d < Dv; d++) bl[d] = 0;
+        if (c->has_sinks) { /* 14.2: LSE = sink exactly; a kernel's log2 round trip of the sink
+                               (<= 4 roundings of u_s) and the fp32 store */
+            double sk = (double)c->sinks[res->o.index[row].h];
+            res->lse.ref[row] = sk;
+            res->lse.orc_err[row] = 0;
+            res->lse.bound[row] = isfinite(sk) ? ((4 * mk->u_s + mk->u_lse) * fabs(sk) * (1 + 0x1p-40) + 3 * mk->tau) * ORC_SAFETY : 0;
+            res->lse.flags[row] = orc_value_flags(sk);
+            return 0;
+        }
         /* the declared convention for a row with no visible key (BOUNDS.md 10.6):
          * -inf (the contract), +inf or 0, exactly */
         res->lse.ref[row] = mk->lse_empty;
@@ -330,54 +386,22 @@ static int fwd_tile(fwd_job *job, int64_t first, int nr) {
 }
 
 // ----------------------------------------------------------------------------
-// public entry
+// the rows of a result on one dense ctx
 
-fa_status orc_fwd(const fa_fwd_args *args, const fa_precision *prof, const orc_options *opt_in,
-                  orc_fwd_result *res, fa_error *err) {
-    orc_ctx c;
-    orc_options opt;
-    fa_status st;
-    if (res) memset(res, 0, sizeof *res);
-    if (!res) {
-        return orc_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_fwd_result.");
-    }
-    if ((st = orc_ctx_fwd(args, &c, err))) return st;
-    if ((st = orc_check_profile(prof, err))) return st;
-    if (opt_in) opt = *opt_in; else orc_options_init(&opt);
-    if ((st = orc_check_options(&opt, err))) return st;
-
-    res->args = *args;
-    res->prof = *prof;
-    res->opt = opt;
-    res->scale = c.scale;
-    int64_t n;
-    orc_index *ix = orc_sample(c.B, c.Hq, c.Sq, opt.max_rows, opt.seed, &n);
-    if (!ix || !orc_block_alloc(&res->o, n, c.Dv, opt.baseline) ||
-        !orc_block_alloc(&res->lse, n, 1, 0)) {
-        free(ix);
-        orc_fwd_free(res);
-        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory for %lld rows.", (long long)n);
-    }
-    res->o.index = ix;
-    res->lse.index = malloc((size_t)(n ? n : 1) * sizeof *ix);
-    if (!res->lse.index) {
-        orc_fwd_free(res);
-        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory for %lld rows.", (long long)n);
-    }
-    memcpy(res->lse.index, ix, (size_t)n * sizeof *ix);
-
-    orc_model mk, mo;
-    orc_model_kernel(&c, prof, &mk);
-    orc_model_oracle(&c, &mo);
-    int nth = orc_nthreads(&opt);
-    fwd_job job = {&c, &mk, &mo, &opt, NULL, res, 0};
+/* Evaluate the n rows of res (index sorted by (b, h, s), blocks allocated) on the dense
+ * ctx c. Returns 0 on allocation failure; *esc += escalated elements. */
+static int fwd_run(const orc_ctx *c, const orc_model *mk, const orc_model *mo, const orc_options *opt,
+                   orc_fwd_result *res, int64_t n, int64_t *esc) {
+    const orc_index *ix = res->o.index;
+    int nth = orc_nthreads(opt);
+    fwd_job job = {c, mk, mo, opt, NULL, res, 0};
     int ok = 1;
     /* rows are sorted by (b, h, s): walk kv-head groups, tile each group */
     for (int64_t g0 = 0; g0 < n && ok;) {
-        int64_t b = ix[g0].b, hk = ix[g0].h / c.G, g1 = g0;
-        while (g1 < n && ix[g1].b == b && ix[g1].h / c.G == hk) g1++;
+        int64_t b = ix[g0].b, hk = ix[g0].h / c->G, g1 = g0;
+        while (g1 < n && ix[g1].b == b && ix[g1].h / c->G == hk) g1++;
         kv_head kv;
-        if (!kv_load(&c, b, hk, &kv, nth)) { kv_free(&kv); ok = 0; break; }
+        if (!kv_load(c, b, hk, &kv, nth)) { kv_free(&kv); ok = 0; break; }
         job.kv = &kv;
         /* tiles: runs of <= RT rows of one query head */
         int64_t ntile_max = (g1 - g0), nt = 0;
@@ -402,12 +426,128 @@ fa_status orc_fwd(const fa_fwd_args *args, const fa_precision *prof, const orc_o
         kv_free(&kv);
         g0 = g1;
     }
+    *esc += job.esc;
+    return ok;
+}
+
+static fa_status fwd_alloc(orc_fwd_result *res, orc_index *ix, int64_t n, int64_t Dv, const orc_options *opt,
+                           fa_error *err) {
+    if (!ix || !orc_block_alloc(&res->o, n, Dv, opt->baseline) || !orc_block_alloc(&res->lse, n, 1, 0)) {
+        free(ix);
+        orc_fwd_free(res);
+        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory for %lld rows.", (long long)n);
+    }
+    res->o.index = ix;
+    res->lse.index = malloc((size_t)(n ? n : 1) * sizeof *ix);
+    if (!res->lse.index) {
+        orc_fwd_free(res);
+        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory for %lld rows.", (long long)n);
+    }
+    memcpy(res->lse.index, ix, (size_t)n * sizeof *ix);
+    return FA_OK;
+}
+
+/* A block's rows [r0, r0 + n) as a block of its own (pointers into blk), index replaced. */
+static orc_block block_view(const orc_block *blk, int64_t r0, int64_t n, orc_index *ix) {
+    orc_block v = *blk;
+    size_t off = (size_t)(r0 * blk->dim);
+    v.n = n;
+    v.index = ix;
+    v.ref += off; v.bound += off; v.orc_err += off; v.flags += off;
+    if (v.baseline) v.baseline += off;
+    return v;
+}
+
+/* Packed / paged problems (section 13): sequence by sequence on dense sub-problems. */
+static fa_status orc_fwd_seq(const fa_fwd_args *args, const fa_precision *prof, const orc_options *opt,
+                             orc_fwd_result *res, fa_error *err) {
+    orc_ctx c;
+    fa_status st;
+    fa_fwd_args dense = *args; /* the problem and views, validated as far as dense rules go */
+    memset(&dense.varlen, 0, sizeof dense.varlen);
+    memset(&dense.paged, 0, sizeof dense.paged);
+    dense.p.page_size = 0;
+    if ((st = orc_ctx_fwd3(&dense, &c, err))) return st;
+    if (args->mask.ptr && (args->varlen.cu_seqlens_q || args->varlen.cu_seqlens_k))
+        return orc_fail(err, FA_ERR_INVALID, "mask", "the additive mask is not allowed with cu_seqlens.");
+    orc_seqs sq;
+    if ((st = orc_seqs_init(&sq, &args->p, &args->varlen, &args->paged, err))) return st;
+    int64_t n;
+    orc_index *ix = orc_sample_seq(c.B, c.Hq, sq.sq, opt->max_rows, opt->seed, &n);
+    if ((st = fwd_alloc(res, ix, n, c.Dv, opt, err))) { orc_seqs_free(&sq); return st; }
+    orc_index *tix = malloc((size_t)(n ? n : 1) * sizeof *tix);
+    int ok = tix != NULL;
+    int64_t esc = 0;
+    for (int64_t r0 = 0; ok && r0 < n;) {
+        int64_t b = ix[r0].b, r1 = r0;
+        while (r1 < n && ix[r1].b == b) { tix[r1] = ix[r1]; tix[r1].b = 0; r1++; }
+        fa_fwd_args sub;
+        uint16_t *kb, *vb;
+        orc_ctx cs;
+        if (!orc_seq_sub_fwd(args, &sq, b, &sub, &kb, &vb)) { ok = 0; break; }
+        if ((st = orc_ctx_fwd3(&sub, &cs, err))) { free(kb); free(vb); free(tix); orc_seqs_free(&sq); orc_fwd_free(res); return st; }
+        orc_model mk, mo;
+        orc_model_kernel(&cs, prof, &mk);
+        orc_model_oracle(&cs, &mo);
+        orc_fwd_result view = *res;
+        view.o = block_view(&res->o, r0, r1 - r0, tix + r0);
+        view.lse = block_view(&res->lse, r0, r1 - r0, tix + r0);
+        ok = fwd_run(&cs, &mk, &mo, opt, &view, r1 - r0, &esc);
+        free(kb); free(vb);
+        r0 = r1;
+    }
+    free(tix);
+    orc_seqs_free(&sq);
     if (!ok) {
         orc_fwd_free(res);
         return orc_fail(err, FA_ERR_NOMEM, "", "out of memory in the forward oracle.");
     }
+    res->args = *args;
+    res->prof = *prof;
+    res->opt = *opt;
+    res->scale = c.scale;
     res->elements = n * (c.Dv + 1);
-    res->escalations = job.esc;
+    res->escalations = esc;
+    return FA_OK;
+}
+
+// ----------------------------------------------------------------------------
+// public entry
+
+fa_status orc_fwd(const fa_fwd_args *args, const fa_precision *prof, const orc_options *opt_in,
+                  orc_fwd_result *res, fa_error *err) {
+    orc_ctx c;
+    orc_options opt;
+    fa_status st;
+    if (res) memset(res, 0, sizeof *res);
+    if (!res) {
+        return orc_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_fwd_result.");
+    }
+    if (!args) return orc_fail(err, FA_ERR_INVALID, "args", "args is NULL; pass a fa_fwd_args.");
+    if ((st = orc_check_profile(prof, err))) return st;
+    if (opt_in) opt = *opt_in; else orc_options_init(&opt);
+    if ((st = orc_check_options(&opt, err))) return st;
+    if (orc_seq_active(&args->p, &args->varlen)) return orc_fwd_seq(args, prof, &opt, res, err);
+    if ((st = orc_ctx_fwd3(args, &c, err))) return st;
+
+    int64_t n;
+    orc_index *ix = orc_sample(c.B, c.Hq, c.Sq, opt.max_rows, opt.seed, &n);
+    if ((st = fwd_alloc(res, ix, n, c.Dv, &opt, err))) return st;
+    res->args = *args;
+    res->prof = *prof;
+    res->opt = opt;
+    res->scale = c.scale;
+
+    orc_model mk, mo;
+    orc_model_kernel(&c, prof, &mk);
+    orc_model_oracle(&c, &mo);
+    int64_t esc = 0;
+    if (!fwd_run(&c, &mk, &mo, &opt, res, n, &esc)) {
+        orc_fwd_free(res);
+        return orc_fail(err, FA_ERR_NOMEM, "", "out of memory in the forward oracle.");
+    }
+    res->elements = n * (c.Dv + 1);
+    res->escalations = esc;
     return FA_OK;
 }
 

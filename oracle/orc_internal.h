@@ -33,6 +33,11 @@ typedef struct {
     int64_t ms[4];
     const float *lse;
     int64_t ls[3];
+    /* contract v3 score features (BOUNDS.md 13, 14); the layout features (varlen, paged)
+     * never reach a ctx: orc_seq.c splits such a problem into dense per-sequence ctxs */
+    double softcap;        /* p.softcap (a float: exact); 0 = none */
+    int has_sinks;         /* p.has_sinks */
+    const float *sinks;    /* [Hq] host, when has_sinks */
 } orc_ctx;
 
 /* An error model: the unit roundoffs of one implementation (a backend's
@@ -68,6 +73,8 @@ typedef struct {
     int d_from_p;             /* 1: D_i = sum_j P' dP' (FA_D_FROM_P) (10.3) */
     int gqa;                  /* fa_gqa_reduce (10.4) */
     double lse_empty;         /* LSE of a row with no visible key (10.6) */
+    double u_t, tau_t;        /* tanh of the softcap (13.2): relative error of a normal result and
+                                 absolute error of one on the subnormal grid */
 } orc_model;
 
 // ----------------------------------------------------------------------------
@@ -119,8 +126,54 @@ fa_status orc_fail(fa_error *err, fa_status st, const char *arg, const char *fmt
     __attribute__((format(printf, 4, 5)));
 int orc_nthreads(const orc_options *o); /* OpenMP team size for o->threads */
 
+/* Dense (contract v2) contexts: a problem using a v3 feature (varlen, paged, softcap,
+ * sinks) is FA_ERR_UNSUPPORTED here (the GPU tier calls these and models none of them). */
 fa_status orc_ctx_fwd(const fa_fwd_args *a, orc_ctx *c, fa_error *err);
 fa_status orc_ctx_bwd(const fa_bwd_args *a, orc_ctx *c, fa_error *err);
+/* The CPU tiers' contexts: softcap and sinks accepted; the layout features (varlen,
+ * paged) must have been split away (orc_seq.c) and are FA_ERR_INVALID here. */
+fa_status orc_ctx_fwd3(const fa_fwd_args *a, orc_ctx *c, fa_error *err);
+fa_status orc_ctx_bwd3(const fa_bwd_args *a, orc_ctx *c, fa_error *err);
+
+// ----------------------------------------------------------------------------
+// contract v3 layouts (orc_seq.c, BOUNDS.md section 13): a packed (cu_seqlens) or paged
+// problem is B dense sub-problems of batch 1, one per sequence; each is evaluated by the
+// dense tiers and the results are written at their (b, h, s) places.
+
+typedef struct {
+    int64_t B;
+    int64_t *sq, *sk;      /* [B] Sq_b, Sk_b */
+    int64_t *ka;           /* [B] allocated keys: the cu_k span, max_pages_per_seq * page_size, or seqlen_k */
+    int64_t *q0, *k0;      /* [B] first packed row of sequence b (cu_q[b], cu_k[b]); -1: dense */
+    int paged;             /* K, V (dK, dV) are pools read through the block table */
+    const int32_t *table;  /* [B * table_stride] */
+    int64_t tstride, page_size, num_pages;
+    int64_t rows_q, rows_k;/* packed rows (cu[B]) or 0 */
+} orc_seqs;
+
+/* 1 when a problem uses a v3 layout feature (cu_seqlens_q/k, seqused_k, page_size >= 1). */
+int orc_seq_active(const fa_problem *p, const fa_varlen *vl);
+/* Validate the v3 layout (the contract's rules, own code) and fill s. FA_ERR_INVALID
+ * naming the field; FA_ERR_NOMEM. */
+fa_status orc_seqs_init(orc_seqs *s, const fa_problem *p, const fa_varlen *vl, const fa_paged *pg,
+                        fa_error *err);
+void orc_seqs_free(orc_seqs *s);
+/* Element offset of (b, s, h, d) of a Q-side tensor (Q, O, dO, dQ) with strides st:
+ * packed rows when cu_seqlens_q is given. LSE: orc_seq_lse_off. */
+int64_t orc_seq_qoff(const orc_seqs *s, const int64_t st[4], int64_t b, int64_t i, int64_t h, int64_t d);
+int64_t orc_seq_lse_off(const orc_seqs *s, const int64_t st[3], int64_t b, int64_t h, int64_t i);
+/* Element offset of key j of sequence b in a K-side tensor (K, V, dK, dV): packed, paged
+ * (through the table) or dense. */
+int64_t orc_seq_koff(const orc_seqs *s, const int64_t st[4], int64_t b, int64_t j, int64_t h, int64_t d);
+/* The dense sub-problem of sequence b (batch 1, seqlen_q = Sq_b, seqlen_k = Sk_b, no
+ * layout feature). A paged K/V is gathered into *kbuf, *vbuf ([Sk_b, Hkv, D] contiguous,
+ * malloc, caller frees; NULL when not paged). Returns 0 on allocation failure. */
+int orc_seq_sub_fwd(const fa_fwd_args *a, const orc_seqs *s, int64_t b, fa_fwd_args *sub,
+                    uint16_t **kbuf, uint16_t **vbuf);
+int orc_seq_sub_bwd(const fa_bwd_args *a, const orc_seqs *s, int64_t b, fa_bwd_args *sub,
+                    uint16_t **kbuf, uint16_t **vbuf);
+/* Sample up to max of the sum_b H * len[b] vectors (b, h, s < len[b]); sorted; malloc. */
+orc_index *orc_sample_seq(int64_t B, int64_t H, const int64_t *len, int64_t max, uint64_t seed, int64_t *n);
 fa_status orc_check_options(const orc_options *o, fa_error *err);
 fa_status orc_check_profile(const fa_precision *pr, fa_error *err);
 
@@ -256,6 +309,13 @@ void orc_mpfr_dq_row(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int prec
 /* One key column of kv head hk: dk_out[D], dv_out[Dv] (sums over the group). */
 void orc_mpfr_dkdv_col(const orc_ctx *c, int64_t b, int64_t hk, int64_t j, int prec,
                        double *dk_out, double *dv_out);
+
+/* dK/dV of one pool position: the sum over n (ctx, batch index, key) parts in MPFR, one
+ * rounding to double (BOUNDS.md 13.3). */
+void orc_mpfr_dkdv_sum(const orc_ctx *const *cs, const int64_t *bs, const int64_t *js, int n, int64_t hk,
+                       int prec, double *dk_out, double *dv_out);
+/* dsinks[h] over the n (ctx, batch index) sequences, exact forward (BOUNDS.md 14.4). */
+double orc_mpfr_dsink(const orc_ctx *const *cs, const int64_t *bs, int n, int64_t h, int prec);
 
 /* orc_err of an MPFR value x (rounded to double) given the double tier's
  * bound e_double for the same element: the MPFR computation follows the same

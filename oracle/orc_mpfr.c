@@ -17,6 +17,7 @@ typedef struct {
     int64_t lo, hi, n;   /* key range; n visible keys */
     uint8_t *vis;        /* [Sk] */
     mpfr_t *s;           /* [Sk], valid where vis */
+    mpfr_t *th;          /* [Sk], softcap: tanh(scale q.k / cap), valid where vis */
     mpfr_t lse;
     mpfr_t *o;           /* [Dv] */
 } mp_row;
@@ -33,21 +34,25 @@ static void mp_scale(const orc_ctx *c, mpfr_t sc) {
 static void mp_row_init(const orc_ctx *c, mp_row *r, int prec) {
     r->vis = calloc((size_t)(c->Sk ? c->Sk : 1), 1);
     r->s = malloc((size_t)(c->Sk ? c->Sk : 1) * sizeof(mpfr_t));
+    r->th = malloc((size_t)(c->Sk ? c->Sk : 1) * sizeof(mpfr_t));
     r->o = malloc((size_t)c->Dv * sizeof(mpfr_t));
-    if (!r->vis || !r->s || !r->o) abort(); /* small: failure here is not recoverable */
-    for (int64_t j = 0; j < c->Sk; j++) mpfr_init2(r->s[j], prec);
+    if (!r->vis || !r->s || !r->th || !r->o) abort(); /* small: failure here is not recoverable */
+    for (int64_t j = 0; j < c->Sk; j++) { mpfr_init2(r->s[j], prec); mpfr_init2(r->th[j], prec); }
     for (int64_t d = 0; d < c->Dv; d++) mpfr_init2(r->o[d], prec);
     mpfr_init2(r->lse, prec);
 }
 
 static void mp_row_clear(const orc_ctx *c, mp_row *r) {
-    for (int64_t j = 0; j < c->Sk; j++) mpfr_clear(r->s[j]);
+    for (int64_t j = 0; j < c->Sk; j++) { mpfr_clear(r->s[j]); mpfr_clear(r->th[j]); }
     for (int64_t d = 0; d < c->Dv; d++) mpfr_clear(r->o[d]);
     mpfr_clear(r->lse);
-    free(r->vis); free(r->s); free(r->o);
+    free(r->vis); free(r->s); free(r->th); free(r->o);
 }
 
-/* Compute the row; returns 0 when no key is visible (o = 0, lse = -inf). */
+/* Compute the row; returns 0 when no key is visible (o = 0, lse = -inf, or lse = sink_h
+ * with sinks). Softcap (BOUNDS.md 14): s = cap tanh(scale q.k / cap) + m, each operation
+ * correctly rounded (mpfr_tanh included). Sinks (14.2): exp(sink_h - M) joins L, M the max
+ * of the scores and the sink. */
 static int mp_row_compute(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int prec, mp_row *r) {
     int64_t hk = h / c->G;
     mpfr_t sc, acc, x, y, M, L, w;
@@ -72,20 +77,32 @@ static int mp_row_compute(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int
         for (int64_t d = 0; d < c->D; d++)
             mpfr_add_d(acc, acc, qd[d] * orc_ld(c->k, c->ks, b, j, hk, d, c->dt), MPFR_RNDN);
         mpfr_mul(acc, acc, sc, MPFR_RNDN);
+        if (c->softcap > 0) {
+            mpfr_div_d(acc, acc, c->softcap, MPFR_RNDN);
+            mpfr_tanh(r->th[j], acc, MPFR_RNDN);
+            mpfr_mul_d(acc, r->th[j], c->softcap, MPFR_RNDN);
+        }
         mpfr_add_d(r->s[j], acc, m, MPFR_RNDN);
         if (mpfr_nan_p(r->s[j])) nan = 1;
         else if (mpfr_greater_p(r->s[j], M)) mpfr_set(M, r->s[j], MPFR_RNDN);
     }
     free(qd);
     int vis = r->n > 0;
+    double sink = c->has_sinks ? (double)c->sinks[h] : -INFINITY;
     if (!vis) {
         for (int64_t d = 0; d < c->Dv; d++) mpfr_set_zero(r->o[d], 1);
-        mpfr_set_inf(r->lse, -1);
+        mpfr_set_d(r->lse, sink, MPFR_RNDN); /* -inf without a sink */
     } else if (nan || mpfr_inf_p(M)) {
         for (int64_t d = 0; d < c->Dv; d++) mpfr_set_nan(r->o[d]);
         mpfr_set_nan(r->lse);
     } else {
         mpfr_set_zero(L, 1);
+        if (sink > -INFINITY) {
+            if (mpfr_cmp_d(M, sink) < 0) mpfr_set_d(M, sink, MPFR_RNDN);
+            mpfr_set_d(w, sink, MPFR_RNDN);
+            mpfr_sub(w, w, M, MPFR_RNDN);
+            mpfr_exp(L, w, MPFR_RNDN);
+        }
         for (int64_t d = 0; d < c->Dv; d++) mpfr_set_zero(r->o[d], 1);
         for (int64_t j = r->lo; j <= r->hi; j++) {
             if (!r->vis[j]) continue;
@@ -136,12 +153,17 @@ static void mp_p_ds(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int64_t j
     mpfr_sub(P, r->s[j], r->lse, MPFR_RNDN);
     mpfr_exp(P, P, MPFR_RNDN);
     mpfr_set_zero(dS, 1);
-    (void)x; (void)y;
+    (void)y;
     for (int64_t d = 0; d < c->Dv; d++) /* exact product in double */
         mpfr_add_d(dS, dS, orc_ld(c->dout, c->dos, b, i, h, d, c->dt) * orc_ld(c->v, c->vs, b, j, hk, d, c->dt),
                    MPFR_RNDN);
     mpfr_sub(dS, dS, Di, MPFR_RNDN);
     mpfr_mul(dS, dS, P, MPFR_RNDN);
+    if (c->softcap > 0) { /* d s / d(scale q.k) = 1 - tanh^2 (14.3) */
+        mpfr_sqr(x, r->th[j], MPFR_RNDN);
+        mpfr_ui_sub(x, 1, x, MPFR_RNDN);
+        mpfr_mul(dS, dS, x, MPFR_RNDN);
+    }
 }
 
 void orc_mpfr_dq_row(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int prec, double *dq_out) {
@@ -173,42 +195,84 @@ void orc_mpfr_dq_row(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int prec
     mp_row_clear(c, &r);
 }
 
-void orc_mpfr_dkdv_col(const orc_ctx *c, int64_t b, int64_t hk, int64_t j, int prec,
-                       double *dk_out, double *dv_out) {
+/* dK/dV summed over n (ctx, key) pairs of kv head hk, batch index b of each ctx (a
+ * paged pool position shared by several sequences, BOUNDS.md 13.3: every part in MPFR,
+ * one rounding to double at the end). The ctxs share D, Dv, G and the scale. */
+void orc_mpfr_dkdv_sum(const orc_ctx *const *cs, const int64_t *bs, const int64_t *js, int n, int64_t hk,
+                       int prec, double *dk_out, double *dv_out) {
+    const orc_ctx *c0 = cs[0];
     mpfr_t Di, P, dS, x, y, sc;
     mpfr_inits2(prec, Di, P, dS, x, y, sc, (mpfr_ptr)0);
-    mp_scale(c, sc);
-    mpfr_t *dk = malloc((size_t)c->D * sizeof(mpfr_t)), *dv = malloc((size_t)c->Dv * sizeof(mpfr_t));
+    mp_scale(c0, sc);
+    mpfr_t *dk = malloc((size_t)c0->D * sizeof(mpfr_t)), *dv = malloc((size_t)c0->Dv * sizeof(mpfr_t));
     if (!dk || !dv) abort();
-    for (int64_t d = 0; d < c->D; d++) { mpfr_init2(dk[d], prec); mpfr_set_zero(dk[d], 1); }
-    for (int64_t d = 0; d < c->Dv; d++) { mpfr_init2(dv[d], prec); mpfr_set_zero(dv[d], 1); }
-    mp_row r;
-    mp_row_init(c, &r, prec);
-    for (int64_t h = hk * c->G; h < (hk + 1) * c->G; h++) {
-        for (int64_t i = 0; i < c->Sq; i++) {
-            int64_t lo, hi;
-            orc_row_range(&c->p, i, &lo, &hi);
-            if (j < lo || j > hi || orc_mask_at(c, b, h, i, j) == -INFINITY) continue;
-            mp_row_compute(c, b, h, i, prec, &r);
-            mp_delta(c, b, h, i, &r, Di, x);
-            mp_p_ds(c, b, h, i, j, &r, Di, P, dS, x, y);
-            for (int64_t d = 0; d < c->D; d++) {
-                mpfr_set_d(x, orc_ld(c->q, c->qs, b, i, h, d, c->dt), MPFR_RNDN);
-                mpfr_fma(dk[d], dS, x, dk[d], MPFR_RNDN);
-            }
-            for (int64_t d = 0; d < c->Dv; d++) {
-                mpfr_set_d(x, orc_ld(c->dout, c->dos, b, i, h, d, c->dt), MPFR_RNDN);
-                mpfr_fma(dv[d], P, x, dv[d], MPFR_RNDN);
+    for (int64_t d = 0; d < c0->D; d++) { mpfr_init2(dk[d], prec); mpfr_set_zero(dk[d], 1); }
+    for (int64_t d = 0; d < c0->Dv; d++) { mpfr_init2(dv[d], prec); mpfr_set_zero(dv[d], 1); }
+    for (int part = 0; part < n; part++) {
+        const orc_ctx *c = cs[part];
+        int64_t b = bs[part], j = js[part];
+        mp_row r;
+        mp_row_init(c, &r, prec);
+        for (int64_t h = hk * c->G; h < (hk + 1) * c->G; h++) {
+            for (int64_t i = 0; i < c->Sq; i++) {
+                int64_t lo, hi;
+                orc_row_range(&c->p, i, &lo, &hi);
+                if (j < lo || j > hi || orc_mask_at(c, b, h, i, j) == -INFINITY) continue;
+                mp_row_compute(c, b, h, i, prec, &r);
+                mp_delta(c, b, h, i, &r, Di, x);
+                mp_p_ds(c, b, h, i, j, &r, Di, P, dS, x, y);
+                for (int64_t d = 0; d < c->D; d++) {
+                    mpfr_set_d(x, orc_ld(c->q, c->qs, b, i, h, d, c->dt), MPFR_RNDN);
+                    mpfr_fma(dk[d], dS, x, dk[d], MPFR_RNDN);
+                }
+                for (int64_t d = 0; d < c->Dv; d++) {
+                    mpfr_set_d(x, orc_ld(c->dout, c->dos, b, i, h, d, c->dt), MPFR_RNDN);
+                    mpfr_fma(dv[d], P, x, dv[d], MPFR_RNDN);
+                }
             }
         }
+        mp_row_clear(c, &r);
     }
-    for (int64_t d = 0; d < c->D; d++) {
+    for (int64_t d = 0; d < c0->D; d++) {
         mpfr_mul(dk[d], dk[d], sc, MPFR_RNDN);
         dk_out[d] = mpfr_get_d(dk[d], MPFR_RNDN);
         mpfr_clear(dk[d]);
     }
-    for (int64_t d = 0; d < c->Dv; d++) { dv_out[d] = mpfr_get_d(dv[d], MPFR_RNDN); mpfr_clear(dv[d]); }
+    for (int64_t d = 0; d < c0->Dv; d++) { dv_out[d] = mpfr_get_d(dv[d], MPFR_RNDN); mpfr_clear(dv[d]); }
     free(dk); free(dv);
-    mp_row_clear(c, &r);
     mpfr_clears(Di, P, dS, x, y, sc, (mpfr_ptr)0);
+}
+
+void orc_mpfr_dkdv_col(const orc_ctx *c, int64_t b, int64_t hk, int64_t j, int prec,
+                       double *dk_out, double *dv_out) {
+    orc_mpfr_dkdv_sum(&c, &b, &j, 1, hk, prec, dk_out, dv_out);
+}
+
+/* dsinks of query head h (BOUNDS.md 14.4): - sum over the n ctxs (batch index bs[k]) and
+ * their rows i of exp(sink_h - lse_i) D_i, D_i = dO_i . O_i, with the exact forward (a row
+ * with no visible key has O = 0: D = 0). Every operation correctly rounded, one rounding
+ * to double at the end. */
+double orc_mpfr_dsink(const orc_ctx *const *cs, const int64_t *bs, int n, int64_t h, int prec) {
+    mpfr_t acc, Di, P, x;
+    mpfr_inits2(prec, acc, Di, P, x, (mpfr_ptr)0);
+    mpfr_set_zero(acc, 1);
+    for (int part = 0; part < n; part++) {
+        const orc_ctx *c = cs[part];
+        int64_t b = bs[part];
+        double sink = (double)c->sinks[h];
+        mp_row r;
+        mp_row_init(c, &r, prec);
+        for (int64_t i = 0; i < c->Sq; i++) {
+            if (!mp_row_compute(c, b, h, i, prec, &r)) continue; /* O = 0: D = 0 */
+            mp_delta(c, b, h, i, &r, Di, x);
+            mpfr_set_d(P, sink, MPFR_RNDN);
+            mpfr_sub(P, P, r.lse, MPFR_RNDN);
+            mpfr_exp(P, P, MPFR_RNDN);
+            mpfr_fma(acc, P, Di, acc, MPFR_RNDN);
+        }
+        mp_row_clear(c, &r);
+    }
+    double out = -mpfr_get_d(acc, MPFR_RNDN);
+    mpfr_clears(acc, Di, P, x, (mpfr_ptr)0);
+    return out;
 }

@@ -142,6 +142,11 @@ void orc_model_kernel(const orc_ctx *c, const fa_precision *pr, orc_model *m) {
     m->ds_fold = pr->ds_scale_folded;
     m->d_from_p = pr->d_source == FA_D_FROM_P;
     m->gqa = pr->gqa_reduce;
+    /* tanhf: 2 ulps (CUDA C Programming Guide, "Mathematical Functions", single precision:
+     * tanhf maximum ulp error 2; glibc tanhf 2 ulps): 2 * 2^-23 relative for a normal result,
+     * 2 subnormal ulps (2^-148) below 2^-126, or the flushed 2^-126 (BOUNDS.md 14.1) */
+    m->u_t = 2 * 0x1p-23;
+    m->tau_t = m->tau > 0x1p-148 ? m->tau : 0x1p-148;
     m->lse_empty = pr->lse_empty == FA_LSE_EMPTY_POS_INF ? INFINITY
                    : pr->lse_empty == FA_LSE_EMPTY_ZERO  ? 0.0
                                                          : -INFINITY;
@@ -158,6 +163,8 @@ void orc_model_oracle(const orc_ctx *c, orc_model *m) {
     m->lse_empty = -INFINITY;
     m->u_e = 0x1p-51; /* glibc exp/log: < 1 ulp (<= 2^-52 relative); 2^-51 for margin */
     m->u_log = 0x1p-51;
+    m->u_t = 0x1p-51;     /* glibc tanh: <= 2 ulps (its manual's error table), 2^-51 relative */
+    m->tau_t = 0x1p-1072; /* 2 ulps of a subnormal double result */
     m->lue = log1p(m->u_e) * (1 + 0x1p-50);
     m->R = 0;
     m->u_div = ORC_U_D;
@@ -252,11 +259,42 @@ static fa_status orc_check_inputs(const fa_problem *p, const fa_tensor *q, const
     return FA_OK;
 }
 
-fa_status orc_ctx_fwd(const fa_fwd_args *a, orc_ctx *c, fa_error *err) {
+/* The score features of contract v3 (softcap, sinks) into c; v3 = 0: refuse every v3
+ * feature (the dense v2 contexts), 1: refuse only the layout ones (split by orc_seq.c). */
+static fa_status orc_ctx_v3(orc_ctx *c, const fa_problem *p, const fa_varlen *vl, const float *sinks,
+                            int v3, fa_error *err) {
+    if (orc_seq_active(p, vl))
+        return orc_fail(err, v3 ? FA_ERR_INVALID : FA_ERR_UNSUPPORTED, p->page_size ? "page_size" : "varlen",
+                        "a packed or paged problem reaches a dense oracle context; the oracle's "
+                        "orc_fwd / orc_bwd split it by sequence (the GPU tier does not model it).");
+    if (!(p->softcap >= 0) || isinf(p->softcap))
+        return orc_fail(err, FA_ERR_INVALID, "softcap", "softcap = %g; it must be finite and >= 0 (0: none).",
+                        (double)p->softcap);
+    if (p->has_sinks != 0 && p->has_sinks != 1)
+        return orc_fail(err, FA_ERR_INVALID, "has_sinks", "has_sinks = %d; it must be 0 or 1.", p->has_sinks);
+    if (p->has_sinks && !sinks)
+        return orc_fail(err, FA_ERR_INVALID, "sinks", "has_sinks = 1 with sinks NULL; pass [heads_q] fp32 sinks.");
+    if (!v3 && (p->softcap > 0 || p->has_sinks))
+        return orc_fail(err, FA_ERR_UNSUPPORTED, p->softcap > 0 ? "softcap" : "has_sinks",
+                        "this oracle tier does not model %s (the CPU tiers orc_fwd / orc_bwd do).",
+                        p->softcap > 0 ? "softcap" : "sinks");
+    if (p->has_sinks)
+        for (int64_t h = 0; h < p->heads_q; h++)
+            if (isnan(sinks[h]) || sinks[h] == INFINITY)
+                return orc_fail(err, FA_ERR_INVALID, "sinks", "sinks[%lld] = %g; a sink must be a number "
+                                "below +inf (-inf: no sink for that head).", (long long)h, (double)sinks[h]);
+    c->softcap = (double)p->softcap;
+    c->has_sinks = p->has_sinks;
+    c->sinks = p->has_sinks ? sinks : NULL;
+    return FA_OK;
+}
+
+static fa_status orc_ctx_fwd_any(const fa_fwd_args *a, orc_ctx *c, int v3, fa_error *err) {
     fa_status st;
     memset(c, 0, sizeof *c);
     if (!a) return orc_fail(err, FA_ERR_INVALID, "args", "args is NULL; pass a fa_fwd_args.");
     if ((st = orc_check_problem(&a->p, err))) return st;
+    if ((st = orc_ctx_v3(c, &a->p, &a->varlen, a->sinks, v3, err))) return st;
     if ((st = orc_check_inputs(&a->p, &a->q, &a->k, &a->v, &a->mask, err))) return st;
     orc_ctx_common(c, &a->p);
     c->q = a->q.ptr; c->k = a->k.ptr; c->v = a->v.ptr; c->mask = a->mask.ptr;
@@ -267,12 +305,13 @@ fa_status orc_ctx_fwd(const fa_fwd_args *a, orc_ctx *c, fa_error *err) {
     return FA_OK;
 }
 
-fa_status orc_ctx_bwd(const fa_bwd_args *a, orc_ctx *c, fa_error *err) {
+static fa_status orc_ctx_bwd_any(const fa_bwd_args *a, orc_ctx *c, int v3, fa_error *err) {
     fa_status st;
     memset(c, 0, sizeof *c);
     if (!a) return orc_fail(err, FA_ERR_INVALID, "args", "args is NULL; pass a fa_bwd_args.");
     const fa_problem *p = &a->p;
     if ((st = orc_check_problem(p, err))) return st;
+    if ((st = orc_ctx_v3(c, p, &a->varlen, a->sinks, v3, err))) return st;
     if ((st = orc_check_inputs(p, &a->q, &a->k, &a->v, &a->mask, err))) return st;
     int64_t d_o[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_v};
     int64_t dl[3] = {p->batch, p->heads_q, p->seqlen_q};
@@ -291,6 +330,11 @@ fa_status orc_ctx_bwd(const fa_bwd_args *a, orc_ctx *c, fa_error *err) {
     memcpy(c->ls, a->lse.stride, sizeof c->ls);
     return FA_OK;
 }
+
+fa_status orc_ctx_fwd(const fa_fwd_args *a, orc_ctx *c, fa_error *err) { return orc_ctx_fwd_any(a, c, 0, err); }
+fa_status orc_ctx_bwd(const fa_bwd_args *a, orc_ctx *c, fa_error *err) { return orc_ctx_bwd_any(a, c, 0, err); }
+fa_status orc_ctx_fwd3(const fa_fwd_args *a, orc_ctx *c, fa_error *err) { return orc_ctx_fwd_any(a, c, 1, err); }
+fa_status orc_ctx_bwd3(const fa_bwd_args *a, orc_ctx *c, fa_error *err) { return orc_ctx_bwd_any(a, c, 1, err); }
 
 fa_status orc_check_options(const orc_options *o, fa_error *err) {
     if (!o) return FA_OK;

@@ -158,13 +158,18 @@ int64_t fc_oracle_find(const orc_block *blk, int64_t b, int64_t h, int64_t s) {
  * elements) is orc_compare_*; its stats arrive in `st`. Here: the reason
  * texts, the exact masked-row rule, and the magnitude test.
  * ------------------------------------------------------------------------- */
-static void block_logical(int t, const orc_index *ix, int64_t k, int64_t idx[4]) {
+static void block_logical(const fc_run *r, int t, const orc_index *ix, int64_t k, int64_t idx[4]) {
     /* O, dQ: rows (b, hq, i) -> [b, i, hq, k]; dK, dV: columns (b, hkv, j) -> [b, j, hkv, k];
-       LSE: (b, hq, i) -> [b, hq, i] */
+       LSE: (b, hq, i) -> [b, hq, i]. Contract v3 (BOUNDS.md 13.2): b is the sequence and the
+       position is inside it; a packed tensor is [1, total, H, D] (LSE [1, H, total]), so row i
+       of sequence b is cu[b] + i; a paged dK/dV vector is already a pool position (page, hkv,
+       slot) of the [num_pages, page_size, Hkv, D] pool. */
+    const int32_t *cu = t == FC_T_DK || t == FC_T_DV ? (r->table ? NULL : r->cu_k) : r->cu_q;
+    int64_t b = cu ? 0 : ix->b, s = cu ? (int64_t)cu[ix->b] + ix->s : ix->s;
     if (t == FC_T_LSE) {
-        idx[0] = ix->b; idx[1] = ix->h; idx[2] = ix->s; idx[3] = 0;
+        idx[0] = b; idx[1] = ix->h; idx[2] = s; idx[3] = 0;
     } else {
-        idx[0] = ix->b; idx[1] = ix->s; idx[2] = ix->h; idx[3] = k;
+        idx[0] = b; idx[1] = s; idx[2] = ix->h; idx[3] = k;
     }
 }
 
@@ -254,7 +259,7 @@ static int64_t judge(const fc_run *r, const orc_block *blk, const orc_stats *st,
     for (int64_t vi = 0; vi < blk->n; vi++) {
         for (int64_t k = 0; k < blk->dim; k++) {
             int64_t e = vi * blk->dim + k, idx[4];
-            block_logical(t, &blk->index[vi], k, idx);
+            block_logical(r, t, &blk->index[vi], k, idx);
             double got = fc_buf_get(b, idx);
             uint8_t f = blk->flags[e];
             if (f & ORC_F_MASKED_ROW) {
@@ -331,6 +336,22 @@ int64_t fc_check_bwd_outputs(const fc_run *r, const orc_bwd_result *res, fc_verd
     int64_t n = judge(r, &res->dq, &sq, FC_T_DQ, v);
     n += judge(r, &res->dk, &sk, FC_T_DK, v);
     n += judge(r, &res->dv, &sv, FC_T_DV, v);
+    if (r->c.p.has_sinks && r->dsinks && res->dsinks.n > 0) {
+        /* the sink gradient [Hq] (BOUNDS.md 14): every element, against its bound */
+        orc_stats ss;
+        st = orc_compare_dsinks(res, r->dsinks, &ss, &err);
+        if (st != FA_OK) {
+            fc_verdict_fail(v, "harness", "oracle compare (dsinks) failed: %s: %s", fa_status_name(st), err.msg);
+            return n + 1;
+        }
+        if (ss.failed > 0) {
+            fc_verdict_fail(v, "bound", "dsinks: %lld of %lld elements outside their bound; worst |got-ref|/bound = %.3g "
+                                        "at head %lld: got %.9g, ref %.9g, bound %.3g",
+                            (long long)ss.failed, (long long)ss.checked, ss.worst_ratio, (long long)ss.worst_at[2],
+                            ss.worst_kernel, ss.worst_ref, ss.worst_bound);
+            n += ss.failed;
+        }
+    }
     return n;
 }
 
