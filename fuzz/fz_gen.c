@@ -414,7 +414,8 @@ void fz_case_crossover(fz_rng *r, const fc_case *a, const fc_case *b, fc_case *o
     if (fz_rng_below(r, 2)) memcpy(out->layout, b->layout, sizeof out->layout);
     if (fz_rng_below(r, 2)) memcpy(out->dist, b->dist, sizeof out->dist);
     if (fz_rng_below(r, 2)) { out->p.dtype = b->p.dtype; out->p.softmax_scale = b->p.softmax_scale; }
-    if (fz_rng_below(r, 2)) {
+    fz_rng side = side_stream(r, 0x76335F786F763031ull);
+    if (fz_rng_below(&side, 2)) {
         out->v3 = b->v3;
         out->p.softcap = b->p.softcap; out->p.has_sinks = b->p.has_sinks; out->p.page_size = b->p.page_size;
     }
