@@ -36,13 +36,36 @@
  *   dQ_i = scale * sum_j dS_ij K_j,  dK_j = scale * sum_i dS_ij Q_i.
  * The mask is a constant (no gradient).
  *
+ * Contract v3 (ABI 4; every field below is appended to its struct and its zero
+ * value turns the feature off, so a zeroed v3 field set is the dense call above):
+ *   varlen  (fa_*_args.varlen): cu_seqlens_q / cu_seqlens_k pack B sequences of
+ *           different lengths along the seq dim; seqused_k limits the keys each
+ *           sequence uses. Per-sequence lengths Sq_b, Sk_b replace Sq, Sk in every
+ *           rule above (causal and window diagonals align each sequence's own ends).
+ *   paged   (p.page_size >= 1, fa_*_args.paged): K and V (and dK, dV) are page pools
+ *           [num_pages, page_size, Hkv, D] read through a block table.
+ *   softcap (p.softcap > 0): s_ij = softcap * tanh(scale * q_i.k_j / softcap) + mask_ij.
+ *   sinks   (p.has_sinks): a per-head logit joins every row's softmax denominator.
+ *   Dqk != Dv was already part of the contract (dqk_must_equal_dv = 0 claims it).
+ * The exact rules are at fa_varlen, fa_paged, fa_problem.softcap and fa_fwd_args.sinks.
+ * A backend claims each feature in fa_limits (supports_*); a call using a feature it
+ * does not claim is rejected by validation with FA_ERR_UNSUPPORTED naming the feature.
+ *
  * Validation (fa_validate_fwd / fa_validate_bwd, which every backend calls
  * first): null pointers, negative or impossible sizes, Hq % Hkv != 0, head dims
  * outside the backend's limits, a pointer not aligned to its element size,
  * a negative stride, strides whose extent overflows 64 bits, an output whose
  * layout maps two elements to one address, an output whose address range
  * intersects an input's or another output's, a non-finite softmax scale,
- * mask strides. Inputs may overlap each other (fused QKV is fine); outputs
+ * mask strides. Contract v3 adds: cu_seqlens_*[0] != 0, decreasing entries, a
+ * sequence longer than p.seqlen_q / p.seqlen_k; seqused_k[b] < 0 or above the
+ * sequence's allocated keys; page_size < 0, a table with page_size 0, page_size >= 1
+ * without a table, table_stride < max_pages_per_seq, a table entry (of the pages a
+ * sequence uses) outside [0, num_pages), max_pages_per_seq * page_size < p.seqlen_k;
+ * paging with cu_seqlens_k; the mask with cu_seqlens; softcap < 0 or non-finite;
+ * has_sinks with sinks NULL (and dsinks overlapping anything); a feature the limits
+ * do not claim (FA_ERR_UNSUPPORTED). Packed tensors' address ranges are computed
+ * from their LAST packed row (total rows = cu[B]); page pools from num_pages. Inputs may overlap each other (fused QKV is fine); outputs
  * may not overlap anything. A rejected call returns a status, fills fa_error
  * with the argument's name and a message, and writes no output.
  * ------------------------------------------------------------------------- */
@@ -56,8 +79,14 @@
 extern "C" {
 #endif
 
-#define FA_ABI_VERSION 3 /* 2: fa_precision.flushes_subnormals; 3: exp_ulps, tensor-core
-                            accumulation, backward scale/dP/D/GQA roundings, empty-row LSE */
+#define FA_ABI_VERSION 4 /* 2: fa_precision.flushes_subnormals; 3: exp_ulps, tensor-core
+                            accumulation, backward scale/dP/D/GQA roundings, empty-row LSE;
+                            4: contract v3 (varlen, paged K/V, softcap, sinks): fields appended
+                            to fa_problem, fa_fwd_args, fa_bwd_args, fa_limits. The layouts of
+                            ABI 3 and 4 differ (fa_problem opens the args structs and fa_limits
+                            sits before the function pointers in fa_backend), so the loader
+                            rejects an ABI-3 library with a message to rebuild it: ABI 4 is
+                            SOURCE compatible (new fields zero = off), not binary compatible. */
 
 typedef enum {
     FA_OK = 0,
@@ -104,7 +133,57 @@ typedef struct {
     int64_t window_left;     /* < 0: unbounded */
     int64_t window_right;    /* < 0: unbounded */
     fa_align window_align;   /* diagonal of the window when causal == FA_CAUSAL_NONE */
+    /* --- ABI 4 (contract v3) --- */
+    float softcap;           /* 0: none. > 0 (finite): s_ij = softcap * tanh(scale * q_i.k_j / softcap)
+                                + mask_ij (FlashAttention-2 / Gemma-2 order: scale, cap, then mask).
+                                Backward: d s_ij / d(q_i.k_j) = scale * (1 - tanh^2(scale q_i.k_j /
+                                softcap)), so dQ_i = scale sum_j dS_ij (1 - t_ij^2) K_j and dK_j =
+                                scale sum_i dS_ij (1 - t_ij^2) Q_i with t_ij the tanh. */
+    int has_sinks;           /* 1: fa_*_args.sinks is given (a per-head softmax sink, see sinks) */
+    int64_t page_size;       /* 0: K, V dense (or packed). >= 1: paged through fa_*_args.paged */
 } fa_problem;
+
+/* Packed variable-length batch (contract v3). The int32 arrays are in HOST memory
+ * whatever the backend's memspace.
+ *   cu_seqlens_q [B+1] or NULL (dense Q): cu_q[0] = 0, non-decreasing; sequence b's
+ *     queries are the packed rows cu_q[b] .. cu_q[b+1]-1, Sq_b = cu_q[b+1] - cu_q[b].
+ *     Element (b, i, h, d) of Q, O, dO, dQ is at ptr + (cu_q[b] + i)*st[1] + h*st[2]
+ *     + d*st[3] (st[0] is ignored); LSE (b, h, i) at ptr + h*st[1] + (cu_q[b] + i)*st[2]
+ *     (st[0] ignored). Without it Sq_b = p.seqlen_q.
+ *   cu_seqlens_k [B+1] or NULL: the same for K, V, dK, dV; allocated keys
+ *     cu_k[b+1] - cu_k[b]. Exclusive with paging.
+ *   seqused_k [B] or NULL: sequence b uses only its first seqused_k[b] keys
+ *     (0 <= seqused_k[b] <= its allocated keys: the cu_k span, max_pages_per_seq *
+ *     page_size when paged, else p.seqlen_k); the others are never read.
+ *   Sk_b = seqused_k[b] if given, else the cu_k span, else p.seqlen_k.
+ * p.seqlen_q and p.seqlen_k are the MAXIMA over sequences (every Sq_b <= seqlen_q, every
+ * cu_k span <= seqlen_k). Sq_b = 0 and Sk_b = 0 are allowed (a row of a sequence with
+ * Sk_b = 0 sees no key). Causal and window diagonals use Sq_b and Sk_b:
+ * diag(i) = i + Sk_b - Sq_b for bottom-right. The additive mask is not allowed with
+ * cu_seqlens_q or cu_seqlens_k (FA_ERR_INVALID naming "mask"). */
+typedef struct {
+    const int32_t *cu_seqlens_q;
+    const int32_t *cu_seqlens_k;
+    const int32_t *seqused_k;
+} fa_varlen;
+
+/* Paged K/V cache (contract v3), used when p.page_size >= 1. block_table is HOST
+ * int32 [B, max_pages_per_seq], row b at block_table + b * table_stride; entries in
+ * [0, num_pages); pages may repeat (shared between sequences or within one) and come
+ * in any order. Key j (< Sk_b) of sequence b is in page block_table[b*table_stride +
+ * j / page_size], slot j % page_size: element (page, slot, h, d) of K, V (and dK, dV in
+ * backward) at ptr + page*st[0] + slot*st[1] + h*st[2] + d*st[3], i.e. the pools are
+ * [num_pages, page_size, Hkv, D]. Table entries past ceil(Sk_b / page_size) are never
+ * read. max_pages_per_seq * page_size >= p.seqlen_k. Paged backward: dK, dV of a
+ * shared page accumulate the contributions of every (sequence, position) mapped to it;
+ * pages no sequence uses are zeroed (a backend may return FA_ERR_UNSUPPORTED for
+ * paged backward). */
+typedef struct {
+    const int32_t *block_table;
+    int64_t table_stride;       /* >= max_pages_per_seq */
+    int64_t max_pages_per_seq;  /* >= 1 */
+    int64_t num_pages;          /* >= 1 */
+} fa_paged;
 
 typedef struct {
     fa_problem p;
@@ -113,6 +192,13 @@ typedef struct {
     fa_tensor o;             /* output */
     fa_lse lse;              /* output (required) */
     void *stream;            /* cudaStream_t for device backends, NULL = default; ignored on host */
+    /* --- ABI 4 (contract v3) --- */
+    fa_varlen varlen;        /* all NULL: dense */
+    fa_paged paged;          /* used when p.page_size >= 1 */
+    const float *sinks;      /* [Hq] fp32 in the backend's memory space, read when p.has_sinks:
+                                lse_i = log(sum_{visible j} exp(s_ij) + exp(sinks[h])),
+                                P_ij = exp(s_ij - lse_i), O_i = sum_j P_ij V_j (the sink has no
+                                value). A row with no visible key has O = 0, LSE = sinks[h]. */
 } fa_fwd_args;
 
 typedef struct {
@@ -123,6 +209,14 @@ typedef struct {
     fa_tensor dq, dk, dv;       /* outputs */
     int deterministic;          /* 1: bitwise reproducible dQ, dK, dV */
     void *stream;
+    /* --- ABI 4 (contract v3) --- */
+    fa_varlen varlen;           /* as in fa_fwd_args; applies to q, o, dout, lse, dq (cu_q) and
+                                   k, v, dk, dv (cu_k) */
+    fa_paged paged;             /* k, v, dk, dv are page pools when p.page_size >= 1 */
+    const float *sinks;         /* [Hq] input, as in fa_fwd_args, when p.has_sinks */
+    float *dsinks;              /* [Hq] fp32 output (backend memory) or NULL (not wanted), when
+                                   p.has_sinks: dsinks[h] = - sum_{b,i} exp(sinks[h] - lse_bhi) D_bhi,
+                                   D = dO . O (rows of every sequence, including empty rows) */
 } fa_bwd_args;
 
 typedef struct {
@@ -221,6 +315,12 @@ typedef struct {
     int dqk_must_equal_dv;    /* 1: Dqk == Dv required */
     int64_t ptr_align_bytes;  /* required alignment of q,k,v,o,dout,dq,dk,dv pointers (>= element size) */
     int unit_last_stride;     /* 1: stride[3] must be 1 for all 4-d tensors */
+    /* --- ABI 4 (contract v3): 1 claims the feature (forward, and backward when backward != NULL) --- */
+    int supports_varlen;      /* cu_seqlens_q, cu_seqlens_k, seqused_k */
+    int supports_paged;       /* page_size >= 1 with a block table (forward; backward may still
+                                 answer FA_ERR_UNSUPPORTED) */
+    int supports_softcap;     /* softcap > 0 */
+    int supports_sinks;       /* has_sinks */
 } fa_limits;
 
 typedef enum { FA_MEM_HOST = 0, FA_MEM_CUDA = 1 } fa_memspace;

@@ -98,7 +98,7 @@ static void test_load_errors(void **state) {
     expect_load_error("/nonexistent/dir/backend.so", "/nonexistent/dir/backend.so");
     expect_load_error("", "empty");
     expect_load_error(lib_no_export, FA_BACKEND_EXPORT_SYMBOL);
-    expect_load_error(lib_abi, "abi_version 2 but this flashcheck needs 3");
+    expect_load_error(lib_abi, "abi_version 3 but this flashcheck needs 4 (ABI 4 is source compatible");
     expect_load_error(lib_no_forward, "forward");
     expect_load_error(lib_null, "returned NULL");
     const fa_backend *b;
