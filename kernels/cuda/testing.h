@@ -19,6 +19,8 @@ typedef struct {
     int bwd_sm90;     /* 1: the Hopper backward kernels where eligible (default); 0: never */
     int bwd_sm90_det; /* 1: also in the deterministic mode (default); 0: not there */
     int bwd_sm90_dq;  /* 1: deterministic dQ on the Hopper dQ kernel (default); 0: bwd_dq_kernel */
+    int fwd_no_decode; /* 0: default; 1: no decode path (Sq <= 16 keeps the general tile rule, no
+                          split-KV): the same kernel and tile for every Sq, for bitwise comparisons */
 } fa_cuda_policy;
 
 /* {-1, -1, 1, 1, 1} (backend.cu) */
