@@ -24,11 +24,12 @@
  *
  * usage: bench [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST]
  *              [--iters N] [--warmup N] [--tokens N] [--hidden N] [--deterministic]
- *              [--policy default|sm80] [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]
+ *              [--policy default|sm80|fam1] [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]
  * --v3: instead of the grid, the contract-v3 problems (bench_v3: packed varlen, paged K/V, decode at
  *       Sq = 1 with caches of 4k..128k keys) beside torch's counterparts, one table.
  * LIST: comma-separated (--d 64,128 --s 512,2048 --causal 0,1 --dtype bf16,fp16).
- * --policy sm80: the mma.sync kernels everywhere (kernels/cuda/testing.h), for comparisons.
+ * --policy sm80: the mma.sync kernels everywhere (kernels/cuda/testing.h), for comparisons;
+ * --policy fam1: the 64-row tile family everywhere (decode on it instead of the 16-row tile).
  * --out FILE: the merged Markdown table is also written there (e.g. bench/RESULTS-<date>.md). */
 #define _POSIX_C_SOURCE 200809L /* popen, readlink, access, clock_gettime under -std=c11 */
 #include <cuda_runtime.h>
@@ -597,11 +598,11 @@ static int bench_v3(const bench_opts *o, cudaStream_t st) {
         }
         if (f) pclose(f);
     }
-    printf("\nContract v3 problems (bf16, kernels time behind a spin, median of %d): kind 0 varlen (B sequences of "
+    printf("\nContract v3 problems (kernel policy %s; bf16, kernels time behind a spin, median of %d): kind 0 varlen (B sequences of "
            "256..4096 tokens, packed), 1 paged prefill, 2 decode (Sq = 1). torch: varlen = aten._flash_attention_forward "
            "(cu_seqlens) / cuDNN; paged = SDPA on the dense K/V; decode = SDPA backends (enable_gqa when Hq != Hkv). "
            "best = the fastest torch column; cuda / best > 1: cuda faster.\n\n",
-           o->iters);
+           o->policy_name, o->iters);
     printf("| kind | B | Sq | Sk | Hq/Hkv | D | causal | page | cuda ms | TFLOP/s | K+V GB/s | flash ms | cudnn ms | "
            "efficient ms | cuda / best |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < V3_N; i++) {
@@ -627,7 +628,7 @@ static int bench_v3(const bench_opts *o, cudaStream_t st) {
 static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST] [--iters N]\n"
-            "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80]\n"
+            "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80|fam1]\n"
             "          [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]\n",
             argv0);
 }
@@ -680,6 +681,8 @@ int main(int argc, char **argv) {
             if (!strcmp(o.policy_name, "sm80")) {
                 o.pol.fwd_sm90 = 0;
                 o.pol.bwd_sm90 = 0;
+            } else if (!strcmp(o.policy_name, "fam1")) {
+                o.pol.fwd_family = 1; /* the 64-row family everywhere (decode too: not the 16-row decode tile) */
             } else ok = !strcmp(o.policy_name, "default");
         } else ok = 0;
         if (!ok) {

@@ -13,7 +13,9 @@
  *      softcap and sinks by their formulas) for every case of 1., and for the decode cases
  *      (default policy: Sq <= 16 runs the decode tile with split-KV and the combine kernel):
  *      per element |O - ref| <= 2 * (sum_j P_j e_j (|V_jd| + |O_d|) + u |O_d|
- *      + (Sk_b + 16) 2^-23 sum_j P_j |V_jd|) + 2^-120, with e_j = u + 2 ds_j + |s_j - m|
+ *      + (Sk_b + 16) 2^-23 sum_j P_j |V_jd| + f sum_j |V_jd| / l + f) + 2^-120 (f: the dtype's
+ *      absolute floor, fp16 2^-25 for subnormal P and O, bf16 2^-126 for flushed ones; l the
+ *      softmax denominator relative to the row max), with e_j = u + 2 ds_j + |s_j - m|
  *      2^-23 + 2^-20 (u: unit roundoff of P's dtype; ds_j: the fp32 score error
  *      D 2^-23 scale sum_d |q_d k_jd|, plus, with softcap, |scale q.k| 2^-22 + cap 2^-21), the
  *      first-order error of rounding P, the scores' error, the exponent and the fp32 sums
@@ -174,6 +176,7 @@ static void ref_row(const v3_case *c, const v3_data *d, int b, int h, int i, dou
     *empty = m == -INFINITY;
     for (int e = 0; e < D; ++e) o[e] = 0;
     double *spv = calloc((size_t)D, sizeof(double)), *sepv = calloc((size_t)D, sizeof(double));
+    double *sav = calloc((size_t)D, sizeof(double));
     /* the sink's weight in l: exponent rounding as for a key */
     double pe_sum = has_sink && l > 0 ? exp(sink - mm) / l * (fabs(sink - mm) * 0x1p-23 + 0x1p-20) : 0;
     for (int j = 0; j < Sk; ++j) {
@@ -187,13 +190,18 @@ static void ref_row(const v3_case *c, const v3_data *d, int b, int h, int i, dou
             o[e] += P * vv;
             spv[e] += P * fabs(vv);
             sepv[e] += P * ej * fabs(vv);
+            sav[e] += fabs(vv);
         }
     }
     *lse = (l == 0) ? -INFINITY : mm + log(l);
+    /* absolute floor of the dtype: P (unnormalized, <= 1) and O below the normal range round with
+       absolute error <= sub (fp16: half the subnormal spacing 2^-24; bf16: flushed below 2^-126) */
+    const double sub = c->bf16 ? 0x1p-126 : 0x1p-25;
     for (int e = 0; e < D; ++e)
-        ob[e] = 2 * (sepv[e] + pe_sum * fabs(o[e]) + u * fabs(o[e]) + (Sk + 16) * 0x1p-23 * spv[e]) + 0x1p-120;
+        ob[e] = 2 * (sepv[e] + pe_sum * fabs(o[e]) + u * fabs(o[e]) + (Sk + 16) * 0x1p-23 * spv[e] +
+                     (l > 0 ? sub * sav[e] / l : 0) + sub) + 0x1p-120;
     *lb = 2 * (dsmax + fabs(*lse) * 0x1p-22 + (Sk + 16) * 0x1p-23 + 0x1p-20);
-    free(s); free(ds); free(vis); free(spv); free(sepv);
+    free(s); free(ds); free(vis); free(spv); free(sepv); free(sav);
 }
 
 static void *dalloc(size_t n) {
