@@ -25,7 +25,6 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
     static_assert(NT % 2 == 0 && DT % 2 == 0, "tiles are loaded in pairs");
 
     extern __shared__ __align__(128) unsigned char smem[];
-    __shared__ fwd_seq s_seq;
     const uint32_t sQ = ptx_smem(smem);
     const uint32_t sK0 = sQ + BM * HD * 2;
     const uint32_t sV0 = sK0 + 2 * BN * HD * 2;
@@ -41,11 +40,7 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
         // ---- this (batch, head): slices of Q, K, V (GQA) and the key range of the query block
         const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
         if (!w.active) continue;  // CTA-uniform: a varlen sequence with fewer rows than the grid
-        // the sequence's values live in shared memory, read where used (not held in registers
-        // across the key loop); the previous pair's last barrier retired every read of s_seq
-        if (threadIdx.x == 0) s_seq = w.s;
-        __syncthreads();
-        const fwd_seq &sq = s_seq;
+        const fwd_seq &sq = w.s;
         const int Sq = sq.sq;
         const uint16_t *q_base = sq.q_base, *k_base = sq.k_base, *v_base = sq.v_base;
         const int kv_lo = w.kv_lo, kv_hi = w.kv_hi, n_begin = w.n_begin, n_end = w.n_end;
