@@ -154,7 +154,8 @@ typedef struct {
  *     cu_k[b+1] - cu_k[b]. Exclusive with paging.
  *   seqused_k [B] or NULL: sequence b uses only its first seqused_k[b] keys
  *     (0 <= seqused_k[b] <= its allocated keys: the cu_k span, max_pages_per_seq *
- *     page_size when paged, else p.seqlen_k); the others are never read.
+ *     page_size when paged, else p.seqlen_k); the others are never read, and in
+ *     backward their dK, dV rows (dense or packed K) are written as 0.
  *   Sk_b = seqused_k[b] if given, else the cu_k span, else p.seqlen_k.
  * p.seqlen_q and p.seqlen_k are the MAXIMA over sequences (every Sq_b <= seqlen_q, every
  * cu_k span <= seqlen_k). Sq_b = 0 and Sk_b = 0 are allowed (a row of a sequence with
