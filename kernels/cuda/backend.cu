@@ -18,6 +18,12 @@
  *   out_rounded 1: O (and dQ, dK, dV) are rounded RN to the input dtype.
  *   max_rescales 33: at most one rescale per key block, the smallest block is
  *               32 keys: ceil(1000 / 32) + 1 per 1000 keys.
+ * Contract v3 in the forward (fwd/fwd_common.cuh): softcap scores are
+ *   s = fmaf(softcap, tanhf(q.k * fl(scale / softcap)), mask) (CUDA tanhf: 2 ulp; the
+ *   quotient and the product each round once, RN); sinks start every row at m = sink, l = 1
+ *   (the online softmax's own rescaling); the decode path's split-KV partials are combined
+ *   by one more rescale per split (fwd_host.cu, flash_fwd_combine: the key loop's
+ *   arithmetic), within max_rescales (at least 4 blocks of 64 keys per split).
  * Limits: common/limits.h (head dims 8..256 in steps of 8, Dqk == Dv, 16-byte aligned
  * pointers: the kernels move 16-byte chunks, unit last-dimension stride). */
 #include <cuda_runtime.h>
@@ -59,6 +65,10 @@ static const fa_backend fa_cuda_table = {
         FA_CUDA_DQK_MUST_EQUAL_DV,
         FA_CUDA_PTR_ALIGN_BYTES,
         FA_CUDA_UNIT_LAST_STRIDE,
+        FA_CUDA_SUPPORTS_VARLEN,
+        FA_CUDA_SUPPORTS_PAGED,
+        FA_CUDA_SUPPORTS_SOFTCAP,
+        FA_CUDA_SUPPORTS_SINKS,
     },
     fa_cuda_forward,
     fa_cuda_backward,
@@ -102,7 +112,7 @@ extern "C" const fa_backend *fa_backend_cuda(void) {
 }
 
 /* What the table's entry points run (testing.h: tests may pass another policy). */
-extern "C" const fa_cuda_policy fa_cuda_policy_default = {-1, -1, 1, 1, 1, 1};
+extern "C" const fa_cuda_policy fa_cuda_policy_default = {-1, -1, 1, 1, 1, 1, 0};
 
 // ----------------------------------------------------------------------------
 // devices

@@ -20,9 +20,11 @@ typedef struct {
     int bwd_sm90_det; /* 1: also in the deterministic mode (default); 0: not there */
     int bwd_sm90_dq;  /* 1: deterministic dQ on the Hopper dQ kernel (default); 0: bwd_dq_kernel */
     int fwd_ws;       /* 1: the warp-specialized wgmma forward where it applies (default); 0: never */
+    int fwd_no_decode; /* 0: default; 1: no decode path (Sq <= 16 keeps the general tile rule, no
+                          split-KV): the same kernel and tile for every Sq, for bitwise comparisons */
 } fa_cuda_policy;
 
-/* {-1, -1, 1, 1, 1, 1} (backend.cu) */
+/* {-1, -1, 1, 1, 1, 1, 0} (backend.cu) */
 extern const fa_cuda_policy fa_cuda_policy_default;
 
 fa_status fa_cuda_forward_policy(const fa_fwd_args *args, const fa_cuda_policy *policy, fa_error *err);

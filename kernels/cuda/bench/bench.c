@@ -24,10 +24,13 @@
  *
  * usage: bench [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST]
  *              [--iters N] [--warmup N] [--tokens N] [--hidden N] [--deterministic]
- *              [--policy default|sm80|nows] [--no-check] [--torch FILE | --no-torch] [--out FILE]
+ *              [--policy default|sm80|nows|fam1] [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]
+ * --v3: instead of the grid, the contract-v3 problems (bench_v3: packed varlen, paged K/V, decode at
+ *       Sq = 1 with caches of 4k..128k keys) beside torch's counterparts, one table.
  * LIST: comma-separated (--d 64,128 --s 512,2048 --causal 0,1 --dtype bf16,fp16).
  * --policy sm80: the mma.sync kernels everywhere (kernels/cuda/testing.h), for comparisons;
- * --policy nows: the plain wgmma forward instead of the warp-specialized one.
+ * --policy nows: the plain wgmma forward instead of the warp-specialized one;
+ * --policy fam1: the 64-row tile family everywhere (decode on it instead of the 16-row tile).
  * --out FILE: the merged Markdown table is also written there (e.g. bench/RESULTS-<date>.md). */
 #define _POSIX_C_SOURCE 200809L /* popen, readlink, access, clock_gettime under -std=c11 */
 #include <cuda_runtime.h>
@@ -67,7 +70,7 @@ typedef struct {
 typedef struct {
     int fwd, bwd;
     bench_list d, s, causal, dtype; /* dtype: 1 bf16, 0 fp16 */
-    int iters, warmup, deterministic, check;
+    int iters, warmup, deterministic, check, v3;
     int64_t tokens, hidden;
     fa_cuda_policy pol;
     const char *policy_name, *torch, *out;
@@ -419,13 +422,215 @@ static void print_table(FILE *f, const bench_opts *o, const bench_row *rows, int
 }
 
 // ----------------------------------------------------------------------------
+// contract v3 problems (--v3): varlen, paged, decode, beside torch_bench.py --v3 in one run
+
+/* kind 0: packed varlen batch (cu_seqlens_q = cu_seqlens_k, lengths v3_len), Sq = Sk per sequence;
+ * kind 1: paged K/V (B sequences of S keys, page_size pages in a shuffled table), Sq = Sk = S;
+ * kind 2: decode, Sq = 1 against Sk keys (dense K/V; page > 0: paged).
+ * torch_bench.py --v3 gets the same list (the spec string) and times its counterparts: kind 0:
+ * aten._flash_attention_forward with cu_seqlens (FA2 varlen) and cuDNN; kind 1: SDPA flash / cuDNN
+ * on the dense K/V of the same problem; kind 2: SDPA flash / cuDNN / efficient at Sq = 1. */
+typedef struct {
+    int kind, B, Sq, Sk, Hq, Hkv, D, causal, page;
+} v3_prob;
+
+/* varlen lengths: deterministic, 256..4096, the same formula in torch_bench.py */
+static int v3_len(int b) { return 256 + (b * 1103 + 517) % 3841; }
+
+static const v3_prob v3_probs[] = {
+    {0, 16, 0, 0, 16, 16, 128, 0, 0}, {0, 16, 0, 0, 16, 16, 128, 1, 0}, {0, 16, 0, 0, 32, 8, 128, 1, 0},
+    {1, 8, 4096, 4096, 16, 16, 128, 1, 256}, {1, 8, 4096, 4096, 16, 16, 128, 1, 16},
+    {2, 8, 1, 4096, 32, 8, 128, 0, 0}, {2, 8, 1, 16384, 32, 8, 128, 0, 0}, {2, 8, 1, 65536, 32, 8, 128, 0, 0},
+    {2, 8, 1, 131072, 32, 8, 128, 0, 0}, {2, 8, 1, 4096, 16, 16, 128, 0, 0}, {2, 8, 1, 32768, 16, 16, 128, 0, 0},
+    {2, 8, 1, 131072, 16, 16, 128, 0, 0}, {2, 8, 1, 16384, 32, 8, 128, 0, 64}, {2, 8, 1, 131072, 32, 8, 128, 0, 64},
+};
+#define V3_N ((int)(sizeof v3_probs / sizeof v3_probs[0]))
+
+static void v3_spec(const v3_prob *p, char *b, size_t n) {
+    snprintf(b, n, "%d:%d:%d:%d:%d:%d:%d:%d:%d", p->kind, p->B, p->Sq, p->Sk, p->Hq, p->Hkv, p->D, p->causal, p->page);
+}
+
+static int bench_v3(const bench_opts *o, cudaStream_t st) {
+    double ours[V3_N], tf[V3_N], gbs[V3_N], fl[V3_N], cu[V3_N], ef[V3_N];
+    int failed = 0;
+    for (int i = 0; i < V3_N; i++) {
+        const v3_prob *pp = &v3_probs[i];
+        ours[i] = tf[i] = gbs[i] = fl[i] = cu[i] = ef[i] = -1;
+        const int B = pp->B, Hq = pp->Hq, Hkv = pp->Hkv, D = pp->D;
+        int32_t cu_s[65];
+        int64_t totq, totk, maxs = 0;
+        double flops = 0;
+        cu_s[0] = 0;
+        if (pp->kind == 0) {
+            for (int b = 0; b < B; b++) {
+                const int L = v3_len(b);
+                cu_s[b + 1] = cu_s[b] + L;
+                maxs = L > maxs ? L : maxs;
+                flops += 4.0 * Hq * (double)L * L * D * (pp->causal ? 0.5 : 1.0);
+            }
+            totq = totk = cu_s[B];
+        } else {
+            totq = (int64_t)B * pp->Sq;
+            totk = (int64_t)B * pp->Sk;
+            flops = 4.0 * B * Hq * (double)pp->Sq * pp->Sk * D * (pp->causal && pp->kind == 1 ? 0.5 : 1.0);
+        }
+        const int paged = pp->page > 0;
+        const int64_t mpp = paged ? (pp->Sk + pp->page - 1) / pp->page : 0, npages = (int64_t)B * mpp;
+        const int64_t kvrows = paged ? npages * pp->page : totk;
+        uint16_t *q[2], *k[2], *v[2], *out[2];
+        float *lse[2];
+        for (int x = 0; x < 2; x++) {
+            CK(cudaMalloc((void **)&q[x], (size_t)totq * Hq * D * 2));
+            CK(cudaMalloc((void **)&out[x], (size_t)totq * Hq * D * 2));
+            CK(cudaMalloc((void **)&k[x], (size_t)kvrows * Hkv * D * 2));
+            CK(cudaMalloc((void **)&v[x], (size_t)kvrows * Hkv * D * 2));
+            CK(cudaMalloc((void **)&lse[x], (size_t)totq * Hq * 4));
+            CK(bench_fill(q[x], totq * Hq * D, 101u + x, 1));
+            CK(bench_fill(k[x], kvrows * Hkv * D, 203u + x, 1));
+            CK(bench_fill(v[x], kvrows * Hkv * D, 307u + x, 1));
+        }
+        int32_t *table = NULL;
+        if (paged) { /* a shuffled permutation of the pages (LCG, deterministic) */
+            table = malloc(sizeof(int32_t) * (size_t)npages);
+            for (int64_t x = 0; x < npages; x++) table[x] = (int32_t)x;
+            uint64_t z = 12345;
+            for (int64_t x = npages - 1; x > 0; x--) {
+                z = z * 6364136223846793005ull + 1442695040888963407ull;
+                const int64_t y = (int64_t)((z >> 33) % (uint64_t)(x + 1));
+                const int32_t t = table[x]; table[x] = table[y]; table[y] = t;
+            }
+        }
+        fa_fwd_args fa[2];
+        for (int x = 0; x < 2; x++) {
+            memset(&fa[x], 0, sizeof fa[x]);
+            fa_problem *p = &fa[x].p;
+            p->batch = B; p->heads_q = Hq; p->heads_kv = Hkv; p->head_dim_qk = p->head_dim_v = D;
+            p->dtype = FA_BF16; p->window_left = p->window_right = -1;
+            p->causal = pp->causal ? FA_CAUSAL_BOTTOM_RIGHT : FA_CAUSAL_NONE;
+            fa[x].stream = st;
+            if (pp->kind == 0) {
+                p->seqlen_q = p->seqlen_k = maxs;
+                fa[x].q = (fa_tensor){q[x], {0, (int64_t)Hq * D, D, 1}};
+                fa[x].o = (fa_tensor){out[x], {0, (int64_t)Hq * D, D, 1}};
+                fa[x].k = (fa_tensor){k[x], {0, (int64_t)Hkv * D, D, 1}};
+                fa[x].v = (fa_tensor){v[x], {0, (int64_t)Hkv * D, D, 1}};
+                fa[x].lse = (fa_lse){lse[x], {0, totq, 1}};
+                fa[x].varlen.cu_seqlens_q = fa[x].varlen.cu_seqlens_k = cu_s;
+            } else {
+                p->seqlen_q = pp->Sq; p->seqlen_k = pp->Sk;
+                fa[x].q = bshd(q[x], pp->Sq, Hq, D);
+                fa[x].o = bshd(out[x], pp->Sq, Hq, D);
+                if (paged) {
+                    p->page_size = pp->page;
+                    fa[x].k = (fa_tensor){k[x], {(int64_t)pp->page * Hkv * D, (int64_t)Hkv * D, D, 1}};
+                    fa[x].v = (fa_tensor){v[x], {(int64_t)pp->page * Hkv * D, (int64_t)Hkv * D, D, 1}};
+                    fa[x].paged.block_table = table;
+                    fa[x].paged.table_stride = fa[x].paged.max_pages_per_seq = mpp;
+                    fa[x].paged.num_pages = npages;
+                } else {
+                    fa[x].k = bshd(k[x], pp->Sk, Hkv, D);
+                    fa[x].v = bshd(v[x], pp->Sk, Hkv, D);
+                }
+                fa[x].lse = (fa_lse){lse[x], {(int64_t)Hq * pp->Sq, pp->Sq, 1}};
+            }
+        }
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        double *tk = malloc(sizeof(double) * (size_t)o->iters);
+        int ok = 1;
+        fa_error err;
+        for (int it = -o->warmup; ok && it < o->iters; it++) {
+            const int x = (it + o->warmup) & 1;
+            CK(cudaStreamSynchronize(st));
+            CK(bench_spin(st, BENCH_SPIN_US));
+            CK(cudaEventRecord(e0, st));
+            if (fa_cuda_forward_policy(&fa[x], &o->pol, &err) != FA_OK) {
+                fprintf(stderr, "bench v3 #%d: %s: %s\n", i, err.arg, err.msg);
+                ok = 0;
+            }
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            if (it >= 0) tk[it] = ms;
+        }
+        if (ok) {
+            ours[i] = median(tk, o->iters);
+            tf[i] = flops / (ours[i] * 1e-3) / 1e12;
+            gbs[i] = (double)(pp->kind == 2 ? (int64_t)B * pp->Sk : totk) * Hkv * D * 2 * 2 / (ours[i] * 1e-3) / 1e9;
+        } else failed++;
+        char sp[96];
+        v3_spec(pp, sp, sizeof sp);
+        fprintf(stderr, "bench v3 %s: %.4f ms\n", sp, ours[i]);
+        free(tk);
+        free(table);
+        CK(cudaEventDestroy(e0));
+        CK(cudaEventDestroy(e1));
+        for (int x = 0; x < 2; x++) {
+            CK(cudaFree(q[x])); CK(cudaFree(out[x])); CK(cudaFree(k[x])); CK(cudaFree(v[x])); CK(cudaFree(lse[x]));
+        }
+    }
+    /* torch companion: the same list */
+    if (o->torch) {
+        char cmd[4096];
+        size_t n = (size_t)snprintf(cmd, sizeof cmd, "python3 '%s' --v3 --iters %d --warmup %d --spin-us %d --probs ",
+                                    o->torch, o->iters, o->warmup, BENCH_SPIN_US);
+        for (int i = 0; i < V3_N && n + 64 < sizeof cmd; i++) {
+            char sp[96];
+            v3_spec(&v3_probs[i], sp, sizeof sp);
+            n += (size_t)snprintf(cmd + n, sizeof cmd - n, "%s%s", i ? "," : "", sp);
+        }
+        fprintf(stderr, "bench: %s\n", cmd);
+        fflush(NULL);
+        FILE *f = popen(cmd, "r");
+        char line[512];
+        while (f && fgets(line, sizeof line, f)) {
+            int idx;
+            char be[16];
+            double ms;
+            if (sscanf(line, "v3 %d %15s %lf", &idx, be, &ms) != 3 || idx < 0 || idx >= V3_N) {
+                fputs(line, stderr);
+                continue;
+            }
+            if (!strcmp(be, "flash")) fl[idx] = ms;
+            if (!strcmp(be, "cudnn")) cu[idx] = ms;
+            if (!strcmp(be, "efficient")) ef[idx] = ms;
+        }
+        if (f) pclose(f);
+    }
+    printf("\nContract v3 problems (kernel policy %s; bf16, kernels time behind a spin, median of %d): kind 0 varlen (B sequences of "
+           "256..4096 tokens, packed), 1 paged prefill, 2 decode (Sq = 1). torch: varlen = aten._flash_attention_forward "
+           "(cu_seqlens) / cuDNN; paged = SDPA on the dense K/V; decode = SDPA backends (enable_gqa when Hq != Hkv). "
+           "best = the fastest torch column; cuda / best > 1: cuda faster.\n\n",
+           o->policy_name, o->iters);
+    printf("| kind | B | Sq | Sk | Hq/Hkv | D | causal | page | cuda ms | TFLOP/s | K+V GB/s | flash ms | cudnn ms | "
+           "efficient ms | cuda / best |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < V3_N; i++) {
+        const v3_prob *pp = &v3_probs[i];
+        double best = -1;
+        const double t[3] = {fl[i], cu[i], ef[i]};
+        for (int x = 0; x < 3; x++)
+            if (t[x] > 0 && (best < 0 || t[x] < best)) best = t[x];
+        char r[16] = "-";
+        if (best > 0 && ours[i] > 0) snprintf(r, sizeof r, "%.2f", best / ours[i]);
+        printf("| %s | %d | %s | %s | %d/%d | %d | %s | %d | %.4f | %.1f | %.0f | %.4f | %.4f | %.4f | %s |\n",
+               pp->kind == 0 ? "varlen" : (pp->kind == 1 ? "paged" : "decode"), pp->B,
+               pp->kind == 0 ? "256..4096" : (pp->Sq == 1 ? "1" : "4096"),
+               pp->kind == 0 ? "=Sq" : (pp->Sk == 4096 ? "4096" : (pp->Sk == 16384 ? "16384" : (pp->Sk == 32768 ? "32768" : (pp->Sk == 65536 ? "65536" : "131072")))),
+               pp->Hq, pp->Hkv, pp->D, pp->causal ? "br" : "no", pp->page, ours[i], tf[i], gbs[i], fl[i], cu[i], ef[i], r);
+    }
+    return failed;
+}
+
+// ----------------------------------------------------------------------------
 // main
 
 static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST] [--iters N]\n"
-            "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80|nows]\n"
-            "          [--no-check] [--torch FILE | --no-torch] [--out FILE]\n",
+            "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80|nows|fam1]\n"
+            "          [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]\n",
             argv0);
 }
 
@@ -468,6 +673,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--hidden") && v) ok = (o.hidden = atoll(argv[++i])) > 0;
         else if (!strcmp(a, "--deterministic")) o.deterministic = 1;
         else if (!strcmp(a, "--no-check")) o.check = 0;
+        else if (!strcmp(a, "--v3")) o.v3 = 1;
         else if (!strcmp(a, "--no-torch")) o.torch = NULL;
         else if (!strcmp(a, "--torch") && v) o.torch = argv[++i];
         else if (!strcmp(a, "--out") && v) o.out = argv[++i];
@@ -478,6 +684,8 @@ int main(int argc, char **argv) {
                 o.pol.bwd_sm90 = 0;
             } else if (!strcmp(o.policy_name, "nows")) {
                 o.pol.fwd_ws = 0;
+            } else if (!strcmp(o.policy_name, "fam1")) {
+                o.pol.fwd_family = 1; /* the 64-row family everywhere (decode too: not the 16-row decode tile) */
             } else ok = !strcmp(o.policy_name, "default");
         } else ok = 0;
         if (!ok) {
@@ -496,6 +704,11 @@ int main(int argc, char **argv) {
 
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    if (o.v3) { /* only the contract-v3 table */
+        const int f = bench_v3(&o, st);
+        CK(cudaStreamDestroy(st));
+        return f ? 1 : 0;
+    }
     const int64_t n = o.tokens * o.hidden;
     bench_bufs bf;
     for (int x = 0; x < 2; x++) {

@@ -62,7 +62,80 @@ static const fa_limits bwd_limits = {
     FA_CUDA_DQK_MUST_EQUAL_DV,
     FA_CUDA_BWD_PTR_ALIGN_BYTES,
     FA_CUDA_UNIT_LAST_STRIDE,
+    0, /* supports_varlen */
+    0, /* supports_paged */
+    0, /* supports_softcap */
+    1, /* supports_sinks: dsinks by bwd_dsinks_run */
 };
+
+// ----------------------------------------------------------------------------
+// sinks: dsinks[h] = - sum_{b,i} exp(sinks[h] - lse_bhi) D_bhi (flash_api.h)
+
+/* D_bhi = sum_d dO_bhid O_bhid (fp32 products of the dtype values, summed by the lane over
+ * d = lane, lane + 32, ... then a butterfly: fp32 RN); w = expf(sinks[h] - lse) (CUDA expf,
+ * 2 ulp; the fp32 difference rounds once); term = -(w D). Partial sums per (head, chunk of
+ * BWD_SINK_ROWS rows): one warp per row, then the block's warps in order; bwd_dsinks_sum adds
+ * the chunks in order. No atomics: bitwise reproducible. Rows of every sequence, empty rows
+ * included (their LSE is the sink: w = 1). */
+#define BWD_SINK_ROWS 256
+__global__ void bwd_dsinks_partial(const uint16_t *o, const uint16_t *dout, const float *lse, const float *sinks,
+                                   int64_t o_sb, int64_t o_ss, int64_t o_sh, int64_t do_sb, int64_t do_ss, int64_t do_sh,
+                                   int64_t l_sb, int64_t l_sh, int64_t l_ss, int64_t Sq, int64_t rows, int D, int bf16,
+                                   float *part) {
+    __shared__ float warp_sum[8];
+    const int h = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int64_t r0 = (int64_t)blockIdx.y * BWD_SINK_ROWS;
+    const float sink = sinks[h];
+    float acc = 0.0f;
+    for (int64_t r = r0 + warp; r < r0 + BWD_SINK_ROWS && r < rows; r += 8) {
+        const int64_t b = r / Sq, i = r % Sq;
+        const uint16_t *orow = o + b * o_sb + i * o_ss + (int64_t)h * o_sh;
+        const uint16_t *drow = dout + b * do_sb + i * do_ss + (int64_t)h * do_sh;
+        float d = 0.0f;
+        for (int c = lane; c < D; c += 32)
+            d = fmaf(bf16 ? ptx_to_float<true>(drow[c]) : ptx_to_float<false>(drow[c]),
+                     bf16 ? ptx_to_float<true>(orow[c]) : ptx_to_float<false>(orow[c]), d);
+#pragma unroll
+        for (int m = 16; m >= 1; m >>= 1) d += __shfl_xor_sync(0xffffffffu, d, m);
+        const float w = expf(sink - lse[b * l_sb + (int64_t)h * l_sh + i * l_ss]);
+        acc -= w * d;  // per warp, rows in order (every lane holds the same value)
+    }
+    if (lane == 0) warp_sum[warp] = acc;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0.0f;
+        for (int w = 0; w < 8; ++w) s += warp_sum[w];
+        part[(int64_t)h * gridDim.y + blockIdx.y] = s;
+    }
+}
+
+__global__ void bwd_dsinks_sum(const float *part, int chunks, int heads, float *dsinks) {
+    const int h = blockIdx.x * blockDim.x + threadIdx.x;
+    if (h >= heads) return;
+    float s = 0.0f;
+    for (int c = 0; c < chunks; ++c) s += part[(int64_t)h * chunks + c];
+    dsinks[h] = s;
+}
+
+/* dsinks of a dense call (contract v3; varlen backward is not run here): launches on st. */
+static cudaError_t bwd_dsinks_run(const fa_bwd_args *a, cudaStream_t st) {
+    const fa_problem *pr = &a->p;
+    const int64_t rows = pr->batch * pr->seqlen_q, Hq = pr->heads_q;
+    if (rows == 0) return cudaMemsetAsync(a->dsinks, 0, (size_t)Hq * 4, st);
+    const int64_t chunks = (rows + BWD_SINK_ROWS - 1) / BWD_SINK_ROWS;
+    if (chunks > 65535) return cudaErrorInvalidValue; /* more than 16.7M rows: not handled */
+    float *part = NULL;
+    cudaError_t e = cudaMallocAsync((void **)&part, (size_t)(Hq * chunks) * 4, st);
+    if (e != cudaSuccess) return e;
+    bwd_dsinks_partial<<<dim3((unsigned)Hq, (unsigned)chunks), 256, 0, st>>>(
+        (const uint16_t *)a->o.ptr, (const uint16_t *)a->dout.ptr, a->lse.ptr, a->sinks, a->o.stride[0], a->o.stride[1],
+        a->o.stride[2], a->dout.stride[0], a->dout.stride[1], a->dout.stride[2], a->lse.stride[0], a->lse.stride[1],
+        a->lse.stride[2], pr->seqlen_q, rows, (int)pr->head_dim_v, pr->dtype == FA_BF16, part);
+    bwd_dsinks_sum<<<(unsigned)((Hq + 127) / 128), 128, 0, st>>>(part, (int)chunks, (int)Hq, a->dsinks);
+    e = cudaGetLastError();
+    cudaError_t e2 = cudaFreeAsync(part, st);
+    return e != cudaSuccess ? e : e2;
+}
 
 // ----------------------------------------------------------------------------
 // entry point
@@ -191,9 +264,19 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
     return FA_OK;
 }
 
-extern "C" fa_status fa_cuda_backward_policy(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_error *err) {
-    fa_status s = fa_validate_bwd(a, &bwd_limits, err);
-    if (s != FA_OK) return s;
+/* 1 when ptr is CUDA device memory (the dsinks kernels dereference sinks, dsinks). */
+static int bwd_is_device_ptr(const void *ptr) {
+    struct cudaPointerAttributes at;
+    if (cudaPointerGetAttributes(&at, ptr) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return at.type != cudaMemoryTypeUnregistered && at.devicePointer != NULL;
+}
+
+/* dQ, dK, dV of a dense call (sinks change none of their formulas: P comes from the given
+ * LSE, which holds the sink). */
+static fa_status bwd_dense(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_error *err) {
     const fa_problem *pr = &a->p;
     if (pr->batch == 0 || (pr->seqlen_q == 0 && pr->seqlen_k == 0)) return FA_OK; /* nothing to write */
     int dev = 0;
@@ -203,11 +286,34 @@ extern "C" fa_status fa_cuda_backward_policy(const fa_bwd_args *a, const fa_cuda
         return fa_fail(err, FA_ERR_UNSUPPORTED, "", "device %d is beyond the backward's table of %d devices", dev,
                        BWD_MAX_DEVICES);
     pthread_mutex_lock(&bwd_ws_lock);
-    s = bwd_run_locked(a, pol, err, dev);
+    fa_status s = bwd_run_locked(a, pol, err, dev);
     pthread_mutex_unlock(&bwd_ws_lock);
     return s;
 }
 
+extern "C" fa_status fa_cuda_backward_policy(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_error *err) {
+    fa_status s = fa_validate_bwd(a, &bwd_limits, err);
+    if (s != FA_OK) return s;
+    const fa_problem *pr = &a->p;
+    // contract v3: varlen, paged and softcap are not in the backward kernels (FA_ERR_UNSUPPORTED);
+    // sinks: the dense kernels, then dsinks (bwd_dsinks_run)
+    if (a->varlen.cu_seqlens_q != NULL || a->varlen.cu_seqlens_k != NULL || a->varlen.seqused_k != NULL)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "varlen", "the CUDA backward does not run varlen batches.");
+    if (pr->page_size != 0)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "page_size", "the CUDA backward does not run paged K/V.");
+    if (pr->softcap != 0.0f)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "softcap", "the CUDA backward does not run softcap.");
+    const int want_dsinks = pr->has_sinks && a->dsinks != NULL;
+    if (want_dsinks && (a->sinks == NULL || !bwd_is_device_ptr(a->sinks) || !bwd_is_device_ptr(a->dsinks)))
+        return fa_fail(err, FA_ERR_INVALID, a->sinks == NULL ? "sinks" : "dsinks",
+                       "sinks and dsinks must be CUDA device memory (cudaMalloc) when has_sinks is set.");
+    if ((s = bwd_dense(a, pol, err)) != FA_OK || !want_dsinks) return s;
+    cudaStream_t st = (cudaStream_t)a->stream;
+    cudaError_t e = bwd_dsinks_run(a, st);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+    if (e != cudaSuccess) return bwd_cuda_fail(err, e, "dsinks");
+    return FA_OK;
+}
 
 extern "C" fa_status fa_cuda_backward(const fa_bwd_args *a, fa_error *err) {
     return fa_cuda_backward_policy(a, &fa_cuda_policy_default, err);

@@ -11,6 +11,13 @@
 #define FA_CUDA_PTR_ALIGN_BYTES 16   /* the forward moves 16-byte chunks (table value) */
 #define FA_CUDA_BWD_PTR_ALIGN_BYTES 2 /* the backward has scalar paths: the element size */
 #define FA_CUDA_UNIT_LAST_STRIDE 1
+/* contract v3 features the forward runs (fwd/fwd_host.cu): varlen (cu_seqlens_q/k, seqused_k),
+ * paged K/V (any page size), softcap, sinks. The backward (bwd/bwd_host.cu) answers
+ * FA_ERR_UNSUPPORTED for each of them (its own limits claim none). */
+#define FA_CUDA_SUPPORTS_VARLEN 1
+#define FA_CUDA_SUPPORTS_PAGED 1
+#define FA_CUDA_SUPPORTS_SOFTCAP 1
+#define FA_CUDA_SUPPORTS_SINKS 1
 /* sequence positions are int32 in the forward kernels */
 #define FA_CUDA_MAX_SEQLEN ((int64_t)INT32_MAX - 1024)
 

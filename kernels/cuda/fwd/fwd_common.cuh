@@ -107,6 +107,22 @@ typedef struct {
     int64_t hi_off, lo_off;
     int reverse_m;              /* 1: launch the heaviest (last) query blocks first */
     int *nonfinite_flag;        /* set to 1 when a boundary block's V held NaN/Inf (host-mapped) */
+    /* contract v3 (flash_api.h). Dense calls: every pointer NULL, softcap 0, n_split 0. */
+    const int *cu_q, *cu_k;     /* device copies of cu_seqlens_q/k [B+1], or NULL */
+    const int *used_k;          /* device copy of seqused_k [B], or NULL */
+    const int *block_table;     /* device copy of the block table, or NULL (K/V dense) */
+    int64_t table_stride;       /* row stride of block_table (entries) */
+    int page_size;              /* keys per page when block_table != NULL */
+    int diag_br;                /* 1: the diagonals are bottom-right: diag(i) = i + Sk_b - Sq_b */
+    int64_t hi_rel, lo_rel;     /* hi(i) = diag(i) + hi_rel (has_hi), lo(i) = diag(i) + lo_rel (has_lo) */
+    float softcap;              /* > 0: s = softcap * tanhf(q.k * softcap_scale) + mask (NATURAL kernels) */
+    float softcap_scale;        /* fl(scale / softcap) */
+    const float *sinks;         /* [heads_q] device, or NULL (NATURAL kernels) */
+    /* split-KV (decode): n_split > 0 runs key blocks [z*bps, (z+1)*bps) in CTA z = blockIdx.z and
+       writes the unnormalized partials (acc, m, l) instead of O / LSE; fwd_host.cu combines them */
+    int n_split, blocks_per_split;
+    float *part_o;              /* [n_split][bh_total][seqlen_q][head_dim] fp32 */
+    float *part_ml;             /* [n_split][bh_total][seqlen_q][2]: m (kernel units), l */
 } fwd_params;
 
 // ----------------------------------------------------------------------------
@@ -255,15 +271,101 @@ static __device__ __forceinline__ uint32_t sanitize_own_chunks(uint32_t s_base) 
     return any;
 }
 
-/* The visible keys [lo, hi] of query row i (hi = -1: none; rows past Sq see nothing). */
-static __device__ __forceinline__ void row_key_range(const fwd_params &p, int i, int *lo, int *hi) {
-    const int Sq = p.seqlen_q, Sk = p.seqlen_k;
-    int64_t lo64 = p.has_lo ? (int64_t)i + p.lo_off : 0;
-    int64_t hi64 = p.has_hi ? (int64_t)i + p.hi_off : (int64_t)Sk - 1;
+/* One (batch, query head): its sequence's lengths, diagonal offsets and slices.
+ * Dense: Sq_b = seqlen_q, Sk_b = seqlen_k, slices at b * stride[0]. Varlen (cu_q / cu_k):
+ * the packed rows cu[b] .. cu[b+1]-1 (stride[0] ignored). Paged: k_base / v_base are the
+ * pools at head hk (the page is added per key row, fwd_kv_row), pages = the table's row b.
+ * hi_off / lo_off: hi(i) = i + hi_off, lo(i) = i + lo_off, clamped to [-Sq_b - 1, Sk_b + 1]
+ * (a bound past that range changes no row's key range), so they fit int32. */
+typedef struct {
+    int b, h, hk;
+    int sq, sk;                                /* Sq_b, Sk_b */
+    int hi_off, lo_off;
+    int q_tok0;                                /* cu_q[b] (0 dense): packed row of query 0 */
+    const uint16_t *q_base, *k_base, *v_base;
+    const int *pages;                          /* block table row of b, or NULL */
+} fwd_seq;
+
+static __device__ __forceinline__ int fwd_clamp_off(int64_t off, int sq, int sk) {
+    return (int)(off < -(int64_t)sq - 1 ? -(int64_t)sq - 1 : (off > (int64_t)sk + 1 ? (int64_t)sk + 1 : off));
+}
+
+static __device__ __forceinline__ fwd_seq fwd_seq_of(const fwd_params &p, int bh) {
+    fwd_seq s;
+    s.b = bh / p.heads_q;
+    s.h = bh % p.heads_q;
+    s.hk = s.h / p.group;
+    const int b = s.b;
+    s.q_tok0 = p.cu_q != NULL ? p.cu_q[b] : 0;
+    s.sq = p.cu_q != NULL ? p.cu_q[b + 1] - s.q_tok0 : p.seqlen_q;
+    const int k_tok0 = p.cu_k != NULL ? p.cu_k[b] : 0;
+    s.sk = p.used_k != NULL ? p.used_k[b] : (p.cu_k != NULL ? p.cu_k[b + 1] - k_tok0 : p.seqlen_k);
+    const int64_t diag = p.diag_br ? (int64_t)s.sk - s.sq : 0;
+    s.hi_off = fwd_clamp_off(diag + p.hi_rel, s.sq, s.sk);
+    s.lo_off = fwd_clamp_off(diag + p.lo_rel, s.sq, s.sk);
+    s.q_base = p.q + (p.cu_q != NULL ? (int64_t)s.q_tok0 * p.q_ss : (int64_t)b * p.q_sb) + (int64_t)s.h * p.q_sh;
+    if (p.block_table != NULL) {
+        s.pages = p.block_table + (int64_t)b * p.table_stride;
+        s.k_base = p.k + (int64_t)s.hk * p.k_sh;
+        s.v_base = p.v + (int64_t)s.hk * p.v_sh;
+    } else {
+        s.pages = NULL;
+        s.k_base = p.k + (p.cu_k != NULL ? (int64_t)k_tok0 * p.k_ss : (int64_t)b * p.k_sb) + (int64_t)s.hk * p.k_sh;
+        s.v_base = p.v + (p.cu_k != NULL ? (int64_t)k_tok0 * p.v_ss : (int64_t)b * p.v_sb) + (int64_t)s.hk * p.v_sh;
+    }
+    return s;
+}
+
+/* Key row j of a K or V slice: dense/packed base + j * row_stride, or paged: the page of j
+ * (pages[j / page_size], page_stride = stride[0] of the pool) and its slot. j < Sk_b. */
+static __device__ __forceinline__ const uint16_t *fwd_kv_row(const uint16_t *base, int64_t row_stride,
+                                                            int64_t page_stride, const int *pages, int page_size,
+                                                            int j) {
+    if (pages == NULL) return base + (int64_t)j * row_stride;
+    return base + (int64_t)pages[j / page_size] * page_stride + (int64_t)(j % page_size) * row_stride;
+}
+
+/* The visible keys [lo, hi] of query row i of sequence s (hi = -1: none; rows past Sq_b see nothing). */
+static __device__ __forceinline__ void row_key_range(const fwd_params &p, const fwd_seq &s, int i, int *lo, int *hi) {
+    const int Sq = s.sq, Sk = s.sk;
+    int64_t lo64 = p.has_lo ? (int64_t)i + s.lo_off : 0;
+    int64_t hi64 = p.has_hi ? (int64_t)i + s.hi_off : (int64_t)Sk - 1;
     lo64 = lo64 < 0 ? 0 : (lo64 > Sk ? Sk : lo64);
     hi64 = hi64 > (int64_t)Sk - 1 ? (int64_t)Sk - 1 : (hi64 < -1 ? -1 : hi64);
     *lo = (int)lo64;
     *hi = i < Sq ? (int)hi64 : -1;
+}
+
+/* load_tile for K/V: dense or packed (pages == NULL) as load_tile; paged: a page size that
+ * is a multiple of ROWS puts the whole tile in one page (one table read); any other page
+ * size gathers per key row (fwd_kv_row). Only rows in [valid_lo, valid_hi) (< Sk_b) read
+ * the table; the others are zero-filled as in load_tile. */
+template <int ROWS, int HD, int THREADS, bool GMMA = false>
+static __device__ __forceinline__ void load_kv_tile(uint32_t s_base, const uint16_t *g_base, int64_t row_stride,
+                                                    int64_t page_stride, const int *pages, int page_size, int row0,
+                                                    int valid_lo, int valid_hi, int head_dim) {
+    if (pages == NULL) {
+        load_tile<ROWS, HD, THREADS, GMMA>(s_base, g_base, row_stride, row0, valid_lo, valid_hi, head_dim);
+        return;
+    }
+    if (page_size % ROWS == 0) {  // row0 is a multiple of ROWS: the tile lies in one page
+        const uint16_t *base = g_base + (int64_t)pages[row0 / page_size] * page_stride;
+        const int slot0 = row0 % page_size;
+        load_tile<ROWS, HD, THREADS, GMMA>(s_base, base - (int64_t)row0 * row_stride + (int64_t)slot0 * row_stride,
+                                           row_stride, row0, valid_lo, valid_hi, head_dim);
+        return;
+    }
+    constexpr int NCH = HD / 8;
+    static_assert((ROWS * NCH) % THREADS == 0, "tile chunks must divide evenly among threads");
+#pragma unroll
+    for (int it = 0; it < ROWS * NCH / THREADS; ++it) {
+        const int idx = it * THREADS + (int)threadIdx.x;
+        const int r = idx / NCH, c = idx % NCH;
+        const int gr = row0 + r;
+        const bool ok = gr >= valid_lo && gr < valid_hi && c * 8 < head_dim;
+        const uint16_t *src = ok ? fwd_kv_row(g_base, row_stride, page_stride, pages, page_size, gr) + c * 8 : g_base;
+        ptx_cp16(s_base + tile_off<ROWS, HD, GMMA>(r, c), src, ok ? 16 : 0);
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -273,13 +375,15 @@ static __device__ __forceinline__ void row_key_range(const fwd_params &p, int i,
 // m16 tile mt of a warp, a thread owns rows g and g + 8 (hf = 0, 1) and, per
 // n8 tile, columns 2t and 2t + 1 (e = 0, 1): acc[mt][nt][hf * 2 + e].
 
-/* A CTA's (batch, head) and the key blocks its query block [m0, m0 + BM) visits
+/* A CTA's sequence (fwd_seq) and the key blocks its query block [m0, m0 + BM) visits
  * (visibility is monotone in the row): keys [kv_lo, kv_hi), blocks n_begin .. n_end-1 of BN keys (none
  * when n_end == n_begin); hi_first / lo_last: the first row's upper and the last
- * row's lower visibility bound (a block inside both needs no element mask). */
+ * row's lower visibility bound (a block inside both needs no element mask). With split-KV
+ * (p.n_split > 0) the blocks are cut to split z's range [z * bps, (z + 1) * bps).
+ * active = 0: the query block starts past Sq_b (a varlen sequence shorter than the grid). */
 typedef struct {
-    int b, h;                                  /* batch, query head */
-    const uint16_t *q_base, *k_base, *v_base;  /* their slices (K/V: head h / group) */
+    fwd_seq s;
+    int active;
     int kv_lo, kv_hi, n_begin, n_end;
     int64_t hi_first, lo_last;
 } fwd_cta_work;
@@ -287,17 +391,13 @@ typedef struct {
 /* What one CTA works on for the pair bh = b * heads_q + h and the query block at m0. */
 template <int BM, int BN>
 static __device__ __forceinline__ fwd_cta_work fwd_cta_work_of(const fwd_params &p, int bh, int m0) {
-    const int Sq = p.seqlen_q, Sk = p.seqlen_k;
     fwd_cta_work r;
-    r.b = bh / p.heads_q;
-    r.h = bh % p.heads_q;
-    const int hk = r.h / p.group;
-    r.q_base = p.q + (int64_t)r.b * p.q_sb + (int64_t)r.h * p.q_sh;
-    r.k_base = p.k + (int64_t)r.b * p.k_sb + (int64_t)hk * p.k_sh;
-    r.v_base = p.v + (int64_t)r.b * p.v_sb + (int64_t)hk * p.v_sh;
+    r.s = fwd_seq_of(p, bh);
+    const int Sq = r.s.sq, Sk = r.s.sk;
+    r.active = m0 < Sq;
     const int last_row = min(m0 + BM, Sq) - 1;
-    int64_t key_lo = p.has_lo ? (int64_t)m0 + p.lo_off : 0;
-    int64_t key_hi = p.has_hi ? (int64_t)last_row + p.hi_off : (int64_t)Sk - 1;
+    int64_t key_lo = p.has_lo ? (int64_t)m0 + r.s.lo_off : 0;
+    int64_t key_hi = p.has_hi ? (int64_t)last_row + r.s.hi_off : (int64_t)Sk - 1;
     if (key_lo < 0) key_lo = 0;
     if (key_hi > (int64_t)Sk - 1) key_hi = (int64_t)Sk - 1;
     const bool any_key = key_hi >= key_lo;
@@ -305,20 +405,29 @@ static __device__ __forceinline__ fwd_cta_work fwd_cta_work_of(const fwd_params 
     r.kv_hi = any_key ? (int)key_hi + 1 : 0;
     r.n_begin = r.kv_lo / BN;
     r.n_end = any_key ? (r.kv_hi - 1) / BN + 1 : r.n_begin;
-    r.hi_first = p.has_hi ? (int64_t)m0 + p.hi_off : (int64_t)Sk - 1;
-    r.lo_last = p.has_lo ? (int64_t)last_row + p.lo_off : 0;
+    if (p.n_split > 0) {
+        const int z0 = (int)blockIdx.z * p.blocks_per_split, z1 = z0 + p.blocks_per_split;
+        r.n_begin = max(r.n_begin, z0);
+        r.n_end = min(r.n_end, z1);
+        if (r.n_end < r.n_begin) r.n_end = r.n_begin;
+    }
+    r.hi_first = p.has_hi ? (int64_t)m0 + r.s.hi_off : (int64_t)Sk - 1;
+    r.lo_last = p.has_lo ? (int64_t)last_row + r.s.lo_off : 0;
     return r;
 }
 
 /* Element mask of one key block: hidden keys -> -inf (selected, never added);
- * natural units: s = fmaf(q.k, scale, mask) or -inf for a -inf mask entry.
+ * natural units: s = fmaf(q.k, scale, mask), or with softcap s = fmaf(softcap,
+ * tanhf(q.k * softcap_scale), mask) (softcap_scale = fl(scale / softcap); tanhf: CUDA's,
+ * 2 ulp), or -inf for a -inf mask entry.
  * row_g: the query row of (mt = 0, hf = 0) of this thread (m0 + warp row base + g);
  * key_t: the key of (nt = 0, e = 0) (key0 + 2t). */
 template <int MT, int NT, bool NATURAL>
-static __device__ __forceinline__ void fwd_mask_scores(const fwd_params &p, float (&acc_s)[MT][NT][4], int row_g,
-                                                       int key_t, int b, int h) {
-    const int Sq = p.seqlen_q;
+static __device__ __forceinline__ void fwd_mask_scores(const fwd_params &p, const fwd_seq &sq, float (&acc_s)[MT][NT][4],
+                                                       int row_g, int key_t) {
+    const int Sq = sq.sq;
     const bool use_mask = p.mask != NULL;
+    const bool capped = NATURAL && p.softcap > 0.0f;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -326,9 +435,9 @@ static __device__ __forceinline__ void fwd_mask_scores(const fwd_params &p, floa
             // this row's visible keys [lo, hi] (rows past Sq see nothing)
             const int i = row_g + mt * 16 + hf * 8;
             int row_lo, row_hi;
-            row_key_range(p, i, &row_lo, &row_hi);
+            row_key_range(p, sq, i, &row_lo, &row_hi);
             const float *mrow = use_mask && i < Sq
-                                    ? p.mask + (int64_t)b * p.mask_sb + (int64_t)h * p.mask_sh + (int64_t)i * p.mask_sq
+                                    ? p.mask + (int64_t)sq.b * p.mask_sb + (int64_t)sq.h * p.mask_sh + (int64_t)i * p.mask_sq
                                     : NULL;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
@@ -339,13 +448,36 @@ static __device__ __forceinline__ void fwd_mask_scores(const fwd_params &p, floa
                     const bool vis = j >= row_lo && j <= row_hi;
                     if (NATURAL) {
                         float mv = !vis ? -INFINITY : (mrow ? mrow[(int64_t)j * p.mask_sk] : 0.0f);
-                        s = (mv == -INFINITY) ? -INFINITY : fmaf(s, p.scale, mv);
+                        if (capped) s = (mv == -INFINITY) ? -INFINITY : fmaf(p.softcap, tanhf(s * p.softcap_scale), mv);
+                        else s = (mv == -INFINITY) ? -INFINITY : fmaf(s, p.scale, mv);
                     } else if (!vis) {
                         s = -INFINITY;
                     }
                     acc_s[mt][nt][hf * 2 + e] = s;
                 }
         }
+}
+
+/* The row statistics a query block starts from: m = -inf, l = 0; with sinks (NATURAL
+ * kernels, split 0 only) m = sink_h and l = exp(sink_h - m) = 1 on the quad's t == 0 lane
+ * (l is a per-thread partial sum), so the sink joins the denominator with the online
+ * softmax's own rescaling and has no value (O starts at 0). A -inf sink is no sink. */
+template <int MT>
+static __device__ __forceinline__ void fwd_init_rows(const fwd_params &p, int h, int t, float (&row_m)[MT][2],
+                                                     float (&row_l)[MT][2]) {
+    float m0 = -INFINITY, l0 = 0.0f;
+    if (p.sinks != NULL && (p.n_split == 0 || blockIdx.z == 0)) {
+        const float sk = p.sinks[h];
+        if (sk != -INFINITY) {
+            m0 = sk;
+            l0 = t == 0 ? 1.0f : 0.0f;
+        }
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+        row_m[mt][0] = row_m[mt][1] = m0;
+        row_l[mt][0] = row_l[mt][1] = l0;
+    }
 }
 
 /* Online softmax over one key block: new row max m (quad shuffles), p = 2^(...)
@@ -430,11 +562,14 @@ static __device__ __forceinline__ void fwd_pack_p(const float (&acc_s)[MT][2 * K
  * the t == 0 lane of each row. l == 0: no visible key (O = 0, LSE = -inf);
  * l = NaN (a visible NaN score) stays NaN. */
 template <int HD, int MT, int WM, bool BF16, bool NATURAL>
-static __device__ __forceinline__ void fwd_store_o_lse(const fwd_params &p, const float (&acc_o)[MT][HD / 8][4],
+static __device__ __forceinline__ void fwd_store_o_lse(const fwd_params &p, const fwd_seq &sq,
+                                                       const float (&acc_o)[MT][HD / 8][4],
                                                        const float (&row_m)[MT][2], const float (&row_l)[MT][2],
-                                                       uint32_t sO, int m0, int warp, int lane, int b, int h) {
+                                                       uint32_t sO, int m0, int warp, int lane) {
     constexpr int DT = HD / 8, NCH = HD / 8;
-    const int g = lane >> 2, t = lane & 3, Sq = p.seqlen_q;
+    const int g = lane >> 2, t = lane & 3, Sq = sq.sq;
+    // packed (varlen) rows: O row cu_q[b] + i, LSE (h, cu_q[b] + i); dense: batch strides
+    const int64_t lse_b = p.cu_q != NULL ? (int64_t)sq.q_tok0 * p.lse_ss : (int64_t)sq.b * p.lse_sb;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
@@ -455,11 +590,12 @@ static __device__ __forceinline__ void fwd_store_o_lse(const fwd_params &p, cons
                 float lse;
                 if (l == 0.0f) lse = -INFINITY;
                 else lse = (NATURAL ? m : m * p.scale) + logf(l);
-                p.lse[(int64_t)b * p.lse_sb + (int64_t)h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
+                p.lse[lse_b + (int64_t)sq.h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
             }
         }
     __syncwarp();
-    uint16_t *o_base = p.o + (int64_t)b * p.o_sb + (int64_t)h * p.o_sh;
+    uint16_t *o_base = p.o + (p.cu_q != NULL ? (int64_t)sq.q_tok0 * p.o_ss : (int64_t)sq.b * p.o_sb) +
+                       (int64_t)sq.h * p.o_sh;
 #pragma unroll
     for (int it = 0; it < WM * NCH / 32; ++it) {
         const int idx = it * 32 + lane;
@@ -471,6 +607,37 @@ static __device__ __forceinline__ void fwd_store_o_lse(const fwd_params &p, cons
             ptx_st_global16(o_base + (int64_t)i * p.o_ss + c * 8, v);
         }
     }
+}
+
+/* Split-KV epilogue: the unnormalized partials of split z = blockIdx.z for rows i < Sq_b:
+ * acc (fp32, as accumulated), m (the kernel's units) and l (the quad's sum), for
+ * fwd_host.cu's combine, which rescales them exactly as the key loop rescales (one more
+ * rescale per row) and then divides and rounds as fwd_store_o_lse does. */
+template <int HD, int MT, int WM>
+static __device__ __forceinline__ void fwd_store_partial(const fwd_params &p, const fwd_seq &sq, int bh,
+                                                         const float (&acc_o)[MT][HD / 8][4],
+                                                         const float (&row_m)[MT][2], const float (&row_l)[MT][2],
+                                                         int m0, int warp, int lane) {
+    constexpr int DT = HD / 8;
+    const int g = lane >> 2, t = lane & 3;
+    const int64_t row0 = ((int64_t)blockIdx.z * p.bh_total + bh) * p.seqlen_q;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            float l = row_l[mt][hf];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const int i = m0 + warp * WM + mt * 16 + g + hf * 8;
+            if (i >= sq.sq) continue;
+            float *po = p.part_o + (row0 + i) * p.head_dim;
+#pragma unroll
+            for (int dt = 0; dt < DT; ++dt) {
+                const int d = dt * 8 + 2 * t;
+                if (d < p.head_dim) *(float2 *)(po + d) = make_float2(acc_o[mt][dt][hf * 2], acc_o[mt][dt][hf * 2 + 1]);
+            }
+            if (t == 0) *(float2 *)(p.part_ml + (row0 + i) * 2) = make_float2(row_m[mt][hf], l);
+        }
 }
 
 typedef void (*fwd_kernel_fn)(const fwd_params);

@@ -1,7 +1,10 @@
 /* fwd_host.cu: fa_cuda_forward (prefix fwd_): the checks beyond fa_validate_fwd, the tile and
  * kernel choice per call (fwd_tiles.h, the policy of kernels/cuda/testing.h), the launch, and
  * the rare path's NaN/Inf fix-up kernels (after a raised flag: fwd_common.cuh). */
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/fwd/fwd_common.cuh"
@@ -17,7 +20,8 @@ static __device__ __forceinline__ int half_nonfinite(uint32_t h, int bf16) {
     return (h & e) == e;
 }
 
-/* mark[(b * Hkv + hk) * Sk + j] = 1 when the V row (b, j, hk) holds a NaN/Inf, else 0.
+/* mark[(b * Hkv + hk) * Sk + j] = 1 when the V row (b, j, hk) holds a NaN/Inf, else 0
+ * (Sk = p.seqlen_k, the maximum; keys j >= Sk_b of a varlen / paged sequence: 0).
  * One warp per row. */
 __global__ void flash_fwd_mark_nonfinite_v(const fwd_params p, int heads_kv, unsigned char *mark, int bf16) {
     const int64_t rows = (int64_t)(p.bh_total / p.group) * p.seqlen_k;
@@ -26,9 +30,12 @@ __global__ void flash_fwd_mark_nonfinite_v(const fwd_params p, int heads_kv, uns
     if (w >= rows) return;
     const int64_t bk = w / p.seqlen_k;
     const int j = (int)(w % p.seqlen_k), b = (int)(bk / heads_kv), hk = (int)(bk % heads_kv);
-    const uint16_t *vrow = p.v + (int64_t)b * p.v_sb + (int64_t)j * p.v_ss + (int64_t)hk * p.v_sh;
+    const fwd_seq s = fwd_seq_of(p, b * p.heads_q + hk * p.group);
     int any = 0;
-    for (int d = lane; d < p.head_dim; d += 32) any |= half_nonfinite(vrow[d], bf16);
+    if (j < s.sk) {
+        const uint16_t *vrow = fwd_kv_row(s.v_base, p.v_ss, p.v_sb, s.pages, p.page_size, j);
+        for (int d = lane; d < p.head_dim; d += 32) any |= half_nonfinite(vrow[d], bf16);
+    }
     any = __any_sync(0xffffffffu, any);
     if (lane == 0) mark[w] = (unsigned char)any;
 }
@@ -47,9 +54,11 @@ __global__ void flash_fwd_fix_nonfinite_v(const fwd_params p, int heads_kv, cons
     constexpr int COLS = FA_CUDA_MAX_HEAD_DIM / 64;
     for (int64_t r = blockIdx.x; r < nrows; r += gridDim.x) {
         const int bh = (int)(r / p.seqlen_q), i = (int)(r % p.seqlen_q);
-        const int b = bh / p.heads_q, h = bh % p.heads_q, hk = h / p.group;
+        const fwd_seq s = fwd_seq_of(p, bh);
+        const int b = s.b, h = s.h, hk = s.hk;
+        if (i >= s.sq) continue;
         int lo, hi;
-        row_key_range(p, i, &lo, &hi);
+        row_key_range(p, s, i, &lo, &hi);
         const float *mrow = p.mask != NULL
                                 ? p.mask + (int64_t)b * p.mask_sb + (int64_t)h * p.mask_sh + (int64_t)i * p.mask_sq
                                 : NULL;
@@ -60,7 +69,7 @@ __global__ void flash_fwd_fix_nonfinite_v(const fwd_params p, int heads_kv, cons
         for (int j = lo; j <= hi; ++j) {
             if (!mk[j]) continue;
             if (mrow != NULL && mrow[(int64_t)j * p.mask_sk] == -INFINITY) continue;
-            const uint16_t *vrow = p.v + (int64_t)b * p.v_sb + (int64_t)j * p.v_ss + (int64_t)hk * p.v_sh;
+            const uint16_t *vrow = fwd_kv_row(s.v_base, p.v_ss, p.v_sb, s.pages, p.page_size, j);
 #pragma unroll
             for (int c = 0; c < COLS; ++c) {
                 const int d = (int)threadIdx.x + 64 * c;
@@ -71,7 +80,8 @@ __global__ void flash_fwd_fix_nonfinite_v(const fwd_params p, int heads_kv, cons
                 cls[c] |= mant ? 4u : ((v & 0x8000u) ? 2u : 1u);
             }
         }
-        uint16_t *orow = p.o + (int64_t)b * p.o_sb + (int64_t)i * p.o_ss + (int64_t)h * p.o_sh;
+        uint16_t *orow = p.o + (p.cu_q != NULL ? (int64_t)s.q_tok0 * p.o_ss : (int64_t)b * p.o_sb) +
+                         (int64_t)i * p.o_ss + (int64_t)h * p.o_sh;
 #pragma unroll
         for (int c = 0; c < COLS; ++c) {
             const int d = (int)threadIdx.x + 64 * c;
@@ -85,6 +95,71 @@ __global__ void flash_fwd_fix_nonfinite_v(const fwd_params p, int heads_kv, cons
             else res = (uint16_t)((o > 0 ? 0x0000u : 0x8000u) | (bf16 ? 0x7F80u : 0x7C00u));
             orow[d] = res;
         }
+    }
+}
+
+// ----------------------------------------------------------------------------
+// split-KV combine (decode): the partials of fwd_store_partial -> O, LSE
+
+/* One warp per query row (bh, i < Sq_b); every such row is written, also when no split
+ * saw a visible key (m = -inf everywhere: O = 0, LSE = -inf, or the sink's value, which
+ * split 0 carries as m = sink, l = 1). Arithmetic: the key loop's rescale, once per split
+ * in split order: m = max_z m_z, alpha_z = 2^((m_z - m) log2 e) (natural units) or
+ * 2^(m_z scale log2 e - m scale log2 e) (raw q.k units), l = sum_z l_z alpha_z,
+ * acc_d = sum_z acc_zd alpha_z (fp32 RN multiplies and adds); then fwd_store_o_lse's
+ * epilogue: O = RN_dtype(acc_d * (1 / l)), LSE = m (* scale) + logf(l), l == 0: O = 0,
+ * LSE = -inf. */
+__global__ void flash_fwd_combine(const fwd_params p, int natural, int bf16) {
+    constexpr float LOG2E = 1.4426950408889634f;
+    constexpr int PAIRS = FA_CUDA_MAX_HEAD_DIM / 64;  // column pairs per lane: d = 2 lane + 64 c
+    const int64_t nrows = (int64_t)p.bh_total * p.seqlen_q;
+    const int64_t w = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = (int)threadIdx.x % 32;
+    if (w >= nrows) return;
+    const int bh = (int)(w / p.seqlen_q), i = (int)(w % p.seqlen_q);
+    const fwd_seq s = fwd_seq_of(p, bh);
+    if (i >= s.sq) return;
+    const int64_t zstride = (int64_t)p.bh_total * p.seqlen_q;
+    float m = -INFINITY;
+    for (int z = 0; z < p.n_split; ++z) m = fmaxf(m, p.part_ml[(w + z * zstride) * 2]);
+    const float m_scaled = m == -INFINITY ? 0.0f : m * p.scale_log2;
+    float l = 0.0f, acc[PAIRS][2];
+#pragma unroll
+    for (int c = 0; c < PAIRS; ++c) acc[c][0] = acc[c][1] = 0.0f;
+    for (int z = 0; z < p.n_split; ++z) {
+        const int64_t row = w + z * zstride;
+        const float2 ml = *(const float2 *)(p.part_ml + row * 2);
+        const float alpha = m == -INFINITY ? 1.0f
+                            : natural       ? ptx_ex2((ml.x - m) * LOG2E)
+                                            : ptx_ex2(ml.x * p.scale_log2 - m_scaled);
+        l = __fadd_rn(l, __fmul_rn(ml.y, alpha));
+        const float *po = p.part_o + row * p.head_dim;
+#pragma unroll
+        for (int c = 0; c < PAIRS; ++c) {
+            const int d = 2 * lane + 64 * c;
+            if (d < p.head_dim) {
+                const float2 v = *(const float2 *)(po + d);
+                acc[c][0] = __fadd_rn(acc[c][0], __fmul_rn(v.x, alpha));
+                acc[c][1] = __fadd_rn(acc[c][1], __fmul_rn(v.y, alpha));
+            }
+        }
+    }
+    const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+    uint16_t *orow = p.o + (p.cu_q != NULL ? (int64_t)s.q_tok0 * p.o_ss : (int64_t)s.b * p.o_sb) +
+                     (int64_t)i * p.o_ss + (int64_t)s.h * p.o_sh;
+#pragma unroll
+    for (int c = 0; c < PAIRS; ++c) {
+        const int d = 2 * lane + 64 * c;
+        if (d < p.head_dim) {
+            const uint32_t v = bf16 ? ptx_pack2<true>(acc[c][0] * inv, acc[c][1] * inv)
+                                    : ptx_pack2<false>(acc[c][0] * inv, acc[c][1] * inv);
+            *(uint32_t *)(orow + d) = v;
+        }
+    }
+    if (lane == 0) {
+        const float lse = l == 0.0f ? -INFINITY : (natural ? m : m * p.scale) + logf(l);
+        const int64_t lse_b = p.cu_q != NULL ? (int64_t)s.q_tok0 * p.lse_ss : (int64_t)s.b * p.lse_sb;
+        p.lse[lse_b + (int64_t)s.h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
     }
 }
 
@@ -109,7 +184,7 @@ static fa_status fwd_device_error(fa_error *err, cudaError_t e, const char *what
 
 /* The fast path loads and stores 16-byte chunks: every row start must be
  * 16-byte aligned, so the pointer and the batch/seq/head strides must be. */
-static fa_status fwd_check_rows16(const char *name, const void *ptr, const int64_t *st, fa_error *err) {
+static fa_status fwd_check_rows16(const char *name, const void *ptr, const int64_t *st, int packed, fa_error *err) {
     char arg[32];
     if (((uintptr_t)ptr) % 16 != 0) {
         snprintf(arg, sizeof(arg), "%s.ptr", name);
@@ -117,7 +192,7 @@ static fa_status fwd_check_rows16(const char *name, const void *ptr, const int64
                        "%s.ptr (%p) is not 16-byte aligned; the CUDA forward loads 16-byte row chunks, "
                        "so pass a 16-byte-aligned tensor (or use the cpu backend).", name, ptr);
     }
-    for (int d = 0; d < 3; ++d)
+    for (int d = packed ? 1 : 0; d < 3; ++d)  // packed (varlen): stride[0] is ignored
         if (st[d] % 8 != 0) {
             snprintf(arg, sizeof(arg), "%s.stride[%d]", name, d);
             return fa_fail(err, FA_ERR_UNSUPPORTED, arg,
@@ -145,14 +220,58 @@ static fa_status fwd_check_device_ptr(const char *name, const void *ptr, fa_erro
 }
 
 // ----------------------------------------------------------------------------
-// entry point
+// host: the workspace of contract-v3 calls (metadata, split-KV partials)
+
+/* One cached device buffer per device, grown on demand and kept, held under a lock for
+ * the whole call. Dense calls without split-KV use none (and take no lock). The host
+ * int32 metadata (cu_seqlens_q/k, seqused_k, block table) is copied into it with one
+ * cudaMemcpyAsync per call on the call's stream (pageable source: the copy is staged
+ * before cudaMemcpyAsync returns, so the packed host buffer may be freed after it). */
+#define FWD_MAX_DEVICES 64
+static pthread_mutex_t fwd_ws_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *fwd_ws_ptr[FWD_MAX_DEVICES];
+static size_t fwd_ws_size[FWD_MAX_DEVICES];
+
+static size_t fwd_align256(size_t x) { return (x + 255) & ~(size_t)255; }
+
+/* Split-KV for decode (Sq <= fwd_decode_max_sq): key blocks of fwd_decode_bn keys (the decode
+ * tiles, fwd_tiles.h), at least fwd_split_min_blocks blocks per split, so a row's rescales stay
+ * below the profile's max_rescales (33 per 1000 keys): <= 1000/64 + 1000/256 + 1 < 21. Splits
+ * fill about two waves of the SMs (as many CTAs per SM as the occupancy calculator allows). */
+static constexpr int fwd_decode_max_sq = 16;
+static constexpr int fwd_decode_bn = 64;
+static constexpr int fwd_split_min_blocks = 4;
+
+static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev);
 
 extern "C" fa_status fa_cuda_forward_policy(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_error *err) {
     const fa_backend *be = fa_backend_cuda();
     if (be == NULL) return fa_fail(err, FA_ERR_INTERNAL, "backend", "the cuda backend table is missing");
     fa_status st = fa_validate_fwd(a, &be->limits, err);
     if (st != FA_OK) return st;
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return fwd_device_error(err, e, "cudaGetDevice");
+    if (dev < 0 || dev >= FWD_MAX_DEVICES)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "cuda", "device %d: the CUDA forward handles devices 0..%d", dev,
+                       FWD_MAX_DEVICES - 1);
+    // only calls that may use the workspace (metadata, or decode's split-KV) take the lock
+    const int may_use_ws = a->varlen.cu_seqlens_q != NULL || a->varlen.cu_seqlens_k != NULL ||
+                           a->varlen.seqused_k != NULL || a->p.page_size >= 1 || a->p.seqlen_q <= fwd_decode_max_sq;
+    if (!may_use_ws) return fwd_run(a, pol, err, dev);
+    pthread_mutex_lock(&fwd_ws_lock);
+    st = fwd_run(a, pol, err, dev);
+    pthread_mutex_unlock(&fwd_ws_lock);
+    return st;
+}
+
+static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev) {
+    fa_status st;
     const fa_problem *pr = &a->p;
+    const int32_t *cu_q = a->varlen.cu_seqlens_q, *cu_k = a->varlen.cu_seqlens_k, *used_k = a->varlen.seqused_k;
+    const int paged = pr->page_size >= 1;
+    const int softcap = pr->softcap > 0.0f;
+    const int sinks = pr->has_sinks != 0;
 
     if (pr->seqlen_q > FA_CUDA_MAX_SEQLEN || pr->seqlen_k > FA_CUDA_MAX_SEQLEN)
         return fa_fail(err, FA_ERR_UNSUPPORTED, pr->seqlen_q > FA_CUDA_MAX_SEQLEN ? "seqlen_q" : "seqlen_k",
@@ -167,14 +286,20 @@ extern "C" fa_status fa_cuda_forward_policy(const fa_fwd_args *a, const fa_cuda_
         return fa_fail(err, FA_ERR_UNSUPPORTED, "head_dim_qk",
                        "head dims %lld/%lld: the CUDA forward needs Dqk == Dv, a multiple of 8, at most %d.",
                        (long long)pr->head_dim_qk, (long long)pr->head_dim_v, FA_CUDA_MAX_HEAD_DIM);
+    if (paged && (a->paged.block_table == NULL || cu_k != NULL))
+        return fa_fail(err, FA_ERR_INVALID, a->paged.block_table == NULL ? "paged.block_table" : "varlen.cu_seqlens_k",
+                       "page_size %lld needs a block table and no cu_seqlens_k.", (long long)pr->page_size);
+    if (paged && (pr->page_size > INT32_MAX || a->paged.max_pages_per_seq > INT32_MAX))
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "page_size", "page sizes and pages per sequence are int32 in the CUDA forward.");
+    if (sinks && a->sinks == NULL) return fa_fail(err, FA_ERR_INVALID, "sinks", "has_sinks is set but sinks is NULL.");
 
     // nothing to compute: no rows, or no (batch, head) pairs
     if (pr->seqlen_q == 0 || pr->batch == 0 || pr->heads_q == 0) return FA_OK;
 
-    if ((st = fwd_check_rows16("q", a->q.ptr, a->q.stride, err)) != FA_OK) return st;
-    if ((st = fwd_check_rows16("k", a->k.ptr, a->k.stride, err)) != FA_OK) return st;
-    if ((st = fwd_check_rows16("v", a->v.ptr, a->v.stride, err)) != FA_OK) return st;
-    if ((st = fwd_check_rows16("o", a->o.ptr, a->o.stride, err)) != FA_OK) return st;
+    if ((st = fwd_check_rows16("q", a->q.ptr, a->q.stride, cu_q != NULL, err)) != FA_OK) return st;
+    if ((st = fwd_check_rows16("k", a->k.ptr, a->k.stride, cu_k != NULL, err)) != FA_OK) return st;
+    if ((st = fwd_check_rows16("v", a->v.ptr, a->v.stride, cu_k != NULL, err)) != FA_OK) return st;
+    if ((st = fwd_check_rows16("o", a->o.ptr, a->o.stride, cu_q != NULL, err)) != FA_OK) return st;
     if ((st = fwd_check_device_ptr("q.ptr", a->q.ptr, err)) != FA_OK) return st;
     if (pr->seqlen_k > 0) {
         if ((st = fwd_check_device_ptr("k.ptr", a->k.ptr, err)) != FA_OK) return st;
@@ -183,48 +308,58 @@ extern "C" fa_status fa_cuda_forward_policy(const fa_fwd_args *a, const fa_cuda_
     }
     if ((st = fwd_check_device_ptr("o.ptr", a->o.ptr, err)) != FA_OK) return st;
     if ((st = fwd_check_device_ptr("lse.ptr", a->lse.ptr, err)) != FA_OK) return st;
+    if (sinks && (st = fwd_check_device_ptr("sinks", a->sinks, err)) != FA_OK) return st;
 
-    // ---- tile configuration and its shared memory
+    int smem_optin = 0, cc_major = 0, cc_minor = 0, n_sms = 0;
+    cudaError_t e = cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&n_sms, cudaDevAttrMultiProcessorCount, dev);
+    if (e != cudaSuccess) return fwd_device_error(err, e, "cudaDeviceGetAttribute");
+
+    // ---- tile configuration and its shared memory; decode (Sq <= 16): the 64-row family
+    const int decode = pr->seqlen_q <= fwd_decode_max_sq && !pol->fwd_no_decode;
     const fwd_tile *cfg = NULL;
     for (int c = 0; c < FWD_HEAD_DIMS; ++c)
         if (fwd_tiles[0][c].hd >= pr->head_dim_qk) {
             const int upper = (pr->causal != FA_CAUSAL_NONE || pr->window_right >= 0) &&
                               pr->seqlen_q <= fwd_short_causal_seqlen;
             const int fam = pol->fwd_family >= 0 && pol->fwd_family < FWD_FAMILIES ? pol->fwd_family
+                            : decode                                               ? 1
                                                                                    : fwd_family_default[upper][c];
             cfg = &fwd_tiles[fam][c];
+            if (decode && pol->fwd_family < 0 && (cfg->hd == 64 || cfg->hd == 128))
+                cfg = &fwd_decode_tiles[cfg->hd == 128];
             break;
         }
     if (cfg == NULL) return fa_fail(err, FA_ERR_INTERNAL, "head_dim_qk", "no tile configuration");
     const float scale = fa_effective_scale(pr);
-    const int natural = a->mask.ptr != NULL || !(scale > 0.0f);
-
-    int dev = 0, smem_optin = 0, cc_major = 0, cc_minor = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return fwd_device_error(err, e, "cudaGetDevice");
-    e = cudaDeviceGetAttribute(&smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev);
-    if (e == cudaSuccess) e = cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev);
-    if (e != cudaSuccess) return fwd_device_error(err, e, "cudaDeviceGetAttribute");
+    // natural units (scores = fmaf(q.k, scale, mask)): a mask, a scale <= 0, softcap, sinks
+    const int natural = a->mask.ptr != NULL || !(scale > 0.0f) || softcap || sinks;
 
     // the wgmma kernel on sm_90 (its sm_90a code runs there only), else the mma.sync kernels
-    const int use_sm90 = cc_major == 9 && cc_minor == 0 && pol->fwd_sm90 != 0 &&
+    const int use_sm90 = !decode && cc_major == 9 && cc_minor == 0 && pol->fwd_sm90 != 0 &&
                          (cfg->hd == 128 || (cfg->hd == 64 && pol->fwd_sm90 == 1));
     // the warp-specialized kernel at padded head dims 64 and 128 (fwd_sm90_ws.cu; it may decline a call)
-    const int use_ws = cc_major == 9 && cc_minor == 0 && pol->fwd_sm90 != 0 && pol->fwd_ws != 0 &&
+    // dense fixed-length calls only: its tensor maps and tile schedule know no sequences, pages,
+    // softcap, sinks or split-KV
+    const int use_ws = !decode && !cu_q && !cu_k && !used_k && !paged && !softcap && !sinks &&
+                       cc_major == 9 && cc_minor == 0 && pol->fwd_sm90 != 0 && pol->fwd_ws != 0 &&
                        (cfg->hd == 128 || cfg->hd == 64) && (size_t)smem_optin >= fwd_ws_smem_bytes(cfg->hd);
     fwd_kernel_fn kern;
     size_t smem;
-    int launch_bm, launch_threads;
+    int launch_bm, launch_bn, launch_threads;
     if (use_sm90) {
         kern = fwd_sm90_kernel(cfg->hd, pr->dtype == FA_BF16, natural);
         smem = fwd_sm90_smem_bytes(cfg->hd);
         launch_bm = fwd_sm90_bm;
+        launch_bn = fwd_sm90_bn;
         launch_threads = fwd_sm90_threads;
     } else {
         kern = fwd_sm80_kernel(cfg, pr->dtype == FA_BF16, natural);
         smem = fwd_smem_bytes(cfg);
         launch_bm = cfg->bm;
+        launch_bn = cfg->bn;
         launch_threads = cfg->nw * 32;
     }
     if (kern == NULL) return fa_fail(err, FA_ERR_INTERNAL, "head_dim_qk", "no kernel for the tile configuration");
@@ -237,6 +372,7 @@ extern "C" fa_status fa_cuda_forward_policy(const fa_fwd_args *a, const fa_cuda_
 
     // ---- parameters
     fwd_params p;
+    memset(&p, 0, sizeof(p));
     p.q = (const uint16_t *)a->q.ptr;
     p.k = (const uint16_t *)a->k.ptr;
     p.v = (const uint16_t *)a->v.ptr;
@@ -258,20 +394,103 @@ extern "C" fa_status fa_cuda_forward_policy(const fa_fwd_args *a, const fa_cuda_
     p.head_dim = (int)pr->head_dim_qk;
     p.scale = scale;
     p.scale_log2 = (float)((double)p.scale * 1.4426950408889634);
+    if (softcap) {
+        p.softcap = pr->softcap;
+        p.softcap_scale = scale / pr->softcap;  // fp32 RN
+    }
+    p.sinks = sinks ? a->sinks : NULL;
 
-    // visibility: diag(i) = i + diag_off; windows larger than Sq + Sk are unbounded in effect
+    // visibility: diag(i) = i + diag_off, diag_off = Sk_b - Sq_b (bottom-right) or 0, per
+    // sequence in the kernel (fwd_seq_of); windows larger than Sq + Sk are unbounded in effect
     const int64_t Sq = pr->seqlen_q, Sk = pr->seqlen_k, wcap = Sq + Sk + 1;
-    const int br = pr->causal == FA_CAUSAL_BOTTOM_RIGHT ||
-                   (pr->causal == FA_CAUSAL_NONE && pr->window_align == FA_ALIGN_BOTTOM_RIGHT);
-    const int64_t diag_off = br ? Sk - Sq : 0;
+    p.diag_br = pr->causal == FA_CAUSAL_BOTTOM_RIGHT ||
+                (pr->causal == FA_CAUSAL_NONE && pr->window_align == FA_ALIGN_BOTTOM_RIGHT);
     const int64_t wl = pr->window_left < 0 ? -1 : (pr->window_left > wcap ? wcap : pr->window_left);
     const int64_t wr = pr->window_right < 0 ? -1 : (pr->window_right > wcap ? wcap : pr->window_right);
     const int causal = pr->causal != FA_CAUSAL_NONE;
     p.has_hi = causal || wr >= 0;
-    p.hi_off = diag_off + (causal ? 0 : wr);  // with causal, a right window >= 0 changes nothing
+    p.hi_rel = causal ? 0 : wr;  // with causal, a right window >= 0 changes nothing
     p.has_lo = wl >= 0;
-    p.lo_off = diag_off - (wl >= 0 ? wl : 0);
+    p.lo_rel = -(wl >= 0 ? wl : 0);
     p.reverse_m = p.has_hi;
+
+    // ---- split-KV (decode): how many splits, and the workspace they need
+    const int64_t m_blocks = (Sq + launch_bm - 1) / launch_bm;
+    const int64_t n_blocks = (Sk + launch_bn - 1) / launch_bn;
+    const int64_t ctas = m_blocks * (int64_t)p.bh_total;
+    int per_sm = 1;
+    if (decode && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)kern, launch_threads, smem) !=
+                      cudaSuccess) {
+        cudaGetLastError();
+        per_sm = 1;
+    }
+    const int64_t slots = (int64_t)(per_sm > 0 ? per_sm : 1) * n_sms;
+    int n_split = 0, bps = 0;
+    if (decode && !use_sm90 && launch_bn == fwd_decode_bn && ctas < 2 * slots &&
+        n_blocks >= 2 * fwd_split_min_blocks) {
+        int64_t want = (2 * slots + ctas - 1) / ctas;
+        int64_t most = n_blocks / fwd_split_min_blocks;
+        if (want > most) want = most;
+        if (want > 256) want = 256;
+        bps = (int)((n_blocks + want - 1) / want);
+        n_split = (int)((n_blocks + bps - 1) / bps);
+        if (n_split < 2) n_split = bps = 0;
+    }
+    const int64_t B = pr->batch;
+    const size_t meta_ints = (cu_q ? (size_t)(B + 1) : 0) + (cu_k ? (size_t)(B + 1) : 0) + (used_k ? (size_t)B : 0) +
+                             (paged ? (size_t)((B - 1) * a->paged.table_stride + a->paged.max_pages_per_seq) : 0);
+    const size_t part_rows = n_split ? (size_t)n_split * (size_t)p.bh_total * (size_t)Sq : 0;
+    const size_t ws_bytes = fwd_align256(meta_ints * 4) + fwd_align256(part_rows * (size_t)p.head_dim * 4) +
+                            fwd_align256(part_rows * 8);
+    cudaStream_t stream = (cudaStream_t)a->stream;
+    if (ws_bytes > 0) {
+        if (fwd_ws_size[dev] < ws_bytes) {
+            if (fwd_ws_ptr[dev] != NULL) {
+                e = cudaDeviceSynchronize();  // no call of this process still uses it (we hold the lock)
+                if (e == cudaSuccess) e = cudaFree(fwd_ws_ptr[dev]);
+                fwd_ws_ptr[dev] = NULL;
+                fwd_ws_size[dev] = 0;
+                if (e != cudaSuccess) return fwd_device_error(err, e, "cudaFree (forward workspace)");
+            }
+            e = cudaMalloc(&fwd_ws_ptr[dev], ws_bytes);
+            if (e != cudaSuccess) {
+                cudaGetLastError();
+                fwd_ws_ptr[dev] = NULL;
+                return fa_fail(err, FA_ERR_NOMEM, "", "the forward needs %zu bytes of device workspace: %s", ws_bytes,
+                               cudaGetErrorString(e));
+            }
+            fwd_ws_size[dev] = ws_bytes;
+        }
+        unsigned char *ws = (unsigned char *)fwd_ws_ptr[dev];
+        if (meta_ints > 0) {
+            int32_t *host = (int32_t *)malloc(meta_ints * 4);
+            if (host == NULL) return fa_fail(err, FA_ERR_NOMEM, "", "no host memory for the metadata copy");
+            int32_t *dptr = (int32_t *)ws;
+            size_t at = 0;
+            if (cu_q) { memcpy(host + at, cu_q, (size_t)(B + 1) * 4); p.cu_q = dptr + at; at += (size_t)(B + 1); }
+            if (cu_k) { memcpy(host + at, cu_k, (size_t)(B + 1) * 4); p.cu_k = dptr + at; at += (size_t)(B + 1); }
+            if (used_k) { memcpy(host + at, used_k, (size_t)B * 4); p.used_k = dptr + at; at += (size_t)B; }
+            if (paged) {
+                const size_t n = (size_t)((B - 1) * a->paged.table_stride + a->paged.max_pages_per_seq);
+                memcpy(host + at, a->paged.block_table, n * 4);
+                p.block_table = dptr + at;
+                at += n;
+            }
+            e = cudaMemcpyAsync(ws, host, meta_ints * 4, cudaMemcpyHostToDevice, stream);
+            free(host);  // pageable source: staged before cudaMemcpyAsync returns
+            if (e != cudaSuccess) return fwd_device_error(err, e, "cudaMemcpyAsync (varlen / paged metadata)");
+        }
+        if (paged) {
+            p.table_stride = a->paged.table_stride;
+            p.page_size = (int)pr->page_size;
+        }
+        if (n_split) {
+            p.n_split = n_split;
+            p.blocks_per_split = bps;
+            p.part_o = (float *)(ws + fwd_align256(meta_ints * 4));
+            p.part_ml = (float *)(ws + fwd_align256(meta_ints * 4) + fwd_align256(part_rows * (size_t)p.head_dim * 4));
+        }
+    }
 
     // ---- the NaN/Inf flag: pinned host memory the kernel writes through its
     // mapping (no device work on the common path), one per host thread (calls on
@@ -288,16 +507,20 @@ extern "C" fa_status fa_cuda_forward_policy(const fa_fwd_args *a, const fa_cuda_
     e = cudaHostGetDevicePointer((void **)&p.nonfinite_flag, nonfinite_flag_host, 0);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaHostGetDevicePointer (non-finite flag)");
 
-    // ---- launch
-    const int64_t m_blocks = (Sq + launch_bm - 1) / launch_bm;
-    dim3 grid((unsigned)m_blocks, (unsigned)(p.bh_total < 65535 ? p.bh_total : 65535), 1);
+    // ---- launch (and, with split-KV, the combine)
+    dim3 grid((unsigned)m_blocks, (unsigned)(p.bh_total < 65535 ? p.bh_total : 65535), (unsigned)(n_split ? n_split : 1));
     dim3 block((unsigned)launch_threads, 1, 1);
-    cudaStream_t stream = (cudaStream_t)a->stream;
     if (!use_ws || fwd_ws_launch(&p, cfg->hd, pr->dtype == FA_BF16, natural, stream, &e) != 0) {
         kern<<<grid, block, smem, stream>>>(p);
         e = cudaGetLastError();
     }
     if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_kernel launch");
+    if (n_split) {
+        const int64_t rows = (int64_t)p.bh_total * Sq;
+        flash_fwd_combine<<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(p, natural, pr->dtype == FA_BF16);
+        e = cudaGetLastError();
+        if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_combine launch");
+    }
     e = cudaStreamSynchronize(stream);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaStreamSynchronize after flash_fwd_kernel");
 

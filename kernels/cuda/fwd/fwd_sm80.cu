@@ -9,7 +9,7 @@
  * (H100: 227 KB per SM for blocks), at most 3; two for 32 rows per warp (255
  * registers for the 128-float O accumulator), one for 8-warp CTAs. */
 static constexpr int fwd_min_blocks(int hd, int bm, int bn, int nw) {
-    return nw == 8 ? 1 : (bm / nw == 32 ? 2 : ((232448 / ((bm + 4 * bn) * hd * 2)) >= 3 ? 3 : ((232448 / ((bm + 4 * bn) * hd * 2)) >= 2 ? 2 : 1)));
+    return nw == 1 ? 3 : nw == 8 ? 1 : (bm / nw == 32 ? 2 : ((232448 / ((bm + 4 * bn) * hd * 2)) >= 3 ? 3 : ((232448 / ((bm + 4 * bn) * hd * 2)) >= 2 ? 2 : 1)));
 }
 
 template <int HD, int BM, int BN, int NW, bool BF16, bool NATURAL>
@@ -34,14 +34,15 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
     const int g = lane >> 2, t = lane & 3;  // mma fragment row group, thread in group
     const int mb = p.reverse_m ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     const int m0 = mb * BM;
-    const int Sq = p.seqlen_q, Sk = p.seqlen_k;
     constexpr bool natural = NATURAL;  // additive mask or scale <= 0: natural units
 
     for (int bh = blockIdx.y; bh < p.bh_total; bh += gridDim.y) {
         // ---- this (batch, head): slices of Q, K, V (GQA) and the key range of the query block
         const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
-        const int b = w.b, h = w.h;
-        const uint16_t *q_base = w.q_base, *k_base = w.k_base, *v_base = w.v_base;
+        if (!w.active) continue;  // CTA-uniform: a varlen sequence with fewer rows than the grid
+        const fwd_seq &sq = w.s;
+        const int Sq = sq.sq;
+        const uint16_t *q_base = sq.q_base, *k_base = sq.k_base, *v_base = sq.v_base;
         const int kv_lo = w.kv_lo, kv_hi = w.kv_hi, n_begin = w.n_begin, n_end = w.n_end;
         const int64_t hi_first = w.hi_first, lo_last = w.lo_last;
 
@@ -49,9 +50,11 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
         load_tile<BM, HD, THREADS>(sQ, q_base, p.q_ss, m0, 0, Sq, p.head_dim);
         ptx_cp_commit();
         if (n_end > n_begin) {
-            load_tile<BN, HD, THREADS>(sK0, k_base, p.k_ss, (n_end - 1) * BN, kv_lo, kv_hi, p.head_dim);
+            load_kv_tile<BN, HD, THREADS>(sK0, k_base, p.k_ss, p.k_sb, sq.pages, p.page_size, (n_end - 1) * BN, kv_lo,
+                                          kv_hi, p.head_dim);
             ptx_cp_commit();
-            load_tile<BN, HD, THREADS>(sV0, v_base, p.v_ss, (n_end - 1) * BN, kv_lo, kv_hi, p.head_dim);
+            load_kv_tile<BN, HD, THREADS>(sV0, v_base, p.v_ss, p.v_sb, sq.pages, p.page_size, (n_end - 1) * BN, kv_lo,
+                                          kv_hi, p.head_dim);
             ptx_cp_commit();
         }
 
@@ -63,9 +66,8 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
             for (int dt = 0; dt < DT; ++dt)
 #pragma unroll
                 for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] = 0.0f;
-            row_m[mt][0] = row_m[mt][1] = -INFINITY;
-            row_l[mt][0] = row_l[mt][1] = 0.0f;
         }
+        fwd_init_rows<MT>(p, sq.h, t, row_m, row_l);
 
         // ---- main loop over key blocks, from the last to the first
         int stage = 0;
@@ -75,7 +77,7 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
             // boundary block: some key of it hidden from some row of the CTA
             // (diagonal, window edge, tail, additive mask): needs the element mask
             const bool boundary = natural || (int64_t)n * BN + BN - 1 > hi_first || (int64_t)n * BN < lo_last ||
-                                  n * BN + BN > Sk;
+                                  n * BN + BN > sq.sk;
             // One barrier: K(n) is visible to all, and every warp has finished the
             // previous iteration, so its stage (the other one) may be refilled now.
             if (boundary) {
@@ -94,9 +96,11 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
             }
             if (prefetch) {
                 const uint32_t off = (stage ^ 1) * KV_STAGE_BYTES;
-                load_tile<BN, HD, THREADS>(sK0 + off, k_base, p.k_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
+                load_kv_tile<BN, HD, THREADS>(sK0 + off, k_base, p.k_ss, p.k_sb, sq.pages, p.page_size, (n - 1) * BN,
+                                              kv_lo, kv_hi, p.head_dim);
                 ptx_cp_commit();
-                load_tile<BN, HD, THREADS>(sV0 + off, v_base, p.v_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
+                load_kv_tile<BN, HD, THREADS>(sV0 + off, v_base, p.v_ss, p.v_sb, sq.pages, p.page_size, (n - 1) * BN,
+                                              kv_lo, kv_hi, p.head_dim);
                 ptx_cp_commit();
             }
 
@@ -134,8 +138,8 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
             // ---- scores: element mask where needed (tail, diagonal, window, additive mask)
             // (the same test as `boundary`, recomputed: one register less across Q K^T)
             const int key0 = (int)opaque((uint32_t)n) * BN;
-            if (NATURAL || (int64_t)key0 + BN - 1 > hi_first || (int64_t)key0 < lo_last || key0 + BN > Sk)
-                fwd_mask_scores<MT, NT, NATURAL>(p, acc_s, m0 + warp * WM + g, key0 + 2 * t, b, h);
+            if (NATURAL || (int64_t)key0 + BN - 1 > hi_first || (int64_t)key0 < lo_last || key0 + BN > sq.sk)
+                fwd_mask_scores<MT, NT, NATURAL>(p, sq, acc_s, m0 + warp * WM + g, key0 + 2 * t);
 
             // ---- online softmax: new row max, rescale O and l, p = 2^(...)
             fwd_softmax_step<MT, NT, DT, NATURAL>(p, acc_s, row_m, row_l, acc_o);
@@ -166,7 +170,8 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
         __syncthreads();
 
         // ---- epilogue: O / l rounded to the dtype, staged in this warp's Q rows, then stored
-        fwd_store_o_lse<HD, MT, WM, BF16, NATURAL>(p, acc_o, row_m, row_l, sQ, m0, warp, lane, b, h);
+        if (p.n_split > 0) fwd_store_partial<HD, MT, WM>(p, sq, bh, acc_o, row_m, row_l, m0, warp, lane);
+        else fwd_store_o_lse<HD, MT, WM, BF16, NATURAL>(p, sq, acc_o, row_m, row_l, sQ, m0, warp, lane);
         __syncthreads();  // smem is reused by the next (batch, head) of this CTA
     }
 }
@@ -182,6 +187,13 @@ static fwd_kernel_fn pick_variant(int bf16, int natural) {
 
 /* The kernel for tile c (a row of fwd_tiles), NULL for a tile without one. */
 fwd_kernel_fn fwd_sm80_kernel(const fwd_tile *c, int bf16, int natural) {
+    if (c->bm == 16 && c->bn == 64 && c->nw == 1) {  // fwd_decode_tiles
+        switch (c->hd) {
+        case 64: return pick_variant<64, 16, 64, 1>(bf16, natural);
+        case 128: return pick_variant<128, 16, 64, 1>(bf16, natural);
+        }
+        return NULL;
+    }
     if (c->bm == 128 && c->bn == 32 && c->nw == 4) {
         switch (c->hd) {
         case 64: return pick_variant<64, 128, 32, 4>(bf16, natural);

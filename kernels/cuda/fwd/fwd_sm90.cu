@@ -37,21 +37,24 @@ __global__ void __launch_bounds__(fwd_sm90_threads, fwd_sm90_minb) flash_fwd_sm9
     const int g = lane >> 2, t = lane & 3, wg = warp >> 2;
     const int mb = p.reverse_m ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     const int m0 = mb * BM;
-    const int Sq = p.seqlen_q, Sk = p.seqlen_k;
 
     for (int bh = blockIdx.y; bh < p.bh_total; bh += gridDim.y) {
         // ---- this (batch, head): slices of Q, K, V (GQA) and the key range of the query block
         const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
-        const int b = w.b, h = w.h;
-        const uint16_t *q_base = w.q_base, *k_base = w.k_base, *v_base = w.v_base;
+        if (!w.active) continue;  // CTA-uniform: a varlen sequence with fewer rows than the grid
+        const fwd_seq &sq = w.s;
+        const int Sq = sq.sq;
+        const uint16_t *q_base = sq.q_base, *k_base = sq.k_base, *v_base = sq.v_base;
         const int kv_lo = w.kv_lo, kv_hi = w.kv_hi, n_begin = w.n_begin, n_end = w.n_end;
         const int64_t hi_first = w.hi_first, lo_last = w.lo_last;
 
         // ---- issue loads: Q and K/V of the last visible block, one group
         load_tile<BM, HD, THREADS, true>(sQ, q_base, p.q_ss, m0, 0, Sq, p.head_dim);
         if (n_end > n_begin) {
-            load_tile<BN, HD, THREADS, true>(sK0, k_base, p.k_ss, (n_end - 1) * BN, kv_lo, kv_hi, p.head_dim);
-            load_tile<BN, HD, THREADS, true>(sV0, v_base, p.v_ss, (n_end - 1) * BN, kv_lo, kv_hi, p.head_dim);
+            load_kv_tile<BN, HD, THREADS, true>(sK0, k_base, p.k_ss, p.k_sb, sq.pages, p.page_size, (n_end - 1) * BN,
+                                                kv_lo, kv_hi, p.head_dim);
+            load_kv_tile<BN, HD, THREADS, true>(sV0, v_base, p.v_ss, p.v_sb, sq.pages, p.page_size, (n_end - 1) * BN,
+                                                kv_lo, kv_hi, p.head_dim);
         }
         ptx_cp_commit();
 
@@ -61,8 +64,7 @@ __global__ void __launch_bounds__(fwd_sm90_threads, fwd_sm90_minb) flash_fwd_sm9
         for (int dt = 0; dt < DT; ++dt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) acc_o[0][dt][e] = 0.0f;
-        row_m[0][0] = row_m[0][1] = -INFINITY;
-        row_l[0][0] = row_l[0][1] = 0.0f;
+        fwd_init_rows<MT>(p, sq.h, t, row_m, row_l);
 
         // ---- main loop over key blocks, from the last to the first
         int stage = 0;
@@ -71,7 +73,7 @@ __global__ void __launch_bounds__(fwd_sm90_threads, fwd_sm90_minb) flash_fwd_sm9
             const bool prefetch = n - 1 >= n_begin;
             const int key0 = n * BN;
             const bool boundary = NATURAL || (int64_t)key0 + BN - 1 > hi_first || (int64_t)key0 < lo_last ||
-                                  key0 + BN > Sk;
+                                  key0 + BN > sq.sk;
             ptx_cp_wait<0>();  // this thread's copies of K(n), V(n) (and Q) landed
             // NaN/Inf guard of V(n) in boundary blocks (see the sm_80 kernel)
             const uint32_t hit = boundary ? sanitize_own_chunks<BN, HD, THREADS, BF16, true>(sV) : 0u;
@@ -83,8 +85,10 @@ __global__ void __launch_bounds__(fwd_sm90_threads, fwd_sm90_minb) flash_fwd_sm9
             }
             if (prefetch) {
                 const uint32_t off = (stage ^ 1) * KV_STAGE_BYTES;
-                load_tile<BN, HD, THREADS, true>(sK0 + off, k_base, p.k_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
-                load_tile<BN, HD, THREADS, true>(sV0 + off, v_base, p.v_ss, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
+                load_kv_tile<BN, HD, THREADS, true>(sK0 + off, k_base, p.k_ss, p.k_sb, sq.pages, p.page_size,
+                                                    (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
+                load_kv_tile<BN, HD, THREADS, true>(sV0 + off, v_base, p.v_ss, p.v_sb, sq.pages, p.page_size,
+                                                    (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
                 ptx_cp_commit();
             }
 
@@ -102,7 +106,7 @@ __global__ void __launch_bounds__(fwd_sm90_threads, fwd_sm90_minb) flash_fwd_sm9
             gmma_fence_operands(acc_s[0]);
 
             // ---- scores -> P (the shared code of both kernels)
-            if (boundary) fwd_mask_scores<MT, NT, NATURAL>(p, acc_s, m0 + warp * WM + g, key0 + 2 * t, b, h);
+            if (boundary) fwd_mask_scores<MT, NT, NATURAL>(p, sq, acc_s, m0 + warp * WM + g, key0 + 2 * t);
             fwd_softmax_step<MT, NT, DT, NATURAL>(p, acc_s, row_m, row_l, acc_o);
             uint32_t pa[MT][KP][4];
             fwd_pack_p<MT, KP, BF16>(acc_s, pa);
@@ -120,7 +124,8 @@ __global__ void __launch_bounds__(fwd_sm90_threads, fwd_sm90_minb) flash_fwd_sm9
         __syncthreads();
 
         // ---- epilogue (staged in the Q tile's bytes, sm_80 layout: only this warp's rows)
-        fwd_store_o_lse<HD, MT, WM, BF16, NATURAL>(p, acc_o, row_m, row_l, sQ, m0, warp, lane, b, h);
+        if (p.n_split > 0) fwd_store_partial<HD, MT, WM>(p, sq, bh, acc_o, row_m, row_l, m0, warp, lane);
+        else fwd_store_o_lse<HD, MT, WM, BF16, NATURAL>(p, sq, acc_o, row_m, row_l, sQ, m0, warp, lane);
         __syncthreads();  // smem is reused by the next (batch, head) of this CTA
     }
 #else

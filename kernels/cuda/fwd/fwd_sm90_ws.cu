@@ -118,7 +118,7 @@ static __device__ __forceinline__ void fwd_ws_scores_to_p(const fwd_params &p, c
                                                           float (&acc_s)[1][NT][4], float (&row_m)[1][2],
                                                           float (&row_l)[1][2], float (&acc_o)[1][DT][4],
                                                           uint32_t (&pa)[1][KP][4], int key0, int Sk, int row_g, int t) {
-    if (fwd_ws_boundary<NATURAL>(w, key0, Sk)) fwd_mask_scores<1, NT, NATURAL>(p, acc_s, row_g, key0 + 2 * t, w.b, w.h);
+    if (fwd_ws_boundary<NATURAL>(w, key0, Sk)) fwd_mask_scores<1, NT, NATURAL>(p, w.s, acc_s, row_g, key0 + 2 * t);
     fwd_softmax_step<1, NT, DT, NATURAL>(p, acc_s, row_m, row_l, acc_o);
     fwd_pack_p<1, KP, BF16>(acc_s, pa);
 }
@@ -182,13 +182,13 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
             int m0, bh;
             fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
             const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
-            const int hk = w.h / p.group;
+            const int hk = w.s.h / p.group;
             if (lane == 0) {
                 gmma_mbar_wait(b_qempty, (tile & 1u) ^ 1u);  // the previous tile's Q reads are done
                 gmma_mbar_arrive_tx(b_qfull, Q_BYTES);
 #pragma unroll
                 for (int cb = 0; cb < CB; ++cb)
-                    gmma_tma_load4(sQ + cb * BM * 128, &maps.q, b_qfull, cb * 64, m0, w.h, w.b);
+                    gmma_tma_load4(sQ + cb * BM * 128, &maps.q, b_qfull, cb * 64, m0, w.s.h, w.s.b);
             }
             for (int n = w.n_end - 1; n >= w.n_begin; --n, ++it) {
                 const uint32_t s = it % ST, ph = (it / ST) & 1u;
@@ -200,13 +200,13 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
                     gmma_mbar_arrive_tx(b_kfull + 8 * s, KV_BYTES);
 #pragma unroll
                     for (int cb = 0; cb < CB; ++cb)
-                        gmma_tma_load4(sK + cb * BN * 128, &maps.k, b_kfull + 8 * s, cb * 64, key0, hk, w.b);
+                        gmma_tma_load4(sK + cb * BN * 128, &maps.k, b_kfull + 8 * s, cb * 64, key0, hk, w.s.b);
                     gmma_mbar_wait(b_vempty + 8 * s, ph ^ 1u);
                     const uint32_t bv = boundary ? b_vland : b_vfull + 8 * s;
                     gmma_mbar_arrive_tx(bv, KV_BYTES);
 #pragma unroll
                     for (int cb = 0; cb < CB; ++cb)
-                        gmma_tma_load4(sV + cb * BN * 128, &maps.v, bv, cb * 64, key0, hk, w.b);
+                        gmma_tma_load4(sV + cb * BN * 128, &maps.v, bv, cb * 64, key0, hk, w.s.b);
                 }
                 if (boundary) {
                     // the V guard: scan the landed stage before the consumers may read it
@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
                 // acc_o is rescaled by the same products once the P V product is complete
                 float alpha[1][1][4] = {{{1.0f, 1.0f, 1.0f, 1.0f}}};
                 if (fwd_ws_boundary<NATURAL>(w, n * BN, Sk))
-                    fwd_mask_scores<1, NT, NATURAL>(p, acc_s, m0 + cw * 16 + g, n * BN + 2 * t, w.b, w.h);
+                    fwd_mask_scores<1, NT, NATURAL>(p, w.s, acc_s, m0 + cw * 16 + g, n * BN + 2 * t);
                 fwd_softmax_step<1, NT, 1, NATURAL>(p, acc_s, row_m, row_l, alpha);
                 gmma_wait<0>();
                 gmma_fence_operands(acc_o[0]);
@@ -333,7 +333,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
         if (lane == 0) gmma_mbar_arrive(b_qempty);
 
         // ---- epilogue: this warp's 16 rows, staged in its own rows of the O tile
-        fwd_store_o_lse<HD, 1, 16, BF16, NATURAL>(p, acc_o, row_m, row_l, sO, m0, cw, lane, w.b, w.h);
+        fwd_store_o_lse<HD, 1, 16, BF16, NATURAL>(p, w.s, acc_o, row_m, row_l, sO, m0, cw, lane);
     }
     if (cwg == 0) gmma_bar_sync(1, 256);  // warpgroup 1's last arrival on barrier 1
 #else
