@@ -25,6 +25,7 @@ BACKEND_SRCS = [
     "fwd/fwd_host.cu",
     "fwd/fwd_sm80.cu",
     "fwd/fwd_sm90.cu",
+    "fwd/fwd_sm90_ws.cu",
 ]
 
 # Everything a backend .cu may include, relative to the workspace root.
@@ -38,6 +39,7 @@ BACKEND_HDRS = [
     "//kernels/cuda:common/ptx.h",
     "//kernels/cuda:fwd/fwd_common.cuh",
     "//kernels/cuda:fwd/fwd_tiles.h",
+    "//kernels/cuda:fwd/fwd_ws.h",
 ]
 
 GPU = ["@local_gpu//:present"]
