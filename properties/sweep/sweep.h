@@ -140,11 +140,12 @@ int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t
 
 /* Run entries in process, one after another (a driver without worker processes: the GPU
  * cc_tests): entries whose category is not `only` (>= 0) are left out. Prints one line per entry
- * to log ("ok   LABEL: ..." or "FAIL LABEL: why") and a table per category with its wall time;
- * fills tally (per category, may be NULL). Returns the number of entries that did not meet
- * their expectation (fc_sweep_met). */
+ * to log ("ok   LABEL: ...", "FAIL LABEL: why", or "skip LABEL: why" for a BASE entry the
+ * backend declined or that could not be judged: skipped, as in `flashcheck certify`) and a table
+ * per category with its wall time; fills tally (per category, may be NULL). Returns the number
+ * of entries that did not meet their expectation (fc_sweep_met), skipped BASE entries excluded. */
 typedef struct {
-    int64_t ran, failed;
+    int64_t ran, failed, skipped;
     double seconds;
 } fc_sweep_tally;
 int64_t fc_sweep_run(const fa_backend *be, const fc_sweep_entry *e, int64_t n, int only, FILE *log,
