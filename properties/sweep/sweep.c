@@ -218,6 +218,20 @@ static void build_base_v3(sweep_list *s) {
         fc_case d = v3_paged_case(k, bwd);
         add_v3(s, FC_SWEEP_PAGED, &d, -1);
     }
+    /* long keys at head dim 128 (in --quick too): a packed batch whose sequences run several
+       interior key blocks (every key visible to every row of a 128-row query tile) through a
+       kernel's K/V pipeline; a missing barrier between consuming a stage and refilling it, a
+       wrong block offset or a dropped ragged tail shows there under --stress, and not in the
+       short cases above (on the CUDA backend: the Hopper wgmma kernel, which takes the packed
+       calls). Forward only: the pipelines it aims at are the forward's; it costs little on a
+       host backend. */
+    {
+        static const int64_t lq[] = { 300, 700, 450, -1 };
+        fc_case c = base_case(1, 1, 1, 4, 2, 128, 0);
+        v3_set_seqs(&c, lq, lq, NULL);
+        c.p.dtype = FA_BF16;
+        add_v3(s, FC_SWEEP_VARLEN, &c, -1);
+    }
     static const float caps[] = { 30.0f, 5.0f, 50.0f, 1.0f };
     for (int k = 0; k < 4; k++) {
         if (quick && k % 2) continue;
@@ -257,6 +271,13 @@ static void build_base(sweep_list *s) {
         add_base(s, FC_SWEEP_SHAPES, &c, -1);
     }
     { fc_case c = base_case(2, 65, 97, 2, 1, 64, bwd); c.p.head_dim_v = 32; add_base(s, FC_SWEEP_SHAPES, &c, -1); }
+    /* long keys (in --quick too): 8 key blocks of 128 with a ragged last one (1000 = 7 * 128 +
+       104), no mask, at head dims 128 and 64: the dense calls' K/V pipelines (on an H100 the
+       warp-specialized kernel's TMA ring) run many stages, where a stage released before its
+       reads complete, a wrong V block offset or a dropped ragged tail shows (with --stress: at
+       many CTAs under load). Forward only: the pipelines it aims at are the forward's. */
+    { fc_case c = base_case(1, 1000, 1000, 8, 2, 128, 0); c.p.dtype = FA_BF16; add_base(s, FC_SWEEP_SHAPES, &c, -1); }
+    { fc_case c = base_case(1, 640, 1000, 2, 2, 64, 0); add_base(s, FC_SWEEP_SHAPES, &c, -1); }
     /* causal */
     static const int64_t cs[][2] = { { 64, 64 }, { 65, 129 }, { 129, 65 }, { 1, 200 }, { 200, 1 }, { 127, 256 } };
     for (int m = 1; m <= 2; m++)
