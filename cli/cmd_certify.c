@@ -64,9 +64,10 @@ static const char *certify_help =
     "  --sanitizer         run compute-sanitizer passes (CUDA backends; compute-sanitizer on PATH)\n"
     "  --timeout SEC       per-case watchdog (default 300, at least 1)\n"
     "  --quiet             no progress line (there is none when stderr is not a terminal)\n"
-    "  --stress N          stress mode (N >= 2 runs): every sweep case that passes is also run N times at a\n"
-    "                      size with many CTAs under a concurrent device load and compared bitwise and with the\n"
-    "                      oracle (properties/check/check.h \"stress\"); the fuzz step likewise\n"
+    "  --stress N          stress mode (N >= 2 runs): every sweep case with a pipeline of more than two\n"
+    "                      blocks (seqlen_k > 256, or seqlen_q > 256 with a backward) that passes is also run N\n"
+    "                      times at a size with many CTAs under a concurrent device load and compared bitwise and\n"
+    "                      with the oracle (properties/check/check.h \"stress\"); the fuzz step likewise\n"
     "  --profile NAME      judge by the named precision preset (tensorcore, fp32, torch-flash, torch-efficient,\n"
     "                      torch-cudnn, torch-math, torch-math-lowp) instead of the backend's profile\n"
     "\n"
@@ -201,7 +202,8 @@ static int build_sweep(certify_ctx *x, int quick)
         x->jobs[i].prop = x->entries[i].prop;
         /* --stress N rides on the determinism value (fz_run.h); entries without the re-run (the
            > 2^31-element calls) keep none */
-        x->jobs[i].determinism = x->stress && x->entries[i].determinism ? x->stress : x->entries[i].determinism;
+        x->jobs[i].determinism = x->stress && x->entries[i].determinism && fc_stress_applies(&x->entries[i].c)
+                                     ? x->stress : x->entries[i].determinism;
         x->job_cat[i] = x->entries[i].category;
     }
     x->njobs = n;

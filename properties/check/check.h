@@ -330,6 +330,13 @@ int64_t fc_case_work(const fc_case *c);
  * Returns the new batch (c's own when it cannot grow). */
 int64_t fc_stress_case(const fc_case *c, fc_case *out);
 
+/* 1 when a stress re-run of c can show what its own runs cannot: its kernels run a pipeline of
+ * more than two blocks of 128 (seqlen_k > 256: the forward's K/V stages, the backward's dQ
+ * accumulation over key blocks; with a backward also seqlen_q > 256: the dK/dV loop over query
+ * blocks). With one or two blocks there is no stage refilled while another is read; such a
+ * case keeps its determinism re-run. certify --stress re-runs only these entries. */
+int fc_stress_applies(const fc_case *c);
+
 /* A load beside the runs under test: for a CUDA backend a thread with its own non-blocking
  * stream that holds a quarter of the free device memory (at most 2 GiB: memory pressure) and
  * copies it device to device without pause (bandwidth and SM contention); for a host backend a

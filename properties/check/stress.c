@@ -48,6 +48,10 @@ int64_t fc_stress_case(const fc_case *c, fc_case *out) {
     return want;
 }
 
+int fc_stress_applies(const fc_case *c) {
+    return c->p.seqlen_k > 256 || (c->backward && c->p.seqlen_q > 256);
+}
+
 /* ---------------------------------------------------------------------------
  * The load
  * ------------------------------------------------------------------------- */

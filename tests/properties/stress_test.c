@@ -55,6 +55,16 @@ static fc_outcome check(const char *mutant, const fc_case *c, int stress, fc_ver
 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    /* which cases stress re-runs: a pipeline of more than two 128-blocks */
+    {
+        fc_case a = parse("shape = 1 64 257 2 1 16 16\nbackward = 0\nseed = 1\n");
+        fc_case b2 = parse("shape = 1 64 256 2 1 16 16\nbackward = 1\nseed = 1\n");
+        fc_case q = parse("shape = 1 300 64 2 1 16 16\nbackward = 1\nseed = 1\n");
+        fc_case qf = parse("shape = 1 300 64 2 1 16 16\nbackward = 0\nseed = 1\n");
+        EXPECT(fc_stress_applies(&a) && !fc_stress_applies(&b2) && fc_stress_applies(&q) && !fc_stress_applies(&qf),
+               "fc_stress_applies: Sk 257 %d (want 1), Sk 256 %d (0), bwd Sq 300 %d (1), fwd Sq 300 %d (0)",
+               fc_stress_applies(&a), fc_stress_applies(&b2), fc_stress_applies(&q), fc_stress_applies(&qf));
+    }
     /* the stress size */
     fc_case small = parse("shape = 1 64 96 2 1 16 16\nbackward = 1\nseed = 41\n"), big;
     int64_t b = fc_stress_case(&small, &big);
