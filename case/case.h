@@ -144,6 +144,9 @@ int fc_dist_by_name(const char *name); /* -1 if unknown */
  *   FULL_COLS       whole key columns -inf: column 0 and each other column with
  *                   probability density (default 0.3); other entries 0
  *   RANDOM_FINITE   uniform in [-amp, amp] (amp default 4)
+ *   RANDOM_MIXED    -inf with probability density (default 0.1), else uniform in
+ *                   [-amp, amp] (amp default 3): a finite additive bias mixed with
+ *                   -inf entries (a position bias over padding)
  * mask_broadcast_batch / _heads: the value ignores b / h and the mask tensor
  * has stride 0 on that dim (one slice broadcast to all).
  * ------------------------------------------------------------------------- */
@@ -154,13 +157,14 @@ typedef enum {
     FC_MASK_FULL_ROWS,
     FC_MASK_FULL_COLS,
     FC_MASK_RANDOM_FINITE,
+    FC_MASK_RANDOM_MIXED,
     FC_MASK_COUNT
 } fc_mask_kind;
 
 typedef struct {
     fc_mask_kind kind;
-    double density;   /* RANDOM_NEGINF, FULL_ROWS, FULL_COLS; 0: default */
-    double amp;       /* RANDOM_FINITE; 0: default */
+    double density;   /* RANDOM_NEGINF, FULL_ROWS, FULL_COLS, RANDOM_MIXED; 0: default */
+    double amp;       /* RANDOM_FINITE, RANDOM_MIXED; 0: default */
     int64_t width;    /* STRIPES; 0: default */
     int64_t shift;    /* STRIPES; >= 0 (0: vertical stripes) */
     int broadcast_batch;
