@@ -683,8 +683,10 @@ static void build_cuda(sweep_list *s) {
  *     backward's four (Sq = Sk = 150, H 2/1, D 64 fp16 / D 128 bf16: causal diagonal, window edge,
  *     -inf entries of a finite mask, fully masked rows) and Sq > Sk bottom-right (top rows see
  *     nothing), then the nine leak geometries (alternating dtype);
+ *   findings: the two GPU findings also in the backward mode their case text does not name;
  *   determinism: the batch-heavy deterministic backward 30 times (the old 30 repetitions), as 5
- *     more determinism-property entries of 5 runs each beside build_cuda's one. */
+ *     more determinism-property entries of 5 runs each beside build_cuda's one.
+ * The nonfinite entries alternate the backward mode (the old special cases ran both). */
 static void build_cuda_coverage(sweep_list *s) {
     const int quick = s->o->quick || s->o->sanitize, bwd = s->o->has_bwd;
     const int nonfinite = fc_prop_by_name("nonfinite") - fc_prop_table;
@@ -710,6 +712,7 @@ static void build_cuda_coverage(sweep_list *s) {
             g.B = 1; g.Hq = 2; g.Hkv = 1;
             int64_t idx = 4000 + sp * 2 + dt;
             fc_case c = grid_case(&g, idx, bwd, 0);
+            c.deterministic = dt;   /* both backward modes on every geometry: fp16 atomic, bf16 deterministic */
             char label[120];
             grid_label(label, sizeof label, "nonfinite", idx, &g, &c);
             push(s, FC_SWEEP_CUDA_LEAK, &c, nonfinite, label);
@@ -730,10 +733,22 @@ static void build_cuda_coverage(sweep_list *s) {
             g.B = 1; g.Hq = 2; g.Hkv = 1;
             int64_t idx = 4100 + sp;
             fc_case c = grid_case(&g, idx, bwd, 0);
+            c.deterministic = sp % 2;
             char label[120];
             grid_label(label, sizeof label, "nonfinite", idx, &g, &c);
             push(s, FC_SWEEP_CUDA_LEAK, &c, nonfinite, label);
         }
+    }
+    /* the GPU findings in their other backward mode too (the old test ran both) */
+    for (int i = 0; i < 2 && bwd && !quick; i++) {
+        fc_case c;
+        char msg[200];
+        if (fc_case_parse(findings[i].text, &c, msg, sizeof msg) != 0) continue; /* fixed text: sweep_test parses it */
+        c.deterministic = !c.deterministic;
+        char label[120];
+        snprintf(label, sizeof label, "finding %s (%s mode)", findings[i].name, c.deterministic ? "deterministic" : "atomic");
+        fc_sweep_entry *e = push(s, FC_SWEEP_CUDA_FINDINGS, &c, -1, label);
+        if (e) e->expect = FC_SWEEP_EXPECT_JUDGED;
     }
     /* determinism: 5 more entries of 5 runs (other seeds) beside build_cuda's: 30 runs */
     for (int k = 1; k < 6 && !quick; k++) {

@@ -162,7 +162,7 @@ static void test_cuda(void) {
     CHECK(neg_scale && empty >= 3 && pairs && windows > 20 && sq_ne_sk > 50, "scales, empty, (b, h) pairs, windows, Sq != Sk");
     CHECK(det_modes[0] > 50 && det_modes[1] > 50, "both backward modes: atomic %d, deterministic %d", det_modes[0], det_modes[1]);
     CHECK(leak == 18 && leak_long == 2, "leak geometries: %d (long %d)", leak, leak_long);
-    CHECK(det == 6 && declined == 4 && findings == 2 && big == 2, "det %d declined %d findings %d big %d", det, declined,
+    CHECK(det == 6 && declined == 4 && findings == 4 && big == 2, "det %d declined %d findings %d big %d", det, declined,
           findings, big);
     free(e);
 
@@ -414,10 +414,18 @@ static void test_coverage(void) {
     int64_t n = fc_sweep_build(&o, &e);
     const int nonfinite = (int)(fc_prop_by_name("nonfinite") - fc_prop_table);
     const int leak = (int)(fc_prop_by_name("leak") - fc_prop_table);
-    int64_t nf = 0, det = 0, mixed = 0, mixed_vals = 0, dead_entry = -1, leak_entry = -1;
+    int64_t nf = 0, det = 0, mixed = 0, mixed_vals = 0, dead_entry = -1, leak_entry = -1, nf_modes[2] = {0, 0};
+    int64_t findings_modes[2] = {0, 0};
+    fc_verdict *fv = malloc(sizeof *fv);
     for (int64_t i = 0; i < n; i++) {
+        if (e[i].category == FC_SWEEP_CUDA_FINDINGS) {
+            findings_modes[e[i].c.deterministic != 0]++;
+            if (strstr(e[i].label, " mode)"))
+                CHECK(entry_ok(fa_backend_cpu(), &e[i], fv, "cpu"), "%s meets its expectation on the CPU backend", e[i].label);
+        }
         if (e[i].prop == nonfinite) {
             nf++;
+            nf_modes[e[i].c.deterministic != 0]++;
             CHECK(e[i].category == FC_SWEEP_CUDA_LEAK && e[i].c.backward, "nonfinite entry %s", e[i].label);
             if (dead_entry < 0 && e[i].c.p.window_left == 50 && e[i].c.p.seqlen_q == 150) dead_entry = i;
         }
@@ -438,6 +446,11 @@ static void test_coverage(void) {
     }
     CHECK(nf == 19, "nonfinite entries: %lld (10 geometries of the old backward test and Sq > Sk, 9 leak geometries)",
           (long long)nf);
+    free(fv);
+    CHECK(nf_modes[0] >= 5 && nf_modes[1] >= 5, "nonfinite in both backward modes: atomic %lld, deterministic %lld",
+          (long long)nf_modes[0], (long long)nf_modes[1]);
+    CHECK(findings_modes[0] == 2 && findings_modes[1] == 2, "findings in both backward modes: %lld, %lld",
+          (long long)findings_modes[0], (long long)findings_modes[1]);
     CHECK(det == 6, "determinism: %lld entries of 5 runs (30 runs, the old cc_test's repetitions)", (long long)det);
     CHECK(mixed >= 20 && mixed_vals >= mixed / 2, "grid masks with finite values mixed with -inf: %lld (%lld with both "
           "in a 64-key row)", (long long)mixed, (long long)mixed_vals);
