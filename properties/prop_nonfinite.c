@@ -95,6 +95,25 @@ static void nf_transfer(fc_verdict *v, const fc_verdict *s, const char *label) {
     }
 }
 
+/* The per-tensor counts of a placement's scratch verdict added to v (elements judged, matched
+ * non-finite ones, uncheckable ones, the worst ratio), so that reports show what was judged. */
+static void nf_stats(fc_verdict *v, const fc_verdict *s) {
+    for (int t = 0; t < FC_T_COUNT; t++) {
+        const fc_tensor_stats *a = &s->t[t];
+        fc_tensor_stats *b = &v->t[t];
+        if (!a->checked) continue;
+        b->checked = 1;
+        b->elements += a->elements;
+        b->violations += a->violations;
+        b->nonfinite_mismatch += a->nonfinite_mismatch;
+        b->nonfinite_ok += a->nonfinite_ok;
+        b->uncheckable += a->uncheckable;
+        b->exact += a->exact;
+        if (a->max_ratio > b->max_ratio) b->max_ratio = a->max_ratio;
+        if (a->max_abs_err > b->max_abs_err) b->max_abs_err = a->max_abs_err;
+    }
+}
+
 /* Elements of tensor t flagged ORC_F_OVERFLOW but not UNCHECKABLE where the backend gave NaN/Inf
  * and the reference is finite: overflow-sensitive in the sense of BOUNDS.md 11 (dense cases). */
 static int64_t nf_overflow(const fc_run *r, const orc_block *blk, int t) {
@@ -179,6 +198,7 @@ static int nf_one(const fa_backend *be, const fc_case *c, const nf_place *pl, in
         orc_bwd_free(&br);
     }
     nf_transfer(v, s, label);
+    nf_stats(v, s);
     if (ovf > 0)
         fc_verdict_overflow(v, "%s: %s: %lld elements NaN/Inf where the profile's own intermediates may overflow "
                                "(oracle/BOUNDS.md section 11)", NF, label, (long long)ovf);
