@@ -197,6 +197,7 @@ static void test_masks(void) {
         case FC_MASK_FULL_ROWS: CHECK(rowfull >= 4 && ninf == rowfull * 20, "%s rows %d", nm, rowfull); break;
         case FC_MASK_FULL_COLS: CHECK(colfull >= 4 && ninf == colfull * 12, "%s cols %d", nm, colfull); break;
         case FC_MASK_RANDOM_FINITE: CHECK(nfin > 900 && ninf == 0, "%s", nm); break;
+        case FC_MASK_KEY_PADDING: CHECK(colfull == 2 * 3 + 2 * 6 && ninf == colfull * 12 && rowfull == 0, "%s cols %d", nm, colfull); break;
         case FC_MASK_RANDOM_MIXED: CHECK(ninf > 40 && nfin > 700 && nzero == 0 && rowfull == 0, "%s inf %d finite %d", nm, ninf, nfin); break;
         }
         c.mask.broadcast_batch = 1;

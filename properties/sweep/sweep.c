@@ -349,7 +349,7 @@ static void build_base(sweep_list *s) {
 
 /* Additive mask kinds of the grid (as fc_mask_spec): finite values in [-3, 3] mixed with 10%
  * -inf entries over a full [B, Hq, Sq, Sk] mask, the same broadcast over batch and heads, key padding
- * (whole key columns, broadcast over heads), fully masked rows. */
+ * (the last keys of each batch element, broadcast over heads), fully masked rows. */
 enum { MK_NONE = 0, MK_FULL, MK_BCAST, MK_KEYPAD, MK_ROWS, MK_COUNT };
 static const char *mk_name[MK_COUNT] = { "none", "full", "bcast", "keypad", "rows-inf" };
 /* Layouts of Q, K, V, O (and dK, dV): [B, S, H, D] dense, [B, H, S, D], padded strides
@@ -424,7 +424,7 @@ static fc_case grid_case(const grid_spec *g, int64_t idx, int bwd, int big) {
     switch (g->mask) {
     case MK_FULL: c.mask.kind = FC_MASK_RANDOM_MIXED; c.mask.density = 0.1; c.mask.amp = 3; break;
     case MK_BCAST: c.mask.kind = FC_MASK_RANDOM_MIXED; c.mask.density = 0.1; c.mask.amp = 3; c.mask.broadcast_batch = c.mask.broadcast_heads = 1; break;
-    case MK_KEYPAD: c.mask.kind = FC_MASK_FULL_COLS; c.mask.density = 0.25; c.mask.broadcast_heads = 1; break;
+    case MK_KEYPAD: c.mask.kind = FC_MASK_KEY_PADDING; c.mask.density = 0.25; c.mask.broadcast_heads = 1; break;
     case MK_ROWS: c.mask.kind = FC_MASK_FULL_ROWS; c.mask.density = 0.2; c.mask.broadcast_batch = c.mask.broadcast_heads = 1; break;
     default: break;
     }

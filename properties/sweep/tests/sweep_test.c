@@ -42,12 +42,12 @@ static int64_t count_cat(const fc_sweep_entry *e, int64_t n, int cat) {
 
 static void test_base(void) {
     /* the counts of certify's build_sweep before it moved here (cli/cmd_certify.c; mask: + the
-       random_mixed kind, finite values with -inf, in both broadcasts); then the
+       random_mixed (finite values with -inf) and key_padding kinds, in both broadcasts); then the
        contract-v3 categories (varlen, paged, softcap, sinks: 4 cases each, 2 quick) only for
        a backend whose limits claim the features (the CPU backend's), and the packing and
        paging properties likewise */
-    static const int64_t full[12] = {27, 12, 8, 13, 5, 6, 16, 3, 4, 4, 4, 4},
-                         quick[12] = {12, 6, 5, 7, 3, 3, 8, 3, 2, 2, 2, 2};
+    static const int64_t full[12] = {27, 12, 8, 15, 5, 6, 16, 3, 4, 4, 4, 4},
+                         quick[12] = {12, 6, 5, 8, 3, 3, 8, 3, 2, 2, 2, 2};
     for (int q = 0; q < 4; q++) {
         int claims = q >= 2;
         fc_sweep_opts o;
@@ -155,7 +155,7 @@ static void test_cuda(void) {
         for (int d = 1; d <= 32; d++) CHECK(head_dims[dt][d] > 0, "head dim %d %s in the grid", 8 * d, dt ? "bf16" : "fp16");
     for (int k = 0; k < 17; k++) CHECK(seq_seen[k] > 0, "sequence length %lld in the grid", (long long)seqlens[k]);
     for (int k = 0; k < 3; k++) CHECK(causal[k] > 0, "causal mode %d in the grid", k);
-    CHECK(masks[FC_MASK_RANDOM_MIXED] && masks[FC_MASK_FULL_COLS] && masks[FC_MASK_FULL_ROWS], "mask kinds in the grid");
+    CHECK(masks[FC_MASK_RANDOM_MIXED] && masks[FC_MASK_KEY_PADDING] && masks[FC_MASK_FULL_ROWS], "mask kinds in the grid");
     CHECK(gqa[1] && gqa[2] && gqa[8], "GQA ratios 1, 2, 8");
     CHECK(bhsd >= 3 && pad >= 3 && qkv >= 3, "layouts bhsd %d pad %d qkv %d", bhsd, pad, qkv);
     CHECK(do_bhsd > 10 && do_pad > 10, "dO in its own layout: bhsd %d pad %d", do_bhsd, do_pad);
@@ -415,7 +415,7 @@ static void test_coverage(void) {
     const int nonfinite = (int)(fc_prop_by_name("nonfinite") - fc_prop_table);
     const int leak = (int)(fc_prop_by_name("leak") - fc_prop_table);
     int64_t nf = 0, det = 0, mixed = 0, mixed_vals = 0, dead_entry = -1, leak_entry = -1, nf_modes[2] = {0, 0};
-    int64_t findings_modes[2] = {0, 0};
+    int64_t findings_modes[2] = {0, 0}, keypad_tiles = 0;
     fc_verdict *fv = malloc(sizeof *fv);
     for (int64_t i = 0; i < n; i++) {
         if (e[i].category == FC_SWEEP_CUDA_FINDINGS) {
@@ -431,6 +431,18 @@ static void test_coverage(void) {
         }
         if (e[i].prop == leak && leak_entry < 0 && e[i].c.p.seqlen_q == 200 && e[i].c.p.dtype == FA_F16) leak_entry = i;
         det += e[i].category == FC_SWEEP_CUDA_DETERMINISM;
+        if (e[i].category == FC_SWEEP_CUDA_GRID && e[i].c.mask.kind == FC_MASK_KEY_PADDING && e[i].c.p.batch >= 2 &&
+            e[i].c.p.seqlen_k >= 256) {
+            /* key padding hides whole trailing key tiles (64 keys) of batch 1, fewer keys of batch 0 */
+            int64_t tail = 0, tail0 = 0, Sk = e[i].c.p.seqlen_k;
+            for (int64_t j = Sk - 64; j < Sk; j++) {
+                int64_t i1[4] = {1, 0, 0, j}, i0[4] = {0, 0, 0, j};
+                tail += fc_case_value(&e[i].c, FC_T_MASK, i1) == -INFINITY;
+                tail0 += fc_case_value(&e[i].c, FC_T_MASK, i0) == -INFINITY;
+            }
+            int64_t i1[4] = {1, 0, 0, 0};
+            keypad_tiles += tail == 64 && fc_case_value(&e[i].c, FC_T_MASK, i1) == 0;
+        }
         if (e[i].category == FC_SWEEP_CUDA_GRID && e[i].c.mask.kind == FC_MASK_RANDOM_MIXED) {
             mixed++;
             /* finite non-zero values and -inf entries in the same mask */
@@ -451,6 +463,7 @@ static void test_coverage(void) {
           (long long)nf_modes[0], (long long)nf_modes[1]);
     CHECK(findings_modes[0] == 2 && findings_modes[1] == 2, "findings in both backward modes: %lld, %lld",
           (long long)findings_modes[0], (long long)findings_modes[1]);
+    CHECK(keypad_tiles >= 3, "key padding hiding a whole trailing 64-key tile in %lld grid entries", (long long)keypad_tiles);
     CHECK(det == 6, "determinism: %lld entries of 5 runs (30 runs, the old cc_test's repetitions)", (long long)det);
     CHECK(mixed >= 20 && mixed_vals >= mixed / 2, "grid masks with finite values mixed with -inf: %lld (%lld with both "
           "in a 64-key row)", (long long)mixed, (long long)mixed_vals);
@@ -516,6 +529,20 @@ static void test_coverage(void) {
                           has_text(v, "Q +Inf at row", "no visible key"),
                       "a backward letting 0 * NaN dO (0 * Inf Q) of a row with no visible key into dV (dK) fails %s",
                       le[i].label);
+                break;
+            }
+        /* key padding differs across the batch: a backend reading the mask's [0, 0] slice for
+           every batch element (mutant mask_bh_stride_ignored) fails a small keypad grid entry */
+        for (int64_t i = 0; i < ln; i++)
+            if (le[i].category == FC_SWEEP_CUDA_GRID && le[i].c.mask.kind == FC_MASK_KEY_PADDING &&
+                le[i].c.p.batch >= 2 && le[i].c.p.seqlen_q * le[i].c.p.seqlen_k <= 40000) {
+                fc_sweep_entry x = le[i];
+                x.c.backward = 0;
+                CHECK(entry_ok(cpu, &x, v, "cpu"), "keypad grid entry on the CPU backend");
+                fa_cpu_set_mutant(fa_cpu_mutant_id("mask_bh_stride_ignored"));
+                int met = entry_ok(cpu, &x, v, "mask_bh_stride_ignored");
+                fa_cpu_set_mutant(0);
+                CHECK(!met, "mutant mask_bh_stride_ignored fails %s", x.label);
                 break;
             }
         /* (e) a grid entry with a finite-and--inf mask: a forward that ignores finite mask values
