@@ -683,7 +683,8 @@ static void build_cuda(sweep_list *s) {
  *     backward's four (Sq = Sk = 150, H 2/1, D 64 fp16 / D 128 bf16: causal diagonal, window edge,
  *     -inf entries of a finite mask, fully masked rows) and Sq > Sk bottom-right (top rows see
  *     nothing), then the nine leak geometries (alternating dtype);
- *   findings: the two GPU findings also in the backward mode their case text does not name;
+ *   findings: the two GPU findings also in the backward mode their case text does not name, and
+ *     a63605906157a3f1 with dK and dV judged (FC_SWEEP_EXPECT_JUDGED_ALL);
  *   determinism: the batch-heavy deterministic backward 30 times (the old 30 repetitions), as 5
  *     more determinism-property entries of 5 runs each beside build_cuda's one.
  * The nonfinite entries alternate the backward mode (the old special cases ran both). */
@@ -750,6 +751,10 @@ static void build_cuda_coverage(sweep_list *s) {
         fc_sweep_entry *e = push(s, FC_SWEEP_CUDA_FINDINGS, &c, -1, label);
         if (e) e->expect = FC_SWEEP_EXPECT_JUDGED;
     }
+    /* finding a63605906157a3f1: dK and dV must have judged elements too (the old need_dkdv) */
+    for (int64_t i = 0; i < s->n; i++)
+        if (s->e[i].category == FC_SWEEP_CUDA_FINDINGS && strstr(s->e[i].label, findings[0].name))
+            s->e[i].expect = FC_SWEEP_EXPECT_JUDGED_ALL;
     /* determinism: 5 more entries of 5 runs (other seeds) beside build_cuda's: 30 runs */
     for (int k = 1; k < 6 && !quick; k++) {
         grid_spec g = spec(257, 321, 128, FA_BF16);
@@ -909,7 +914,8 @@ int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t
                                     v->n_reasons ? v->reason[k].text : "");
         return 0;
     }
-    if (v->outcome == FC_OVERFLOW && e->expect != FC_SWEEP_EXPECT_JUDGED) {
+    const int judged = e->expect == FC_SWEEP_EXPECT_JUDGED || e->expect == FC_SWEEP_EXPECT_JUDGED_ALL;
+    if (v->outcome == FC_OVERFLOW && !judged) {
         if (why && whylen) snprintf(why, whylen, "overflow-sensitive (not a pass): %s", v->n_reasons ? v->reason[0].text : "");
         return 0;
     }
@@ -923,10 +929,13 @@ int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t
         else other++;
     }
     if (e->expect == FC_SWEEP_EXPECT_DECLINE && unsupported && !other) return 1;
-    if (e->expect == FC_SWEEP_EXPECT_JUDGED && uncheckable && !unsupported && !other) {
+    if (judged && uncheckable && !unsupported && !other) {
         /* the tensor the finding is about (dQ; O for a forward-only run) had judged elements */
         const fc_tensor_stats *ts = &v->t[e->c.backward ? FC_T_DQ : FC_T_O];
-        if (ts->checked && ts->elements > 0) return 1;
+        const int dkdv = e->expect != FC_SWEEP_EXPECT_JUDGED_ALL || !e->c.backward ||
+                         (v->t[FC_T_DK].checked && v->t[FC_T_DK].elements > 0 && v->t[FC_T_DV].checked &&
+                          v->t[FC_T_DV].elements > 0);
+        if (ts->checked && ts->elements > 0 && dkdv) return 1;
     }
     if (why && whylen) snprintf(why, whylen, "not judged (SKIP): %s", v->n_reasons ? v->reason[0].text : "");
     return 0;

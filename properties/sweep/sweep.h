@@ -97,11 +97,13 @@ typedef enum {
     FC_SWEEP_EXPECT_DECLINE,     /* a layout the backend may decline: PASS, or SKIP because the
                                     backend said UNSUPPORTED (fc_check_case then also checks that
                                     nothing was written: "rejected_wrote") */
-    FC_SWEEP_EXPECT_JUDGED       /* PASS, or SKIP / OVERFLOW only for elements without a finite
+    FC_SWEEP_EXPECT_JUDGED,      /* PASS, or SKIP / OVERFLOW only for elements without a finite
                                     bound (the oracle's UNCHECKABLE, or NaN/Inf where the profile's
                                     own intermediates may overflow: oracle/BOUNDS.md section 11)
                                     while the tensor the entry is about (dQ; O when forward only)
                                     had judged elements and none failed (the fuzz findings) */
+    FC_SWEEP_EXPECT_JUDGED_ALL   /* JUDGED, and dK and dV had judged elements too (a finding whose
+                                    dK/dV the old cc_test required judged: a63605906157a3f1) */
 } fc_sweep_expect;
 
 typedef struct {

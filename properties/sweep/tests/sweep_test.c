@@ -243,6 +243,11 @@ static void test_met(void) {
     CHECK(fc_sweep_met(&e, &v, why, sizeof why), "JUDGED with judged dQ elements");
     fc_verdict_overflow(&v, "dq: 16 elements NaN/Inf where the profile's own intermediates may overflow");
     CHECK(fc_sweep_met(&e, &v, why, sizeof why), "a finding: overflow-sensitive elements beside judged dQ elements");
+    e.expect = FC_SWEEP_EXPECT_JUDGED_ALL;
+    CHECK(!fc_sweep_met(&e, &v, why, sizeof why), "JUDGED_ALL needs judged dK and dV elements too");
+    v.t[FC_T_DK].checked = v.t[FC_T_DV].checked = 1;
+    v.t[FC_T_DK].elements = v.t[FC_T_DV].elements = 4;
+    CHECK(fc_sweep_met(&e, &v, why, sizeof why), "JUDGED_ALL with judged dQ, dK, dV elements");
     e.expect = FC_SWEEP_EXPECT_PASS;
     CHECK(!fc_sweep_met(&e, &v, why, sizeof why), "overflow-sensitive is not a pass");
     e.expect = FC_SWEEP_EXPECT_JUDGED;
@@ -420,6 +425,8 @@ static void test_coverage(void) {
     for (int64_t i = 0; i < n; i++) {
         if (e[i].category == FC_SWEEP_CUDA_FINDINGS) {
             findings_modes[e[i].c.deterministic != 0]++;
+            CHECK((e[i].expect == FC_SWEEP_EXPECT_JUDGED_ALL) == (strstr(e[i].label, "a63605906157a3f1") != NULL),
+                  "%s: dK/dV judged required exactly for a63605906157a3f1", e[i].label);
             if (strstr(e[i].label, " mode)"))
                 CHECK(entry_ok(fa_backend_cpu(), &e[i], fv, "cpu"), "%s meets its expectation on the CPU backend", e[i].label);
         }
