@@ -574,6 +574,30 @@ static void test_coverage(void) {
     free(v);
     free(e);
 
+    /* the base set's nonfinite entries: the second case (causal, -inf mask) is judged; the first
+       (no key hidden from any row) cannot show the relation and is a SKIP, never a pass */
+    {
+        fc_sweep_opts bo;
+        fc_sweep_opts_default(&bo);
+        bo.lim = &cpu->limits;
+        fc_sweep_entry *be;
+        int64_t bn = fc_sweep_build(&bo, &be), seen = 0;
+        fc_verdict *bv = malloc(sizeof *bv);
+        for (int64_t i = 0; i < bn; i++) {
+            if (be[i].prop != nonfinite) continue;
+            fc_sweep_check(cpu, &be[i], bv);
+            int64_t judged = bv->t[FC_T_O].elements + bv->t[FC_T_DQ].elements;
+            printf("  base %s property nonfinite: %s, %lld O/dQ elements judged\n", be[i].label,
+                   fc_outcome_name(bv->outcome), (long long)judged);
+            CHECK(seen == 0 ? bv->outcome == FC_SKIP : bv->outcome == FC_PASS && judged > 0,
+                  "base nonfinite entry %lld: %s", (long long)seen, fc_outcome_name(bv->outcome));
+            seen++;
+        }
+        CHECK(seen == 2, "base set: %lld nonfinite entries (want 2)", (long long)seen);
+        free(bv);
+        free(be);
+    }
+
     /* (c) host pointers: only a backend that declares device memory gets the call; it must reject it */
     misuse_tally m;
     memset(&m, 0, sizeof m);
