@@ -487,8 +487,9 @@ static double mask_raw(const fc_mask_spec *m, const fa_problem *p, const gen_ctx
     }
     case FC_MASK_RANDOM_MIXED: {
         /* -inf with probability density (default 0.1), else a finite value uniform in
-           [-amp, amp] (default 3) rounded to fp32 */
+           [-amp, amp] (default 3) rounded to fp32; width w >= 1: rows i % w == w / 2 all -inf */
         double dm = m->density > 0 ? m->density : 0.1, amp = m->amp > 0 ? m->amp : 3.0;
+        if (m->width >= 1 && i % m->width == m->width / 2) return -INFINITY;
         uint64_t lin = (uint64_t)(((b * p->heads_q + h) * p->seqlen_q + i) * p->seqlen_k + j);
         uint64_t e = elem_prefix(g, lin);
         if (fc_rng_u01(elem_hash(e, 5)) < dm) return -INFINITY;

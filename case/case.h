@@ -146,7 +146,8 @@ int fc_dist_by_name(const char *name); /* -1 if unknown */
  *   RANDOM_FINITE   uniform in [-amp, amp] (amp default 4)
  *   RANDOM_MIXED    -inf with probability density (default 0.1), else uniform in
  *                   [-amp, amp] (amp default 3): a finite additive bias mixed with
- *                   -inf entries (a position bias over padding)
+ *                   -inf entries (a position bias over padding); with width w >= 1,
+ *                   every row i with i % w == w / 2 is entirely -inf as well
  *   KEY_PADDING     -inf on the last keys of each batch element, 0 elsewhere (the same
  *                   for every head and row): 1 + floor(density * Sk) keys for odd b,
  *                   1 + floor(density * Sk / 2) for even b (density default 0.25), so
@@ -170,7 +171,7 @@ typedef struct {
     fc_mask_kind kind;
     double density;   /* RANDOM_NEGINF, FULL_ROWS, FULL_COLS, RANDOM_MIXED, KEY_PADDING; 0: default */
     double amp;       /* RANDOM_FINITE, RANDOM_MIXED; 0: default */
-    int64_t width;    /* STRIPES; 0: default */
+    int64_t width;    /* STRIPES (0: default); RANDOM_MIXED (0: no fully masked rows) */
     int64_t shift;    /* STRIPES; >= 0 (0: vertical stripes) */
     int broadcast_batch;
     int broadcast_heads;

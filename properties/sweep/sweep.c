@@ -347,9 +347,10 @@ static void build_base(sweep_list *s) {
 /* ------------------------------------------------------------------------- */
 /* CUDA: the device grid                                                      */
 
-/* Additive mask kinds of the grid (as fc_mask_spec): finite values in [-3, 3] mixed with 10%
- * -inf entries over a full [B, Hq, Sq, Sk] mask, the same broadcast over batch and heads, key padding
- * (the last keys of each batch element, broadcast over heads), fully masked rows. */
+/* Additive mask kinds of the grid (as fc_mask_spec), the old cc_tests' patterns: finite values in
+ * [-3, 3] mixed with 10% -inf entries over a full [B, Hq, Sq, Sk] mask, the same broadcast over batch
+ * and heads, key padding (the last keys of each batch element, broadcast over heads), fully masked
+ * rows (every fifth row, from row 2) in a [Sq, Sk] mask of finite values and 20% -inf. */
 enum { MK_NONE = 0, MK_FULL, MK_BCAST, MK_KEYPAD, MK_ROWS, MK_COUNT };
 static const char *mk_name[MK_COUNT] = { "none", "full", "bcast", "keypad", "rows-inf" };
 /* Layouts of Q, K, V, O (and dK, dV): [B, S, H, D] dense, [B, H, S, D], padded strides
@@ -425,7 +426,7 @@ static fc_case grid_case(const grid_spec *g, int64_t idx, int bwd, int big) {
     case MK_FULL: c.mask.kind = FC_MASK_RANDOM_MIXED; c.mask.density = 0.1; c.mask.amp = 3; break;
     case MK_BCAST: c.mask.kind = FC_MASK_RANDOM_MIXED; c.mask.density = 0.1; c.mask.amp = 3; c.mask.broadcast_batch = c.mask.broadcast_heads = 1; break;
     case MK_KEYPAD: c.mask.kind = FC_MASK_KEY_PADDING; c.mask.density = 0.25; c.mask.broadcast_heads = 1; break;
-    case MK_ROWS: c.mask.kind = FC_MASK_FULL_ROWS; c.mask.density = 0.2; c.mask.broadcast_batch = c.mask.broadcast_heads = 1; break;
+    case MK_ROWS: c.mask.kind = FC_MASK_RANDOM_MIXED; c.mask.density = 0.2; c.mask.amp = 3; c.mask.width = 5; c.mask.broadcast_batch = c.mask.broadcast_heads = 1; break;
     default: break;
     }
     const int64_t Hq = g->Hq, Hkv = g->Hkv, D = g->D;

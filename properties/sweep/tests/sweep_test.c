@@ -157,7 +157,7 @@ static void test_cuda(void) {
         for (int d = 1; d <= 32; d++) CHECK(head_dims[dt][d] > 0, "head dim %d %s in the grid", 8 * d, dt ? "bf16" : "fp16");
     for (int k = 0; k < 17; k++) CHECK(seq_seen[k] > 0, "sequence length %lld in the grid", (long long)seqlens[k]);
     for (int k = 0; k < 3; k++) CHECK(causal[k] > 0, "causal mode %d in the grid", k);
-    CHECK(masks[FC_MASK_RANDOM_MIXED] && masks[FC_MASK_KEY_PADDING] && masks[FC_MASK_FULL_ROWS], "mask kinds in the grid");
+    CHECK(masks[FC_MASK_RANDOM_MIXED] && masks[FC_MASK_KEY_PADDING], "mask kinds in the grid");
     CHECK(gqa[1] && gqa[2] && gqa[8], "GQA ratios 1, 2, 8");
     CHECK(bhsd >= 3 && pad >= 3 && qkv >= 3, "layouts bhsd %d pad %d qkv %d", bhsd, pad, qkv);
     CHECK(do_bhsd > 10 && do_pad > 10, "dO in its own layout: bhsd %d pad %d", do_bhsd, do_pad);
@@ -422,7 +422,7 @@ static void test_coverage(void) {
     const int nonfinite = (int)(fc_prop_by_name("nonfinite") - fc_prop_table);
     const int leak = (int)(fc_prop_by_name("leak") - fc_prop_table);
     int64_t nf = 0, det = 0, mixed = 0, mixed_vals = 0, dead_entry = -1, leak_entry = -1, nf_modes[2] = {0, 0};
-    int64_t findings_modes[2] = {0, 0}, keypad_tiles = 0;
+    int64_t findings_modes[2] = {0, 0}, keypad_tiles = 0, rows_mixed = 0;
     fc_verdict *fv = malloc(sizeof *fv);
     for (int64_t i = 0; i < n; i++) {
         if (e[i].category == FC_SWEEP_CUDA_FINDINGS) {
@@ -453,6 +453,18 @@ static void test_coverage(void) {
             int64_t i1[4] = {1, 0, 0, 0};
             keypad_tiles += tail == 64 && fc_case_value(&e[i].c, FC_T_MASK, i1) == 0;
         }
+        if (e[i].category == FC_SWEEP_CUDA_GRID && e[i].c.mask.kind == FC_MASK_RANDOM_MIXED && e[i].c.mask.width == 5 &&
+            e[i].c.p.seqlen_q >= 8) {
+            /* the old MK_ROWS: rows 2, 7, ... entirely -inf, finite values and -inf elsewhere */
+            int full = 1, fin = 0;
+            for (int64_t j = 0; j < e[i].c.p.seqlen_k; j++) {
+                int64_t r2[4] = {0, 0, 2, j}, r3[4] = {0, 0, 3, j};
+                full &= fc_case_value(&e[i].c, FC_T_MASK, r2) == -INFINITY;
+                double m = fc_case_value(&e[i].c, FC_T_MASK, r3);
+                fin += isfinite(m) && m != 0;
+            }
+            rows_mixed += full && fin > 0;
+        }
         if (e[i].category == FC_SWEEP_CUDA_GRID && e[i].c.mask.kind == FC_MASK_RANDOM_MIXED) {
             mixed++;
             /* finite non-zero values and -inf entries in the same mask */
@@ -473,6 +485,7 @@ static void test_coverage(void) {
           (long long)nf_modes[0], (long long)nf_modes[1]);
     CHECK(findings_modes[0] == 2 && findings_modes[1] == 2, "findings in both backward modes: %lld, %lld",
           (long long)findings_modes[0], (long long)findings_modes[1]);
+    CHECK(rows_mixed >= 5, "fully masked rows in a finite-and--inf mask in %lld grid entries", (long long)rows_mixed);
     CHECK(keypad_tiles >= 3, "key padding hiding a whole trailing 64-key tile in %lld grid entries", (long long)keypad_tiles);
     CHECK(det == 6, "determinism: %lld entries of 5 runs (30 runs, the old cc_test's repetitions)", (long long)det);
     CHECK(mixed >= 20 && mixed_vals >= mixed / 2, "grid masks with finite values mixed with -inf: %lld (%lld with both "
