@@ -19,7 +19,8 @@ static const char *const tensor_names[FC_T_COUNT] = {"q", "k", "v", "do", "mask"
 static const char *const dist_names[FC_DIST_COUNT] = {
     "gaussian", "large", "tiny", "sparse_int", "heavy_tail", "spikes", "const_rows", "ties"};
 static const char *const mask_names[FC_MASK_COUNT] = {
-    "none", "random_neginf", "stripes", "full_rows", "full_cols", "random_finite"};
+    "none", "random_neginf", "stripes", "full_rows", "full_cols", "random_finite",
+    "random_mixed", "key_padding"};
 
 static int name_lookup(const char *const *names, int n, const char *name) {
     for (int i = 0; i < n; i++)
@@ -483,6 +484,22 @@ static double mask_raw(const fc_mask_spec *m, const fa_problem *p, const gen_ctx
         uint64_t lin = (uint64_t)(((b * p->heads_q + h) * p->seqlen_q + i) * p->seqlen_k + j);
         double u = fc_rng_u01(elem_hash(elem_prefix(g, lin), 4));
         return (double)(float)((2.0 * u - 1.0) * amp);
+    }
+    case FC_MASK_RANDOM_MIXED: {
+        /* -inf with probability density (default 0.1), else a finite value uniform in
+           [-amp, amp] (default 3) rounded to fp32; width w >= 1: rows i % w == w / 2 all -inf */
+        double dm = m->density > 0 ? m->density : 0.1, amp = m->amp > 0 ? m->amp : 3.0;
+        if (m->width >= 1 && i % m->width == m->width / 2) return -INFINITY;
+        uint64_t lin = (uint64_t)(((b * p->heads_q + h) * p->seqlen_q + i) * p->seqlen_k + j);
+        uint64_t e = elem_prefix(g, lin);
+        if (fc_rng_u01(elem_hash(e, 5)) < dm) return -INFINITY;
+        return (double)(float)((2.0 * fc_rng_u01(elem_hash(e, 6)) - 1.0) * amp);
+    }
+    case FC_MASK_KEY_PADDING: {
+        /* the last 1 + floor(d Sk) keys (odd b) or 1 + floor(d Sk / 2) (even b), d default 0.25 */
+        double dp = m->density > 0 ? m->density : 0.25;
+        int64_t pad = 1 + (int64_t)floor(dp * (double)p->seqlen_k * (b % 2 ? 1.0 : 0.5));
+        return j >= p->seqlen_k - pad ? -INFINITY : 0.0;
     }
     case FC_MASK_NONE:
     default:

@@ -144,6 +144,14 @@ int fc_dist_by_name(const char *name); /* -1 if unknown */
  *   FULL_COLS       whole key columns -inf: column 0 and each other column with
  *                   probability density (default 0.3); other entries 0
  *   RANDOM_FINITE   uniform in [-amp, amp] (amp default 4)
+ *   RANDOM_MIXED    -inf with probability density (default 0.1), else uniform in
+ *                   [-amp, amp] (amp default 3): a finite additive bias mixed with
+ *                   -inf entries (a position bias over padding); with width w >= 1,
+ *                   every row i with i % w == w / 2 is entirely -inf as well
+ *   KEY_PADDING     -inf on the last keys of each batch element, 0 elsewhere (the same
+ *                   for every head and row): 1 + floor(density * Sk) keys for odd b,
+ *                   1 + floor(density * Sk / 2) for even b (density default 0.25), so
+ *                   whole trailing key tiles are hidden
  * mask_broadcast_batch / _heads: the value ignores b / h and the mask tensor
  * has stride 0 on that dim (one slice broadcast to all).
  * ------------------------------------------------------------------------- */
@@ -154,14 +162,16 @@ typedef enum {
     FC_MASK_FULL_ROWS,
     FC_MASK_FULL_COLS,
     FC_MASK_RANDOM_FINITE,
+    FC_MASK_RANDOM_MIXED,
+    FC_MASK_KEY_PADDING,
     FC_MASK_COUNT
 } fc_mask_kind;
 
 typedef struct {
     fc_mask_kind kind;
-    double density;   /* RANDOM_NEGINF, FULL_ROWS, FULL_COLS; 0: default */
-    double amp;       /* RANDOM_FINITE; 0: default */
-    int64_t width;    /* STRIPES; 0: default */
+    double density;   /* RANDOM_NEGINF, FULL_ROWS, FULL_COLS, RANDOM_MIXED, KEY_PADDING; 0: default */
+    double amp;       /* RANDOM_FINITE, RANDOM_MIXED; 0: default */
+    int64_t width;    /* STRIPES (0: default); RANDOM_MIXED (0: no fully masked rows) */
     int64_t shift;    /* STRIPES; >= 0 (0: vertical stripes) */
     int broadcast_batch;
     int broadcast_heads;

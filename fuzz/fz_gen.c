@@ -146,7 +146,8 @@ static void pick_mask(fz_src *s, fc_case *c)
 {
     fc_mask_spec *m = &c->mask;
     memset(m, 0, sizeof *m);
-    m->kind = src_below(s, 3) == 0 ? FC_MASK_NONE : (fc_mask_kind)src_below(s, FC_MASK_COUNT);
+    /* the kinds before RANDOM_MIXED: a later kind would change every generated case after this draw */
+    m->kind = src_below(s, 3) == 0 ? FC_MASK_NONE : (fc_mask_kind)src_below(s, FC_MASK_RANDOM_MIXED);
     m->density = PICK(s, fz_densities);
     m->amp = src_below(s, 2) ? 0.0 : PICK(s, fz_amps);
     m->width = PICK(s, fz_widths);

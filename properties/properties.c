@@ -1282,6 +1282,7 @@ const fc_prop_entry fc_prop_table[] = {
     {"gradient_fd", fc_prop_gradient_fd, 1},
     {"packing", fc_prop_packing, 0},
     {"paging", fc_prop_paging, 0},
+    {"nonfinite", fc_prop_nonfinite, 1},
 };
 
 int fc_prop_count(void) { return (int)(sizeof fc_prop_table / sizeof fc_prop_table[0]); }

@@ -63,6 +63,12 @@ fc_outcome fc_prop_determinism(const fa_backend *be, const fc_case *c, fc_verdic
  * likewise, give the same bits (O, LSE, dQ, dsinks; dK, dV moved with their pages), on any
  * backend. */
 fc_outcome fc_prop_packing(const fa_backend *be, const fc_case *c, fc_verdict *v);
+/* nonfinite (properties/prop_nonfinite.c): one NaN or Inf placed in K, V (a key some rows see and
+ * others of the same head do not), Q or dO (a row that sees some keys, and a row that sees none),
+ * one run per placement: every output judged by the oracle on the poisoned inputs (BOUNDS.md
+ * 11.1: the same NaN/Inf where the value reaches, finite within the bound where it cannot, rows
+ * with no visible key exactly 0); the tensors it could leak into must keep judged elements. */
+fc_outcome fc_prop_nonfinite(const fa_backend *be, const fc_case *c, fc_verdict *v);
 fc_outcome fc_prop_paging(const fa_backend *be, const fc_case *c, fc_verdict *v);
 
 typedef struct {

@@ -295,7 +295,7 @@ sum_q=$(cat "$cs/q"/*.case | md5sum)
 expect 2 "already holds case files.*nothing was overwritten" "cases refuses a DIR that holds case files" -- "$fc" cases --out "$cs/q" --quick
 check '[ "$(cat "$cs/q"/*.case | md5sum)" = "$sum_q" ] && [ "$(ls "$cs/q" | wc -l)" -eq "$nq" ]' "cases: the refused run changed nothing"
 expect 0 "^mask-001\.case" "cases --category mask" -- "$fc" cases --out "$cs/m" --category mask
-check '[ -z "$(ls "$cs/m" | grep -v "^mask-")" ] && [ "$(ls "$cs/m" | wc -l)" -eq 11 ]' "cases --category: only that category's files"
+check '[ -z "$(ls "$cs/m" | grep -v "^mask-")" ] && [ "$(ls "$cs/m" | wc -l)" -eq 15 ]' "cases --category: only that category's files"
 expect 2 "--category bogus: unknown" "cases: unknown category named" -- "$fc" cases --out "$cs/x" --category bogus
 expect 2 "--out DIR is required" "cases without --out" -- "$fc" cases
 expect 0 "" "inputs of a mask case" -- "$fc" inputs "$cs/q/mask-001.case" --out "$cs/in_mask"

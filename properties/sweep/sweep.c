@@ -34,8 +34,9 @@ static const char *cat_what[FC_SWEEP_CAT_COUNT] = {
     "metamorphic relations (properties/properties.h)",
     "device grid: seqlens 1..4224 (Sq = Sk and not), head dims 8..256, 13 mask kinds, GQA 1/2/8, "
     "BHSD/padded/fused-QKV layouts, dO/dQ layouts, scales, empty, 76800 (batch, head) pairs",
-    "NaN/Inf in K and V at keys hidden from a row inside tiles other rows see (leak property)",
-    "batch-heavy deterministic backward repeated (determinism property)",
+    "NaN/Inf in K and V at keys hidden from a row inside tiles other rows see (leak property); one NaN/Inf "
+    "in K, V, Q or dO at a time, every output judged by the oracle (nonfinite property)",
+    "batch-heavy deterministic backward repeated 30 times (determinism property, 6 x 5 runs; 5 quick)",
     "layouts a device backend may decline (misaligned pointer, strides not a multiple of 8, head dim "
     "past the limit): correct or UNSUPPORTED with nothing written",
     "GPU fuzz findings replayed from their case text (fuzz/gpu_findings, fuzz/regressions)",
@@ -367,9 +368,10 @@ static void build_base(sweep_list *s) {
 /* ------------------------------------------------------------------------- */
 /* CUDA: the device grid                                                      */
 
-/* Additive mask kinds of the grid (as fc_mask_spec): -inf entries over a full
- * [B, Hq, Sq, Sk] mask, the same broadcast over batch and heads, key padding
- * (whole key columns, broadcast over heads), fully masked rows. */
+/* Additive mask kinds of the grid (as fc_mask_spec), the old cc_tests' patterns: finite values in
+ * [-3, 3] mixed with 10% -inf entries over a full [B, Hq, Sq, Sk] mask, the same broadcast over batch
+ * and heads, key padding (the last keys of each batch element, broadcast over heads), fully masked
+ * rows (every fifth row, from row 2) in a [Sq, Sk] mask of finite values and 20% -inf. */
 enum { MK_NONE = 0, MK_FULL, MK_BCAST, MK_KEYPAD, MK_ROWS, MK_COUNT };
 static const char *mk_name[MK_COUNT] = { "none", "full", "bcast", "keypad", "rows-inf" };
 /* Layouts of Q, K, V, O (and dK, dV): [B, S, H, D] dense, [B, H, S, D], padded strides
@@ -442,10 +444,10 @@ static fc_case grid_case(const grid_spec *g, int64_t idx, int bwd, int big) {
     p->head_dim_qk = p->head_dim_v = g->D; p->dtype = g->dt; p->softmax_scale = g->scale;
     p->causal = g->causal; p->window_left = g->wl; p->window_right = g->wr; p->window_align = g->align;
     switch (g->mask) {
-    case MK_FULL: c.mask.kind = FC_MASK_RANDOM_NEGINF; c.mask.density = 0.1; break;
-    case MK_BCAST: c.mask.kind = FC_MASK_RANDOM_NEGINF; c.mask.density = 0.1; c.mask.broadcast_batch = c.mask.broadcast_heads = 1; break;
-    case MK_KEYPAD: c.mask.kind = FC_MASK_FULL_COLS; c.mask.density = 0.25; c.mask.broadcast_heads = 1; break;
-    case MK_ROWS: c.mask.kind = FC_MASK_FULL_ROWS; c.mask.density = 0.2; c.mask.broadcast_batch = c.mask.broadcast_heads = 1; break;
+    case MK_FULL: c.mask.kind = FC_MASK_RANDOM_MIXED; c.mask.density = 0.1; c.mask.amp = 3; break;
+    case MK_BCAST: c.mask.kind = FC_MASK_RANDOM_MIXED; c.mask.density = 0.1; c.mask.amp = 3; c.mask.broadcast_batch = c.mask.broadcast_heads = 1; break;
+    case MK_KEYPAD: c.mask.kind = FC_MASK_KEY_PADDING; c.mask.density = 0.25; c.mask.broadcast_heads = 1; break;
+    case MK_ROWS: c.mask.kind = FC_MASK_RANDOM_MIXED; c.mask.density = 0.2; c.mask.amp = 3; c.mask.width = 5; c.mask.broadcast_batch = c.mask.broadcast_heads = 1; break;
     default: break;
     }
     const int64_t Hq = g->Hq, Hkv = g->Hkv, D = g->D;
@@ -694,6 +696,176 @@ static void build_cuda(sweep_list *s) {
 }
 
 /* ------------------------------------------------------------------------- */
+/* CUDA: what the GPU cc_tests checked besides the grid                      */
+
+/* The old cc_tests' special cases (kernels/cuda/tests/{fwd,bwd}_certify_test.c before the sweep):
+ *   nonfinite: one NaN/Inf at a time in K, V, Q or dO (the nonfinite property), every output judged
+ *     by the oracle on the poisoned inputs: the rows that see it per BOUNDS.md 11.1, the rows that
+ *     cannot see it finite within their bound, rows with no visible key exactly 0. Geometries: the
+ *     backward's four (Sq = Sk = 150, H 2/1, D 64 fp16 / D 128 bf16: causal diagonal, window edge,
+ *     -inf entries of a finite mask, fully masked rows) and Sq > Sk bottom-right (top rows see
+ *     nothing), then the nine leak geometries (alternating dtype);
+ *   findings: the two GPU findings also in the backward mode their case text does not name, and
+ *     a63605906157a3f1 with dK and dV judged (FC_SWEEP_EXPECT_JUDGED_ALL);
+ *   determinism: the batch-heavy deterministic backward 30 times (the old 30 repetitions), as 5
+ *     more determinism-property entries of 5 runs each beside build_cuda's one.
+ * The nonfinite entries alternate the backward mode (the old special cases ran both). */
+static void build_cuda_coverage(sweep_list *s) {
+    const int quick = s->o->quick || s->o->sanitize, bwd = s->o->has_bwd;
+    const int nonfinite = fc_prop_by_name("nonfinite") - fc_prop_table;
+    typedef struct { int64_t Sq, Sk, D; int kind; int64_t wl, wr; fa_causal causal; } nf_spec;
+    static const nf_spec nf[5] = {
+        { 150, 150, 0, 1, -1, -1, FA_CAUSAL_NONE },         /* causal top-left: the diagonal */
+        { 150, 150, 0, 0, 20, 5, FA_CAUSAL_NONE },          /* window edges */
+        { 150, 150, 0, 8, -1, -1, FA_CAUSAL_NONE },         /* -inf entries of a finite mask */
+        { 150, 150, 0, 11, 50, 50, FA_CAUSAL_NONE },        /* fully masked rows + window */
+        { 300, 40, 64, 0, -1, -1, FA_CAUSAL_BOTTOM_RIGHT }, /* Sq > Sk: the top rows see nothing */
+    };
+    for (int sp = 0; sp < 5; sp++)
+        for (int dt = 0; dt < 2; dt++) {
+            /* quick: the diagonal in fp16 and the fully masked rows in bf16; sanitize: the
+               diagonal and the mask entries, fp16 */
+            if (s->o->sanitize ? !((sp == 0 || sp == 2) && dt == 0) : quick && !((sp == 0 && dt == 0) || (sp == 3 && dt == 1)))
+                continue;
+            const nf_spec *z = &nf[sp];
+            grid_spec g = spec(z->Sq, z->Sk, z->D ? z->D : dt ? 128 : 64, dt ? FA_BF16 : FA_F16);
+            set_mask_kind(&g, z->kind);
+            if (z->wl >= 0 || z->wr >= 0) { g.wl = z->wl; g.wr = z->wr; }
+            if (z->causal != FA_CAUSAL_NONE) g.causal = z->causal;
+            g.B = 1; g.Hq = 2; g.Hkv = 1;
+            int64_t idx = 4000 + sp * 2 + dt;
+            fc_case c = grid_case(&g, idx, bwd, 0);
+            c.deterministic = dt;   /* both backward modes on every geometry: fp16 atomic, bf16 deterministic */
+            char label[120];
+            grid_label(label, sizeof label, "nonfinite", idx, &g, &c);
+            push(s, FC_SWEEP_CUDA_LEAK, &c, nonfinite, label);
+        }
+    /* the leak geometries of build_cuda (same order), one dtype each */
+    {
+        typedef struct { int64_t Sq, Sk, D; int kind; int64_t wl, wr; } leak_spec;
+        static const leak_spec ls[9] = {
+            { 200, 200, 128, 1, -1, -1 }, { 130, 300, 64, 2, -1, -1 }, { 257, 257, 128, 3, 37, 5 },
+            { 300, 400, 64, 4, 100, 0 }, { 150, 190, 128, 8, -1, -1 }, { 300, 300, 128, 10, -1, -1 },
+            { 210, 210, 64, 11, 50, 50 }, { 2100, 2100, 128, 1, -1, -1 }, { 1100, 1100, 128, 0, 300, -1 },
+        };
+        for (int sp = 0; sp < 9 && !quick; sp++) {
+            const leak_spec *z = &ls[sp];
+            grid_spec g = spec(z->Sq, z->Sk, z->D, sp % 2 ? FA_BF16 : FA_F16);
+            set_mask_kind(&g, z->kind);
+            if (z->wl >= 0 || z->wr >= 0) { g.wl = z->wl; g.wr = z->wr; }
+            g.B = 1; g.Hq = 2; g.Hkv = 1;
+            int64_t idx = 4100 + sp;
+            /* the two long geometries (128-row query blocks) forward only, as the old forward test
+               ran them: seven backward oracle calls at S = 2100 would near certify's watchdog */
+            fc_case c = grid_case(&g, idx, bwd && z->Sq < 1000, 0);
+            c.deterministic = sp % 2;
+            char label[120];
+            grid_label(label, sizeof label, "nonfinite", idx, &g, &c);
+            push(s, FC_SWEEP_CUDA_LEAK, &c, nonfinite, label);
+        }
+    }
+    /* the GPU findings in their other backward mode too (the old test ran both) */
+    for (int i = 0; i < 2 && bwd && !quick; i++) {
+        fc_case c;
+        char msg[200];
+        if (fc_case_parse(findings[i].text, &c, msg, sizeof msg) != 0) continue; /* fixed text: sweep_test parses it */
+        c.deterministic = !c.deterministic;
+        char label[120];
+        snprintf(label, sizeof label, "finding %s (%s mode)", findings[i].name, c.deterministic ? "deterministic" : "atomic");
+        fc_sweep_entry *e = push(s, FC_SWEEP_CUDA_FINDINGS, &c, -1, label);
+        if (e) e->expect = FC_SWEEP_EXPECT_JUDGED;
+    }
+    /* finding a63605906157a3f1: dK and dV must have judged elements too (the old need_dkdv) */
+    for (int64_t i = 0; i < s->n; i++)
+        if (s->e[i].category == FC_SWEEP_CUDA_FINDINGS && strstr(s->e[i].label, findings[0].name))
+            s->e[i].expect = FC_SWEEP_EXPECT_JUDGED_ALL;
+    /* determinism: 5 more entries of 5 runs (other seeds) beside build_cuda's: 30 runs */
+    for (int k = 1; k < 6 && !quick; k++) {
+        grid_spec g = spec(257, 321, 128, FA_BF16);
+        g.B = 48; g.Hq = 8; g.Hkv = 2; g.causal = FA_CAUSAL_BOTTOM_RIGHT;
+        fc_case c = grid_case(&g, 2000 + k, bwd, 1);
+        char label[120];
+        grid_label(label, sizeof label, "determinism", 2000 + k, &g, &c);
+        push(s, FC_SWEEP_CUDA_DETERMINISM, &c, fc_prop_by_name("determinism") - fc_prop_table, label);
+    }
+}
+
+/* The misuse suite's own call (fc_sweep_misuse): a backend that declares device memory
+ * (FA_MEM_CUDA) given a valid forward call whose tensors are all host memory (malloc) must reject
+ * it (INVALID or UNSUPPORTED, the argument named, a message) without writing the host outputs:
+ * a backend that reads or writes host memory through the device (or crashes) fails. The backward
+ * is not called so: the CUDA backward does not check its pointers yet. Returns the calls made. */
+static int64_t misuse_host_ptr(const fa_backend *be, fc_sweep_misuse_cb cb, void *user) {
+    if (be->memspace != FA_MEM_CUDA) return 0;
+    static fz_misuse_result res;
+    memset(&res, 0, sizeof res);
+    res.kind = -1;
+    snprintf(res.kind_name, sizeof res.kind_name, "host_ptr");
+    snprintf(res.what, sizeof res.what, "q, k, v, o, lse in host memory (malloc) on a backend that declares device memory");
+    char msg[256];
+    if (fc_case_parse("shape = 1 64 64 2 2 64 64\ndtype = bf16\nbackward = 0\nseed = 7\n", &res.c, msg, sizeof msg)) {
+        snprintf(res.failure, sizeof res.failure, "harness");
+        snprintf(res.detail, sizeof res.detail, "host_ptr case: %s", msg);
+        if (cb) cb(user, &res);
+        return 1;
+    }
+    fc_buf buf[FC_T_COUNT];
+    memset(buf, 0, sizeof buf);
+    static const int ts[5] = { FC_T_Q, FC_T_K, FC_T_V, FC_T_O, FC_T_LSE };
+    void *snap[2] = { NULL, NULL };
+    int ok = 1;
+    for (int i = 0; i < 5 && ok; i++) {
+        ok = fc_buf_alloc(&res.c, ts[i], 64, FC_POISON_A, &buf[ts[i]], msg, sizeof msg) == 0;
+        if (ok && i < 3) fc_case_fill(&res.c, &buf[ts[i]]);
+    }
+    for (int i = 0; i < 2 && ok; i++) {
+        const fc_buf *b = &buf[ts[3 + i]];
+        snap[i] = malloc((size_t)b->alloc_elems * b->elem_size);
+        if (snap[i]) memcpy(snap[i], b->alloc, (size_t)b->alloc_elems * b->elem_size);
+        else ok = 0;
+    }
+    if (!ok) {
+        snprintf(res.failure, sizeof res.failure, "harness");
+        snprintf(res.detail, sizeof res.detail, "host_ptr buffers: %s", msg);
+    } else {
+        fa_fwd_args a;
+        memset(&a, 0, sizeof a);
+        a.p = res.c.p;
+        fa_tensor *t4[4] = { &a.q, &a.k, &a.v, &a.o };
+        for (int i = 0; i < 4; i++) {
+            t4[i]->ptr = fc_buf_view(&buf[ts[i]]);
+            memcpy(t4[i]->stride, buf[ts[i]].stride, sizeof t4[i]->stride);
+        }
+        a.lse.ptr = (float *)fc_buf_view(&buf[FC_T_LSE]);
+        memcpy(a.lse.stride, buf[FC_T_LSE].stride, sizeof a.lse.stride);
+        fa_error err;
+        memset(&err, 0, sizeof err);
+        fa_status st = be->forward(&a, &err);
+        res.status = st;
+        res.err = err;
+        int wrote = 0;
+        for (int i = 0; i < 2; i++) {
+            const fc_buf *b = &buf[ts[3 + i]];
+            wrote |= memcmp(snap[i], b->alloc, (size_t)b->alloc_elems * b->elem_size) != 0;
+        }
+        const char *f = st == FA_OK ? "accepted_invalid"
+                        : st != FA_ERR_INVALID && st != FA_ERR_UNSUPPORTED ? "wrong_status"
+                        : wrote ? "write_on_reject"
+                        : !err.arg[0] ? "no_arg_name"
+                        : !err.msg[0] ? "no_message" : "";
+        snprintf(res.failure, sizeof res.failure, "%s", f);
+        if (f[0])
+            snprintf(res.detail, sizeof res.detail, "host_ptr: %s\nforward returned %s%s; arg '%s', message '%s'", res.what,
+                     fa_status_name(st), wrote ? " and wrote the host outputs" : "", err.arg, err.msg);
+    }
+    res.applied = 1;
+    if (cb) cb(user, &res);
+    for (int i = 0; i < 2; i++) free(snap[i]);
+    for (int t = 0; t < FC_T_COUNT; t++) fc_buf_free(&buf[t]);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------- */
 /* PRODUCTION                                                                */
 
 static void build_production(sweep_list *s) {
@@ -734,6 +906,7 @@ int64_t fc_sweep_build(const fc_sweep_opts *o, fc_sweep_entry **out) {
     *out = NULL;
     if (o->sets & FC_SWEEP_SET_BASE) build_base(&s);
     if (o->sets & FC_SWEEP_SET_CUDA) build_cuda(&s);
+    if (o->sets & FC_SWEEP_SET_CUDA) build_cuda_coverage(&s);
     if (o->sets & FC_SWEEP_SET_PRODUCTION) build_production(&s);
     if (s.oom) {
         free(s.e);
@@ -765,7 +938,8 @@ int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t
                                     v->n_reasons ? v->reason[k].text : "");
         return 0;
     }
-    if (v->outcome == FC_OVERFLOW && e->expect != FC_SWEEP_EXPECT_JUDGED) {
+    const int judged = e->expect == FC_SWEEP_EXPECT_JUDGED || e->expect == FC_SWEEP_EXPECT_JUDGED_ALL;
+    if (v->outcome == FC_OVERFLOW && !judged) {
         if (why && whylen) snprintf(why, whylen, "overflow-sensitive (not a pass): %s", v->n_reasons ? v->reason[0].text : "");
         return 0;
     }
@@ -779,10 +953,13 @@ int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t
         else other++;
     }
     if (e->expect == FC_SWEEP_EXPECT_DECLINE && unsupported && !other) return 1;
-    if (e->expect == FC_SWEEP_EXPECT_JUDGED && uncheckable && !unsupported && !other) {
+    if (judged && uncheckable && !unsupported && !other) {
         /* the tensor the finding is about (dQ; O for a forward-only run) had judged elements */
         const fc_tensor_stats *ts = &v->t[e->c.backward ? FC_T_DQ : FC_T_O];
-        if (ts->checked && ts->elements > 0) return 1;
+        const int dkdv = e->expect != FC_SWEEP_EXPECT_JUDGED_ALL || !e->c.backward ||
+                         (v->t[FC_T_DK].checked && v->t[FC_T_DK].elements > 0 && v->t[FC_T_DV].checked &&
+                          v->t[FC_T_DV].elements > 0);
+        if (ts->checked && ts->elements > 0 && dkdv) return 1;
     }
     if (why && whylen) snprintf(why, whylen, "not judged (SKIP): %s", v->n_reasons ? v->reason[0].text : "");
     return 0;
@@ -804,6 +981,7 @@ int64_t fc_sweep_misuse(const fa_backend *be, fc_sweep_misuse_cb cb, void *user)
                 n++;
                 if (cb) cb(user, &res);
             }
+    n += misuse_host_ptr(be, cb, user);
     return n;
 }
 

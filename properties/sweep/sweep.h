@@ -27,8 +27,11 @@
  *               dQ in their own layouts, negative and large scales, empty problems,
  *               76800 (batch, head) pairs, the leak property (NaN/Inf in K and V at
  *               keys hidden from a row, inside tiles other rows see) on the poison
+ *               geometries, the nonfinite property (one NaN/Inf in K, V, Q or dO at a
+ *               time, the rows that see it and the rows that cannot all judged by the
+ *               oracle; rows with no visible key) on those and the backward's four
  *               geometries, a batch-heavy deterministic backward under the
- *               determinism property, the GPU fuzz findings replayed from their
+ *               determinism property (6 entries: 30 runs), the GPU fuzz findings replayed from their
  *               case text, declined layouts (misaligned pointer, strides that are
  *               not a multiple of 8 elements, head dim past the limit) and, with
  *               big, a Q/O tensor of more than 2^31 elements.
@@ -94,11 +97,13 @@ typedef enum {
     FC_SWEEP_EXPECT_DECLINE,     /* a layout the backend may decline: PASS, or SKIP because the
                                     backend said UNSUPPORTED (fc_check_case then also checks that
                                     nothing was written: "rejected_wrote") */
-    FC_SWEEP_EXPECT_JUDGED       /* PASS, or SKIP / OVERFLOW only for elements without a finite
+    FC_SWEEP_EXPECT_JUDGED,      /* PASS, or SKIP / OVERFLOW only for elements without a finite
                                     bound (the oracle's UNCHECKABLE, or NaN/Inf where the profile's
                                     own intermediates may overflow: oracle/BOUNDS.md section 11)
                                     while the tensor the entry is about (dQ; O when forward only)
                                     had judged elements and none failed (the fuzz findings) */
+    FC_SWEEP_EXPECT_JUDGED_ALL   /* JUDGED, and dK and dV had judged elements too (a finding whose
+                                    dK/dV the old cc_test required judged: a63605906157a3f1) */
 } fc_sweep_expect;
 
 typedef struct {
@@ -152,7 +157,9 @@ int64_t fc_sweep_run(const fa_backend *be, const fc_sweep_entry *e, int64_t n, i
                      fc_sweep_tally tally[FC_SWEEP_CAT_COUNT]);
 
 /* The API-misuse suite (fuzz/fz_misuse.h): every corruption kind at 10 parameters, forward and
- * backward, on one small case; cb gets each call that applied. Returns the number of calls made. */
+ * backward, on one small case; then, on a backend that declares device memory (FA_MEM_CUDA), one
+ * valid forward call with every tensor in host memory, which must be rejected without a write
+ * (kind_name "host_ptr"). cb gets each call that applied. Returns the number of calls made. */
 typedef void (*fc_sweep_misuse_cb)(void *user, const fz_misuse_result *res);
 int64_t fc_sweep_misuse(const fa_backend *be, fc_sweep_misuse_cb cb, void *user);
 

@@ -8,7 +8,13 @@
  *   - every entry is a valid case (fc_case_check);
  *   - fc_sweep_met on synthetic verdicts;
  *   - fc_sweep_run on the CPU backend: a quick category passes, a mutant of the backend fails it;
- *     the cuda set's sanitize subset passes (its cases are well formed, expectations are met). */
+ *     the cuda set's sanitize subset passes (its cases are well formed, expectations are met);
+ *   - what the old GPU cc_tests checked besides the grid (test_coverage): the nonfinite entries
+ *     (rows that see a NaN/Inf judged, rows that cannot see it and rows with no visible key kept
+ *     clean: each shown failing on a broken backend that the leak property lets pass), the
+ *     grid's finite-and--inf masks, 30 determinism runs, the host-pointer call of the misuse
+ *     suite on backends that declare device memory. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,12 +41,13 @@ static int64_t count_cat(const fc_sweep_entry *e, int64_t n, int cat) {
 }
 
 static void test_base(void) {
-    /* the counts of certify's build_sweep before it moved here (cli/cmd_certify.c); then the
+    /* the counts of certify's build_sweep before it moved here (cli/cmd_certify.c; mask: + the
+       random_mixed (finite values with -inf) and key_padding kinds, in both broadcasts); then the
        contract-v3 categories (varlen, paged, softcap, sinks: 4 cases each, 2 quick) only for
        a backend whose limits claim the features (the CPU backend's), and the packing and
        paging properties likewise */
-    static const int64_t full[12] = {29, 12, 8, 11, 5, 6, 16, 3, 5, 4, 4, 4},
-                         quick[12] = {14, 6, 5, 6, 3, 3, 8, 3, 3, 2, 2, 2};
+    static const int64_t full[12] = {29, 12, 8, 15, 5, 6, 16, 3, 5, 4, 4, 4},
+                         quick[12] = {14, 6, 5, 8, 3, 3, 8, 3, 3, 2, 2, 2};
     for (int q = 0; q < 4; q++) {
         int claims = q >= 2;
         fc_sweep_opts o;
@@ -87,7 +94,9 @@ static void test_cuda(void) {
         const fa_problem *p = &c->p;
         char msg[256];
         CHECK(fc_case_check(c, msg, sizeof msg) == 0, "cuda entry %s: %s", e[i].label, msg);
-        CHECK(c->backward == 1 || strncmp(e[i].label, "big fwd", 7) == 0, "cuda entry %s: backward on", e[i].label);
+        CHECK(c->backward == 1 || strncmp(e[i].label, "big fwd", 7) == 0 ||
+                  (strncmp(e[i].label, "nonfinite", 9) == 0 && p->seqlen_q > 1000),
+              "cuda entry %s: backward on", e[i].label);
         if (e[i].category == FC_SWEEP_CUDA_GRID) {
             if (p->head_dim_qk % 8 == 0 && p->head_dim_qk <= 256) head_dims[p->dtype == FA_BF16][p->head_dim_qk / 8]++;
             for (int k = 0; k < 17; k++) seq_seen[k] += p->seqlen_q == seqlens[k] || p->seqlen_k == seqlens[k];
@@ -119,9 +128,11 @@ static void test_cuda(void) {
             }
         }
         if (e[i].category == FC_SWEEP_CUDA_LEAK) {
-            leak++;
-            leak_long += p->seqlen_q >= 2000;
-            CHECK(e[i].prop >= 0 && strcmp(fc_prop_table[e[i].prop].name, "leak") == 0, "leak entries use the leak property");
+            int is_leak = e[i].prop >= 0 && strcmp(fc_prop_table[e[i].prop].name, "leak") == 0;
+            leak += is_leak;
+            leak_long += is_leak && p->seqlen_q >= 2000;
+            CHECK(is_leak || (e[i].prop >= 0 && strcmp(fc_prop_table[e[i].prop].name, "nonfinite") == 0),
+                  "cuda_leak entries use the leak or the nonfinite property");
         }
         if (e[i].category == FC_SWEEP_CUDA_DETERMINISM) {
             det++;
@@ -146,14 +157,14 @@ static void test_cuda(void) {
         for (int d = 1; d <= 32; d++) CHECK(head_dims[dt][d] > 0, "head dim %d %s in the grid", 8 * d, dt ? "bf16" : "fp16");
     for (int k = 0; k < 17; k++) CHECK(seq_seen[k] > 0, "sequence length %lld in the grid", (long long)seqlens[k]);
     for (int k = 0; k < 3; k++) CHECK(causal[k] > 0, "causal mode %d in the grid", k);
-    CHECK(masks[FC_MASK_RANDOM_NEGINF] && masks[FC_MASK_FULL_COLS] && masks[FC_MASK_FULL_ROWS], "mask kinds in the grid");
+    CHECK(masks[FC_MASK_RANDOM_MIXED] && masks[FC_MASK_KEY_PADDING], "mask kinds in the grid");
     CHECK(gqa[1] && gqa[2] && gqa[8], "GQA ratios 1, 2, 8");
     CHECK(bhsd >= 3 && pad >= 3 && qkv >= 3, "layouts bhsd %d pad %d qkv %d", bhsd, pad, qkv);
     CHECK(do_bhsd > 10 && do_pad > 10, "dO in its own layout: bhsd %d pad %d", do_bhsd, do_pad);
     CHECK(neg_scale && empty >= 3 && pairs && windows > 20 && sq_ne_sk > 50, "scales, empty, (b, h) pairs, windows, Sq != Sk");
     CHECK(det_modes[0] > 50 && det_modes[1] > 50, "both backward modes: atomic %d, deterministic %d", det_modes[0], det_modes[1]);
     CHECK(leak == 18 && leak_long == 2, "leak geometries: %d (long %d)", leak, leak_long);
-    CHECK(det == 1 && declined == 4 && findings == 2 && big == 2, "det %d declined %d findings %d big %d", det, declined,
+    CHECK(det == 6 && declined == 4 && findings == 4 && big == 2, "det %d declined %d findings %d big %d", det, declined,
           findings, big);
     free(e);
 
@@ -234,6 +245,11 @@ static void test_met(void) {
     CHECK(fc_sweep_met(&e, &v, why, sizeof why), "JUDGED with judged dQ elements");
     fc_verdict_overflow(&v, "dq: 16 elements NaN/Inf where the profile's own intermediates may overflow");
     CHECK(fc_sweep_met(&e, &v, why, sizeof why), "a finding: overflow-sensitive elements beside judged dQ elements");
+    e.expect = FC_SWEEP_EXPECT_JUDGED_ALL;
+    CHECK(!fc_sweep_met(&e, &v, why, sizeof why), "JUDGED_ALL needs judged dK and dV elements too");
+    v.t[FC_T_DK].checked = v.t[FC_T_DV].checked = 1;
+    v.t[FC_T_DK].elements = v.t[FC_T_DV].elements = 4;
+    CHECK(fc_sweep_met(&e, &v, why, sizeof why), "JUDGED_ALL with judged dQ, dK, dV elements");
     e.expect = FC_SWEEP_EXPECT_PASS;
     CHECK(!fc_sweep_met(&e, &v, why, sizeof why), "overflow-sensitive is not a pass");
     e.expect = FC_SWEEP_EXPECT_JUDGED;
@@ -280,7 +296,347 @@ static void test_cuda_on_cpu(void) {
     free(e);
 }
 
+/* ------------------------------------------------------------------------- */
+/* test_coverage: broken backends built on the CPU backend                   */
+
+static double get16(const void *base, int64_t off, fa_dtype dt) {
+    uint16_t h = ((const uint16_t *)base)[off];
+    return dt == FA_BF16 ? fc_bf16_to_double(h) : fc_f16_to_double(h);
+}
+static void set16(void *base, int64_t off, fa_dtype dt, double x) {
+    ((uint16_t *)base)[off] = dt == FA_BF16 ? fc_bf16_from_double(x) : fc_f16_from_double(x);
+}
+static int64_t off4(const int64_t *st, int64_t b, int64_t s, int64_t h, int64_t d) {
+    return b * st[0] + s * st[1] + h * st[2] + d * st[3];
+}
+
+/* forward that writes 0 where the exact O is NaN/Inf (the rows that see a NaN/Inf input): a kernel
+   that clamps non-finite results. Rows that do not see the value are untouched, so the leak
+   property cannot tell. */
+static fa_status fwd_nan_to_zero(const fa_fwd_args *a, fa_error *err) {
+    fa_status st = fa_backend_cpu()->forward(a, err);
+    if (st != FA_OK) return st;
+    const fa_problem *p = &a->p;
+    for (int64_t b = 0; b < p->batch; b++)
+        for (int64_t i = 0; i < p->seqlen_q; i++)
+            for (int64_t h = 0; h < p->heads_q; h++)
+                for (int64_t d = 0; d < p->head_dim_v; d++) {
+                    int64_t o = off4(a->o.stride, b, i, h, d);
+                    if (!isfinite(get16(a->o.ptr, o, p->dtype))) set16(a->o.ptr, o, p->dtype, 0.0);
+                }
+    return FA_OK;
+}
+
+/* backward that, like a tile loop multiplying P = 0 by dO (and dS = 0 by Q) instead of skipping
+   hidden pairs, lets a NaN/Inf of dO or Q reach every dV / dK column of its head group: the old
+   cc_tests' dead-row NaN dO / +Inf Q case. (Visible rows reach some columns anyway; a row that
+   sees no key reaches none.) */
+static fa_status bwd_zero_times(const fa_bwd_args *a, fa_error *err) {
+    fa_status st = fa_backend_cpu()->backward(a, err);
+    if (st != FA_OK) return st;
+    const fa_problem *p = &a->p;
+    const int64_t G = p->heads_q / p->heads_kv;
+    for (int64_t b = 0; b < p->batch; b++)
+        for (int64_t i = 0; i < p->seqlen_q; i++)
+            for (int64_t h = 0; h < p->heads_q; h++) {
+                int bad_do = 0, bad_q = 0;
+                for (int64_t d = 0; d < p->head_dim_v; d++) bad_do |= !isfinite(get16(a->dout.ptr, off4(a->dout.stride, b, i, h, d), p->dtype));
+                for (int64_t d = 0; d < p->head_dim_qk; d++) bad_q |= !isfinite(get16(a->q.ptr, off4(a->q.stride, b, i, h, d), p->dtype));
+                for (int64_t j = 0; j < p->seqlen_k; j++) {
+                    if (bad_do) set16(a->dv.ptr, off4(a->dv.stride, b, j, h / G, 0), p->dtype, NAN);
+                    if (bad_q) set16(a->dk.ptr, off4(a->dk.stride, b, j, h / G, 0), p->dtype, NAN);
+                }
+            }
+    return FA_OK;
+}
+
+/* forward that reads the additive mask as 0 / -inf only (finite entries taken as 0) */
+static fa_status fwd_mask_finite_ignored(const fa_fwd_args *a, fa_error *err) {
+    if (!a->mask.ptr) return fa_backend_cpu()->forward(a, err);
+    const fa_problem *p = &a->p;
+    const int64_t dims[4] = {p->batch, p->heads_q, p->seqlen_q, p->seqlen_k};
+    int64_t span = 1;
+    for (int k = 0; k < 4; k++) span += (dims[k] - 1) * a->mask.stride[k];
+    float *m = malloc(sizeof(float) * (size_t)span);
+    for (int64_t e = 0; e < span; e++) m[e] = a->mask.ptr[e] == -INFINITY ? -INFINITY : 0.0f;
+    fa_fwd_args b = *a;
+    b.mask.ptr = m;
+    fa_status st = fa_backend_cpu()->forward(&b, err);
+    free(m);
+    return st;
+}
+
+/* a device backend (declares FA_MEM_CUDA) that validates and rejects host pointers, and one that
+   computes on them (the CPU forward) */
+static fa_status fwd_rejects_host(const fa_fwd_args *a, fa_error *err) {
+    fa_status st = fa_validate_fwd(a, &fa_backend_cpu()->limits, err);
+    if (st != FA_OK) return st;
+    return fa_fail(err, FA_ERR_INVALID, "q.ptr", "q.ptr is not device memory (test backend)");
+}
+
+static fa_backend cpu_with(fa_status (*fwd)(const fa_fwd_args *, fa_error *),
+                           fa_status (*bwd)(const fa_bwd_args *, fa_error *)) {
+    fa_backend be = *fa_backend_cpu();
+    if (fwd) be.forward = fwd;
+    if (bwd) be.backward = bwd;
+    return be;
+}
+
+/* a failure reason of v whose text has both a and b */
+static int has_text(const fc_verdict *v, const char *a, const char *b) {
+    for (int i = 0; i < v->n_reasons; i++)
+        if (strcmp(v->reason[i].check, "skip") && strstr(v->reason[i].text, a) && strstr(v->reason[i].text, b)) return 1;
+    return 0;
+}
+
+/* one entry of the sweep judged on be; 1 when it met its expectation */
+static int entry_ok(const fa_backend *be, const fc_sweep_entry *e, fc_verdict *v, const char *what) {
+    char why[400];
+    fc_sweep_check(be, e, v);
+    int ok = fc_sweep_met(e, v, why, sizeof why);
+    printf("  %s %s on %s: %s %s\n", ok ? "met " : "FAIL", e->label, what, fc_outcome_name(v->outcome), why);
+    return ok;
+}
+
+typedef struct {
+    int64_t calls, host_ptr, host_ptr_failed;
+    char failure[32];
+} misuse_tally;
+static void misuse_count(void *user, const fz_misuse_result *res) {
+    misuse_tally *m = user;
+    m->calls++;
+    if (strcmp(res->kind_name, "host_ptr")) return;
+    m->host_ptr++;
+    if (res->failure[0]) {
+        m->host_ptr_failed++;
+        snprintf(m->failure, sizeof m->failure, "%s", res->failure);
+    }
+}
+
+static void test_coverage(void) {
+    fc_sweep_opts o;
+    fc_sweep_opts_default(&o);
+    o.sets = FC_SWEEP_SET_CUDA;
+    fc_sweep_entry *e;
+    int64_t n = fc_sweep_build(&o, &e);
+    const int nonfinite = (int)(fc_prop_by_name("nonfinite") - fc_prop_table);
+    const int leak = (int)(fc_prop_by_name("leak") - fc_prop_table);
+    int64_t nf = 0, det = 0, mixed = 0, mixed_vals = 0, dead_entry = -1, leak_entry = -1, nf_modes[2] = {0, 0};
+    int64_t findings_modes[2] = {0, 0}, keypad_tiles = 0, rows_mixed = 0;
+    fc_verdict *fv = malloc(sizeof *fv);
+    for (int64_t i = 0; i < n; i++) {
+        if (e[i].category == FC_SWEEP_CUDA_FINDINGS) {
+            findings_modes[e[i].c.deterministic != 0]++;
+            CHECK((e[i].expect == FC_SWEEP_EXPECT_JUDGED_ALL) == (strstr(e[i].label, "a63605906157a3f1") != NULL),
+                  "%s: dK/dV judged required exactly for a63605906157a3f1", e[i].label);
+            if (strstr(e[i].label, " mode)"))
+                CHECK(entry_ok(fa_backend_cpu(), &e[i], fv, "cpu"), "%s meets its expectation on the CPU backend", e[i].label);
+        }
+        if (e[i].prop == nonfinite) {
+            nf++;
+            nf_modes[e[i].c.deterministic != 0]++;
+            CHECK(e[i].category == FC_SWEEP_CUDA_LEAK && (e[i].c.backward || e[i].c.p.seqlen_q > 1000),
+                  "nonfinite entry %s: backward on (forward only at S > 1000)", e[i].label);
+            if (dead_entry < 0 && e[i].c.p.window_left == 50 && e[i].c.p.seqlen_q == 150) dead_entry = i;
+        }
+        if (e[i].prop == leak && leak_entry < 0 && e[i].c.p.seqlen_q == 200 && e[i].c.p.dtype == FA_F16) leak_entry = i;
+        det += e[i].category == FC_SWEEP_CUDA_DETERMINISM;
+        if (e[i].category == FC_SWEEP_CUDA_GRID && e[i].c.mask.kind == FC_MASK_KEY_PADDING && e[i].c.p.batch >= 2 &&
+            e[i].c.p.seqlen_k >= 256) {
+            /* key padding hides whole trailing key tiles (64 keys) of batch 1, fewer keys of batch 0 */
+            int64_t tail = 0, tail0 = 0, Sk = e[i].c.p.seqlen_k;
+            for (int64_t j = Sk - 64; j < Sk; j++) {
+                int64_t i1[4] = {1, 0, 0, j}, i0[4] = {0, 0, 0, j};
+                tail += fc_case_value(&e[i].c, FC_T_MASK, i1) == -INFINITY;
+                tail0 += fc_case_value(&e[i].c, FC_T_MASK, i0) == -INFINITY;
+            }
+            int64_t i1[4] = {1, 0, 0, 0};
+            keypad_tiles += tail == 64 && fc_case_value(&e[i].c, FC_T_MASK, i1) == 0;
+        }
+        if (e[i].category == FC_SWEEP_CUDA_GRID && e[i].c.mask.kind == FC_MASK_RANDOM_MIXED && e[i].c.mask.width == 5 &&
+            e[i].c.p.seqlen_q >= 8) {
+            /* the old MK_ROWS: rows 2, 7, ... entirely -inf, finite values and -inf elsewhere */
+            int full = 1, fin = 0;
+            for (int64_t j = 0; j < e[i].c.p.seqlen_k; j++) {
+                int64_t r2[4] = {0, 0, 2, j}, r3[4] = {0, 0, 3, j};
+                full &= fc_case_value(&e[i].c, FC_T_MASK, r2) == -INFINITY;
+                double m = fc_case_value(&e[i].c, FC_T_MASK, r3);
+                fin += isfinite(m) && m != 0;
+            }
+            rows_mixed += full && fin > 0;
+        }
+        if (e[i].category == FC_SWEEP_CUDA_GRID && e[i].c.mask.kind == FC_MASK_RANDOM_MIXED) {
+            mixed++;
+            /* finite non-zero values and -inf entries in the same mask */
+            int ninf = 0, nfin = 0;
+            for (int64_t j = 0; j < e[i].c.p.seqlen_k && j < 64; j++) {
+                int64_t idx[4] = {0, 0, e[i].c.p.seqlen_q / 2, j};
+                double m = fc_case_value(&e[i].c, FC_T_MASK, idx);
+                ninf += m == -INFINITY;
+                nfin += isfinite(m) && m != 0;
+            }
+            mixed_vals += ninf > 0 && nfin > 0;
+        }
+    }
+    CHECK(nf == 19, "nonfinite entries: %lld (10 geometries of the old backward test and Sq > Sk, 9 leak geometries)",
+          (long long)nf);
+    free(fv);
+    CHECK(nf_modes[0] >= 5 && nf_modes[1] >= 5, "nonfinite in both backward modes: atomic %lld, deterministic %lld",
+          (long long)nf_modes[0], (long long)nf_modes[1]);
+    CHECK(findings_modes[0] == 2 && findings_modes[1] == 2, "findings in both backward modes: %lld, %lld",
+          (long long)findings_modes[0], (long long)findings_modes[1]);
+    CHECK(rows_mixed >= 5, "fully masked rows in a finite-and--inf mask in %lld grid entries", (long long)rows_mixed);
+    CHECK(keypad_tiles >= 3, "key padding hiding a whole trailing 64-key tile in %lld grid entries", (long long)keypad_tiles);
+    CHECK(det == 6, "determinism: %lld entries of 5 runs (30 runs, the old cc_test's repetitions)", (long long)det);
+    CHECK(mixed >= 20 && mixed_vals >= mixed / 2, "grid masks with finite values mixed with -inf: %lld (%lld with both "
+          "in a 64-key row)", (long long)mixed, (long long)mixed_vals);
+    free(e);
+    o.quick = 1;
+    n = fc_sweep_build(&o, &e);
+    nf = det = 0;
+    for (int64_t i = 0; i < n; i++) {
+        nf += e[i].prop == nonfinite;
+        det += e[i].category == FC_SWEEP_CUDA_DETERMINISM;
+    }
+    CHECK(nf == 2 && det == 1, "quick: %lld nonfinite entries, %lld determinism (want 2, 1)", (long long)nf, (long long)det);
+    free(e);
+
+    /* the nonfinite entries on the CPU backend (the sanitize subset: diagonal and mask entries,
+       and the quick subset's fully masked rows): met; each broken backend fails them */
+    o.quick = 0;
+    o.sanitize = 1;
+    n = fc_sweep_build(&o, &e);
+    fc_sweep_entry *fe = NULL;
+    int64_t nfe = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (e[i].prop == nonfinite) nfe++;
+    CHECK(nfe == 2, "sanitize: %lld nonfinite entries (want 2)", (long long)nfe);
+    fc_verdict *v = malloc(sizeof *v);
+    fa_cpu_set_mutant(0);
+    const fa_backend *cpu = fa_backend_cpu();
+    fa_backend zero = cpu_with(fwd_nan_to_zero, NULL), leaky = cpu_with(NULL, bwd_zero_times);
+    fa_backend finite_ignored = cpu_with(fwd_mask_finite_ignored, NULL);
+    for (int64_t i = 0; i < n; i++) {
+        if (e[i].prop != nonfinite) continue;
+        fe = &e[i];
+        CHECK(entry_ok(cpu, fe, v, "cpu"), "nonfinite entry %s on the CPU backend", fe->label);
+        /* (a) rows that see the value: clamping their NaN/Inf to 0 fails nonfinite ("nan") */
+        CHECK(!entry_ok(&zero, fe, v, "nan_to_zero") && fc_verdict_has(v, "property:nonfinite"),
+              "a forward writing 0 where the exact O is NaN/Inf fails %s", fe->label);
+        int id = fa_cpu_mutant_id("mask_by_multiplication");
+        fa_cpu_set_mutant(id);
+        int met = entry_ok(cpu, fe, v, "mask_by_multiplication");
+        fa_cpu_set_mutant(0);
+        if (fe->c.mask.kind != FC_MASK_NONE)
+            CHECK(!met, "mutant mask_by_multiplication (NaN/Inf of hidden keys leak) fails %s", fe->label);
+    }
+    /* the leak property lets the clamping forward pass: it does not judge the rows that see */
+    {
+        fc_sweep_opts lo;
+        fc_sweep_opts_default(&lo);
+        lo.sets = FC_SWEEP_SET_CUDA;
+        fc_sweep_entry *le;
+        int64_t ln = fc_sweep_build(&lo, &le);
+        for (int64_t i = 0; i < ln; i++)
+            if (le[i].prop == leak && le[i].c.p.seqlen_q == 200 && le[i].c.p.dtype == FA_F16) {
+                CHECK(entry_ok(&zero, &le[i], v, "nan_to_zero"), "the leak property does not see the clamped rows");
+                break;
+            }
+        /* (b) the fully masked rows geometry: a NaN dO / +Inf Q of a row that sees no key must not
+           reach dK/dV; the correct backend meets it, the leaky backward fails it */
+        for (int64_t i = 0; i < ln; i++)
+            if (le[i].prop == nonfinite && le[i].c.p.seqlen_q == 150 && le[i].c.p.window_left == 50 &&
+                le[i].c.p.dtype == FA_BF16) {
+                CHECK(entry_ok(cpu, &le[i], v, "cpu"), "dead-row nonfinite entry on the CPU backend");
+                CHECK(!entry_ok(&leaky, &le[i], v, "zero_times_dO") && has_text(v, "dO NaN at row", "no visible key") &&
+                          has_text(v, "Q +Inf at row", "no visible key"),
+                      "a backward letting 0 * NaN dO (0 * Inf Q) of a row with no visible key into dV (dK) fails %s",
+                      le[i].label);
+                break;
+            }
+        /* key padding differs across the batch: a backend reading the mask's [0, 0] slice for
+           every batch element (mutant mask_bh_stride_ignored) fails a small keypad grid entry */
+        for (int64_t i = 0; i < ln; i++)
+            if (le[i].category == FC_SWEEP_CUDA_GRID && le[i].c.mask.kind == FC_MASK_KEY_PADDING &&
+                le[i].c.p.batch >= 2 && le[i].c.p.seqlen_q * le[i].c.p.seqlen_k <= 40000) {
+                fc_sweep_entry x = le[i];
+                x.c.backward = 0;
+                CHECK(entry_ok(cpu, &x, v, "cpu"), "keypad grid entry on the CPU backend");
+                fa_cpu_set_mutant(fa_cpu_mutant_id("mask_bh_stride_ignored"));
+                int met = entry_ok(cpu, &x, v, "mask_bh_stride_ignored");
+                fa_cpu_set_mutant(0);
+                CHECK(!met, "mutant mask_bh_stride_ignored fails %s", x.label);
+                break;
+            }
+        /* (e) a grid entry with a finite-and--inf mask: a forward that ignores finite mask values
+           fails it; the same case with a 0 / -inf mask cannot show the fault */
+        for (int64_t i = 0; i < ln; i++)
+            if (le[i].category == FC_SWEEP_CUDA_GRID && le[i].c.mask.kind == FC_MASK_RANDOM_MIXED &&
+                le[i].c.p.seqlen_q * le[i].c.p.seqlen_k <= 20000 && le[i].c.p.batch * le[i].c.p.heads_q <= 8) {
+                fc_sweep_entry x = le[i];
+                x.c.backward = 0;
+                CHECK(entry_ok(cpu, &x, v, "cpu"), "mixed-mask grid entry on the CPU backend");
+                CHECK(!entry_ok(&finite_ignored, &x, v, "mask_finite_ignored"), "finite mask values ignored fails %s",
+                      x.label);
+                x.c.mask.kind = FC_MASK_RANDOM_NEGINF;
+                CHECK(entry_ok(&finite_ignored, &x, v, "mask_finite_ignored"), "a 0 / -inf mask cannot show it");
+                break;
+            }
+        free(le);
+    }
+    free(v);
+    free(e);
+
+    /* the base set's nonfinite entries: the second case (causal, -inf mask) is judged; the first
+       (no key hidden from any row) cannot show the relation and is a SKIP, never a pass */
+    {
+        fc_sweep_opts bo;
+        fc_sweep_opts_default(&bo);
+        bo.lim = &cpu->limits;
+        fc_sweep_entry *be;
+        int64_t bn = fc_sweep_build(&bo, &be), seen = 0;
+        fc_verdict *bv = malloc(sizeof *bv);
+        for (int64_t i = 0; i < bn; i++) {
+            if (be[i].prop != nonfinite) continue;
+            fc_sweep_check(cpu, &be[i], bv);
+            int64_t judged = bv->t[FC_T_O].elements + bv->t[FC_T_DQ].elements;
+            printf("  base %s property nonfinite: %s, %lld O/dQ elements judged\n", be[i].label,
+                   fc_outcome_name(bv->outcome), (long long)judged);
+            CHECK(seen == 0 ? bv->outcome == FC_SKIP : bv->outcome == FC_PASS && judged > 0,
+                  "base nonfinite entry %lld: %s", (long long)seen, fc_outcome_name(bv->outcome));
+            seen++;
+        }
+        CHECK(seen == 2, "base set: %lld nonfinite entries (want 2)", (long long)seen);
+        free(bv);
+        free(be);
+    }
+
+    /* (c) host pointers: only a backend that declares device memory gets the call; it must reject it */
+    misuse_tally m;
+    memset(&m, 0, sizeof m);
+    fc_sweep_misuse(cpu, misuse_count, &m);
+    CHECK(m.calls > 100 && m.host_ptr == 0, "host backend: %lld misuse calls, %lld host_ptr (want 0)", (long long)m.calls,
+          (long long)m.host_ptr);
+    fa_backend dev_ok = cpu_with(fwd_rejects_host, NULL), dev_bad = *cpu;
+    dev_ok.memspace = FA_MEM_CUDA;
+    dev_ok.backward = NULL;
+    dev_bad.memspace = FA_MEM_CUDA;
+    dev_bad.backward = NULL;
+    memset(&m, 0, sizeof m);
+    fc_sweep_misuse(&dev_ok, misuse_count, &m);
+    CHECK(m.host_ptr == 1 && m.host_ptr_failed == 0, "device backend rejecting host memory: host_ptr %lld failed %lld (%s)",
+          (long long)m.host_ptr, (long long)m.host_ptr_failed, m.failure);
+    memset(&m, 0, sizeof m);
+    fc_sweep_misuse(&dev_bad, misuse_count, &m);
+    CHECK(m.host_ptr == 1 && m.host_ptr_failed == 1 && !strcmp(m.failure, "accepted_invalid"),
+          "device backend computing on host memory: host_ptr %lld failed %lld (%s)", (long long)m.host_ptr,
+          (long long)m.host_ptr_failed, m.failure);
+    (void)dead_entry;
+    (void)leak_entry;
+}
+
 int main(void) {
+    test_coverage();
     test_base();
     test_cuda();
     test_production();
