@@ -14,6 +14,7 @@ the packed layout itself (rounded once to fp16), so verify's reading of the layo
 against one written from the contract's text, not only against the CPU backend's.
 corrupt OUT (after v3_npy_run wrote the CPU backend's outputs into packed/ and paged/) writes
   packed_swap/       packed/ with rows 12 and 15 of sequence 2 of o swapped
+  packed_nonfinite/  packed/ with an Inf in o and a NaN in lse (rows of sequence 2)
   paged_wrong_page/  paged/ with a used block-table entry naming another (valid) page
   bad_*/             one invalid input each (cli/tests/v3_verify_test.sh lists the expected errors)
 """
@@ -105,6 +106,10 @@ def corrupt(out):
     o = P["o"].copy(); r = P["cu_seqlens_q"][2]
     o[[r + 12, r + 15]] = o[[r + 15, r + 12]]  # rows that see keys (diag i - 7)
     save_all(os.path.join(out, "packed_swap"), dict(P, o=o))
+    # non-finite values in packed o and lse: the report must name (sequence, position) 2, 14 / 2, 13
+    o = P["o"].copy(); o[r + 14, 2, 3] = np.inf
+    lse = P["lse"].copy(); lse[1, r + 13] = np.nan
+    save_all(os.path.join(out, "packed_nonfinite"), dict(P, o=o, lse=lse))
     # a used entry of sequence 1's table row names another valid page (the unused page 8)
     t = G["block_table"].copy(); t[1, 1] = 8
     save_all(os.path.join(out, "paged_wrong_page"), dict(G, block_table=t))

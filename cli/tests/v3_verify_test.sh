@@ -51,6 +51,9 @@ expect 0 "PASS" "single options instead of --dir" -- V --q "$f/packed/q.npy" --k
 # --- wrong outputs or options fail ----------------------------------------------------------
 expect 1 "first failure at \(b=2, s=12, h=0" "packed: two rows of sequence 2 of o swapped fail, at sequence 2 row 12" \
   -- V --dir "$f/packed_swap" --causal bottom_right
+expect 1 "non-finite failure at \(b=2, s=14, h=2, d=3\): got inf" "packed: an Inf in o is reported at its (sequence, position)" \
+  -- V --dir "$f/packed_nonfinite" --causal bottom_right
+grep -Eq "non-finite failure at \(b=2, s=13, h=1, d=0\): got nan" "$out"; check '[ $? -eq 0 ]' "packed: a NaN in lse [Hq, total_q] is reported at its (sequence, position)"
 expect 1 "o .* FAIL" "paged: a used block-table entry naming another page fails" -- V --dir "$f/paged_wrong_page" --causal bottom_right
 expect 1 "FAIL" "softcap + sinks outputs judged without --softcap fail" -- V --dir "$f/softsink"
 mkdir -p "$f/nosinks"; cp "$f"/softsink/{q,k,v,o,lse}.npy "$f/nosinks/"
