@@ -21,11 +21,14 @@ static const char *verify_help =
     "usage: flashcheck verify [--dir DIR] [--q F --k F --v F] [--o F] [--lse F] [--do F --dq F --dk F --dv F]\n"
     "                         [--mask F] [--layout bshd|bhsd] [--causal none|top_left|bottom_right]\n"
     "                         [--window LEFT RIGHT] [--window-align top_left|bottom_right] [--scale S]\n"
+    "                         [--cu-seqlens-q F] [--cu-seqlens-k F] [--seqused-k F] [--block-table F]\n"
+    "                         [--sinks F] [--dsinks F] [--softcap X]\n"
     "                         [--profile NAME] [--json FILE] [--quiet]\n"
     "\n"
     "Checks outputs of any attention implementation, saved with numpy.save, against the MPFR oracle\n"
     "with a per-element error bound. --dir DIR reads DIR/q.npy, k.npy, v.npy, o.npy, lse.npy,\n"
-    "do.npy, dq.npy, dk.npy, dv.npy, mask.npy (those present); single options override.\n"
+    "do.npy, dq.npy, dk.npy, dv.npy, mask.npy, cu_seqlens_q.npy, cu_seqlens_k.npy, seqused_k.npy,\n"
+    "block_table.npy, sinks.npy, dsinks.npy (those present); single options override.\n"
     "Forward needs q k v o (lse optional); backward needs q k v o do and any of dq dk dv (lse\n"
     "optional: without it the backward is judged against any LSE a correct forward may give; the\n"
     "backend's own LSE makes the gradient bounds tighter).\n"
@@ -34,6 +37,23 @@ static const char *verify_help =
     "(saved as uint16 bits '<u2', e.g. t.view(torch.uint16).numpy(), or '<V2'), all in one dtype;\n"
     "outputs may also be float32 if every value is exactly an fp16/bf16 value. lse is float32\n"
     "[B, Hq, Sq] (natural log). mask is float32 [B|1, Hq|1, Sq, Sk] (additive, -inf hides a key).\n"
+    "\n"
+    "contract v3 (kernels/flash_api.h: fa_varlen, fa_paged, softcap, sinks), each optional:\n"
+    "  cu_seqlens_q  int32 [B+1]: q o do dq are packed rows [total_q, Hq, D] (sequence b: rows\n"
+    "                cu[b] .. cu[b+1]-1, total_q = cu[B]); lse is float32 [Hq, total_q]\n"
+    "  cu_seqlens_k  int32 [B+1]: k v dk dv are packed rows [total_k, Hkv, D]\n"
+    "  seqused_k     int32 [B]: sequence b uses only its first seqused_k[b] keys\n"
+    "  block_table   int32 [B, max_pages]: k v dk dv are page pools [num_pages, page_size, Hkv, D]\n"
+    "                (always in that order), key j of sequence b in page table[b][j / page_size],\n"
+    "                slot j % page_size; without seqused_k every sequence uses max_pages * page_size\n"
+    "                keys. Exclusive with cu_seqlens_k\n"
+    "  sinks         float32 [Hq]: a per-head logit in every row's softmax denominator\n"
+    "  dsinks        float32 [Hq]: the sink gradient (backward output; needs sinks and do)\n"
+    "  --softcap X   logit softcapping s = X tanh(scale q.k / X) (0: off)\n"
+    "  Packed and pooled arrays are in the order above whatever --layout says. The arrays are\n"
+    "  validated by the contract's own validation (fa_validate_fwd): a decreasing cu_seqlens, a\n"
+    "  seqused_k above a sequence's keys, a table entry outside [0, num_pages), the mask with\n"
+    "  cu_seqlens ... are rejected naming the file; nothing is written then.\n"
     "\n"
     "options:\n"
     "  --layout L       bshd: [batch, seq, heads, dim] (FlashAttention; default)\n"
@@ -71,8 +91,9 @@ static const char *verify_help =
 /* ------------------------------------------------------------------------- */
 /* arrays                                                                    */
 
-enum { VQ, VK, VV, VO, VLSE, VDO, VDQ, VDK, VDV, VMASK, VN };
-static const char *vnames[VN] = { "q", "k", "v", "o", "lse", "do", "dq", "dk", "dv", "mask" };
+enum { VQ, VK, VV, VO, VLSE, VDO, VDQ, VDK, VDV, VMASK, VCUQ, VCUK, VSEQUSED, VTABLE, VSINKS, VDSINKS, VN };
+static const char *vnames[VN] = { "q", "k", "v", "o", "lse", "do", "dq", "dk", "dv", "mask",
+                                  "cu_seqlens_q", "cu_seqlens_k", "seqused_k", "block_table", "sinks", "dsinks" };
 
 typedef struct {
     const char *path[VN];
@@ -91,9 +112,33 @@ static int load_arrays(verify_arrays *va, char *msg, size_t msglen)
     return 0;
 }
 
-/* dims of a data tensor in the contract's order [B, S, H, D] */
-static int data_dims(const npy_array *a, int bhsd, const char *name, int64_t out[4], char *msg, size_t msglen)
+/* How a data tensor is stored (contract v3): dense [B, S, H, D] ([B, H, S, D] with --layout bhsd),
+   packed rows [total, H, D] (cu_seqlens given), or a page pool [num_pages, page_size, H, D]. */
+typedef enum { FORM_DENSE, FORM_PACKED, FORM_POOL } data_form;
+
+/* dims of a data tensor in the contract's order [B, S, H, D]; packed: [1, total, H, D], pool:
+   [num_pages, page_size, H, D] (the views fa_validate and the oracle index) */
+static int data_dims(const npy_array *a, data_form f, int bhsd, const char *name, int64_t out[4], char *msg,
+                     size_t msglen)
 {
+    if (f == FORM_PACKED) {
+        if (a->ndim != 3) {
+            snprintf(msg, msglen, "%s has %d dimensions; with cu_seqlens it holds packed rows [total, heads, dim] "
+                     "(3 dimensions: sequence b is rows cu_seqlens[b] .. cu_seqlens[b+1]-1)", name, a->ndim);
+            return -1;
+        }
+        out[0] = 1; out[1] = a->shape[0]; out[2] = a->shape[1]; out[3] = a->shape[2];
+        return 0;
+    }
+    if (f == FORM_POOL) {
+        if (a->ndim != 4) {
+            snprintf(msg, msglen, "%s has %d dimensions; with block_table it is the page pool [num_pages, page_size, "
+                     "heads, dim] (4 dimensions)", name, a->ndim);
+            return -1;
+        }
+        for (int k = 0; k < 4; k++) out[k] = a->shape[k];
+        return 0;
+    }
     if (a->ndim != 4) {
         snprintf(msg, msglen, "%s has %d dimensions; expected 4 ([batch, seq, heads, dim] with --layout bshd, "
                  "[batch, heads, seq, dim] with --layout bhsd; add a batch axis with x[None] if needed)", name, a->ndim);
@@ -106,9 +151,14 @@ static int data_dims(const npy_array *a, int bhsd, const char *name, int64_t out
     return 0;
 }
 
-/* C-order strides of the array, mapped to the contract's [B, S, H, D] */
-static void data_strides(const npy_array *a, int bhsd, int64_t st[4])
+/* C-order strides of the array, mapped to the contract's [B, S, H, D] (packed: st[0] unused, 0) */
+static void data_strides(const npy_array *a, data_form f, int bhsd, int64_t st[4])
 {
+    if (f == FORM_PACKED) {
+        st[0] = 0; st[1] = a->shape[1] * a->shape[2]; st[2] = a->shape[2]; st[3] = 1;
+        return;
+    }
+    if (f == FORM_POOL) bhsd = 0;
     int64_t s3 = 1, s2 = a->shape[3], s1 = a->shape[2] * s2, s0 = a->shape[1] * s1;
     st[0] = s0;
     st[1] = bhsd ? s2 : s1;
@@ -142,6 +192,15 @@ static int to_bits(verify_arrays *va, int i, fa_dtype dt, char *msg, size_t msgl
         va->bits[i][e] = b;
     }
     return 0;
+}
+
+/* the shape a tensor of contract dims d ([B, S, H, D] as data_dims gives) has in its file */
+static void form_text(data_form f, int bhsd, const int64_t d[4], char *buf, size_t len)
+{
+    if (f == FORM_PACKED) snprintf(buf, len, "[%lld, %lld, %lld]", (long long)d[1], (long long)d[2], (long long)d[3]);
+    else if (f == FORM_DENSE && bhsd)
+        snprintf(buf, len, "[%lld, %lld, %lld, %lld]", (long long)d[0], (long long)d[2], (long long)d[1], (long long)d[3]);
+    else snprintf(buf, len, "[%lld, %lld, %lld, %lld]", (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3]);
 }
 
 /* "[2, 4, 33]" */
@@ -183,21 +242,46 @@ static int first_nonfinite_failure(const orc_block *blk, elem_get get, const voi
     return 0;
 }
 
-typedef struct { const fa_tensor *t; fa_dtype dt; } data_view;
+/* cu: the packed tensor's cu_seqlens (the oracle's index b is then the sequence, s the position in
+   it), else NULL (dense, or a pool: b = page, s = slot) */
+typedef struct { const fa_tensor *t; fa_dtype dt; const int32_t *cu; } data_view;
 static double data_get(const void *user, const orc_block *blk, int64_t v, int64_t k)
 {
     const data_view *dv = user;
     const orc_index *ix = &blk->index[v];
     const int64_t *st = dv->t->stride;
-    int64_t off = ix->b * st[0] + ix->s * st[1] + ix->h * st[2] + k * st[3];
+    int64_t off = dv->cu ? ((int64_t)dv->cu[ix->b] + ix->s) * st[1] + ix->h * st[2] + k * st[3]
+                         : ix->b * st[0] + ix->s * st[1] + ix->h * st[2] + k * st[3];
     return orc_decode(((const uint16_t *)dv->t->ptr)[off], dv->dt);
 }
+typedef struct { const fa_lse *l; const int32_t *cu; } lse_view;
 static double lse_get(const void *user, const orc_block *blk, int64_t v, int64_t k)
 {
-    const fa_lse *l = user;
+    const lse_view *lv = user;
+    const fa_lse *l = lv->l;
     const orc_index *ix = &blk->index[v];
     (void)k;
-    return ((const float *)l->ptr)[ix->b * l->stride[0] + ix->h * l->stride[1] + ix->s * l->stride[2]];
+    int64_t row = lv->cu ? (int64_t)lv->cu[ix->b] + ix->s : ix->s, b = lv->cu ? 0 : ix->b;
+    return ((const float *)l->ptr)[b * l->stride[0] + ix->h * l->stride[1] + row * l->stride[2]];
+}
+
+/* The file (or option) behind a contract argument fa_validate_* named: "varlen.cu_seqlens_q" ->
+   cu_seqlens_q's path, "paged.*" / "page_size" -> the block table's, "q.stride[2]" -> q's, ... */
+static const char *arg_source(const char *arg, const char *const path[VN])
+{
+    static const struct { const char *prefix; int id; } m[] = {
+        { "varlen.cu_seqlens_q", VCUQ }, { "varlen.cu_seqlens_k", VCUK }, { "varlen.seqused_k", VSEQUSED },
+        { "paged.", VTABLE }, { "page_size", VTABLE }, { "dsinks", VDSINKS }, { "sinks", VSINKS },
+        { "has_sinks", VSINKS }, { "mask", VMASK }, { "lse", VLSE }, { "dout", VDO }, { "dq", VDQ }, { "dk", VDK },
+        { "dv", VDV }, { "q", VQ }, { "k", VK }, { "v", VV }, { "o", VO },
+    };
+    if (strcmp(arg, "softcap") == 0) return "--softcap";
+    for (size_t i = 0; i < sizeof m / sizeof m[0]; i++) {
+        size_t n = strlen(m[i].prefix);
+        if (strncmp(arg, m[i].prefix, n) == 0 && (m[i].prefix[n - 1] == '.' || arg[n] == 0 || arg[n] == '.' || arg[n] == '['))
+            return path[m[i].id] ? path[m[i].id] : NULL;
+    }
+    return NULL;
 }
 
 /* JSON numbers must be finite: a non-finite value is written as the string "inf", "-inf"
@@ -241,8 +325,9 @@ int cli_verify(int argc, char **argv)
         int r, matched = 0;
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { fputs(verify_help, stdout); return CLI_OK; }
         for (int t = 0; t < VN && !matched; t++) {
-            char opt[16];
+            char opt[32];
             snprintf(opt, sizeof opt, "--%s", vnames[t]);
+            for (char *c = opt + 2; *c; c++) if (*c == '_') *c = '-';   /* --cu-seqlens-q */
             if ((r = cli_opt(argc, argv, &i, opt, &v))) {
                 if (r < 0) return cli_usage_error("verify", "%s needs a .npy file", opt);
                 va.path[t] = cli_path(v);
@@ -278,6 +363,11 @@ int cli_verify(int argc, char **argv)
                                        "the default 1/sqrt(head_dim)): give a normal fp32 value", v,
                                        (float)s == 0 ? "rounds to 0" : isinf((float)s) ? "overflows" : "is subnormal");
             p.softmax_scale = (float)s;
+        } else if ((r = cli_opt(argc, argv, &i, "--softcap", &v))) {
+            double c;
+            /* the contract's rules on the value (>= 0, finite) are fa_validate_fwd's, below */
+            if (r < 0 || cli_parse_double(v, &c)) return cli_usage_error("verify", "--softcap needs a number (0: no capping)");
+            p.softcap = (float)c;
         } else if ((r = cli_opt(argc, argv, &i, "--profile", &v))) {
             fa_precision probe;
             fa_error perr;
@@ -310,54 +400,116 @@ int cli_verify(int argc, char **argv)
     if (!va.path[VQ] || !va.path[VK] || !va.path[VV])
         return cli_usage_error("verify", "q, k and v are required (--q/--k/--v, or --dir with q.npy k.npy v.npy)%s%s%s",
                                dir ? "; " : "", dir ? dir : "", dir ? " has no q.npy, k.npy or v.npy" : "");
-    int want_bwd = va.path[VDQ] || va.path[VDK] || va.path[VDV];
+    int want_bwd = va.path[VDQ] || va.path[VDK] || va.path[VDV] || va.path[VDSINKS];
     if (!va.path[VO]) return cli_usage_error("verify", "o is required (the forward output; backward also needs it as input)");
-    if (want_bwd && !va.path[VDO]) return cli_usage_error("verify", "dq/dk/dv given but no do (the output gradient)");
+    if (want_bwd && !va.path[VDO]) return cli_usage_error("verify", "dq/dk/dv/dsinks given but no do (the output gradient)");
+    if (va.path[VDSINKS] && !va.path[VSINKS]) return cli_usage_error("verify", "dsinks given but no sinks (the sink logits)");
 
     char msg[1024];
     if (load_arrays(&va, msg, sizeof msg) != 0) { fprintf(stderr, "flashcheck verify: %s\n", msg); return CLI_USAGE; }
 
+    /* contract-v3 index arrays: int32 of the right rank (their values are fa_validate_fwd's, below) */
+    static const int iranks[4] = { 1, 1, 1, 2 };
+    static const char *ishape[4] = { "[B+1]", "[B+1]", "[B]", "[B, max_pages]" };
+    for (int id = VCUQ; id <= VTABLE; id++) {
+        if (!va.have[id]) continue;
+        npy_array *a = &va.a[id];
+        if (a->kind != NPY_I32 || a->ndim != iranks[id - VCUQ]) {
+            char got[128];
+            shape_text(a, got, sizeof got);
+            fprintf(stderr, "flashcheck verify: %s must be int32 %s (%s); it is %s %s%s\n", va.path[id], ishape[id - VCUQ],
+                    vnames[id], npy_kind_name(a->kind), got, a->kind != NPY_I32 ? ": save it with x.astype(numpy.int32) or "
+                    "t.to(torch.int32)" : "");
+            return CLI_USAGE;
+        }
+    }
+    const int packed_q = va.have[VCUQ], packed_k = va.have[VCUK], paged = va.have[VTABLE];
+    const int32_t *cu_q = packed_q ? va.a[VCUQ].ints : NULL, *cu_k = packed_k ? va.a[VCUK].ints : NULL;
+    const int32_t *used = va.have[VSEQUSED] ? va.a[VSEQUSED].ints : NULL;
+    /* q, o, do, dq are packed with cu_seqlens_q; k, v, dk, dv pooled with a block table, else
+       packed with cu_seqlens_k (both given: the pool, and fa_validate rejects the pair) */
+    const data_form fq = packed_q ? FORM_PACKED : FORM_DENSE, fk = paged ? FORM_POOL : packed_k ? FORM_PACKED : FORM_DENSE;
+    const char *layout_hint = bhsd ? "" : " (arrays in [B,H,S,D] order? pass --layout bhsd)";
+    if (fq != FORM_DENSE && fk != FORM_DENSE) layout_hint = "";
+
     /* shapes */
     int64_t dq_[4], dk_[4], dv_[4], d[4];
-    if (data_dims(&va.a[VQ], bhsd, va.path[VQ], dq_, msg, sizeof msg) || data_dims(&va.a[VK], bhsd, va.path[VK], dk_, msg, sizeof msg) ||
-        data_dims(&va.a[VV], bhsd, va.path[VV], dv_, msg, sizeof msg)) {
+    if (data_dims(&va.a[VQ], fq, bhsd, va.path[VQ], dq_, msg, sizeof msg) ||
+        data_dims(&va.a[VK], fk, bhsd, va.path[VK], dk_, msg, sizeof msg) ||
+        data_dims(&va.a[VV], fk, bhsd, va.path[VV], dv_, msg, sizeof msg)) {
         fprintf(stderr, "flashcheck verify: %s\n", msg);
         return CLI_USAGE;
     }
-    p.batch = dq_[0]; p.seqlen_q = dq_[1]; p.heads_q = dq_[2]; p.head_dim_qk = dq_[3];
-    p.seqlen_k = dk_[1]; p.heads_kv = dk_[2]; p.head_dim_v = dv_[3];
-    if (dk_[0] != p.batch || dv_[0] != p.batch || dk_[3] != p.head_dim_qk || dv_[1] != p.seqlen_k || dv_[2] != p.heads_kv) {
-        fprintf(stderr, "flashcheck verify: shapes disagree: q %lldx%lldx%lldx%lld, k %lldx%lldx%lldx%lld, v %lldx%lldx%lldx%lld "
-                "(as [B,S,H,D]); k needs q's batch and head dim, v needs k's batch, seq and heads%s\n",
-                (long long)dq_[0], (long long)dq_[1], (long long)dq_[2], (long long)dq_[3], (long long)dk_[0], (long long)dk_[1],
-                (long long)dk_[2], (long long)dk_[3], (long long)dv_[0], (long long)dv_[1], (long long)dv_[2], (long long)dv_[3],
-                bhsd ? "" : " (arrays in [B,H,S,D] order? pass --layout bhsd)");
+    if (packed_q && va.a[VCUQ].count < 1) {
+        fprintf(stderr, "flashcheck verify: %s has no entries; it must hold B+1 offsets (0 first)\n", va.path[VCUQ]);
+        return CLI_USAGE;
+    }
+    p.batch = packed_q ? va.a[VCUQ].count - 1 : dq_[0];
+    p.heads_q = dq_[2]; p.head_dim_qk = dq_[3];
+    p.heads_kv = dk_[2]; p.head_dim_v = dv_[3];
+    if ((fk == FORM_DENSE && dk_[0] != p.batch) || dv_[0] != dk_[0] || dk_[3] != p.head_dim_qk || dv_[1] != dk_[1] ||
+        dv_[2] != dk_[2]) {
+        char tq[96], tk[96], tv[96];
+        shape_text(&va.a[VQ], tq, sizeof tq); shape_text(&va.a[VK], tk, sizeof tk); shape_text(&va.a[VV], tv, sizeof tv);
+        fprintf(stderr, "flashcheck verify: shapes disagree: q %s, k %s, v %s (q %s, k and v %s); k needs q's %shead dim, "
+                "v needs k's %s and heads%s\n", tq, tk, tv,
+                fq == FORM_PACKED ? "packed [total_q, Hq, Dqk]" : bhsd ? "[B,H,S,D]" : "[B,S,H,D]",
+                fk == FORM_POOL ? "page pools [num_pages, page_size, Hkv, D]" : fk == FORM_PACKED ? "packed [total_k, Hkv, D]"
+                : bhsd ? "[B,H,S,D]" : "[B,S,H,D]", fk == FORM_DENSE ? "batch and " : "",
+                fk == FORM_POOL ? "pages, page size" : fk == FORM_PACKED ? "rows" : "batch, seq", layout_hint);
         return CLI_USAGE;
     }
     if (p.heads_kv <= 0 || p.heads_q % p.heads_kv) {
         fprintf(stderr, "flashcheck verify: q has %lld heads and k %lld: heads_q must be a multiple of heads_kv (GQA)%s\n",
-                (long long)p.heads_q, (long long)p.heads_kv, bhsd ? "" : " (arrays in [B,H,S,D] order? pass --layout bhsd)");
+                (long long)p.heads_q, (long long)p.heads_kv, layout_hint);
         return CLI_USAGE;
     }
-    if (va.a[VQ].kind == NPY_F32) {
-        fprintf(stderr, "flashcheck verify: %s is float32; the kernels checked here take fp16 or bf16 inputs: save the "
-                "tensors the kernel read (bf16 as x.view(torch.uint16).numpy())\n", va.path[VQ]);
+    /* lengths of the per-sequence arrays: B from cu_seqlens_q, else from q's batch */
+    struct { int id; int64_t want; } len[] = { { VCUK, p.batch + 1 }, { VSEQUSED, p.batch }, { VTABLE, p.batch } };
+    for (size_t i = 0; i < sizeof len / sizeof len[0]; i++) {
+        int id = len[i].id;
+        if (!va.have[id] || va.a[id].shape[0] == len[i].want) continue;
+        fprintf(stderr, "flashcheck verify: %s has %lld %s; expected %lld (B = %lld from %s)\n", va.path[id],
+                (long long)va.a[id].shape[0], id == VTABLE ? "rows" : "entries", (long long)len[i].want, (long long)p.batch,
+                packed_q ? va.path[VCUQ] : va.path[VQ]);
+        return CLI_USAGE;
+    }
+    /* maxima over sequences (p.seqlen_q/k, the contract's upper bounds); a negative span or
+       length is left to fa_validate_fwd, which names it */
+    int64_t mq = 0, mk = 0;
+    for (int64_t b = 0; packed_q && b < p.batch; b++) if ((int64_t)cu_q[b + 1] - cu_q[b] > mq) mq = (int64_t)cu_q[b + 1] - cu_q[b];
+    for (int64_t b = 0; packed_k && b < p.batch; b++) if ((int64_t)cu_k[b + 1] - cu_k[b] > mk) mk = (int64_t)cu_k[b + 1] - cu_k[b];
+    p.seqlen_q = packed_q ? mq : dq_[1];
+    if (paged) {
+        p.page_size = dk_[1];
+        int64_t cap;
+        if (__builtin_mul_overflow(va.a[VTABLE].shape[1], dk_[1], &cap)) cap = INT64_MAX;
+        mk = 0;
+        for (int64_t b = 0; used && b < p.batch; b++) if (used[b] > mk) mk = used[b];
+        p.seqlen_k = used ? mk : cap;   /* without seqused_k every sequence uses its whole table row */
+    } else {
+        p.seqlen_k = packed_k ? mk : dk_[1];
+    }
+    if (va.a[VQ].kind != NPY_F16 && va.a[VQ].kind != NPY_BF16) {
+        fprintf(stderr, "flashcheck verify: %s is %s; the kernels checked here take fp16 or bf16 inputs: save the "
+                "tensors the kernel read (bf16 as x.view(torch.uint16).numpy())\n", va.path[VQ], npy_kind_name(va.a[VQ].kind));
         return CLI_USAGE;
     }
     p.dtype = va.a[VQ].kind == NPY_BF16 ? FA_BF16 : FA_F16;
-    struct { int id; int64_t want[4]; } chk[] = {
-        { VO, { p.batch, p.seqlen_q, p.heads_q, p.head_dim_v } },  { VDO, { p.batch, p.seqlen_q, p.heads_q, p.head_dim_v } },
-        { VDQ, { p.batch, p.seqlen_q, p.heads_q, p.head_dim_qk } }, { VDK, { p.batch, p.seqlen_k, p.heads_kv, p.head_dim_qk } },
-        { VDV, { p.batch, p.seqlen_k, p.heads_kv, p.head_dim_v } },
+    struct { int id; int64_t want[4]; data_form f; } chk[] = {
+        { VO, { dq_[0], dq_[1], p.heads_q, p.head_dim_v }, fq },  { VDO, { dq_[0], dq_[1], p.heads_q, p.head_dim_v }, fq },
+        { VDQ, { dq_[0], dq_[1], p.heads_q, p.head_dim_qk }, fq }, { VDK, { dk_[0], dk_[1], p.heads_kv, p.head_dim_qk }, fk },
+        { VDV, { dk_[0], dk_[1], p.heads_kv, p.head_dim_v }, fk },
     };
     for (size_t i = 0; i < sizeof chk / sizeof chk[0]; i++) {
         int id = chk[i].id;
         if (!va.have[id]) continue;
-        if (data_dims(&va.a[id], bhsd, va.path[id], d, msg, sizeof msg)) { fprintf(stderr, "flashcheck verify: %s\n", msg); return CLI_USAGE; }
+        if (data_dims(&va.a[id], chk[i].f, bhsd, va.path[id], d, msg, sizeof msg)) { fprintf(stderr, "flashcheck verify: %s\n", msg); return CLI_USAGE; }
         if (memcmp(d, chk[i].want, sizeof d) != 0) {
-            fprintf(stderr, "flashcheck verify: %s has shape [B,S,H,D] = %lldx%lldx%lldx%lld; expected %lldx%lldx%lldx%lld from q, k, v\n",
-                    va.path[id], (long long)d[0], (long long)d[1], (long long)d[2], (long long)d[3], (long long)chk[i].want[0],
-                    (long long)chk[i].want[1], (long long)chk[i].want[2], (long long)chk[i].want[3]);
+            char got[128], want[128];
+            shape_text(&va.a[id], got, sizeof got);
+            form_text(chk[i].f, bhsd, chk[i].want, want, sizeof want);
+            fprintf(stderr, "flashcheck verify: %s has shape %s; expected %s from q, k, v\n", va.path[id], got, want);
             return CLI_USAGE;
         }
     }
@@ -367,17 +519,35 @@ int cli_verify(int argc, char **argv)
     }
     if (va.have[VLSE]) {
         npy_array *l = &va.a[VLSE];
-        if (l->kind != NPY_F32 || l->ndim != 3 || l->shape[0] != p.batch || l->shape[1] != p.heads_q || l->shape[2] != p.seqlen_q) {
-            char got[128];
+        int ok = l->kind == NPY_F32 && (packed_q ? l->ndim == 2 && l->shape[0] == p.heads_q && l->shape[1] == dq_[1]
+                                                  : l->ndim == 3 && l->shape[0] == p.batch && l->shape[1] == p.heads_q &&
+                                                        l->shape[2] == p.seqlen_q);
+        if (!ok) {
+            char got[128], want[128];
             shape_text(l, got, sizeof got);
-            fprintf(stderr, "flashcheck verify: %s must be float32 [B, Hq, Sq] = [%lld, %lld, %lld] (natural log); it is %s %s\n",
-                    va.path[VLSE], (long long)p.batch, (long long)p.heads_q, (long long)p.seqlen_q, npy_kind_name(l->kind), got);
+            if (packed_q) snprintf(want, sizeof want, "[Hq, total_q] = [%lld, %lld] (packed)", (long long)p.heads_q, (long long)dq_[1]);
+            else snprintf(want, sizeof want, "[B, Hq, Sq] = [%lld, %lld, %lld]", (long long)p.batch, (long long)p.heads_q,
+                          (long long)p.seqlen_q);
+            fprintf(stderr, "flashcheck verify: %s must be float32 %s (natural log); it is %s %s\n", va.path[VLSE], want,
+                    npy_kind_name(l->kind), got);
             return CLI_USAGE;
         }
     }
+    for (int id = VSINKS; id <= VDSINKS; id++) {
+        npy_array *a = &va.a[id];
+        if (!va.have[id] || (a->kind == NPY_F32 && a->ndim == 1 && a->shape[0] == p.heads_q)) continue;
+        char got[128];
+        shape_text(a, got, sizeof got);
+        fprintf(stderr, "flashcheck verify: %s must be float32 [Hq] = [%lld] (one %s per query head); it is %s %s\n",
+                va.path[id], (long long)p.heads_q, id == VSINKS ? "sink logit" : "sink gradient", npy_kind_name(a->kind), got);
+        return CLI_USAGE;
+    }
     fa_mask mask;
     memset(&mask, 0, sizeof mask);
-    if (va.have[VMASK]) {
+    if (va.have[VMASK] && (packed_q || packed_k)) {
+        /* not allowed with cu_seqlens: given as is, fa_validate_fwd rejects it naming "mask" */
+        mask.ptr = va.a[VMASK].data ? va.a[VMASK].data : (const float *)va.a[VMASK].ints;
+    } else if (va.have[VMASK]) {
         npy_array *m = &va.a[VMASK];
         if (m->kind != NPY_F32 || m->ndim != 4 || (m->shape[0] != 1 && m->shape[0] != p.batch) ||
             (m->shape[1] != 1 && m->shape[1] != p.heads_q) || m->shape[2] != p.seqlen_q || m->shape[3] != p.seqlen_k) {
@@ -401,7 +571,8 @@ int cli_verify(int argc, char **argv)
     for (int id = VQ; id <= VDV; id++) {
         if (!va.have[id] || id == VLSE) continue;
         t[id].ptr = va.bits[id];
-        data_strides(&va.a[id], bhsd, t[id].stride);
+        int kside = id == VK || id == VV || id == VDK || id == VDV;
+        data_strides(&va.a[id], kside ? fk : fq, bhsd, t[id].stride);
     }
     fa_precision prof;
     fa_precision_preset(profile_name, &prof, NULL);
@@ -410,20 +581,69 @@ int cli_verify(int argc, char **argv)
     fa_error err;
     memset(&err, 0, sizeof err);
 
-    printf("verify: B=%lld Sq=%lld Sk=%lld Hq=%lld Hkv=%lld Dqk=%lld Dv=%lld %s, causal %s, window %lld %lld, scale %g, profile %s\n",
-           (long long)p.batch, (long long)p.seqlen_q, (long long)p.seqlen_k, (long long)p.heads_q, (long long)p.heads_kv,
-           (long long)p.head_dim_qk, (long long)p.head_dim_v, fa_dtype_name(p.dtype), causal_w[p.causal],
-           (long long)p.window_left, (long long)p.window_right, (double)fa_effective_scale(&p),
-           profile_name);
-
     fa_fwd_args fa;
     memset(&fa, 0, sizeof fa);
     fa.p = p; fa.q = t[VQ]; fa.k = t[VK]; fa.v = t[VV]; fa.mask = mask;
-    /* the oracle ignores o/lse of the args, but validates them: give it the user's o and a scratch lse */
-    float *scratch_lse = calloc((size_t)(p.batch * p.heads_q * p.seqlen_q) + 1, sizeof(float));
+    fa.varlen.cu_seqlens_q = cu_q;
+    fa.varlen.cu_seqlens_k = cu_k;
+    fa.varlen.seqused_k = used;
+    if (paged) {
+        fa.paged.block_table = va.a[VTABLE].ints;
+        fa.paged.table_stride = fa.paged.max_pages_per_seq = va.a[VTABLE].shape[1];
+        fa.paged.num_pages = dk_[0];
+    }
+    fa.p.has_sinks = va.have[VSINKS];
+    fa.sinks = va.have[VSINKS] ? va.a[VSINKS].data : NULL;
+    p = fa.p;
+    /* the oracle ignores o/lse of the args, but validates them: give it the user's o and a scratch
+       lse ([B, Hq, Sq], or [Hq, total_q] when packed) */
+    const int64_t lse_rows = packed_q ? dq_[1] : p.seqlen_q, lse_b = packed_q ? 1 : p.batch;
+    float *scratch_lse = calloc((size_t)(lse_b * p.heads_q * lse_rows) + 1, sizeof(float));
     fa.o = t[VO];
     fa.lse.ptr = scratch_lse;
-    fa.lse.stride[0] = p.heads_q * p.seqlen_q; fa.lse.stride[1] = p.seqlen_q; fa.lse.stride[2] = 1;
+    fa.lse.stride[0] = packed_q ? 0 : p.heads_q * lse_rows; fa.lse.stride[1] = lse_rows; fa.lse.stride[2] = 1;
+
+    /* the contract's validation (every backend's, kernels/api/fa_validate.c) of the call these
+       arrays describe, with limits that claim every feature: an error names the file it is about */
+    fa_limits any;
+    memset(&any, 0, sizeof any);
+    any.head_dim_multiple = 1;
+    any.ptr_align_bytes = 2;
+    any.supports_varlen = any.supports_paged = any.supports_softcap = any.supports_sinks = 1;
+    if (fa_validate_fwd(&fa, &any, &err) != FA_OK) {
+        const char *src = arg_source(err.arg, va.path);
+        fprintf(stderr, "flashcheck verify: %s%s%s\n", src ? src : "", src ? ": " : "", err.msg);
+        free(scratch_lse);
+        return CLI_USAGE;
+    }
+    /* packed arrays hold exactly the rows cu_seqlens announces (fa_validate cannot see a buffer's size) */
+    struct { int on, cu, id; int64_t rows; } pk[] = { { packed_q, VCUQ, VQ, dq_[1] }, { packed_k && !paged, VCUK, VK, dk_[1] } };
+    for (int i = 0; i < 2; i++) {
+        if (!pk[i].on) continue;
+        int64_t total = va.a[pk[i].cu].ints[p.batch];
+        if (total == pk[i].rows) continue;
+        fprintf(stderr, "flashcheck verify: %s has %lld packed rows but %s ends at %lld (its last entry, cu[B], is the "
+                "rows of the %lld sequences together)\n", va.path[pk[i].id], (long long)pk[i].rows, va.path[pk[i].cu],
+                (long long)total, (long long)p.batch);
+        free(scratch_lse);
+        return CLI_USAGE;
+    }
+
+    char v3[256] = "";
+    size_t v3n = 0;
+    if (packed_q) v3n += (size_t)snprintf(v3 + v3n, sizeof v3 - v3n, ", packed q (%lld rows)", (long long)dq_[1]);
+    if (packed_k && v3n < sizeof v3) v3n += (size_t)snprintf(v3 + v3n, sizeof v3 - v3n, ", packed k (%lld rows)", (long long)dk_[1]);
+    if (paged && v3n < sizeof v3)
+        v3n += (size_t)snprintf(v3 + v3n, sizeof v3 - v3n, ", paged k/v (%lld pages of %lld, %lld per sequence)",
+                                (long long)dk_[0], (long long)dk_[1], (long long)fa.paged.max_pages_per_seq);
+    if (used && v3n < sizeof v3) v3n += (size_t)snprintf(v3 + v3n, sizeof v3 - v3n, ", seqused_k");
+    if (p.softcap > 0 && v3n < sizeof v3) v3n += (size_t)snprintf(v3 + v3n, sizeof v3 - v3n, ", softcap %g", (double)p.softcap);
+    if (p.has_sinks && v3n < sizeof v3) snprintf(v3 + v3n, sizeof v3 - v3n, ", sinks");
+    printf("verify: B=%lld Sq=%lld Sk=%lld Hq=%lld Hkv=%lld Dqk=%lld Dv=%lld %s, causal %s, window %lld %lld, scale %g, profile %s%s\n",
+           (long long)p.batch, (long long)p.seqlen_q, (long long)p.seqlen_k, (long long)p.heads_q, (long long)p.heads_kv,
+           (long long)p.head_dim_qk, (long long)p.head_dim_v, fa_dtype_name(p.dtype), causal_w[p.causal],
+           (long long)p.window_left, (long long)p.window_right, (double)fa_effective_scale(&p),
+           profile_name, v3);
     /* steps: oracle forward, compare, (oracle backward, compare); the ticker moves the elapsed time
        while the oracle runs (no fork here) */
     rp_progress prog;
@@ -442,7 +662,7 @@ int cli_verify(int argc, char **argv)
     memset(&user_lse, 0, sizeof user_lse);
     if (va.have[VLSE]) {
         user_lse.ptr = va.a[VLSE].data;
-        user_lse.stride[0] = p.heads_q * p.seqlen_q; user_lse.stride[1] = p.seqlen_q; user_lse.stride[2] = 1;
+        user_lse.stride[0] = fa.lse.stride[0]; user_lse.stride[1] = fa.lse.stride[1]; user_lse.stride[2] = 1;
     }
     rp_progress_update(&prog, 1, "comparing the forward");
     if (orc_compare_fwd(&fr, &t[VO], va.have[VLSE] ? &user_lse : NULL, &st[VO], va.have[VLSE] ? &st[VLSE] : NULL, &err) != FA_OK) {
@@ -458,13 +678,15 @@ int cli_verify(int argc, char **argv)
     int64_t nf_at[VN][4];
     double nf_got[VN], nf_ref[VN];
     if (st[VO].nan_unexpected + st[VO].nan_missing > 0) {
-        data_view dvw = { &t[VO], p.dtype };
+        data_view dvw = { &t[VO], p.dtype, cu_q };
         nf_have[VO] = first_nonfinite_failure(&fr.o, data_get, &dvw, orc_overflow_threshold(p.dtype), nf_at[VO],
                                               &nf_got[VO], &nf_ref[VO]);
     }
-    if (checked[VLSE] && st[VLSE].nan_unexpected + st[VLSE].nan_missing > 0)
-        nf_have[VLSE] = first_nonfinite_failure(&fr.lse, lse_get, &user_lse, orc_overflow_threshold(-1), nf_at[VLSE],
+    if (checked[VLSE] && st[VLSE].nan_unexpected + st[VLSE].nan_missing > 0) {
+        lse_view lvw = { &user_lse, cu_q };
+        nf_have[VLSE] = first_nonfinite_failure(&fr.lse, lse_get, &lvw, orc_overflow_threshold(-1), nf_at[VLSE],
                                                 &nf_got[VLSE], &nf_ref[VLSE]);
+    }
 
     double o_in = 0, lse_in = 0;
     if (want_bwd) {
@@ -485,8 +707,9 @@ int cli_verify(int argc, char **argv)
         for (int k = 0; k < 3; k++) {
             if (va.have[gids[k]]) { g[k] = t[gids[k]]; continue; }
             const fa_tensor *like = k == 0 ? &t[VQ] : k == 1 ? &t[VK] : &t[VV];
-            int64_t n = k == 0 ? p.batch * p.seqlen_q * p.heads_q * p.head_dim_qk
-                      : p.batch * p.seqlen_k * p.heads_kv * (k == 1 ? p.head_dim_qk : p.head_dim_v);
+            /* the element count of the tensor's view: [B|1, S|total|page_size, H, D] or the pool */
+            int64_t n = k == 0 ? dq_[0] * dq_[1] * p.heads_q * p.head_dim_qk
+                      : dk_[0] * dk_[1] * p.heads_kv * (k == 1 ? p.head_dim_qk : p.head_dim_v);
             scratch[k] = calloc((size_t)n + 1, 2);
             g[k].ptr = scratch[k];
             memcpy(g[k].stride, like->stride, sizeof g[k].stride);
@@ -495,6 +718,7 @@ int cli_verify(int argc, char **argv)
         memset(&ba, 0, sizeof ba);
         ba.p = p; ba.q = t[VQ]; ba.k = t[VK]; ba.v = t[VV]; ba.o = t[VO]; ba.dout = t[VDO]; ba.lse = lse_in_view;
         ba.mask = mask; ba.dq = g[0]; ba.dk = g[1]; ba.dv = g[2];
+        ba.varlen = fa.varlen; ba.paged = fa.paged; ba.sinks = fa.sinks;
         orc_bwd_result br;
         rp_progress_update(&prog, 2, "oracle backward");
         if (orc_bwd(&ba, &prof, &bopt, &br, &err) != FA_OK) {
@@ -511,11 +735,17 @@ int cli_verify(int argc, char **argv)
             return CLI_INTERNAL;
         }
         checked[VDQ] = va.have[VDQ]; checked[VDK] = va.have[VDK]; checked[VDV] = va.have[VDV];
+        if (va.have[VDSINKS] && orc_compare_dsinks(&br, va.a[VDSINKS].data, &st[VDSINKS], &err) != FA_OK) {
+            rp_progress_end(&prog);
+            fprintf(stderr, "flashcheck verify: comparing dsinks failed: %s\n", err.msg);
+            return CLI_INTERNAL;
+        }
+        checked[VDSINKS] = va.have[VDSINKS];
         const orc_block *blocks[3] = { &br.dq, &br.dk, &br.dv };
         for (int k = 0; k < 3; k++) {
             int id = gids[k];
             if (!checked[id] || st[id].nan_unexpected + st[id].nan_missing == 0) continue;
-            data_view dvw = { &t[id], p.dtype };
+            data_view dvw = { &t[id], p.dtype, k == 0 ? cu_q : fk == FORM_PACKED ? cu_k : NULL };
             nf_have[id] = first_nonfinite_failure(blocks[k], data_get, &dvw, orc_overflow_threshold(p.dtype), nf_at[id],
                                                   &nf_got[id], &nf_ref[id]);
         }
@@ -564,6 +794,11 @@ int cli_verify(int argc, char **argv)
             printf("       first failure at (b=%lld, s=%lld, h=%lld, d=%lld) (non-finite)\n", (long long)s->first_fail_at[0],
                    (long long)s->first_fail_at[1], (long long)s->first_fail_at[2], (long long)s->first_fail_at[3]);
     }
+    if (packed_q || packed_k)
+        printf("  packed %s: an index (b, s, h, d) there is sequence b, position s inside it (row cu_seqlens[b] + s)\n",
+               packed_q && packed_k ? "q/o/dq and k/v/dk/dv" : packed_q ? "q/o/lse/dq" : "k/v/dk/dv");
+    if (paged && (checked[VDK] || checked[VDV]))
+        printf("  paged dk/dv: an index (b, s, h, d) there is page b, slot s of the pool\n");
     if (want_bwd && !va.have[VLSE])
         printf("  backward: no --lse given, so dq/dk/dv are judged against any LSE a correct forward may give\n"
                "        (within the forward LSE bound; oracle/BOUNDS.md 5.0); --lse with the backend's own LSE makes\n"

@@ -29,6 +29,7 @@ const char *npy_kind_name(npy_kind k)
     case NPY_F16: return "float16";
     case NPY_BF16: return "bfloat16";
     case NPY_F32: return "float32";
+    case NPY_I32: return "int32";
     }
     return "?";
 }
@@ -202,8 +203,12 @@ int npy_parse(const char *name, const unsigned char *buf, size_t len, npy_array 
     else if (strcmp(t, "f2") == 0) { kind = NPY_F16; esize = 2; }
     else if (strcmp(t, "f4") == 0) { kind = NPY_F32; esize = 4; }
     else if (strcmp(t, "u2") == 0) { kind = NPY_BF16; esize = 2; }
+    else if (strcmp(t, "i4") == 0) { kind = NPY_I32; esize = 4; }
+    else if (strcmp(t, "i8") == 0 || strcmp(t, "u4") == 0 || strcmp(t, "u8") == 0)
+        return npy_err(err, errlen, "%s: dtype '%s' is not supported: integer arrays (cu_seqlens, seqused_k, block_table) "
+                       "must be int32 '<i4' (x.astype(numpy.int32), t.to(torch.int32))", name, descr);
     else
-        return npy_err(err, errlen, "%s: dtype '%s' is not supported (use float16 '<f2', float32 '<f4', or bfloat16 saved as '<u2'/'<V2'; e.g. t.float().numpy() for fp32, t.view(torch.uint16).numpy() for bf16)", name, descr);
+        return npy_err(err, errlen, "%s: dtype '%s' is not supported (use float16 '<f2', float32 '<f4', bfloat16 saved as '<u2'/'<V2', or int32 '<i4' for index arrays; e.g. t.float().numpy() for fp32, t.view(torch.uint16).numpy() for bf16)", name, descr);
 
     int64_t count = 1;
     for (int i = 0; i < ndim; i++) {
@@ -217,9 +222,11 @@ int npy_parse(const char *name, const unsigned char *buf, size_t len, npy_array 
     if (have > need)
         return npy_err(err, errlen, "%s: %zu bytes of trailing data after the array (corrupt file?)", name, have - need);
 
-    out->data = malloc((size_t)(count ? count : 1) * sizeof(float));
+    int ints = kind == NPY_I32;
+    out->data = ints ? NULL : malloc((size_t)(count ? count : 1) * sizeof(float));
     out->bits = esize == 2 ? malloc((size_t)(count ? count : 1) * 2) : NULL;
-    if (!out->data || (esize == 2 && !out->bits)) {
+    out->ints = ints ? malloc((size_t)(count ? count : 1) * sizeof(int32_t)) : NULL;
+    if ((!ints && !out->data) || (esize == 2 && !out->bits) || (ints && !out->ints)) {
         npy_free(out);
         return npy_err(err, errlen, "%s: out of memory for %lld elements", name, (long long)count);
     }
@@ -240,7 +247,7 @@ int npy_parse(const char *name, const unsigned char *buf, size_t len, npy_array 
             out->data[i] = kind == NPY_F16 ? npy_f16_to_f32(b) : npy_bf16_to_f32(b);
         } else {
             uint32_t b = (uint32_t)e[0] | ((uint32_t)e[1] << 8) | ((uint32_t)e[2] << 16) | ((uint32_t)e[3] << 24);
-            memcpy(&out->data[i], &b, 4);
+            memcpy(ints ? (void *)&out->ints[i] : (void *)&out->data[i], &b, 4);
         }
     }
     out->kind = kind;
@@ -278,6 +285,7 @@ void npy_free(npy_array *a)
 {
     free(a->data);
     free(a->bits);
+    free(a->ints);
     memset(a, 0, sizeof *a);
 }
 

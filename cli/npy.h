@@ -4,11 +4,13 @@
  *   '<f2'            IEEE binary16                 -> NPY_F16
  *   '<f4'            IEEE binary32                 -> NPY_F32
  *   '<u2' '<V2' '|V2' bfloat16 bit patterns          -> NPY_BF16
+ *   '<i4'            int32 (cu_seqlens, seqused_k, block tables) -> NPY_I32
  * The byte-order character may be '<' or '=' (this machine is little endian);
  * '|' is accepted for the void type only; '>' (big endian) is rejected.
  * C order and Fortran order are both read; the values are returned in C
  * (row-major) order converted to float. The conversion is exact: every fp16
- * and bf16 value is representable in binary32.
+ * and bf16 value is representable in binary32. int32 arrays are returned as
+ * int32 (`ints`), not converted (a float cannot hold every int32).
  * Anything else (other dtypes, object arrays, truncated data, a header that
  * does not parse) is an error whose message names the file and what to fix.
  */
@@ -20,15 +22,16 @@
 
 #define NPY_MAX_DIMS 8
 
-typedef enum { NPY_F16 = 0, NPY_BF16 = 1, NPY_F32 = 2 } npy_kind;
+typedef enum { NPY_F16 = 0, NPY_BF16 = 1, NPY_F32 = 2, NPY_I32 = 3 } npy_kind;
 
 typedef struct {
     npy_kind kind;          /* element type as stored in the file */
     int ndim;
     int64_t shape[NPY_MAX_DIMS];
     int64_t count;          /* product of shape (1 for a 0-d array) */
-    float *data;            /* count values, C order, malloc'd */
+    float *data;            /* count values, C order, malloc'd (NULL for NPY_I32) */
     uint16_t *bits;         /* for NPY_F16/NPY_BF16: the raw 16-bit patterns in C order, else NULL */
+    int32_t *ints;          /* for NPY_I32: count values in C order, else NULL */
 } npy_array;
 
 /* Read `path` into *out. Returns 0 on success; on failure returns -1, writes

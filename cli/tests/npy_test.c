@@ -70,10 +70,18 @@ int main(void)
     CHECK(parse("{'descr': '<f4', 'fortran_order': False, 'shape': (0, 5), }", 1, f, 0, &a, err) == 0 && a.count == 0, "empty");
     npy_free(&a);
 
+    /* int32 (cu_seqlens, seqused_k, block tables): kept as int32, exact beyond 2^24 */
+    int32_t iv[3] = { 0, 16777217, -5 };
+    CHECK(parse("{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }", 1, iv, sizeof iv, &a, err) == 0, "%s", err);
+    CHECK(a.kind == NPY_I32 && a.ints && a.ints[1] == 16777217 && a.ints[2] == -5 && a.data == NULL && a.bits == NULL, "i4 values");
+    CHECK(strcmp(npy_kind_name(a.kind), "int32") == 0, "i4 name");
+    npy_free(&a);
+
     /* rejections, each with a message naming the problem */
     struct { const char *hdr; size_t dlen; const char *want; } bad[] = {
         { "{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }", 8, "'<f8' is not supported" },
         { "{'descr': '>f2', 'fortran_order': False, 'shape': (1,), }", 2, "big endian" },
+        { "{'descr': '<i8', 'fortran_order': False, 'shape': (1,), }", 8, "must be int32 '<i4'" },
         { "{'descr': '|O', 'fortran_order': False, 'shape': (1,), }", 8, "not supported" },
         { "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", 4, "structured" },
         { "{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }", 8, "truncated data" },

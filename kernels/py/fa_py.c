@@ -274,9 +274,13 @@ typedef struct {
     int64_t strides[4];
 } py_dl;
 
+/* Element kinds of a view: the problem dtype (16 bits), fp32, or int32 (the
+ * contract-v3 host arrays: cu_seqlens, seqused_k, block_table). */
+enum { PY_DATA = 16, PY_F32 = 32, PY_I32 = -32 };
+
 /* (capsule, address, shape, strides, bits) for a view: bits 16 = the problem
- * dtype, 32 = fp32. The capsule's device is CUDA device 0 (the worker's only
- * visible device) or the CPU. ptr NULL gives None. New reference. */
+ * dtype, 32 = fp32, -32 = int32. The capsule's device is CUDA device 0 (the
+ * worker's only visible device) or the CPU. ptr NULL gives None. New reference. */
 static PyObject *view_obj(const void *ptr, int ndim, const int64_t *shape, const int64_t *stride, int bits,
                           fa_dtype dt, int cuda) {
     if (!ptr) {
@@ -294,8 +298,8 @@ static PyObject *view_obj(const void *ptr, int ndim, const int64_t *shape, const
     t->device.device_type = cuda ? kDLCUDA : kDLCPU;
     t->device.device_id = 0;
     t->ndim = ndim;
-    t->dtype.code = bits == 32 ? kDLFloat : (dt == FA_BF16 ? kDLBfloat : kDLFloat);
-    t->dtype.bits = (uint8_t)bits;
+    t->dtype.code = bits == PY_I32 ? kDLInt : bits == PY_F32 ? kDLFloat : (dt == FA_BF16 ? kDLBfloat : kDLFloat);
+    t->dtype.bits = (uint8_t)(bits < 0 ? -bits : bits);
     t->dtype.lanes = 1;
     t->shape = d->shape;
     t->strides = d->strides;
@@ -322,22 +326,84 @@ static PyObject *view_obj(const void *ptr, int ndim, const int64_t *shape, const
 
 static PyObject *tensor_obj(const fa_tensor *x, int64_t b, int64_t s, int64_t h, int64_t d, fa_dtype dt, int cuda) {
     const int64_t shape[4] = {b, s, h, d};
-    return view_obj(x->ptr, 4, shape, x->stride, 16, dt, cuda);
+    return view_obj(x->ptr, 4, shape, x->stride, PY_DATA, dt, cuda);
 }
 
-static PyObject *lse_obj(const fa_lse *x, const fa_problem *p, int cuda) {
+/* Contract v3: which side of the call is packed or paged (fa_varlen, fa_paged). */
+typedef struct {
+    const int32_t *cu_q, *cu_k, *used, *table;
+    int64_t rows_q, rows_k; /* cu[B]: packed rows */
+    int64_t page_size, num_pages, max_pages, table_stride;
+} py_geom;
+
+static py_geom geom_of(const fa_problem *p, const fa_varlen *vl, const fa_paged *pg) {
+    py_geom g;
+    memset(&g, 0, sizeof g);
+    g.cu_q = vl->cu_seqlens_q;
+    g.cu_k = p->page_size >= 1 ? NULL : vl->cu_seqlens_k;
+    g.used = vl->seqused_k;
+    if (g.cu_q) g.rows_q = g.cu_q[p->batch];
+    if (g.cu_k) g.rows_k = g.cu_k[p->batch];
+    if (p->page_size >= 1) {
+        g.table = pg->block_table;
+        g.page_size = p->page_size;
+        g.num_pages = pg->num_pages;
+        g.max_pages = pg->max_pages_per_seq;
+        g.table_stride = pg->table_stride;
+    }
+    return g;
+}
+
+/* Q-side tensor (q, o, do, dq): [B, Sq, Hq, D], or packed rows [total_q, Hq, D]. */
+static PyObject *qside_obj(const fa_tensor *x, const fa_problem *p, const py_geom *g, int64_t d, int cuda) {
+    if (!g->cu_q) return tensor_obj(x, p->batch, p->seqlen_q, p->heads_q, d, p->dtype, cuda);
+    const int64_t shape[3] = {g->rows_q, p->heads_q, d};
+    return view_obj(x->ptr, 3, shape, x->stride + 1, PY_DATA, p->dtype, cuda);
+}
+
+/* K-side tensor (k, v, dk, dv): [B, Sk, Hkv, D], packed rows [total_k, Hkv, D], or the
+ * page pool [num_pages, page_size, Hkv, D]. */
+static PyObject *kside_obj(const fa_tensor *x, const fa_problem *p, const py_geom *g, int64_t d, int cuda) {
+    if (g->table) return tensor_obj(x, g->num_pages, g->page_size, p->heads_kv, d, p->dtype, cuda);
+    if (!g->cu_k) return tensor_obj(x, p->batch, p->seqlen_k, p->heads_kv, d, p->dtype, cuda);
+    const int64_t shape[3] = {g->rows_k, p->heads_kv, d};
+    return view_obj(x->ptr, 3, shape, x->stride + 1, PY_DATA, p->dtype, cuda);
+}
+
+/* LSE: [B, Hq, Sq], or [Hq, total_q] when Q is packed. */
+static PyObject *lse_obj(const fa_lse *x, const fa_problem *p, const py_geom *g, int cuda) {
+    if (g->cu_q) {
+        const int64_t shape[2] = {p->heads_q, g->rows_q};
+        return view_obj(x->ptr, 2, shape, x->stride + 1, PY_F32, p->dtype, cuda);
+    }
     const int64_t shape[3] = {p->batch, p->heads_q, p->seqlen_q};
-    return view_obj(x->ptr, 3, shape, x->stride, 32, p->dtype, cuda);
+    return view_obj(x->ptr, 3, shape, x->stride, PY_F32, p->dtype, cuda);
+}
+
+/* The v3 host int32 arrays (always host memory: the contract) and the [Hq] fp32 sinks /
+ * dsinks (backend memory); None when absent: cu_seqlens_q [B+1], cu_seqlens_k [B+1],
+ * seqused_k [B], block_table [B, max_pages] (row stride table_stride), sinks, dsinks. */
+static void v3_objs(const fa_problem *p, const py_geom *g, const fa_varlen *vl, const float *sinks, const float *dsinks,
+                    int cuda, PyObject **out, int with_dsinks) {
+    const int64_t one = 1, nb1 = p->batch + 1, nb = p->batch, nh = p->heads_q;
+    const int64_t tshape[2] = {p->batch, g->max_pages}, tstride[2] = {g->table_stride, 1};
+    out[0] = view_obj(vl->cu_seqlens_q, 1, &nb1, &one, PY_I32, p->dtype, 0);
+    out[1] = view_obj(g->cu_k, 1, &nb1, &one, PY_I32, p->dtype, 0);
+    out[2] = view_obj(vl->seqused_k, 1, &nb, &one, PY_I32, p->dtype, 0);
+    out[3] = view_obj(g->table, 2, tshape, tstride, PY_I32, p->dtype, 0);
+    out[4] = view_obj(p->has_sinks ? sinks : NULL, 1, &nh, &one, PY_F32, p->dtype, cuda);
+    if (with_dsinks) out[5] = view_obj(p->has_sinks ? dsinks : NULL, 1, &nh, &one, PY_F32, p->dtype, cuda);
 }
 
 static PyObject *mask_obj(const fa_mask *x, const fa_problem *p, int cuda) {
     const int64_t shape[4] = {p->batch, p->heads_q, p->seqlen_q, p->seqlen_k};
-    return view_obj(x->ptr, 4, shape, x->stride, 32, p->dtype, cuda);
+    return view_obj(x->ptr, 4, shape, x->stride, PY_F32, p->dtype, cuda);
 }
 
-/* (B, Sq, Sk, Hq, Hkv, Dqk, Dv, dtype, scale, causal, window_left, window_right, window_align) */
+/* (B, Sq, Sk, Hq, Hkv, Dqk, Dv, dtype, scale, causal, window_left, window_right, window_align,
+ *  softcap, has_sinks, page_size) */
 static PyObject *problem_obj(const fa_problem *p) {
-    PyObject *t = P.PyTuple_New(13);
+    PyObject *t = P.PyTuple_New(16);
     if (!t) return NULL;
     const int64_t iv[8] = {p->batch, p->seqlen_q, p->seqlen_k, p->heads_q, p->heads_kv, p->head_dim_qk, p->head_dim_v,
                            (int64_t)p->dtype};
@@ -347,6 +413,9 @@ static PyObject *problem_obj(const fa_problem *p) {
     P.PyTuple_SetItem(t, 10, py_int(p->window_left));
     P.PyTuple_SetItem(t, 11, py_int(p->window_right));
     P.PyTuple_SetItem(t, 12, py_int(p->window_align));
+    P.PyTuple_SetItem(t, 13, P.PyFloat_FromDouble((double)p->softcap));
+    P.PyTuple_SetItem(t, 14, py_int(p->has_sinks));
+    P.PyTuple_SetItem(t, 15, py_int(p->page_size));
     return t;
 }
 
@@ -403,16 +472,18 @@ static fa_status py_forward(const fa_fwd_args *a, fa_error *err) {
     if (st != FA_OK) return st;
     const fa_problem *p = &a->p;
     int cuda = S.table.memspace == FA_MEM_CUDA;
+    const py_geom gm = geom_of(p, &a->varlen, &a->paged);
     PyGILState_STATE g = P.PyGILState_Ensure();
-    PyObject *items[6] = {
-        tensor_obj(&a->q, p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk, p->dtype, cuda),
-        tensor_obj(&a->k, p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk, p->dtype, cuda),
-        tensor_obj(&a->v, p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v, p->dtype, cuda),
+    PyObject *items[11] = {
+        qside_obj(&a->q, p, &gm, p->head_dim_qk, cuda),
+        kside_obj(&a->k, p, &gm, p->head_dim_qk, cuda),
+        kside_obj(&a->v, p, &gm, p->head_dim_v, cuda),
         mask_obj(&a->mask, p, cuda),
-        tensor_obj(&a->o, p->batch, p->seqlen_q, p->heads_q, p->head_dim_v, p->dtype, cuda),
-        lse_obj(&a->lse, p, cuda),
+        qside_obj(&a->o, p, &gm, p->head_dim_v, cuda),
+        lse_obj(&a->lse, p, &gm, cuda),
     };
-    st = call_bridge(S.fwd, items, 6, p, 0, err);
+    v3_objs(p, &gm, &a->varlen, a->sinks, NULL, cuda, items + 6, 0);
+    st = call_bridge(S.fwd, items, 11, p, 0, err);
     P.PyGILState_Release(g);
     return st;
 }
@@ -422,20 +493,22 @@ static fa_status py_backward(const fa_bwd_args *a, fa_error *err) {
     if (st != FA_OK) return st;
     const fa_problem *p = &a->p;
     int cuda = S.table.memspace == FA_MEM_CUDA;
+    const py_geom gm = geom_of(p, &a->varlen, &a->paged);
     PyGILState_STATE g = P.PyGILState_Ensure();
-    PyObject *items[10] = {
-        tensor_obj(&a->q, p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk, p->dtype, cuda),
-        tensor_obj(&a->k, p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk, p->dtype, cuda),
-        tensor_obj(&a->v, p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v, p->dtype, cuda),
-        tensor_obj(&a->o, p->batch, p->seqlen_q, p->heads_q, p->head_dim_v, p->dtype, cuda),
-        tensor_obj(&a->dout, p->batch, p->seqlen_q, p->heads_q, p->head_dim_v, p->dtype, cuda),
-        lse_obj(&a->lse, p, cuda),
+    PyObject *items[16] = {
+        qside_obj(&a->q, p, &gm, p->head_dim_qk, cuda),
+        kside_obj(&a->k, p, &gm, p->head_dim_qk, cuda),
+        kside_obj(&a->v, p, &gm, p->head_dim_v, cuda),
+        qside_obj(&a->o, p, &gm, p->head_dim_v, cuda),
+        qside_obj(&a->dout, p, &gm, p->head_dim_v, cuda),
+        lse_obj(&a->lse, p, &gm, cuda),
         mask_obj(&a->mask, p, cuda),
-        tensor_obj(&a->dq, p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk, p->dtype, cuda),
-        tensor_obj(&a->dk, p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk, p->dtype, cuda),
-        tensor_obj(&a->dv, p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v, p->dtype, cuda),
+        qside_obj(&a->dq, p, &gm, p->head_dim_qk, cuda),
+        kside_obj(&a->dk, p, &gm, p->head_dim_qk, cuda),
+        kside_obj(&a->dv, p, &gm, p->head_dim_v, cuda),
     };
-    st = call_bridge(S.bwd, items, 10, p, a->deterministic, err);
+    v3_objs(p, &gm, &a->varlen, a->sinks, a->dsinks, cuda, items + 10, 1);
+    st = call_bridge(S.bwd, items, 16, p, a->deterministic, err);
     P.PyGILState_Release(g);
     return st;
 }
@@ -446,7 +519,8 @@ static int64_t item_i(PyObject *t, int i) { return (int64_t)P.PyLong_AsLongLong(
 /* The bridge's open(spec) returns
  *   (name, memspace, has_backward, preset or None, (u_acc, exp_rel_err, scores_fp32, p_rounded,
  *    ds_rounded, out_rounded, max_rescales, flushes_subnormals),
- *    (max_head_dim, head_dim_multiple, dqk_must_equal_dv, ptr_align_bytes, unit_last_stride)). */
+ *    (max_head_dim, head_dim_multiple, dqk_must_equal_dv, ptr_align_bytes, unit_last_stride,
+ *     supports_varlen, supports_paged, supports_softcap, supports_sinks)). */
 static fa_status fill_table(PyObject *info, fa_error *err) {
     fa_backend *b = &S.table;
     memset(b, 0, sizeof *b);
@@ -484,12 +558,16 @@ static fa_status fill_table(PyObject *info, fa_error *err) {
         b->precision.flushes_subnormals = (int)item_i(f, 7);
     }
     PyObject *l = P.PyTuple_GetItem(info, 5);
-    if (!l || P.PyTuple_Size(l) != 5) return fa_fail(err, FA_ERR_INVALID, "limits", "py backend: limits need 5 fields");
+    if (!l || P.PyTuple_Size(l) != 9) return fa_fail(err, FA_ERR_INVALID, "limits", "py backend: limits need 9 fields");
     b->limits.max_head_dim = item_i(l, 0);
     b->limits.head_dim_multiple = item_i(l, 1);
     b->limits.dqk_must_equal_dv = (int)item_i(l, 2);
     b->limits.ptr_align_bytes = item_i(l, 3);
     b->limits.unit_last_stride = (int)item_i(l, 4);
+    b->limits.supports_varlen = (int)item_i(l, 5);
+    b->limits.supports_paged = (int)item_i(l, 6);
+    b->limits.supports_softcap = (int)item_i(l, 7);
+    b->limits.supports_sinks = (int)item_i(l, 8);
     if (P.PyErr_Occurred()) return fail_from_python(err, "reading the declarations");
     return FA_OK;
 }

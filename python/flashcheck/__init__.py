@@ -99,6 +99,34 @@ def _to_numpy(x, name, float32=False):
     return a
 
 
+def _to_int32(x, name):
+    """Host int32 copy of an integer index array (cu_seqlens, seqused_k, block_table): int32 as is,
+    other integer types when every value fits int32 (TypeError / ValueError otherwise)."""
+    import numpy as np
+    if type(x).__module__.startswith("torch"):
+        x = x.detach().cpu().numpy()
+    a = np.asarray(x)
+    if a.dtype == np.int32:
+        return a
+    if a.dtype.kind not in "iu":
+        raise TypeError("%s has dtype %s; it must be an integer array (int32, as the contract's fa_varlen / fa_paged)"
+                        % (name, a.dtype))
+    if a.size and (a.min() < -2**31 or a.max() >= 2**31):
+        raise ValueError("%s has values outside int32" % name)
+    return a.astype(np.int32)
+
+
+def _to_float32(x, name):
+    """Host float32 copy of sinks / dsinks (fp16 and bf16 widen exactly)."""
+    import numpy as np
+    if type(x).__module__.startswith("torch"):
+        return x.detach().float().cpu().numpy()
+    a = np.asarray(x)
+    if a.dtype.kind != "f" and a.dtype.name != "bfloat16":
+        raise TypeError("%s has dtype %s; sinks are float32 [Hq]" % (name, a.dtype))
+    return a.astype(np.float32)
+
+
 def _loads(text):
     # the engine prints non-finite numbers as nan/inf
     return json.loads(re.sub(r'(?<![\w."])(-?)(nan|inf)(?![\w"])',
@@ -107,7 +135,9 @@ def _loads(text):
 
 
 def verify(q, k, v, o, lse=None, do=None, dq=None, dk=None, dv=None, *, causal="none", window=None,
-           window_align="top_left", scale=None, mask=None, profile="tensorcore", layout="bshd", keep=False):
+           window_align="top_left", scale=None, mask=None, profile="tensorcore", layout="bshd", keep=False,
+           cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None, block_table=None, softcap=None, sinks=None,
+           dsinks=None):
     """Check an attention forward (o, lse) and backward (dq, dk, dv for the given do) against the
     oracle's per-element bounds. Arrays: torch tensors (any device; copied to the host), numpy or
     JAX arrays, in `layout` "bshd" ([batch, seq, heads, dim], FlashAttention) or "bhsd" (SDPA).
@@ -116,21 +146,41 @@ def verify(q, k, v, o, lse=None, do=None, dq=None, dk=None, dv=None, *, causal="
     profile: a precision preset name (the precision the implementation promises; "tensorcore"
     for GPU kernels, "fp32" for fp32 math). lse=None: the backward is judged against any LSE a
     correct forward may give (the backend's own LSE, when it has one, gives tighter gradient bounds).
-    Returns a Verdict (truthy when it passed)."""
+    Contract v3 (kernels/flash_api.h; `flashcheck verify --help`), as FlashAttention's varlen and
+    paged-KV APIs take them: cu_seqlens_q / cu_seqlens_k int32 [B+1] (q, o, do, dq / k, v, dk, dv
+    are then packed rows [total, H, D], lse is [Hq, total_q]); seqused_k int32 [B]; block_table
+    int32 [B, max_pages] (k, v, dk, dv are then page pools [num_pages, page_size, Hkv, D]);
+    softcap (0 or None: off); sinks float32 [Hq]; dsinks float32 [Hq] (the sink gradient, with do).
+    Integer arrays of another integer type are converted when their values fit int32. The engine
+    validates them with the contract's own validation; a rejection raises ValueError naming the
+    array. Returns a Verdict (truthy when it passed)."""
     import numpy as np
     if causal not in _CAUSAL:
         raise ValueError("causal must be one of %s" % sorted(k for k in _CAUSAL if isinstance(k, str)))
     d = tempfile.mkdtemp(prefix="flashcheck-verify-")
     arrays = dict(q=q, k=k, v=v, o=o, lse=lse, do=do, dq=dq, dk=dk, dv=dv, mask=mask)
-    for name, x in arrays.items():
-        if x is not None:
-            np.save(os.path.join(d, name + ".npy"), _to_numpy(x, name, float32=name in ("lse", "mask")))
+    index = dict(cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_k=seqused_k, block_table=block_table)
+    try:
+        for name, x in arrays.items():
+            if x is not None:
+                np.save(os.path.join(d, name + ".npy"), _to_numpy(x, name, float32=name in ("lse", "mask")))
+        for name, x in index.items():
+            if x is not None:
+                np.save(os.path.join(d, name + ".npy"), _to_int32(x, name))
+        for name, x in (("sinks", sinks), ("dsinks", dsinks)):
+            if x is not None:
+                np.save(os.path.join(d, name + ".npy"), _to_float32(x, name))
+    except BaseException:
+        shutil.rmtree(d, ignore_errors=True)
+        raise
     args = ["verify", "--dir", d, "--json", os.path.join(d, "result.json"), "--layout", layout,
             "--causal", _CAUSAL[causal], "--window-align", window_align, "--profile", str(profile)]
     if window is not None:
         args += ["--window", int(window[0]), int(window[1])]
     if scale is not None:
         args += ["--scale", repr(float(scale))]
+    if softcap:
+        args += ["--softcap", repr(float(softcap))]
     r = _cli.run(args)
     repro = " ".join([_cli.binary()] + [str(a) for a in args])
     if r.returncode not in (0, 1, 5):  # 5: overflow-sensitive (flashcheck verify --help)

@@ -18,6 +18,24 @@ backward(q, k, v, o, do, lse, *, causal, window, window_align, scale, mask, dq, 
     missing deterministic implementation is Unsupported).
 Only the keyword arguments a callable names are passed, unless it takes **kwargs.
 
+Contract v3 (kernels/flash_api.h fa_varlen, fa_paged, softcap, sinks), for kernels that claim a
+feature with @flashcheck.kernel(varlen=True, paged=True, softcap=True, sinks=True); both calls
+also get these keywords (None / 0 when the case does not use the feature):
+    cu_seqlens_q  int32 [B+1] or None: q, out, do, dq (and o) are packed rows [total_q, Hq, D],
+                  sequence b is rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1; lse is [Hq, total_q]
+    cu_seqlens_k  int32 [B+1] or None: k, v, dk, dv are packed rows [total_k, Hkv, D]
+    seqused_k     int32 [B] or None: sequence b uses only its first seqused_k[b] keys
+    block_table   int32 [B, max_pages] or None: k, v, dk, dv are page pools [num_pages, page_size,
+                  Hkv, D] (page_size = k.shape[1]); key j of sequence b is in page
+                  block_table[b, j // page_size], slot j % page_size
+    max_seqlen_q, max_seqlen_k  the maxima over sequences (Sq, Sk of a dense case)
+    softcap       float, 0.0 = off: s = softcap * tanh(scale * q.k / softcap)
+    sinks         float32 [Hq] or None: a per-head logit in every row's softmax denominator
+    dsinks        (backward) float32 [Hq] output or None (not wanted): the sink gradient
+The int32 arrays are host arrays (numpy, or torch CPU tensors) whatever the device, as in the
+contract; sinks/dsinks live where the data does. A kernel that claims a feature must name its
+keywords (or take **kwargs); one that does not claim it never sees a case using it (SKIP).
+
 Arrays: on a CUDA backend, torch tensors over the harness's device buffers (torch.from_dlpack of a
 DLPack capsule made in C: no copy, the case's strides, gaps and padding kept). On the host, numpy
 arrays over the harness's buffers (also no copy); numpy has no bfloat16, so bf16 data is
@@ -174,14 +192,32 @@ def open(spec):  # noqa: A001 (the C side calls it by this name)
             fields = tuple(float(prof[f]) if i < 2 else int(prof[f]) for i, f in enumerate(_decl.PROFILE_FIELDS))
         else:
             raise TypeError("profile must be a preset name or a dict of %s" % (_decl.PROFILE_FIELDS,))
+        _check_v3_kwargs(k)
         limits = (int(decl["max_head_dim"]), int(decl["head_dim_multiple"]), int(bool(decl["dqk_equals_dv"])),
-                  int(decl["ptr_align_bytes"]), int(bool(decl["unit_last_stride"])))
+                  int(decl["ptr_align_bytes"]), int(bool(decl["unit_last_stride"])),
+                  *(int(decl[f]) for f in _decl.V3_FEATURES))
         name = decl["name"] or ("py:" + spec)
         info = (name[:63], memspace, bwd is not None, preset, fields, limits)
         return (FA_OK, "", "", k, info)
     except BaseException as e:  # noqa: B036 (SystemExit from an import is a load failure too)
         st, arg, msg = _failure(e, "loading %s" % spec)
         return (FA_ERR_INVALID, "backend", msg, None, None)
+
+
+def _check_v3_kwargs(k):
+    """A claimed contract-v3 feature needs its keyword arguments in the forward (and in a backward
+    callable; dsinks too for sinks): a kernel that silently ignored cu_seqlens or a block table
+    would be judged on a problem it did not compute."""
+    calls = [("forward", k.fwd_kw)] + ([("backward", k.bwd_kw)] if callable(k.bwd) else [])
+    for f in _decl.V3_FEATURES:
+        if not k.decl[f]:
+            continue
+        for what, accepted in calls:
+            need = _decl.V3_KWARGS[f] + (("dsinks",) if f == "sinks" and what == "backward" else ())
+            missing = [n for n in need if accepted is not None and n not in accepted]
+            if missing:
+                raise TypeError("declares %s=True but its %s takes no %s keyword argument" %
+                                (f, what, ", ".join(missing)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -193,7 +229,9 @@ _NP_DT = {"float16": "float16", 32: "float32"}
 def _np_view(k, ptr, shape, strides, bits, dtype):
     np = k.np
     import ctypes
-    if bits == 32:
+    if bits == -32:  # the contract-v3 int32 host arrays
+        dt = np.dtype(np.int32)
+    elif bits == 32:
         dt = np.dtype(np.float32)
     else:
         dt = np.dtype(np.float16) if dtype == "float16" else k.bf16
@@ -211,7 +249,9 @@ def _views(k, items, dtype, cuda):
             out.append(None)
             continue
         cap, ptr, shape, strides, bits = it
-        if k.np is not None and not cuda:
+        if bits == -32 and k.np is None:  # int32 arrays are host memory: torch CPU tensors
+            out.append(k.torch.utils.dlpack.from_dlpack(cap))
+        elif k.np is not None and (not cuda or bits == -32):
             out.append(_np_view(k, ptr, shape, strides, bits, dtype))
         else:
             out.append(k.torch.utils.dlpack.from_dlpack(cap))
@@ -219,7 +259,7 @@ def _views(k, items, dtype, cuda):
 
 
 def _problem_kw(k, prob):
-    B, Sq, Sk, Hq, Hkv, Dqk, Dv, dt, scale, causal, wl, wr, align = prob
+    B, Sq, Sk, Hq, Hkv, Dqk, Dv, dt, scale, causal, wl, wr, align, softcap, _has_sinks, _page_size = prob
     dtype = _decl.DTYPE_NAMES[dt]
     d = k.decl
     causal = CAUSAL[causal]
@@ -232,7 +272,11 @@ def _problem_kw(k, prob):
         raise Unsupported("sliding window (declared window=False)")
     if Hq != Hkv and not d["gqa"]:
         raise Unsupported("GQA/MQA heads_q=%d heads_kv=%d (declared gqa=False)" % (Hq, Hkv))
-    return dict(causal=causal, window=window, window_align=ALIGN[align], scale=float(scale), dtype=dtype)
+    return dict(causal=causal, window=window, window_align=ALIGN[align], scale=float(scale), dtype=dtype,
+                softcap=float(softcap), max_seqlen_q=int(Sq), max_seqlen_k=int(Sk))
+
+
+_V3_NAMES = ("cu_seqlens_q", "cu_seqlens_k", "seqused_k", "block_table", "sinks")
 
 
 def _copy_into(k, dst, src, what):
@@ -258,10 +302,10 @@ def forward(k, items, prob, _flag):
     cuda = k.decl["device"] == "cuda"
     try:
         kw = _problem_kw(k, prob)
-        q, kk, v, mask, o, lse = _views(k, items, kw["dtype"], cuda)
+        q, kk, v, mask, o, lse, *v3 = _views(k, items, kw["dtype"], cuda)
         if mask is not None and not k.decl["mask"]:
             raise Unsupported("additive mask (declared mask=False)")
-        kw.update(mask=mask, out=o, lse=lse)
+        kw.update(mask=mask, out=o, lse=lse, **dict(zip(_V3_NAMES, v3)))
         ret = k.fwd(q, kk, v, **_filter(kw, k.fwd_kw))
         if ret is not None:
             ro, rl = (ret if isinstance(ret, (tuple, list)) else (ret, None))[:2]
@@ -281,13 +325,19 @@ def backward(k, items, prob, deterministic):
         kw = _problem_kw(k, prob)
         if deterministic and not k.decl["deterministic"]:
             raise Unsupported("deterministic backward (declared deterministic=False)")
-        q, kk, v, o, do, lse, mask, dq, dk, dv = _views(k, items, kw["dtype"], cuda)
+        q, kk, v, o, do, lse, mask, dq, dk, dv, *v3 = _views(k, items, kw["dtype"], cuda)
         if mask is not None and not k.decl["mask"]:
             raise Unsupported("additive mask (declared mask=False)")
         kw["mask"] = mask
+        kw.update(zip(_V3_NAMES, v3[:5]))
+        dsinks = v3[5]
         if k.bwd == "autograd":
             torch = k.torch
             qg, kg, vg = (t.detach().requires_grad_(True) for t in (q, kk, v))
+            wrt = [qg, kg, vg]
+            if kw["sinks"] is not None and dsinks is not None:  # the sink gradient through autograd too
+                kw["sinks"] = kw["sinks"].detach().requires_grad_(True)
+                wrt.append(kw["sinks"])
             fkw = dict(kw, out=None, lse=None)
             was = torch.are_deterministic_algorithms_enabled()
             try:
@@ -295,7 +345,10 @@ def backward(k, items, prob, deterministic):
                 with torch.enable_grad():
                     ret = k.fwd(qg, kg, vg, **_filter(fkw, k.fwd_kw))
                     og = ret[0] if isinstance(ret, (tuple, list)) else ret
-                    grads = torch.autograd.grad(og, (qg, kg, vg), do)
+                    grads = torch.autograd.grad(og, wrt, do)
+                    if len(grads) == 4:
+                        _copy_into(k, dsinks, grads[3], "dsinks")
+                        grads = grads[:3]
             except RuntimeError as e:
                 if deterministic and "deterministic" in str(e):
                     raise Unsupported("torch has no deterministic implementation: %s" % str(e).splitlines()[0])
@@ -303,7 +356,7 @@ def backward(k, items, prob, deterministic):
             finally:
                 torch.use_deterministic_algorithms(was)
         else:
-            kw.update(dq=dq, dk=dk, dv=dv, deterministic=bool(deterministic))
+            kw.update(dq=dq, dk=dk, dv=dv, dsinks=dsinks, deterministic=bool(deterministic))
             grads = k.bwd(q, kk, v, o, do, lse, **_filter(kw, k.bwd_kw))
         if grads is not None:
             for dst, src, name in zip((dq, dk, dv), grads, ("dq", "dk", "dv")):

@@ -11,6 +11,12 @@ DTYPE_NAMES = ("float16", "bfloat16")
 PROFILE_FIELDS = ("u_acc", "exp_rel_err", "scores_fp32", "p_rounded", "ds_rounded", "out_rounded",
                   "max_rescales", "flushes_subnormals")
 
+# contract-v3 features a kernel may claim, and the keyword arguments each needs its forward (and
+# a backward callable) to take when claimed
+V3_FEATURES = ("varlen", "paged", "softcap", "sinks")
+V3_KWARGS = dict(varlen=("cu_seqlens_q", "cu_seqlens_k", "seqused_k"), paged=("block_table",),
+                 softcap=("softcap",), sinks=("sinks",))
+
 DEFAULTS = dict(
     device="cpu",            # "cpu" (host arrays) or "cuda" (device tensors through DLPack)
     arrays=None,             # "numpy" or "torch"; default: numpy on cpu, torch on cuda
@@ -27,6 +33,13 @@ DEFAULTS = dict(
     gqa=True,                # heads_q != heads_kv
     dtypes=DTYPE_NAMES,
     deterministic=False,     # the backward is bitwise reproducible (else deterministic cases are SKIP)
+    # contract v3 (kernels/flash_api.h; fa_limits.supports_*): True claims the feature, and the
+    # callable must then take its keyword arguments (python/README.md); a case using a feature a
+    # kernel does not claim is SKIP (FA_ERR_UNSUPPORTED from the contract's validation), never run
+    varlen=False,            # cu_seqlens_q, cu_seqlens_k, seqused_k (packed sequences)
+    paged=False,             # block_table (K/V page pools)
+    softcap=False,           # softcap > 0
+    sinks=False,             # sinks (and dsinks in a backward)
     name=None,               # the backend's name in reports (default "py:" + spec)
 )
 
@@ -64,6 +77,9 @@ def declarations(obj, module=None):
         d["arrays"] = "torch" if d["device"] == "cuda" else "numpy"
     if d["arrays"] not in ("numpy", "torch"):
         raise ValueError("arrays must be 'numpy' or 'torch', not %r" % (d["arrays"],))
+    for f in V3_FEATURES:
+        if not isinstance(d[f], bool):
+            raise TypeError("%s must be True or False, not %r" % (f, d[f]))
     for c in d["causal"]:
         if c not in CAUSAL_NAMES:
             raise ValueError("causal modes are %s, not %r" % (CAUSAL_NAMES, c))

@@ -73,5 +73,48 @@ FLASHCHECK_PYTHON=/nonexistent/python3 "$FC" repro "$C" --backend "$K:attention"
 env -u PYTHONPATH FLASHCHECK_PYTHON=/usr/bin/python3 "$FC" repro "$C" --backend "$K:attention" > nopkg.log 2>&1; rc=$?
 [ $rc -eq 3 ] && grep -q "No module named 'flashcheck'" nopkg.log || { bad "package not importable: rc $rc"; cat nopkg.log; }
 
+# 5. contract v3 through the bridge (python/README.md "Contract v3"): a numpy kernel claiming varlen,
+#    paged, softcap and sinks passes packed (seqused_k, softcap, sinks: dsinks in the backward) and
+#    paged cases forward and backward; each broken copy fails; a kernel claiming nothing is SKIP on
+#    them (the adapters are such kernels); a claim without its keyword arguments is a load error
+cat > v3_packed.case <<'CASE'
+shape = 3 20 40 4 2 16 16
+seqlens_q = 5,0,20
+seqlens_k = 7,3,40
+seqused_k = 7,2,33
+softcap = 20
+sinks = gaussian amp=2
+causal = bottom_right
+seed = 3
+CASE
+cat > v3_paged.case <<'CASE'
+shape = 2 9 30 2 1 16 8
+seqlens_q = 4,9
+seqused_k = 30,17
+paged = 8 8 0
+block_table.0 = 3,0,5,1
+block_table.1 = 5,2,4,0
+causal = bottom_right
+seed = 4
+CASE
+for c in v3_packed v3_paged; do
+  "$FC" repro $c.case --backend "py:$T:v3_attention" > rp_$c.log 2>&1; rc=$?
+  [ $rc -eq 0 ] && grep -q "^PASS" rp_$c.log && grep -q "forward + backward" rp_$c.log && grep -Eq "^  dk +[1-9]" rp_$c.log ||
+    { bad "$c: the v3 numpy kernel does not pass forward and backward (rc $rc)"; tail -12 rp_$c.log; }
+  "$FC" repro $c.case --backend "$K:attention" > skip_$c.log 2>&1; rc=$?
+  [ $rc -eq 0 ] && grep -q "^SKIP" skip_$c.log && grep -q "does not support" skip_$c.log ||
+    { bad "$c: a kernel claiming no v3 feature is not SKIP (rc $rc)"; tail -5 skip_$c.log; }
+done
+for kc in v3_broken_seqused:v3_packed v3_broken_seqused:v3_paged v3_broken_page:v3_paged v3_broken_sinks:v3_packed \
+          v3_broken_dsinks:v3_packed; do
+  k=${kc%%:*}; c=${kc##*:}
+  "$FC" repro $c.case --backend "py:$T:$k" > rp_${k}_$c.log 2>&1; rc=$?
+  [ $rc -eq 1 ] && grep -q "^FAIL" rp_${k}_$c.log || { bad "$k on $c does not fail (rc $rc)"; tail -8 rp_${k}_$c.log; }
+done
+grep -q "dsinks" rp_v3_broken_dsinks_v3_packed.log || bad "the wrong dsinks is not what fails"
+"$FC" repro v3_paged.case --backend "py:$T:v3_undeclared_kwargs" > undecl.log 2>&1; rc=$?
+[ $rc -eq 3 ] && grep -q "declares varlen=True but its forward takes no cu_seqlens_q" undecl.log ||
+  { bad "a v3 claim without its keyword arguments: rc $rc"; cat undecl.log; }
+
 [ $fail -eq 0 ] && echo "py_backend_test: all passed"
 exit $fail

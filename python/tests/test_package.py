@@ -188,3 +188,93 @@ def test_bf16_rounding_is_correct_rounding_of_float64():
     for step in (1, -1):  # no bf16 neighbour is nearer (ties: the even one)
         nb = to_float((b.astype(np.int32) + step).astype(np.uint16), "bfloat16").astype(np.float64)
         assert np.all(np.abs(got - x) <= np.abs(nb - x))
+
+
+# --- contract v3 (cu_seqlens, seqused_k, block_table, softcap, sinks): verify's keywords --------
+sys.path.insert(0, HERE)
+import kernels_for_tests  # noqa: E402
+
+
+def v3_problem(seed=16):
+    """packed q (3 sequences, one empty) over a paged cache (page size 8, 9 pages shuffled, page 5
+    shared, page 8 unused), seqused_k, softcap 20, sinks; the v3 numpy kernel's forward and backward"""
+    r = np.random.default_rng(seed)
+    f = lambda *s: r.standard_normal(s).astype(np.float16)  # noqa: E731
+    cu_q = np.array([0, 6, 6, 13], np.int32)
+    table = np.array([[3, 5, 0, 7], [2, 6, 1, 4], [5, 1, 4, 2]], np.int32)
+    used = np.array([27, 5, 13], np.int32)
+    Hq, Hkv, D = 4, 2, 32
+    q, k, v, do = f(13, Hq, D), f(9, 8, Hkv, D), f(9, 8, Hkv, D), f(13, Hq, D)
+    sinks = r.standard_normal(Hq).astype(np.float32)
+    kern = kernels_for_tests.v3_attention
+    kw = dict(causal="bottom_right", window=None, window_align="top_left", scale=D ** -0.5, mask=None,
+              dtype="float16", cu_seqlens_q=cu_q, cu_seqlens_k=None, seqused_k=used, block_table=table,
+              max_seqlen_q=7, max_seqlen_k=27, softcap=20.0, sinks=sinks)
+    o, lse = np.zeros_like(q), np.zeros((Hq, 13), np.float32)
+    kern.forward(q, k, v, out=o, lse=lse, **kw)
+    dq, dk, dv, dsinks = np.zeros_like(q), np.zeros_like(k), np.zeros_like(v), np.zeros(Hq, np.float32)
+    kern.backward(q, k, v, o, do, lse, dq=dq, dk=dk, dv=dv, dsinks=dsinks, **kw)
+    arrays = (q, k, v, o, lse, do, dq, dk, dv)
+    v3 = dict(cu_seqlens_q=cu_q, seqused_k=used, block_table=table, softcap=20.0, sinks=sinks, dsinks=dsinks,
+              causal="bottom_right", profile="fp32")
+    return arrays, v3
+
+
+def test_verify_v3_packed_paged_softcap_sinks():
+    arrays, v3 = v3_problem()
+    res = flashcheck.verify(*arrays, **v3)
+    assert res.passed, res.explain()
+    assert set(res.tensors) == {"o", "lse", "dq", "dk", "dv", "dsinks"}
+    assert res.tensors["dk"].checked > 0 and res.tensors["dsinks"].checked == 4
+    # int64 index arrays (torch's default) are converted when their values fit int32
+    assert flashcheck.verify(*arrays[:5], **dict(v3, dsinks=None, cu_seqlens_q=v3["cu_seqlens_q"].astype(np.int64))).passed
+
+
+def test_verify_v3_finds_swapped_rows_wrong_page_and_dropped_options():
+    (q, k, v, o, lse, do, dq, dk, dv), v3 = v3_problem()
+    fwd = dict(v3, dsinks=None)
+    sw = o.copy()
+    sw[[8, 11]] = sw[[11, 8]]  # two rows of sequence 2 (packed rows 6..12)
+    res = flashcheck.verify(q, k, v, sw, lse, **fwd)
+    assert not res.passed and res.tensors["o"].first_fail[:2] == (2, 2)  # (sequence, position inside it)
+    table = v3["block_table"].copy()
+    table[0, 1] = 8  # a used entry naming another (valid, unused) page
+    assert not flashcheck.verify(q, k, v, o, lse, **dict(fwd, block_table=table)).passed
+    assert not flashcheck.verify(q, k, v, o, lse, **dict(fwd, softcap=None)).passed
+    assert not flashcheck.verify(q, k, v, o, lse, **dict(fwd, sinks=None)).passed
+    assert not flashcheck.verify(q, k, v, o, lse, **dict(fwd, seqused_k=None)).passed
+    res = flashcheck.verify(q, k, v, o, lse, do, dq, dk, dv, **dict(v3, dsinks=-v3["dsinks"]))
+    assert not res.passed and res.tensors["dsinks"].failed > 0 and res.tensors["dq"].failed == 0
+
+
+@pytest.mark.parametrize("change,err,words", [
+    (dict(cu_seqlens_q=np.array([0, 8, 6, 13], np.int32)), ValueError, ("cu_seqlens_q.npy", "decreases at sequence 1")),
+    (dict(cu_seqlens_q=np.array([0, 6, 13], np.int32)), ValueError, ("seqused_k.npy has 3 entries; expected 2",)),
+    (dict(block_table=np.array([[3, 5, 0, 9], [2, 6, 1, 4], [5, 1, 4, 2]], np.int32)), ValueError,
+     ("block_table.npy", "block_table[0][3] is 9", "num_pages = 9")),
+    (dict(seqused_k=np.array([27, 5, 33], np.int32)), ValueError, ("block_table.npy", "seqlen_k = 33")),
+    (dict(sinks=np.zeros(3, np.float32)), ValueError, ("sinks.npy must be float32 [Hq] = [4]",)),
+    (dict(softcap=-2.0), ValueError, ("--softcap: softcap is -2",)),
+    (dict(cu_seqlens_q=np.array([0, 6, 6, 13], np.float32)), TypeError, ("cu_seqlens_q has dtype float32",)),
+    (dict(seqused_k=np.array([27, 5, 2 ** 40])), ValueError, ("seqused_k has values outside int32",)),
+])
+def test_verify_v3_rejects_bad_index_arrays(change, err, words):
+    (q, k, v, o, lse, *_), v3 = v3_problem()
+    with pytest.raises(err) as e:
+        flashcheck.verify(q, k, v, o, lse, **dict(v3, dsinks=None, **change))
+    for w in words:
+        assert w in str(e.value), str(e.value)
+
+
+def test_bridge_passes_v3_limits_and_checks_keywords():
+    from flashcheck import _bridge
+    spec = os.path.join(HERE, "kernels_for_tests.py")
+    st, _, msg, handle, info = _bridge.open(spec + ":v3_attention")
+    assert st == 0, msg
+    assert info[5][5:] == (1, 1, 1, 1)  # supports_varlen, paged, softcap, sinks
+    st, _, msg, _, info = _bridge.open(spec + ":raises")
+    assert st == 0 and info[5][5:] == (0, 0, 0, 0)  # a kernel that claims nothing: v3 cases are SKIP
+    st, _, msg, _, _ = _bridge.open(spec + ":v3_undeclared_kwargs")
+    assert st == 1 and "declares varlen=True but its forward takes no cu_seqlens_q" in msg
+    with pytest.raises(TypeError, match="unknown declaration"):
+        flashcheck.kernel(varlen_q=True)

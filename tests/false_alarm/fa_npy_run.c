@@ -92,6 +92,7 @@ int main(int argc, char **argv) {
         }
         fclose(f);
         if (npy_read(path, &in[t], msg, sizeof msg)) return die(2, "%s%s", msg, "");
+        if (in[t].kind == NPY_I32) return die(2, "%s is int32; fp16/bf16 (an fp32 mask) expected%s", path, "");
         if (in[t].ndim != 4) return die(2, "%s must have 4 dimensions%s", path, "");
         if (t != IMASK && in[t].kind != in[IQ].kind) return die(2, "%s: q, k, v, do must share one dtype (fp16 or bf16)%s", path, "");
     }
