@@ -232,6 +232,14 @@ static void build_base_v3(sweep_list *s) {
         v3_set_seqs(&c, lq, lq, NULL);
         c.p.dtype = FA_BF16;
         add_v3(s, FC_SWEEP_VARLEN, &c, -1);
+        /* top-left causal with Sq_b > Sk_b: the query tiles past Sk_b see every key, so their
+           last, partial key block has no causal edge: only Sk_b makes it a boundary block (the
+           packed keys past it are the next sequence's) */
+        static const int64_t tq[] = { 520, 300, -1 }, tk[] = { 300, 200 };
+        fc_case d = base_case(1, 1, 1, 2, 1, 128, 0);
+        v3_set_seqs(&d, tq, tk, NULL);
+        d.p.causal = FA_CAUSAL_TOP_LEFT;
+        add_v3(s, FC_SWEEP_VARLEN, &d, -1);
     }
     static const float caps[] = { 30.0f, 5.0f, 50.0f, 1.0f };
     for (int k = 0; k < 4; k++) {

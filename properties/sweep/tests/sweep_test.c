@@ -46,8 +46,8 @@ static void test_base(void) {
        contract-v3 categories (varlen, paged, softcap, sinks: 4 cases each, 2 quick) only for
        a backend whose limits claim the features (the CPU backend's), and the packing and
        paging properties likewise */
-    static const int64_t full[12] = {29, 12, 8, 15, 5, 6, 16, 3, 5, 4, 4, 4},
-                         quick[12] = {14, 6, 5, 8, 3, 3, 8, 3, 3, 2, 2, 2};
+    static const int64_t full[12] = {29, 12, 8, 15, 5, 6, 16, 3, 6, 4, 4, 4},
+                         quick[12] = {14, 6, 5, 8, 3, 3, 8, 3, 4, 2, 2, 2};
     for (int q = 0; q < 4; q++) {
         int claims = q >= 2;
         fc_sweep_opts o;
