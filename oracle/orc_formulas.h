@@ -81,6 +81,17 @@ ORC_HD double orc_acc_coef(const orc_model *m, double n_terms, double n_span, do
     return orc_gamma(mb + 1, m->u_acc) + 2 * gk * gk;
 }
 
+/* Knuth's TwoSum (RN, no contraction): *s + *e = a + b exactly for a finite sum. A
+ * non-finite sum carries no error term (*e = 0): Inf - Inf in the correction would turn
+ * an infinite sum (an infinite input, BOUNDS.md 11.1) into NaN. The one definition of the
+ * CPU tier's two_sum (orc_internal.h) and the GPU tier's compensated folds (orc_gpu_fwd.cu,
+ * orc_gpu_bwd.cu): test_gpu_row_host checks the non-finite cases. */
+ORC_HD void orc_fm_two_sum(double a, double b, double *s, double *e) {
+    double x = a + b, bb = x - a;
+    *e = isfinite(x) ? (a - (x - bb)) + (b - bb) : 0.0;
+    *s = x;
+}
+
 /* Upper bound of expm1(x) for x >= 0 (used for relative-error factors):
  * e^x - 1 <= x + x^2 on [0, 1/2]; the factor 1 + 2^-50 covers the rounding
  * of evaluating it (and of expm1 itself, < 1 ulp, above 1/2). */

@@ -206,17 +206,6 @@ static inline uint8_t orc_value_flags(double ref) {
 }
 
 // ----------------------------------------------------------------------------
-// error-free transformation: a + b = s + e exactly (Knuth TwoSum; RN, no FMA contraction)
-
-static inline void two_sum(double a, double b, double *s, double *e) {
-    double x = a + b, bb = x - a;
-    /* a non-finite sum carries no error term: Inf - Inf in the correction would
-     * turn an infinite sum (an infinite input, BOUNDS.md 11.1) into NaN */
-    *e = isfinite(x) ? (a - (x - bb)) + (b - bb) : 0.0;
-    *s = x;
-}
-
-// ----------------------------------------------------------------------------
 // forward row weights (orc_fwd.c), shared with the backward
 
 enum { ROW_NORMAL = 0, ROW_MASKED = 1, ROW_NAN = 2, ROW_UNCHECKABLE = 3 };
@@ -237,6 +226,10 @@ typedef struct {
 
 /* The scalar bound formulas, one definition for the CPU and GPU tiers. */
 #include "oracle/orc_formulas.h"
+
+/* Error-free transformation (Knuth TwoSum; RN, no FMA contraction): exact for a finite sum, no error term for a non-finite one (orc_fm_two_sum, the
+ * definition the GPU tier's device folds share) */
+static inline void two_sum(double a, double b, double *s, double *e) { orc_fm_two_sum(a, b, s, e); }
 
 /* The RN store's reachable-set bound of a dQ / dK / dV element (BOUNDS.md 5.8):
  * orc_fm_store_bound (orc_formulas.h, shared with the GPU tier) for dtype dt. */

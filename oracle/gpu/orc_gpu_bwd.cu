@@ -122,11 +122,9 @@ __device__ static inline double warp_nmax(double x) {
     return x;
 }
 
-__device__ static inline void two_sum_d(double a, double b, double *s, double *e) {
-    double x = a + b, bb = x - a;
-    *e = (a - (x - bb)) + (b - bb);
-    *s = x;
-}
+/* TwoSum of the compensated folds: the CPU tier's (orc_fm_two_sum: exact for a finite sum,
+ * no error term for an infinite one, so an infinite input's sum stays Inf, BOUNDS.md 11.1) */
+#define two_sum_d orc_fm_two_sum
 
 // ----------------------------------------------------------------------------
 // group statistics

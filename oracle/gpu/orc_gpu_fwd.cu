@@ -164,12 +164,9 @@ __device__ static inline int64_t warp_sum_i(int64_t x) {
 }
 __device__ static inline int warp_or(int x) { return __any_sync(0xffffffffu, x); }
 
-/* Knuth TwoSum: a + b = s + e exactly (RN, no contraction) */
-__device__ static inline void two_sum_d(double a, double b, double *s, double *e) {
-    double x = a + b, bb = x - a;
-    *e = (a - (x - bb)) + (b - bb);
-    *s = x;
-}
+/* TwoSum of the compensated folds: the CPU tier's (orc_fm_two_sum: exact for a finite sum,
+ * no error term for an infinite one, so an infinite input's sum stays Inf, BOUNDS.md 11.1) */
+#define two_sum_d orc_fm_two_sum
 
 // ----------------------------------------------------------------------------
 // out[0]: k1max = max_j sum_d |k_jd| over keys with a finite sum; out[1]: vmax =

@@ -13,6 +13,8 @@
  *     masked rows), fp16/bf16, default and explicit scales, for every named
  *     precision preset (fa_precision_preset_names: the tensor-core models) and
  *     random IEEE profiles.
+ *   - orc_fm_two_sum (both tiers' TwoSum): exact on finite sums, no error term
+ *     on an infinite one (an infinite input's sum stays Inf, BOUNDS.md 11.1)
  * A change of one tier's pass structure, or a formula computed outside
  * orc_formulas.h by one tier, fails here. */
 #include <stdio.h>
@@ -32,6 +34,38 @@ static void test_decode(void) {
                 return;
             }
         }
+}
+
+/* orc_fm_two_sum, the TwoSum of both tiers' compensated folds (the device's two_sum_d is it):
+ * exact on finite sums (s + e = a + b, checked as TwoSum's |e| <= ulp(s)/2 and s = RN(a + b));
+ * an infinite sum carries e = 0, so a blocked sum that meets an infinite input stays that Inf
+ * (BOUNDS.md 11.1: the forward's ORC_F_INF_INPUT needs it; the device's copy once gave
+ * Inf - Inf = NaN there: test_gpu_oracle's "flags 18 vs 84") and opposite infinities give NaN. */
+static void test_two_sum(void) {
+    double s, e;
+    double inf_cases[][2] = {{INFINITY, 1.0}, {1.0, INFINITY}, {-INFINITY, 2.5}, {0x1p1023, 0x1p1023},
+                             {INFINITY, INFINITY}, {-0x1.fp1023, -0x1.fp1023}};
+    for (int k = 0; k < 6; k++) {
+        orc_fm_two_sum(inf_cases[k][0], inf_cases[k][1], &s, &e);
+        CHECK(isinf(s) && e == 0, "two_sum(%a, %a) = %a + %a: an infinite sum must carry no error term",
+              inf_cases[k][0], inf_cases[k][1], s, e);
+    }
+    orc_fm_two_sum(INFINITY, -INFINITY, &s, &e);
+    CHECK(isnan(s), "two_sum(Inf, -Inf) = %a", s);
+    /* a fold as the tiers make it: hi, lo over blocks, one block infinite */
+    double hi = 0, lo = 0, blk[4] = {1.5, INFINITY, 3.25, -7.0};
+    for (int k = 0; k < 4; k++) { orc_fm_two_sum(hi, blk[k], &hi, &e); lo += e; }
+    CHECK(hi + lo == INFINITY, "a compensated fold through an infinite block: %a + %a", hi, lo);
+    for (int k = 0; k < 100000; k++) {
+        double a = ldexp(t_gauss(), (int)(t_next() % 200) - 100), b = ldexp(t_gauss(), (int)(t_next() % 200) - 100);
+        double s2, e2;
+        orc_fm_two_sum(a, b, &s, &e);
+        two_sum(a, b, &s2, &e2);
+        if (!(s == a + b && fabs(e) <= ldexp(1, ilogb(s) - 53) && same(s, s2) && same(e, e2))) {
+            CHECK(0, "two_sum(%a, %a) = %a + %a (CPU %a + %a)", a, b, s, e, s2, e2);
+            break;
+        }
+    }
 }
 
 static const char *const *presets;
@@ -178,6 +212,7 @@ int main(void) {
     while (presets[n_presets]) n_presets++;
     CHECK(n_presets >= 4, "only %d presets", n_presets);
     test_decode();
+    test_two_sum();
     for (int it = 0; it < 4000; it++) test_row(it);
     printf("rows: %lld normal (%lld with a tensor-core model), %lld masked, %lld NaN, %lld uncheckable "
            "(%lld overflow-sensitive); %d presets\n",
