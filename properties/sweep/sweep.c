@@ -873,6 +873,84 @@ static int64_t misuse_host_ptr(const fa_backend *be, fc_sweep_misuse_cb cb, void
     return 1;
 }
 
+/* The backward's counterpart of misuse_host_ptr: q, k, v, o, lse, dout and the gradients dq, dk,
+ * dv in host memory on a backend that declares device memory and has a backward: the call must
+ * be rejected (INVALID or UNSUPPORTED, an argument named, a message) with the host gradients
+ * untouched. */
+static int64_t misuse_host_ptr_bwd(const fa_backend *be, fc_sweep_misuse_cb cb, void *user) {
+    if (be->memspace != FA_MEM_CUDA || !be->backward) return 0;
+    static fz_misuse_result res;
+    memset(&res, 0, sizeof res);
+    res.kind = -1;
+    snprintf(res.kind_name, sizeof res.kind_name, "host_ptr_bwd");
+    snprintf(res.what, sizeof res.what, "backward: q, k, v, o, lse, dout, dq, dk, dv in host memory (malloc) on a backend "
+             "that declares device memory");
+    char msg[256];
+    if (fc_case_parse("shape = 1 64 64 2 2 64 64\ndtype = bf16\nbackward = 1\nseed = 7\n", &res.c, msg, sizeof msg)) {
+        snprintf(res.failure, sizeof res.failure, "harness");
+        snprintf(res.detail, sizeof res.detail, "host_ptr_bwd case: %s", msg);
+        if (cb) cb(user, &res);
+        return 1;
+    }
+    fc_buf buf[FC_T_COUNT];
+    memset(buf, 0, sizeof buf);
+    static const int ts[9] = { FC_T_Q, FC_T_K, FC_T_V, FC_T_DO, FC_T_O, FC_T_LSE, FC_T_DQ, FC_T_DK, FC_T_DV };
+    void *snap[3] = { NULL, NULL, NULL };
+    int ok = 1;
+    for (int i = 0; i < 9 && ok; i++) {
+        ok = fc_buf_alloc(&res.c, ts[i], 64, FC_POISON_A, &buf[ts[i]], msg, sizeof msg) == 0;
+        if (ok && i < 4) fc_case_fill(&res.c, &buf[ts[i]]);
+    }
+    for (int i = 0; i < 3 && ok; i++) {
+        const fc_buf *b = &buf[ts[6 + i]];
+        snap[i] = malloc((size_t)b->alloc_elems * b->elem_size);
+        if (snap[i]) memcpy(snap[i], b->alloc, (size_t)b->alloc_elems * b->elem_size);
+        else ok = 0;
+    }
+    if (!ok) {
+        snprintf(res.failure, sizeof res.failure, "harness");
+        snprintf(res.detail, sizeof res.detail, "host_ptr_bwd buffers: %s", msg);
+    } else {
+        fa_bwd_args a;
+        memset(&a, 0, sizeof a);
+        a.p = res.c.p;
+        fa_tensor *t4[8] = { &a.q, &a.k, &a.v, &a.dout, &a.o, NULL, &a.dq, &a.dk };
+        for (int i = 0; i < 8; i++) {
+            if (!t4[i]) continue;
+            t4[i]->ptr = fc_buf_view(&buf[ts[i]]);
+            memcpy(t4[i]->stride, buf[ts[i]].stride, sizeof t4[i]->stride);
+        }
+        a.dv.ptr = fc_buf_view(&buf[FC_T_DV]);
+        memcpy(a.dv.stride, buf[FC_T_DV].stride, sizeof a.dv.stride);
+        a.lse.ptr = (float *)fc_buf_view(&buf[FC_T_LSE]);
+        memcpy(a.lse.stride, buf[FC_T_LSE].stride, sizeof a.lse.stride);
+        fa_error err;
+        memset(&err, 0, sizeof err);
+        fa_status st = be->backward(&a, &err);
+        res.status = st;
+        res.err = err;
+        int wrote = 0;
+        for (int i = 0; i < 3; i++) {
+            const fc_buf *b = &buf[ts[6 + i]];
+            wrote |= memcmp(snap[i], b->alloc, (size_t)b->alloc_elems * b->elem_size) != 0;
+        }
+        const char *f = st == FA_OK ? "accepted_invalid"
+                        : st != FA_ERR_INVALID && st != FA_ERR_UNSUPPORTED ? "wrong_status"
+                        : wrote ? "write_on_reject"
+                        : !err.arg[0] ? "no_arg_name"
+                        : !err.msg[0] ? "no_message" : "";
+        snprintf(res.failure, sizeof res.failure, "%s", f);
+        if (f[0])
+            snprintf(res.detail, sizeof res.detail, "host_ptr_bwd: %s\nbackward returned %s%s; arg '%s', message '%s'",
+                     res.what, fa_status_name(st), wrote ? " and wrote the host gradients" : "", err.arg, err.msg);
+    }
+    res.applied = 1;
+    if (cb) cb(user, &res);
+    for (int i = 0; i < 3; i++) free(snap[i]);
+    for (int t = 0; t < FC_T_COUNT; t++) fc_buf_free(&buf[t]);
+    return 1;
+}
+
 /* ------------------------------------------------------------------------- */
 /* PRODUCTION                                                                */
 
@@ -990,6 +1068,7 @@ int64_t fc_sweep_misuse(const fa_backend *be, fc_sweep_misuse_cb cb, void *user)
                 if (cb) cb(user, &res);
             }
     n += misuse_host_ptr(be, cb, user);
+    n += misuse_host_ptr_bwd(be, cb, user);
     return n;
 }
 

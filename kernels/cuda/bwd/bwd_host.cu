@@ -303,6 +303,19 @@ extern "C" fa_status fa_cuda_backward_policy(const fa_bwd_args *a, const fa_cuda
         return fa_fail(err, FA_ERR_UNSUPPORTED, "page_size", "the CUDA backward does not run paged K/V.");
     if (pr->softcap != 0.0f)
         return fa_fail(err, FA_ERR_UNSUPPORTED, "softcap", "the CUDA backward does not run softcap.");
+    // every tensor the kernels read or write must be device memory: a host pointer is rejected
+    // here, naming it, before anything is launched (the kernels would fault on it)
+    if (pr->batch > 0 && (pr->seqlen_q > 0 || pr->seqlen_k > 0)) {
+        const struct { const char *name; const void *ptr; } t[10] = {
+            { "q.ptr", a->q.ptr }, { "k.ptr", a->k.ptr }, { "v.ptr", a->v.ptr }, { "o.ptr", a->o.ptr },
+            { "dout.ptr", a->dout.ptr }, { "lse.ptr", a->lse.ptr }, { "mask.ptr", a->mask.ptr },
+            { "dq.ptr", a->dq.ptr }, { "dk.ptr", a->dk.ptr }, { "dv.ptr", a->dv.ptr } };
+        for (int i = 0; i < 10; i++)
+            if (t[i].ptr != NULL && !bwd_is_device_ptr(t[i].ptr))
+                return fa_fail(err, FA_ERR_INVALID, t[i].name,
+                               "%s (%p) is not CUDA device memory; the cuda backend takes device pointers "
+                               "(cudaMalloc), or use the cpu backend for host buffers.", t[i].name, t[i].ptr);
+    }
     const int want_dsinks = pr->has_sinks && a->dsinks != NULL;
     if (want_dsinks && (a->sinks == NULL || !bwd_is_device_ptr(a->sinks) || !bwd_is_device_ptr(a->dsinks)))
         return fa_fail(err, FA_ERR_INVALID, a->sinks == NULL ? "sinks" : "dsinks",

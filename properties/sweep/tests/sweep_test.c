@@ -374,6 +374,12 @@ static fa_status fwd_rejects_host(const fa_fwd_args *a, fa_error *err) {
     return fa_fail(err, FA_ERR_INVALID, "q.ptr", "q.ptr is not device memory (test backend)");
 }
 
+static fa_status bwd_rejects_host(const fa_bwd_args *a, fa_error *err) {
+    fa_status st = fa_validate_bwd(a, &fa_backend_cpu()->limits, err);
+    if (st != FA_OK) return st;
+    return fa_fail(err, FA_ERR_INVALID, "dq.ptr", "dq.ptr is not device memory (test backend)");
+}
+
 static fa_backend cpu_with(fa_status (*fwd)(const fa_fwd_args *, fa_error *),
                            fa_status (*bwd)(const fa_bwd_args *, fa_error *)) {
     fa_backend be = *fa_backend_cpu();
@@ -399,12 +405,20 @@ static int entry_ok(const fa_backend *be, const fc_sweep_entry *e, fc_verdict *v
 }
 
 typedef struct {
-    int64_t calls, host_ptr, host_ptr_failed;
-    char failure[32];
+    int64_t calls, host_ptr, host_ptr_failed, host_ptr_bwd, host_ptr_bwd_failed;
+    char failure[32], bwd_failure[32];
 } misuse_tally;
 static void misuse_count(void *user, const fz_misuse_result *res) {
     misuse_tally *m = user;
     m->calls++;
+    if (!strcmp(res->kind_name, "host_ptr_bwd")) {
+        m->host_ptr_bwd++;
+        if (res->failure[0]) {
+            m->host_ptr_bwd_failed++;
+            snprintf(m->bwd_failure, sizeof m->bwd_failure, "%s", res->failure);
+        }
+        return;
+    }
     if (strcmp(res->kind_name, "host_ptr")) return;
     m->host_ptr++;
     if (res->failure[0]) {
@@ -631,6 +645,20 @@ static void test_coverage(void) {
     CHECK(m.host_ptr == 1 && m.host_ptr_failed == 1 && !strcmp(m.failure, "accepted_invalid"),
           "device backend computing on host memory: host_ptr %lld failed %lld (%s)", (long long)m.host_ptr,
           (long long)m.host_ptr_failed, m.failure);
+    CHECK(m.host_ptr_bwd == 0, "a device backend without a backward got %lld host_ptr_bwd calls", (long long)m.host_ptr_bwd);
+    /* the backward's host pointers (a device backend with a backward) */
+    fa_backend dev_ok2 = cpu_with(fwd_rejects_host, bwd_rejects_host), dev_bad2 = *cpu;
+    dev_ok2.memspace = FA_MEM_CUDA;
+    dev_bad2.memspace = FA_MEM_CUDA;
+    memset(&m, 0, sizeof m);
+    fc_sweep_misuse(&dev_ok2, misuse_count, &m);
+    CHECK(m.host_ptr_bwd == 1 && m.host_ptr_bwd_failed == 0, "device backward rejecting host memory: host_ptr_bwd %lld failed %lld (%s)",
+          (long long)m.host_ptr_bwd, (long long)m.host_ptr_bwd_failed, m.bwd_failure);
+    memset(&m, 0, sizeof m);
+    fc_sweep_misuse(&dev_bad2, misuse_count, &m);
+    CHECK(m.host_ptr_bwd == 1 && m.host_ptr_bwd_failed == 1 && !strcmp(m.bwd_failure, "accepted_invalid"),
+          "device backward computing on host memory: host_ptr_bwd %lld failed %lld (%s)", (long long)m.host_ptr_bwd,
+          (long long)m.host_ptr_bwd_failed, m.bwd_failure);
     (void)dead_entry;
     (void)leak_entry;
 }
