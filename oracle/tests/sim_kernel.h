@@ -9,35 +9,6 @@
 
 #include "oracle/tests/tutil.h"
 
-// ----------------------------------------------------------------------------
-// own dtype conversions (independent of the oracle)
-
-static float s_dec(uint16_t x, fa_dtype dt) {
-    if (dt == FA_BF16) {
-        uint32_t u = (uint32_t)x << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    _Float16 h;
-    memcpy(&h, &x, 2);
-    return (float)h;
-}
-
-static uint16_t s_enc(float f, fa_dtype dt) {
-    if (dt == FA_BF16) {
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40);
-        u += 0x7fff + ((u >> 16) & 1);
-        return (uint16_t)(u >> 16);
-    }
-    _Float16 h = (_Float16)f;
-    uint16_t x;
-    memcpy(&x, &h, 2);
-    return x;
-}
-static float s_rd(float f, fa_dtype dt) { return s_dec(s_enc(f, dt), dt); }
 
 // ----------------------------------------------------------------------------
 // the simulated kernel's arithmetic
@@ -112,7 +83,7 @@ typedef struct {
 } sim;
 
 static float s_ld(const uint16_t *p, const int64_t st[4], int64_t b, int64_t s, int64_t h, int64_t d, fa_dtype dt) {
-    return s_dec(p[b * st[0] + s * st[1] + h * st[2] + d * st[3]], dt);
+    return t_dec(p[b * st[0] + s * st[1] + h * st[2] + d * st[3]], dt);
 }
 
 static int s_vis(const fa_problem *p, int64_t i, int64_t j) {
@@ -191,7 +162,7 @@ static void sim_fwd(const sim *s, uint16_t *o, float *lse) {
                         if (sc[u] == -INFINITY) { sc[u] = 0; continue; } /* P = 0: a zero product */
                         float pr = s_exp2(sc[u] - m);
                         l = s_add(l, pr);
-                        sc[u] = so.p_keep ? pr : s_rd(pr, p->dtype);
+                        sc[u] = so.p_keep ? pr : t_rd(pr, p->dtype);
                     }
                     for (int64_t d = 0; d < Dv; d++) {
                         for (int64_t u = 0; u < jn; u++)
@@ -201,7 +172,7 @@ static void sim_fwd(const sim *s, uint16_t *o, float *lse) {
                 }
                 const int64_t *os = t->to.stride;
                 for (int64_t d = 0; d < Dv; d++)
-                    o[b * os[0] + i * os[1] + h * os[2] + d * os[3]] = s_enc(l > 0 ? acc[d] / l : 0.0f, p->dtype);
+                    o[b * os[0] + i * os[1] + h * os[2] + d * os[3]] = t_enc(l > 0 ? acc[d] / l : 0.0f, p->dtype);
                 lse[b * t->tlse.stride[0] + h * t->tlse.stride[1] + i * t->tlse.stride[2]] =
                     l > 0 ? (so.split ? m + logf(l) : (m + log2f(l)) * 0.693147182f) : -INFINITY;
             }
@@ -241,11 +212,11 @@ static void sim_bwd(const sim *s, uint16_t *dq, uint16_t *dk, uint16_t *dv, cons
                         Pr[j] = 0; dSr[j] = 0;
                         if (!s_seen(t, b, h, i, j)) continue;
                         float P = s_exp2(s_score(s, b, h, i, j, sl2) - (so.split ? lse : s_mul(lse, 1.44269504f)));
-                        Pr[j] = so.p_keep ? P : s_rd(P, dt);
+                        Pr[j] = so.p_keep ? P : t_rd(P, dt);
                         for (int64_t d = 0; d < Dv; d++)
                             prd[d] = (double)s_ld(t->dout, t->tdo.stride, b, i, h, d, dt) * s_ld(t->v, t->tv.stride, b, j, hk, d, dt);
                         float dP = s_acc(0.0f, prd, Dv);
-                        dPr[j] = so.dp_rnd ? s_rd(dP, dt) : dP;
+                        dPr[j] = so.dp_rnd ? t_rd(dP, dt) : dP;
                     }
                     float Di;
                     if (so.d_from_p) {
@@ -261,7 +232,7 @@ static void sim_bwd(const sim *s, uint16_t *dq, uint16_t *dk, uint16_t *dv, cons
                         if (!s_seen(t, b, h, i, j)) continue;
                         float x = Pr[j] * (dPr[j] - Di);
                         x = so.fold ? x * sc : x;
-                        dSr[j] = so.ds_keep ? x : s_rd(x, dt);
+                        dSr[j] = so.ds_keep ? x : t_rd(x, dt);
                     }
                 }
             }
@@ -276,7 +247,7 @@ static void sim_bwd(const sim *s, uint16_t *dq, uint16_t *dk, uint16_t *dv, cons
                             pr[j] = (double)dSr[j] * (so.split ? s_mul(kk, sf) : kk);
                         }
                         float a = s_acc(0.0f, pr, Sk);
-                        dq[b * qst[0] + i * qst[1] + (hk * G + g) * qst[2] + d * qst[3]] = s_enc(a * post, dt);
+                        dq[b * qst[0] + i * qst[1] + (hk * G + g) * qst[2] + d * qst[3]] = t_enc(a * post, dt);
                     }
             /* dK, dV columns: per head (then reduced as so.gqa says) or over the whole group */
             for (int64_t j = 0; j < Sk; j++) {
@@ -296,7 +267,7 @@ static void sim_bwd(const sim *s, uint16_t *dq, uint16_t *dk, uint16_t *dv, cons
                         }
                         if (so.gqa != FA_GQA_FUSED) { /* this head's part, stored in the dtype */
                             float part = s_acc(0.0f, pr, n);
-                            parts[g] = s_rd(isv ? part : part * post, dt);
+                            parts[g] = t_rd(isv ? part : part * post, dt);
                             n = 0;
                         }
                     }
@@ -305,10 +276,10 @@ static void sim_bwd(const sim *s, uint16_t *dq, uint16_t *dk, uint16_t *dv, cons
                         if (!isv) a *= post;
                     } else {
                         for (int64_t g = 0; g < G; g++)
-                            a = so.gqa == FA_GQA_ROUND_SUM16 ? s_rd(a + parts[g], dt) : a + parts[g]; /* fp32 RN */
+                            a = so.gqa == FA_GQA_ROUND_SUM16 ? t_rd(a + parts[g], dt) : a + parts[g]; /* fp32 RN */
                     }
-                    if (isv) dv[b * vst[0] + j * vst[1] + hk * vst[2] + dd * vst[3]] = s_enc(a, dt);
-                    else dk[b * kst[0] + j * kst[1] + hk * kst[2] + dd * kst[3]] = s_enc(a, dt);
+                    if (isv) dv[b * vst[0] + j * vst[1] + hk * vst[2] + dd * vst[3]] = t_enc(a, dt);
+                    else dk[b * kst[0] + j * kst[1] + hk * kst[2] + dd * kst[3]] = t_enc(a, dt);
                 }
             }
         }

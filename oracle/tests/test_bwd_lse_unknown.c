@@ -33,28 +33,9 @@ static orc_options opts(int lse_unknown) {
     return o;
 }
 
-typedef struct {
-    uint16_t *dq, *dk, *dv;
-    fa_tensor tq, tk, tv;
-} grads;
-
-static void grads_alloc(const t_prob *t, grads *g) {
-    const fa_problem *p = &t->p;
-    int64_t nq = p->batch * p->seqlen_q * p->heads_q * p->head_dim_qk;
-    int64_t nk = p->batch * p->seqlen_k * p->heads_kv * p->head_dim_qk;
-    int64_t nv = p->batch * p->seqlen_k * p->heads_kv * p->head_dim_v;
-    g->dq = calloc((size_t)nq + 1, 2); g->dk = calloc((size_t)nk + 1, 2); g->dv = calloc((size_t)nv + 1, 2);
-    int64_t sq[4] = {p->seqlen_q * p->heads_q * p->head_dim_qk, p->heads_q * p->head_dim_qk, p->head_dim_qk, 1};
-    int64_t sk[4] = {p->seqlen_k * p->heads_kv * p->head_dim_qk, p->heads_kv * p->head_dim_qk, p->head_dim_qk, 1};
-    int64_t sv[4] = {p->seqlen_k * p->heads_kv * p->head_dim_v, p->heads_kv * p->head_dim_v, p->head_dim_v, 1};
-    g->tq.ptr = g->dq; memcpy(g->tq.stride, sq, sizeof sq);
-    g->tk.ptr = g->dk; memcpy(g->tk.stride, sk, sizeof sk);
-    g->tv.ptr = g->dv; memcpy(g->tv.stride, sv, sizeof sv);
-}
-static void grads_free(grads *g) { free(g->dq); free(g->dk); free(g->dv); }
 
 /* the CPU backend's backward with the LSE in lse (mutant id mut) */
-static void run_bwd(const t_prob *t, const float *lse, int mut, grads *g) {
+static void run_bwd(const t_prob *t, const float *lse, int mut, t_grads *g) {
     fa_bwd_args a = t_bwd_args(t);
     a.lse.ptr = (float *)lse;
     a.dq = g->tq; a.dk = g->tk; a.dv = g->tv;
@@ -66,7 +47,7 @@ static void run_bwd(const t_prob *t, const float *lse, int mut, grads *g) {
 }
 
 /* failed elements over dQ, dK, dV of g judged with the given lse (the oracle's) */
-static int64_t judge(const t_prob *t, const float *lse_given, const grads *g, int lse_unknown, const char *tag,
+static int64_t judge(const t_prob *t, const float *lse_given, const t_grads *g, int lse_unknown, const char *tag,
                      double *lse_ratio) {
     fa_bwd_args a = t_bwd_args(t);
     a.lse.ptr = (float *)lse_given;
@@ -136,8 +117,8 @@ static void run_case(const char *tag, fa_problem p, double qk_sigma, double mask
     CHECK(premise_bad == 0, "%s: %lld shifted LSEs outside the forward bound", tag, (long long)premise_bad);
     orc_fwd_free(&fr);
 
-    grads g;
-    grads_alloc(&t, &g);
+    t_grads g;
+    t_grads_alloc(&t, &g);
     double ratio = -1;
     /* (a) + (b): the correct backward with a legitimately shifted LSE */
     run_bwd(&t, lse_shift, 0, &g);
@@ -170,7 +151,7 @@ static void run_case(const char *tag, fa_problem p, double qk_sigma, double mask
         CHECK(judge(&t, lse_orc, &g, 1, "dq moved", NULL) > 0, "%s: dQ moved by %d ulps passes with lse_unknown", tag,
               ulps);
     }
-    grads_free(&g);
+    t_grads_free(&g);
     free(lse_own); free(lse_orc); free(lse_shift); free(lse_nan);
     t_free(&t);
 }

@@ -45,27 +45,8 @@ static void run_fwd(const fa_backend *be, t_prob *t) {
     CHECK(st == FA_OK, "%s forward: %s", be->name, err.msg);
 }
 
-typedef struct {
-    uint16_t *dq, *dk, *dv;
-    fa_tensor tq, tk, tv;
-} grads;
 
-static void grads_alloc(const t_prob *t, grads *g) {
-    const fa_problem *p = &t->p;
-    int64_t nq = p->batch * p->seqlen_q * p->heads_q * p->head_dim_qk;
-    int64_t nk = p->batch * p->seqlen_k * p->heads_kv * p->head_dim_qk;
-    int64_t nv = p->batch * p->seqlen_k * p->heads_kv * p->head_dim_v;
-    g->dq = calloc((size_t)nq + 1, 2); g->dk = calloc((size_t)nk + 1, 2); g->dv = calloc((size_t)nv + 1, 2);
-    int64_t sq[4] = {p->seqlen_q * p->heads_q * p->head_dim_qk, p->heads_q * p->head_dim_qk, p->head_dim_qk, 1};
-    int64_t sk[4] = {p->seqlen_k * p->heads_kv * p->head_dim_qk, p->heads_kv * p->head_dim_qk, p->head_dim_qk, 1};
-    int64_t sv[4] = {p->seqlen_k * p->heads_kv * p->head_dim_v, p->heads_kv * p->head_dim_v, p->head_dim_v, 1};
-    g->tq.ptr = g->dq; memcpy(g->tq.stride, sq, sizeof sq);
-    g->tk.ptr = g->dk; memcpy(g->tk.stride, sk, sizeof sk);
-    g->tv.ptr = g->dv; memcpy(g->tv.stride, sv, sizeof sv);
-}
-static void grads_free(grads *g) { free(g->dq); free(g->dk); free(g->dv); }
-
-static void run_bwd(const fa_backend *be, const t_prob *t, grads *g) {
+static void run_bwd(const fa_backend *be, const t_prob *t, t_grads *g) {
     fa_bwd_args a = t_bwd_args(t);
     a.dq = g->tq; a.dk = g->tk; a.dv = g->tv;
     fa_error err;
@@ -83,7 +64,7 @@ static void judge_fwd(const t_prob *t, fa_precision prof, orc_stats s[2], orc_fw
     if (keep) *keep = r; else orc_fwd_free(&r);
 }
 
-static void judge_bwd(const t_prob *t, const grads *g, fa_precision prof, orc_stats s[3], orc_bwd_result *keep) {
+static void judge_bwd(const t_prob *t, const t_grads *g, fa_precision prof, orc_stats s[3], orc_bwd_result *keep) {
     fa_bwd_args a = t_bwd_args(t);
     orc_options o = opts();
     orc_bwd_result r;
@@ -149,8 +130,8 @@ static void test_tiny_dout_backward(void) {
     int64_t n = p.batch * p.seqlen_q * p.heads_q * p.head_dim_v;
     for (int64_t e = 0; e < n; e++) t.dout[e] = orc_encode(t_gauss() * 1e-39, p.dtype); /* dO ~ 1e-39 */
     run_fwd(fa_backend_cpu_ftz(), &t);
-    grads g;
-    grads_alloc(&t, &g);
+    t_grads g;
+    t_grads_alloc(&t, &g);
     run_bwd(fa_backend_cpu_ftz(), &t, &g);
     orc_stats s[3], s0[3];
     orc_bwd_result r;
@@ -177,7 +158,7 @@ static void test_tiny_dout_backward(void) {
     run_bwd(fa_backend_cpu(), &t, &g);
     judge_bwd(&t, &g, prof_ieee(), s0, NULL);
     for (int k = 0; k < 3; k++) CHECK(s0[k].failed == 0, "%s: IEEE CPU backend outside the IEEE bound", nm[k]);
-    grads_free(&g);
+    t_grads_free(&g);
     t_free(&t);
 }
 
@@ -223,8 +204,8 @@ static void test_normal_range(fa_dtype dt) {
     CHECK(gap < 0x1p-100 && gl < 0x1p-100, "%s: the floor is not ~2^-126 in size", tag);
     orc_fwd_free(&ri);
 
-    grads g;
-    grads_alloc(&t, &g);
+    t_grads g;
+    t_grads_alloc(&t, &g);
     run_bwd(fa_backend_cpu_ftz(), &t, &g);
     orc_stats sb[3];
     orc_bwd_result bf, bi;
@@ -267,7 +248,7 @@ static void test_normal_range(fa_dtype dt) {
     printf("[%s] mutant delta_from_dout_squared in FTZ mode: dQ failed %lld, dK failed %lld\n", tag,
            (long long)sb[0].failed, (long long)sb[1].failed);
     CHECK(sb[0].failed > 0 && sb[1].failed > 0, "%s: delta mutant passes the FTZ profile", tag);
-    grads_free(&g);
+    t_grads_free(&g);
     t_free(&t);
 }
 

@@ -17,34 +17,6 @@
 #include "oracle/tests/tutil.h"
 #include "oracle/orc_internal.h" /* orc_ctx_fwd: the GPU tier's context refuses v3 */
 
-// ----------------------------------------------------------------------------
-// own dtype conversions (independent of the oracle)
-
-static float s_dec(uint16_t x, fa_dtype dt) {
-    if (dt == FA_BF16) {
-        uint32_t u = (uint32_t)x << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    _Float16 h;
-    memcpy(&h, &x, 2);
-    return (float)h;
-}
-
-static uint16_t s_enc(float f, fa_dtype dt) {
-    if (dt == FA_BF16) {
-        uint32_t u;
-        memcpy(&u, &f, 4);
-        if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40);
-        u += 0x7fff + ((u >> 16) & 1);
-        return (uint16_t)(u >> 16);
-    }
-    _Float16 h = (_Float16)f;
-    uint16_t x;
-    memcpy(&x, &h, 2);
-    return x;
-}
 
 // ----------------------------------------------------------------------------
 // a v3 problem with its own buffers
@@ -84,7 +56,7 @@ static int64_t x_k(const v3p *t, const int64_t st[4], int64_t b, int64_t j, int6
 }
 
 static void fill(uint16_t *x, int64_t n, fa_dtype dt, double sg) {
-    for (int64_t i = 0; i < n; i++) x[i] = s_enc((float)(t_gauss() * sg), dt);
+    for (int64_t i = 0; i < n; i++) x[i] = t_enc((float)(t_gauss() * sg), dt);
 }
 
 /* B sequences with query lengths sq[] and key lengths sk[]; kmode as above; used: pass
@@ -148,7 +120,7 @@ static void v3_setup(v3p *t, fa_problem p, const int64_t *sq, const int64_t *sk,
     t->dsinks = calloc((size_t)Hq, sizeof(float));
     for (int64_t h = 0; h < Hq; h++) t->sinks[h] = (float)(t_gauss() * 1.5);
     if (used && kmode != 2) { /* the allocated but unused keys: NaN, never to be read */
-        uint16_t nan = s_enc(NAN, p.dtype);
+        uint16_t nan = t_enc(NAN, p.dtype);
         for (int64_t b = 0; b < B; b++)
             for (int64_t j = t->sk[b]; j < t->ka[b]; j++)
                 for (int64_t h = 0; h < Hkv; h++)
@@ -249,7 +221,7 @@ static float s_score(const v3p *t, int64_t b, int64_t h, int64_t i, int64_t j, f
     int64_t hk = h / (p->heads_q / p->heads_kv);
     float acc = 0;
     for (int64_t d = 0; d < p->head_dim_qk; d++)
-        acc += s_dec(t->q[x_q(t, t->qst, b, i, h, d)], p->dtype) * s_dec(t->k[x_k(t, t->kst, b, j, hk, d)], p->dtype);
+        acc += t_dec(t->q[x_q(t, t->qst, b, i, h, d)], p->dtype) * t_dec(t->k[x_k(t, t->kst, b, j, hk, d)], p->dtype);
     float sc = s_scale(p), cap = p->softcap;
     if (cap > 0) {
         if (s_mut & MU_CAP_NOSCALE) { *th = tanhf(acc / cap); return sc * (cap * *th); }
@@ -280,10 +252,10 @@ static void sim_fwd(v3p *t) {
                     if (!s_vis(t, b, i, j)) continue;
                     float w = expf(s[j] - M);
                     l += w;
-                    for (int64_t d = 0; d < Dv; d++) o[d] += w * s_dec(t->v[x_k(t, t->vst, b, j, h / G, d)], p->dtype);
+                    for (int64_t d = 0; d < Dv; d++) o[d] += w * t_dec(t->v[x_k(t, t->vst, b, j, h / G, d)], p->dtype);
                 }
                 for (int64_t d = 0; d < Dv; d++)
-                    t->o[x_q(t, t->ost, b, i, h, d)] = s_enc(l > 0 ? o[d] / l : 0.0f, p->dtype);
+                    t->o[x_q(t, t->ost, b, i, h, d)] = t_enc(l > 0 ? o[d] / l : 0.0f, p->dtype);
                 t->lse[x_l(t, b, h, i)] = l > 0 ? M + logf(l) : -INFINITY;
             }
     free(s); free(o);
@@ -307,7 +279,7 @@ static void sim_bwd(v3p *t) {
             for (int64_t i = 0; i < t->sq[b]; i++) {
                 float lse = t->lse[x_l(t, b, h, i)], Di = 0;
                 for (int64_t d = 0; d < Dv; d++)
-                    Di += s_dec(t->dout[x_q(t, t->ost, b, i, h, d)], p->dtype) * s_dec(t->o[x_q(t, t->ost, b, i, h, d)], p->dtype);
+                    Di += t_dec(t->dout[x_q(t, t->ost, b, i, h, d)], p->dtype) * t_dec(t->o[x_q(t, t->ost, b, i, h, d)], p->dtype);
                 if (p->has_sinks) dsink += expf(t->sinks[h] - lse) * Di;
                 for (int64_t d = 0; d < D; d++) dq[d] = 0;
                 for (int64_t j = 0; j < t->sk[b]; j++) {
@@ -315,17 +287,17 @@ static void sim_bwd(v3p *t) {
                     float th, s = s_score(t, b, h, i, j, &th);
                     float P = expf(s - lse), dP = 0;
                     for (int64_t d = 0; d < Dv; d++)
-                        dP += s_dec(t->dout[x_q(t, t->ost, b, i, h, d)], p->dtype) * s_dec(t->v[x_k(t, t->vst, b, j, h / G, d)], p->dtype);
+                        dP += t_dec(t->dout[x_q(t, t->ost, b, i, h, d)], p->dtype) * t_dec(t->v[x_k(t, t->vst, b, j, h / G, d)], p->dtype);
                     float dS = P * (dP - Di);
                     if (p->softcap > 0 && !(s_mut & MU_NOCAPGRAD)) dS = dS * (1 - th * th);
                     for (int64_t d = 0; d < D; d++) {
-                        dq[d] += dS * s_dec(t->k[x_k(t, t->kst, b, j, h / G, d)], p->dtype);
-                        fk[x_k(t, kst, b, j, h / G, d)] += dS * s_dec(t->q[x_q(t, t->qst, b, i, h, d)], p->dtype);
+                        dq[d] += dS * t_dec(t->k[x_k(t, t->kst, b, j, h / G, d)], p->dtype);
+                        fk[x_k(t, kst, b, j, h / G, d)] += dS * t_dec(t->q[x_q(t, t->qst, b, i, h, d)], p->dtype);
                     }
                     for (int64_t d = 0; d < Dv; d++)
-                        fv[x_k(t, vst, b, j, h / G, d)] += P * s_dec(t->dout[x_q(t, t->ost, b, i, h, d)], p->dtype);
+                        fv[x_k(t, vst, b, j, h / G, d)] += P * t_dec(t->dout[x_q(t, t->ost, b, i, h, d)], p->dtype);
                 }
-                for (int64_t d = 0; d < D; d++) t->dq[x_q(t, t->qst, b, i, h, d)] = s_enc(sc * dq[d], p->dtype);
+                for (int64_t d = 0; d < D; d++) t->dq[x_q(t, t->qst, b, i, h, d)] = t_enc(sc * dq[d], p->dtype);
             }
         if (p->has_sinks) t->dsinks[h] = (s_mut & MU_DSINK_SIGN) ? dsink : -dsink;
     }
@@ -333,12 +305,12 @@ static void sim_bwd(v3p *t) {
         for (int64_t hk = 0; hk < Hkv; hk++) {
             for (int64_t d = 0; d < D; d++) {
                 int64_t e = r * Hkv * D + hk * D + d;
-                t->dk[e] = s_enc(sc * fk[e], p->dtype);
-                if ((s_mut & MU_UNUSED_DK) && fk[e] == 0) t->dk[e] = s_enc(0.5f, p->dtype);
+                t->dk[e] = t_enc(sc * fk[e], p->dtype);
+                if ((s_mut & MU_UNUSED_DK) && fk[e] == 0) t->dk[e] = t_enc(0.5f, p->dtype);
             }
             for (int64_t d = 0; d < Dv; d++) {
                 int64_t e = r * Hkv * Dv + hk * Dv + d;
-                t->dv[e] = s_enc(fv[e], p->dtype);
+                t->dv[e] = t_enc(fv[e], p->dtype);
             }
         }
     free(fk); free(fv); free(dq);

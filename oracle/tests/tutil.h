@@ -149,4 +149,55 @@ static fa_precision t_profile_fp32(void) {
     return pr;
 }
 
+
+/* The tests' own dtype conversions (independent of the oracle's): fp16/bf16 bits to float and
+ * back, round to nearest even (bf16 NaN kept quiet); t_rd rounds a float to the dtype. */
+static inline float t_dec(uint16_t x, fa_dtype dt) {
+    if (dt == FA_BF16) {
+        uint32_t u = (uint32_t)x << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    _Float16 h;
+    memcpy(&h, &x, 2);
+    return (float)h;
+}
+
+static inline uint16_t t_enc(float f, fa_dtype dt) {
+    if (dt == FA_BF16) {
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40);
+        u += 0x7fff + ((u >> 16) & 1);
+        return (uint16_t)(u >> 16);
+    }
+    _Float16 h = (_Float16)f;
+    uint16_t x;
+    memcpy(&x, &h, 2);
+    return x;
+}
+static inline float t_rd(float f, fa_dtype dt) { return t_dec(t_enc(f, dt), dt); }
+
+/* Gradient buffers of t's shape, dense BSHD, zeroed (one spare element each). */
+typedef struct {
+    uint16_t *dq, *dk, *dv;
+    fa_tensor tq, tk, tv;
+} t_grads;
+
+static inline void t_grads_alloc(const t_prob *t, t_grads *g) {
+    const fa_problem *p = &t->p;
+    int64_t nq = p->batch * p->seqlen_q * p->heads_q * p->head_dim_qk;
+    int64_t nk = p->batch * p->seqlen_k * p->heads_kv * p->head_dim_qk;
+    int64_t nv = p->batch * p->seqlen_k * p->heads_kv * p->head_dim_v;
+    g->dq = calloc((size_t)nq + 1, 2); g->dk = calloc((size_t)nk + 1, 2); g->dv = calloc((size_t)nv + 1, 2);
+    int64_t sq[4] = {p->seqlen_q * p->heads_q * p->head_dim_qk, p->heads_q * p->head_dim_qk, p->head_dim_qk, 1};
+    int64_t sk[4] = {p->seqlen_k * p->heads_kv * p->head_dim_qk, p->heads_kv * p->head_dim_qk, p->head_dim_qk, 1};
+    int64_t sv[4] = {p->seqlen_k * p->heads_kv * p->head_dim_v, p->heads_kv * p->head_dim_v, p->head_dim_v, 1};
+    g->tq.ptr = g->dq; memcpy(g->tq.stride, sq, sizeof sq);
+    g->tk.ptr = g->dk; memcpy(g->tk.stride, sk, sizeof sk);
+    g->tv.ptr = g->dv; memcpy(g->tv.stride, sv, sizeof sv);
+}
+static inline void t_grads_free(t_grads *g) { free(g->dq); free(g->dk); free(g->dv); }
+
 #endif /* FLASHCHECK_ORACLE_TUTIL_H */

@@ -798,140 +798,78 @@ static void build_cuda_coverage(sweep_list *s) {
     }
 }
 
-/* The misuse suite's own call (fc_sweep_misuse): a backend that declares device memory
- * (FA_MEM_CUDA) given a valid forward call whose tensors are all host memory (malloc) must reject
- * it (INVALID or UNSUPPORTED, the argument named, a message) without writing the host outputs:
- * a backend that reads or writes host memory through the device (or crashes) fails. The backward
- * is not called so: the CUDA backward does not check its pointers yet. Returns the calls made. */
-static int64_t misuse_host_ptr(const fa_backend *be, fc_sweep_misuse_cb cb, void *user) {
-    if (be->memspace != FA_MEM_CUDA) return 0;
+/* Host pointers on a backend that declares device memory: the forward with q, k, v, o, lse in
+ * host memory (malloc), and, with a backward, the backward with q, k, v, o, lse, dout, dq, dk, dv
+ * there. Each call must be rejected (INVALID or UNSUPPORTED, an argument named, a message) with
+ * the host outputs untouched. */
+static int64_t misuse_host_ptr_one(const fa_backend *be, int bwd, fc_sweep_misuse_cb cb, void *user) {
     static fz_misuse_result res;
     memset(&res, 0, sizeof res);
     res.kind = -1;
-    snprintf(res.kind_name, sizeof res.kind_name, "host_ptr");
-    snprintf(res.what, sizeof res.what, "q, k, v, o, lse in host memory (malloc) on a backend that declares device memory");
+    const char *kind = bwd ? "host_ptr_bwd" : "host_ptr";
+    snprintf(res.kind_name, sizeof res.kind_name, "%s", kind);
+    snprintf(res.what, sizeof res.what, bwd ? "backward: q, k, v, o, lse, dout, dq, dk, dv in host memory (malloc) on a "
+                                              "backend that declares device memory"
+                                            : "q, k, v, o, lse in host memory (malloc) on a backend that declares device memory");
     char msg[256];
-    if (fc_case_parse("shape = 1 64 64 2 2 64 64\ndtype = bf16\nbackward = 0\nseed = 7\n", &res.c, msg, sizeof msg)) {
+    if (fc_case_parse(bwd ? "shape = 1 64 64 2 2 64 64\ndtype = bf16\nbackward = 1\nseed = 7\n"
+                          : "shape = 1 64 64 2 2 64 64\ndtype = bf16\nbackward = 0\nseed = 7\n",
+                      &res.c, msg, sizeof msg)) {
         snprintf(res.failure, sizeof res.failure, "harness");
-        snprintf(res.detail, sizeof res.detail, "host_ptr case: %s", msg);
+        snprintf(res.detail, sizeof res.detail, "%s case: %s", kind, msg);
         if (cb) cb(user, &res);
         return 1;
     }
+    /* the inputs (filled), then the outputs (poisoned, compared with a snapshot after the call) */
+    static const int fwd_in[3] = { FC_T_Q, FC_T_K, FC_T_V }, fwd_out[2] = { FC_T_O, FC_T_LSE };
+    static const int bwd_in[6] = { FC_T_Q, FC_T_K, FC_T_V, FC_T_DO, FC_T_O, FC_T_LSE }, bwd_out[3] = { FC_T_DQ, FC_T_DK, FC_T_DV };
+    const int *tin = bwd ? bwd_in : fwd_in, *tout = bwd ? bwd_out : fwd_out;
+    const int nin = bwd ? 6 : 3, nout = bwd ? 3 : 2, nfill = bwd ? 4 : 3; /* bwd: o, lse stay poisoned */
     fc_buf buf[FC_T_COUNT];
     memset(buf, 0, sizeof buf);
-    static const int ts[5] = { FC_T_Q, FC_T_K, FC_T_V, FC_T_O, FC_T_LSE };
-    void *snap[2] = { NULL, NULL };
-    int ok = 1;
-    for (int i = 0; i < 5 && ok; i++) {
-        ok = fc_buf_alloc(&res.c, ts[i], 64, FC_POISON_A, &buf[ts[i]], msg, sizeof msg) == 0;
-        if (ok && i < 3) fc_case_fill(&res.c, &buf[ts[i]]);
-    }
-    for (int i = 0; i < 2 && ok; i++) {
-        const fc_buf *b = &buf[ts[3 + i]];
-        snap[i] = malloc((size_t)b->alloc_elems * b->elem_size);
-        if (snap[i]) memcpy(snap[i], b->alloc, (size_t)b->alloc_elems * b->elem_size);
-        else ok = 0;
-    }
-    if (!ok) {
-        snprintf(res.failure, sizeof res.failure, "harness");
-        snprintf(res.detail, sizeof res.detail, "host_ptr buffers: %s", msg);
-    } else {
-        fa_fwd_args a;
-        memset(&a, 0, sizeof a);
-        a.p = res.c.p;
-        fa_tensor *t4[4] = { &a.q, &a.k, &a.v, &a.o };
-        for (int i = 0; i < 4; i++) {
-            t4[i]->ptr = fc_buf_view(&buf[ts[i]]);
-            memcpy(t4[i]->stride, buf[ts[i]].stride, sizeof t4[i]->stride);
-        }
-        a.lse.ptr = (float *)fc_buf_view(&buf[FC_T_LSE]);
-        memcpy(a.lse.stride, buf[FC_T_LSE].stride, sizeof a.lse.stride);
-        fa_error err;
-        memset(&err, 0, sizeof err);
-        fa_status st = be->forward(&a, &err);
-        res.status = st;
-        res.err = err;
-        int wrote = 0;
-        for (int i = 0; i < 2; i++) {
-            const fc_buf *b = &buf[ts[3 + i]];
-            wrote |= memcmp(snap[i], b->alloc, (size_t)b->alloc_elems * b->elem_size) != 0;
-        }
-        const char *f = st == FA_OK ? "accepted_invalid"
-                        : st != FA_ERR_INVALID && st != FA_ERR_UNSUPPORTED ? "wrong_status"
-                        : wrote ? "write_on_reject"
-                        : !err.arg[0] ? "no_arg_name"
-                        : !err.msg[0] ? "no_message" : "";
-        snprintf(res.failure, sizeof res.failure, "%s", f);
-        if (f[0])
-            snprintf(res.detail, sizeof res.detail, "host_ptr: %s\nforward returned %s%s; arg '%s', message '%s'", res.what,
-                     fa_status_name(st), wrote ? " and wrote the host outputs" : "", err.arg, err.msg);
-    }
-    res.applied = 1;
-    if (cb) cb(user, &res);
-    for (int i = 0; i < 2; i++) free(snap[i]);
-    for (int t = 0; t < FC_T_COUNT; t++) fc_buf_free(&buf[t]);
-    return 1;
-}
-
-/* The backward's counterpart of misuse_host_ptr: q, k, v, o, lse, dout and the gradients dq, dk,
- * dv in host memory on a backend that declares device memory and has a backward: the call must
- * be rejected (INVALID or UNSUPPORTED, an argument named, a message) with the host gradients
- * untouched. */
-static int64_t misuse_host_ptr_bwd(const fa_backend *be, fc_sweep_misuse_cb cb, void *user) {
-    if (be->memspace != FA_MEM_CUDA || !be->backward) return 0;
-    static fz_misuse_result res;
-    memset(&res, 0, sizeof res);
-    res.kind = -1;
-    snprintf(res.kind_name, sizeof res.kind_name, "host_ptr_bwd");
-    snprintf(res.what, sizeof res.what, "backward: q, k, v, o, lse, dout, dq, dk, dv in host memory (malloc) on a backend "
-             "that declares device memory");
-    char msg[256];
-    if (fc_case_parse("shape = 1 64 64 2 2 64 64\ndtype = bf16\nbackward = 1\nseed = 7\n", &res.c, msg, sizeof msg)) {
-        snprintf(res.failure, sizeof res.failure, "harness");
-        snprintf(res.detail, sizeof res.detail, "host_ptr_bwd case: %s", msg);
-        if (cb) cb(user, &res);
-        return 1;
-    }
-    fc_buf buf[FC_T_COUNT];
-    memset(buf, 0, sizeof buf);
-    static const int ts[9] = { FC_T_Q, FC_T_K, FC_T_V, FC_T_DO, FC_T_O, FC_T_LSE, FC_T_DQ, FC_T_DK, FC_T_DV };
     void *snap[3] = { NULL, NULL, NULL };
     int ok = 1;
-    for (int i = 0; i < 9 && ok; i++) {
-        ok = fc_buf_alloc(&res.c, ts[i], 64, FC_POISON_A, &buf[ts[i]], msg, sizeof msg) == 0;
-        if (ok && i < 4) fc_case_fill(&res.c, &buf[ts[i]]);
+    for (int i = 0; i < nin && ok; i++) {
+        ok = fc_buf_alloc(&res.c, tin[i], 64, FC_POISON_A, &buf[tin[i]], msg, sizeof msg) == 0;
+        if (ok && i < nfill) fc_case_fill(&res.c, &buf[tin[i]]);
     }
-    for (int i = 0; i < 3 && ok; i++) {
-        const fc_buf *b = &buf[ts[6 + i]];
+    for (int i = 0; i < nout && ok; i++) {
+        const fc_buf *b;
+        ok = fc_buf_alloc(&res.c, tout[i], 64, FC_POISON_A, &buf[tout[i]], msg, sizeof msg) == 0;
+        if (!ok) break;
+        b = &buf[tout[i]];
         snap[i] = malloc((size_t)b->alloc_elems * b->elem_size);
         if (snap[i]) memcpy(snap[i], b->alloc, (size_t)b->alloc_elems * b->elem_size);
         else ok = 0;
     }
     if (!ok) {
         snprintf(res.failure, sizeof res.failure, "harness");
-        snprintf(res.detail, sizeof res.detail, "host_ptr_bwd buffers: %s", msg);
+        snprintf(res.detail, sizeof res.detail, "%s buffers: %s", kind, msg);
     } else {
-        fa_bwd_args a;
-        memset(&a, 0, sizeof a);
-        a.p = res.c.p;
-        fa_tensor *t4[8] = { &a.q, &a.k, &a.v, &a.dout, &a.o, NULL, &a.dq, &a.dk };
-        for (int i = 0; i < 8; i++) {
-            if (!t4[i]) continue;
-            t4[i]->ptr = fc_buf_view(&buf[ts[i]]);
-            memcpy(t4[i]->stride, buf[ts[i]].stride, sizeof t4[i]->stride);
-        }
-        a.dv.ptr = fc_buf_view(&buf[FC_T_DV]);
-        memcpy(a.dv.stride, buf[FC_T_DV].stride, sizeof a.dv.stride);
-        a.lse.ptr = (float *)fc_buf_view(&buf[FC_T_LSE]);
-        memcpy(a.lse.stride, buf[FC_T_LSE].stride, sizeof a.lse.stride);
         fa_error err;
         memset(&err, 0, sizeof err);
-        fa_status st = be->backward(&a, &err);
+        fa_status st;
+#define HP_SET(tensor, t) do { (tensor).ptr = fc_buf_view(&buf[t]); memcpy((tensor).stride, buf[t].stride, sizeof (tensor).stride); } while (0)
+        if (bwd) {
+            fa_bwd_args a;
+            memset(&a, 0, sizeof a);
+            a.p = res.c.p;
+            HP_SET(a.q, FC_T_Q); HP_SET(a.k, FC_T_K); HP_SET(a.v, FC_T_V); HP_SET(a.o, FC_T_O); HP_SET(a.dout, FC_T_DO);
+            HP_SET(a.dq, FC_T_DQ); HP_SET(a.dk, FC_T_DK); HP_SET(a.dv, FC_T_DV); HP_SET(a.lse, FC_T_LSE);
+            st = be->backward(&a, &err);
+        } else {
+            fa_fwd_args a;
+            memset(&a, 0, sizeof a);
+            a.p = res.c.p;
+            HP_SET(a.q, FC_T_Q); HP_SET(a.k, FC_T_K); HP_SET(a.v, FC_T_V); HP_SET(a.o, FC_T_O); HP_SET(a.lse, FC_T_LSE);
+            st = be->forward(&a, &err);
+        }
+#undef HP_SET
         res.status = st;
         res.err = err;
         int wrote = 0;
-        for (int i = 0; i < 3; i++) {
-            const fc_buf *b = &buf[ts[6 + i]];
+        for (int i = 0; i < nout; i++) {
+            const fc_buf *b = &buf[tout[i]];
             wrote |= memcmp(snap[i], b->alloc, (size_t)b->alloc_elems * b->elem_size) != 0;
         }
         const char *f = st == FA_OK ? "accepted_invalid"
@@ -941,14 +879,20 @@ static int64_t misuse_host_ptr_bwd(const fa_backend *be, fc_sweep_misuse_cb cb, 
                         : !err.msg[0] ? "no_message" : "";
         snprintf(res.failure, sizeof res.failure, "%s", f);
         if (f[0])
-            snprintf(res.detail, sizeof res.detail, "host_ptr_bwd: %s\nbackward returned %s%s; arg '%s', message '%s'",
-                     res.what, fa_status_name(st), wrote ? " and wrote the host gradients" : "", err.arg, err.msg);
+            snprintf(res.detail, sizeof res.detail, "%s: %s\n%s returned %s%s; arg '%s', message '%s'", kind, res.what,
+                     bwd ? "backward" : "forward", fa_status_name(st), wrote ? " and wrote the host outputs" : "", err.arg,
+                     err.msg);
     }
     res.applied = 1;
     if (cb) cb(user, &res);
     for (int i = 0; i < 3; i++) free(snap[i]);
     for (int t = 0; t < FC_T_COUNT; t++) fc_buf_free(&buf[t]);
     return 1;
+}
+
+static int64_t misuse_host_ptr(const fa_backend *be, fc_sweep_misuse_cb cb, void *user) {
+    if (be->memspace != FA_MEM_CUDA) return 0;
+    return misuse_host_ptr_one(be, 0, cb, user) + (be->backward ? misuse_host_ptr_one(be, 1, cb, user) : 0);
 }
 
 /* ------------------------------------------------------------------------- */
@@ -1068,7 +1012,6 @@ int64_t fc_sweep_misuse(const fa_backend *be, fc_sweep_misuse_cb cb, void *user)
                 if (cb) cb(user, &res);
             }
     n += misuse_host_ptr(be, cb, user);
-    n += misuse_host_ptr_bwd(be, cb, user);
     return n;
 }
 
