@@ -26,8 +26,10 @@
  *   st_shared     CONTROL that must show the race: the producer warp waits on the empty mbarrier
  *                 and overwrites X with st.shared (then fence.proxy.async): no copy latency.
  *   tma_waited_l2 CONTROL that must not: the correct protocol (wgmma wait before the arrive).
- * The probe is valid only if st_shared shows the race at the largest N and tma_waited_l2 never
- * does; exit status 1 otherwise (it could not have seen a race, or it reports false ones).
+ *   v_*           the same with X read as the V stage: D += P X, P = 1 in registers (gmma_rs,
+ *                 X MN-major: one pass = the forward's O += P V at head dim 128).
+ * The probe is valid only if st_shared and v_st_shared show the race at the largest N and
+ * tma_waited_l2 / v_tma_waited_l2 never do; exit status 1 otherwise (it could not have seen a race, or it reports false ones).
  *
  * Timing (clock64 of the SM, cycles after the consumer's commit, medians over the trials):
  * "land" when the producer saw the overwrite complete (full mbarrier / its stores done),
@@ -62,7 +64,7 @@ enum { RP_TMA_MBAR = 0, RP_TMA_SELF = 1, RP_ST_SHARED = 2, RP_TMA_WAITED = 3 };
 /* Per trial: sum over D (exact integer) and clock64 values of the SM (the host subtracts
  * t_commit). */
 typedef struct {
-    unsigned long long sum;
+    unsigned long long sum;  // D's elements as integers (exact)
     long long t_commit, t_land, t_done;
 } rp_trial;
 
@@ -77,7 +79,7 @@ typedef struct {
  * and ptxas then serializes them (a wait after each: no window, the probe could see nothing). */
 template <int N>
 __global__ void __launch_bounds__(256, 1)
-    rp_kernel(const __grid_constant__ rp_maps maps, int variant, int n_src, rp_trial *out) {
+    rp_kernel(const __grid_constant__ rp_maps maps, int variant, int v_layout, int n_src, rp_trial *out) {
 #if GMMA_ENABLED
     extern __shared__ __align__(1024) unsigned char smem[];
     const uint32_t sA = (ptx_smem(smem) + 1023u) & ~1023u, sX = sA + RP_A_BYTES;
@@ -126,13 +128,24 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
     for (int i = 0; i < 16; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
     gmma_fence();
+    if (v_layout) {
+        // X as the V stage: D += P X, P = 1 in registers, X MN-major (fwd_ws_issue_pv at head dim 128)
+        const uint32_t pa[4] = {0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u};
 #pragma unroll
-    for (int i = 0; i < N; ++i) {
+        for (int i = 0; i < N; ++i) {
 #pragma unroll
-        for (int kk = 0; kk < 8; ++kk) {
-            const uint64_t da = gmma_desc(sA + gmma_kslice_offset<64>(kk), 16, 1024);
-            const uint64_t dx = gmma_desc(sX + gmma_kslice_offset<128>(kk), 16, 1024);
-            gmma_ss<128, true, 0, 0>(acc, da, dx, 1);
+            for (int kk = 0; kk < 8; ++kk) gmma_rs<128, true, 1>(acc, pa, gmma_desc(sX + kk * 16 * 128, 128 * 128, 1024));
+        }
+    } else {
+        // X as the K stage: D += A X^T, both K-major (fwd_ws_issue_qk at head dim 128)
+#pragma unroll
+        for (int i = 0; i < N; ++i) {
+#pragma unroll
+            for (int kk = 0; kk < 8; ++kk) {
+                const uint64_t da = gmma_desc(sA + gmma_kslice_offset<64>(kk), 16, 1024);
+                const uint64_t dx = gmma_desc(sX + gmma_kslice_offset<128>(kk), 16, 1024);
+                gmma_ss<128, true, 0, 0>(acc, da, dx, 1);
+            }
         }
     }
     gmma_commit();
@@ -160,7 +173,7 @@ __global__ void __launch_bounds__(256, 1)
         out[blockIdx.x].t_done = t_done;
     }
 #else
-    (void)maps; (void)variant; (void)n_src; (void)out;
+    (void)maps; (void)variant; (void)v_layout; (void)n_src; (void)out;
     __trap();
 #endif
 }
@@ -215,15 +228,16 @@ static long long rp_median(long long *v, int n) {
 
 typedef struct {
     const char *name;
-    int variant, cold;
+    int variant, cold, v_layout;
 } rp_variant;
 
 static const rp_variant RP_VARIANTS[] = {
-    {"tma_mbar_l2", RP_TMA_MBAR, 0},  {"tma_mbar_hbm", RP_TMA_MBAR, 1}, {"tma_self_l2", RP_TMA_SELF, 0},
-    {"st_shared", RP_ST_SHARED, 0},   {"tma_waited_l2", RP_TMA_WAITED, 0},
+    {"tma_mbar_l2", RP_TMA_MBAR, 0, 0},     {"tma_mbar_hbm", RP_TMA_MBAR, 1, 0},    {"tma_self_l2", RP_TMA_SELF, 0, 0},
+    {"v_tma_mbar_l2", RP_TMA_MBAR, 0, 1},   {"st_shared", RP_ST_SHARED, 0, 0},      {"v_st_shared", RP_ST_SHARED, 0, 1},
+    {"tma_waited_l2", RP_TMA_WAITED, 0, 0}, {"v_tma_waited_l2", RP_TMA_WAITED, 0, 1},
 };
 static const int RP_NS[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
-typedef void (*rp_kernel_fn)(const rp_maps, int, int, rp_trial *);
+typedef void (*rp_kernel_fn)(const rp_maps, int, int, int, rp_trial *);
 static rp_kernel_fn rp_kernel_of(int n) {
     switch (n) {
     case 1: return rp_kernel<1>;
@@ -292,7 +306,7 @@ int main(int argc, char **argv) {
     printf("one pass = 8 wgmma m64n128k16 over X (the forward's S = Q K^T at head dim 128); cycles after the commit\n");
     printf("%-14s %3s %7s %7s %10s %9s %10s %11s\n", "variant", "N", "trials", "raced", "frac_raced", "new_reads",
            "land_med", "chain_med");
-    int tma_min_n = 0, st_raced_max_n = 0, waited_raced = 0;
+    int tma_min_n[2] = {0, 0}, st_raced_max_n = -1, waited_raced = 0;  // st: the smaller of the two layouts
     const int nv = (int)(sizeof RP_VARIANTS / sizeof RP_VARIANTS[0]), nn = (int)(sizeof RP_NS / sizeof RP_NS[0]);
     int n_last = 1;
     for (int j = 0; j < nn; ++j)
@@ -307,7 +321,7 @@ int main(int argc, char **argv) {
                 if (V->cold) RP_CHECK(cudaMemset(flush, r & 0xff, flush_bytes));  // evicts the sources
                 else rp_touch<<<ctas * 4, 256>>>((const uint4 *)src, src_bytes / 16, (uint4 *)sink);
                 RP_CHECK(cudaMemset(d_out, 0, (size_t)ctas * sizeof(rp_trial)));
-                rp_kernel_of(N)<<<ctas, 256, RP_SMEM>>>(maps, V->variant, n_src, d_out);
+                rp_kernel_of(N)<<<ctas, 256, RP_SMEM>>>(maps, V->variant, V->v_layout, n_src, d_out);
                 RP_CHECK(cudaGetLastError());
                 RP_CHECK(cudaDeviceSynchronize());
                 RP_CHECK(cudaMemcpy(h_out, d_out, (size_t)ctas * sizeof(rp_trial), cudaMemcpyDeviceToHost));
@@ -328,16 +342,15 @@ int main(int argc, char **argv) {
             printf("%-14s %3d %7d %7d %10.4f %9.4f %10lld %11lld\n", V->name, N, total, raced, (double)raced / total,
                    raced ? newfrac / raced : 0.0, rp_median(land, total), rp_median(chain, total));
             fflush(stdout);
-            if (V->variant == RP_ST_SHARED && N == n_last) st_raced_max_n = raced;
+            if (V->variant == RP_ST_SHARED && N == n_last && (st_raced_max_n < 0 || raced < st_raced_max_n)) st_raced_max_n = raced;
             if (V->variant == RP_TMA_WAITED) waited_raced += raced;
-            if ((V->variant == RP_TMA_MBAR || V->variant == RP_TMA_SELF) && raced && (!tma_min_n || N < tma_min_n))
-                tma_min_n = N;
+            int *mn = &tma_min_n[V->v_layout];
+            if ((V->variant == RP_TMA_MBAR || V->variant == RP_TMA_SELF) && raced && (!*mn || N < *mn)) *mn = N;
         }
     }
     const int valid = st_raced_max_n > 0 && waited_raced == 0;
     printf("VERDICT probe=%s (st_shared raced in %d trials at N=%d; tma_waited raced in %d) tma_race=%s", valid ? "valid" : "INVALID",
-           st_raced_max_n, n_last, waited_raced, tma_min_n ? "yes" : "no");
-    if (tma_min_n) printf(" (smallest N with a race: %d)", tma_min_n);
-    printf("\n");
+           st_raced_max_n, n_last, waited_raced, tma_min_n[0] || tma_min_n[1] ? "yes" : "no");
+    printf(" (smallest N with a TMA race: K layout %d, V layout %d; 0 = none)\n", tma_min_n[0], tma_min_n[1]);
     return valid ? 0 : 1;
 }
