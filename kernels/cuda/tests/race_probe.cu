@@ -33,12 +33,14 @@
  *
  * Timing (clock64 of the SM, cycles after the consumer's commit, medians over the trials):
  * "land" when the producer saw the overwrite complete (full mbarrier / its stores done),
- * "chain" when the consumer's wgmma wait returned (the last read of X is before it).
+ * "chain" when the consumer's wgmma wait returned (the last read of X is before it); "issue" is
+ * the cycles from the first wgmma's issue to the commit (long when issue stalls on a full queue:
+ * then the window after the release is shorter than N passes, and chain_med says how long).
  *
  * usage: race_probe [--reps R] [--max-n N]   (needs an sm_90 GPU; exit 2 elsewhere)
  * output: one table row per (variant, N): trials, raced (trials whose D saw new data),
  * frac_raced, new_reads (mean fraction of the chain's slice reads that saw new data, over the
- * raced trials), land/chain medians; then a VERDICT line. */
+ * raced trials), issue/land/chain medians; then a VERDICT line. */
 #include <cuda.h>  // CUtensorMap (the encoder comes from the driver at run time)
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -65,7 +67,7 @@ enum { RP_TMA_MBAR = 0, RP_TMA_SELF = 1, RP_ST_SHARED = 2, RP_TMA_WAITED = 3 };
  * t_commit). */
 typedef struct {
     unsigned long long sum;  // D's elements as integers (exact)
-    long long t_commit, t_land, t_done;
+    long long t_start, t_commit, t_land, t_done;
 } rp_trial;
 
 static constexpr uint32_t RP_A_BYTES = 64 * 128 * 2, RP_X_BYTES = 128 * 128 * 2;
@@ -127,6 +129,7 @@ __global__ void __launch_bounds__(256, 1)
     float acc[16][4];
 #pragma unroll
     for (int i = 0; i < 16; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+    const long long t_start = clock64();
     gmma_fence();
     if (v_layout) {
         // X as the V stage: D += P X, P = 1 in registers, X MN-major (fwd_ws_issue_pv at head dim 128)
@@ -163,12 +166,13 @@ __global__ void __launch_bounds__(256, 1)
     gmma_wait<0>();
     gmma_fence_operands(acc);
     const long long t_done = clock64();
-    float s = 0.0f;  // at most 64 elements of at most 16 * 8 * 64: exact
+    float s = 0.0f;  // at most 64 elements of at most 16 * 8 * 4: exact
 #pragma unroll
     for (int i = 0; i < 16; ++i) s += (acc[i][0] + acc[i][1]) + (acc[i][2] + acc[i][3]);
     atomicAdd(&out[blockIdx.x].sum, (unsigned long long)s);
     if (tma) gmma_mbar_wait(b_full, 0);  // no copy in flight when the CTA exits
     if (tid == 128) {
+        out[blockIdx.x].t_start = t_start;
         out[blockIdx.x].t_commit = t_commit;
         out[blockIdx.x].t_done = t_done;
     }
@@ -236,27 +240,23 @@ static const rp_variant RP_VARIANTS[] = {
     {"v_tma_mbar_l2", RP_TMA_MBAR, 0, 1},   {"st_shared", RP_ST_SHARED, 0, 0},      {"v_st_shared", RP_ST_SHARED, 0, 1},
     {"tma_waited_l2", RP_TMA_WAITED, 0, 0}, {"v_tma_waited_l2", RP_TMA_WAITED, 0, 1},
 };
-static const int RP_NS[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64};
+/* N <= 4 (32 wgmmas in flight): from N = 6 on, ptxas serializes the chain (C7511, "insufficient
+ * register resources for the wgmma pipeline": each in-flight wgmma keeps its descriptor registers),
+ * which would close the window and make every row read "no race". N = 4 passes is the kernel's
+ * longest window (RESULTS-2026-11-25.md). */
+static const int RP_NS[] = {1, 2, 3, 4};
 typedef void (*rp_kernel_fn)(const rp_maps, int, int, int, rp_trial *);
 static rp_kernel_fn rp_kernel_of(int n) {
     switch (n) {
     case 1: return rp_kernel<1>;
     case 2: return rp_kernel<2>;
     case 3: return rp_kernel<3>;
-    case 4: return rp_kernel<4>;
-    case 6: return rp_kernel<6>;
-    case 8: return rp_kernel<8>;
-    case 12: return rp_kernel<12>;
-    case 16: return rp_kernel<16>;
-    case 24: return rp_kernel<24>;
-    case 32: return rp_kernel<32>;
-    case 48: return rp_kernel<48>;
-    default: return rp_kernel<64>;
+    default: return rp_kernel<4>;
     }
 }
 
 int main(int argc, char **argv) {
-    int reps = 24, max_n = 64;
+    int reps = 24, max_n = 4;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--max-n") && i + 1 < argc) max_n = atoi(argv[++i]);
@@ -265,8 +265,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (reps < 1 || max_n < 1 || max_n > 64) {
-        fprintf(stderr, "race_probe: --reps >= 1, 1 <= --max-n <= 64\n");
+    if (reps < 1 || max_n < 1 || max_n > 4) {
+        fprintf(stderr, "race_probe: --reps >= 1, 1 <= --max-n <= 4\n");
         return 2;
     }
     int dev = 0;
@@ -300,12 +300,13 @@ int main(int argc, char **argv) {
     const int total = ctas * reps;
     long long *land = (long long *)malloc((size_t)total * sizeof(long long));
     long long *chain = (long long *)malloc((size_t)total * sizeof(long long));
+    long long *issue = (long long *)malloc((size_t)total * sizeof(long long));
 
     printf("race_probe on %s (%d SMs, L2 %d MB): %d trials per row (%d CTAs x %d launches)\n", prop.name, ctas,
            prop.l2CacheSize >> 20, total, ctas, reps);
     printf("one pass = 8 wgmma m64n128k16 over X (the forward's S = Q K^T at head dim 128); cycles after the commit\n");
-    printf("%-14s %3s %7s %7s %10s %9s %10s %11s\n", "variant", "N", "trials", "raced", "frac_raced", "new_reads",
-           "land_med", "chain_med");
+    printf("%-15s %3s %7s %7s %10s %9s %9s %10s %10s\n", "variant", "N", "trials", "raced", "frac_raced", "new_reads",
+           "issue_med", "land_med", "chain_med");
     int tma_min_n[2] = {0, 0}, st_raced_max_n = -1, waited_raced = 0;  // st: the smaller of the two layouts
     const int nv = (int)(sizeof RP_VARIANTS / sizeof RP_VARIANTS[0]), nn = (int)(sizeof RP_NS / sizeof RP_NS[0]);
     int n_last = 1;
@@ -337,10 +338,11 @@ int main(int argc, char **argv) {
                     }
                     land[k] = h_out[c].t_land - h_out[c].t_commit;
                     chain[k] = h_out[c].t_done - h_out[c].t_commit;
+                    issue[k] = h_out[c].t_commit - h_out[c].t_start;
                 }
             }
-            printf("%-14s %3d %7d %7d %10.4f %9.4f %10lld %11lld\n", V->name, N, total, raced, (double)raced / total,
-                   raced ? newfrac / raced : 0.0, rp_median(land, total), rp_median(chain, total));
+            printf("%-15s %3d %7d %7d %10.4f %9.4f %9lld %10lld %10lld\n", V->name, N, total, raced, (double)raced / total,
+                   raced ? newfrac / raced : 0.0, rp_median(issue, total), rp_median(land, total), rp_median(chain, total));
             fflush(stdout);
             if (V->variant == RP_ST_SHARED && N == n_last && (st_raced_max_n < 0 || raced < st_raced_max_n)) st_raced_max_n = raced;
             if (V->variant == RP_TMA_WAITED) waited_raced += raced;
