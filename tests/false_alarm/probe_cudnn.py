@@ -31,7 +31,10 @@ Tests:
   lse    the aten op of the backend with compute_log_sumexp and a bias hiding row 0: the LSE stored
          for a row with no visible key; decides lse_empty.
 
-usage: probe_cudnn.py [--backends cudnn,efficient,flash,math] [--trials 6] [--seed 1]
+usage: probe_cudnn.py [--backends cudnn,efficient,flash,math] [--trials 6] [--seed 1] [--budget SEC]
+                      [--tests TEST:DTYPE[:HEAD_DIM],...]   (tests fold, dp, gqa; head dim 64 by default)
+A field whose tests disagree (e.g. another cuDNN engine at another head dim) is reported "conflict"
+and keeps its dominating value.
 exit: 0 ran (the table says what was decided), 77 no PyTorch with CUDA (nothing ran), 2 usage.
 """
 import argparse
@@ -145,14 +148,14 @@ def run_backend(torch, backend, q, k, v, do, scale, gqa):
     return o.detach(), qq.grad, kk.grad, vv.grad
 
 
-def make_inputs(torch, test, dtname, gen):
+def make_inputs(torch, test, dtname, gen, D=64):
     """(q, k, v, do, scale, gqa, tensors judged, fields decided) of one trial of a test."""
     dt = torch.float16 if dtname == "fp16" else torch.bfloat16
     dev = "cuda"
 
     def rn(*shape):
         return torch.randn(*shape, generator=gen, device=dev, dtype=torch.float64)
-    B, Sq, Sk, D = 1, 64, 128, 64
+    B, Sq, Sk = 1, 64, 128
     if test == "fold":
         if dtname == "fp16":  # dS ~ 8e-6 (130 subnormal ulps), scale dS ~ 8e-8 (~1 ulp); dQ ~ 1e-3 normal
             scale, qm, km, vm, dom = 0.01, 1e-3, 1e3, 0.0125, 0.01
@@ -234,7 +237,8 @@ def main():
     backends = [b for b in args.backends.split(",") if b]
     decisions = {b: {} for b in backends}  # field -> list of (test, decision, evidence)
     for test_dt in args.tests.split(","):
-        test, dtname = test_dt.split(":")
+        test, dtname, *dim = test_dt.split(":")  # test:dtype[:head_dim]
+        dim = int(dim[0]) if dim else 64
         dt = torch.float16 if dtname == "fp16" else torch.bfloat16
         for be in backends:
             if time.time() - t0 > args.budget:
@@ -246,7 +250,7 @@ def main():
             for trial in range(args.trials):
                 gen = torch.Generator(device="cuda")
                 gen.manual_seed(args.seed * 100003 + trial * 7 + sum(map(ord, test_dt)))
-                q, k, v, do, scale, gqa, judged, fields = make_inputs(torch, test, dtname, gen)
+                q, k, v, do, scale, gqa, judged, fields = make_inputs(torch, test, dtname, gen, dim)
                 try:
                     o, dq, dk, dv = run_backend(torch, be, q, k, v, do, scale, gqa)
                 except Exception as e:  # a refused combination (RuntimeError "No available kernel") or any other error
