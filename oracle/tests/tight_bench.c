@@ -14,7 +14,9 @@
  * Exit 1 when an element fails (//oracle:test_tight_sweep runs a small sweep as a test).
  * usage: tight_bench [CASES [SEED]]; environment: TB_OLD_LSE=1 judges the LSE-less emulations
  * with the oracle's LSE substituted (verify before BOUNDS.md 5.0), TB_VERBOSE=1 prints every
- * case's medians, TB_CASE=n (TB_BAD=1) prints elements (outside their bound) of case n. */
+ * case's medians, TB_CASE=n (TB_BAD=1) prints elements (outside their bound) of case n, TB_ABLATE=1
+ * adds cuDNN rows with one unknown field made known (what each dominating value costs). Every
+ * table is printed again over the in-range cases alone (values normal, uniform, ties). */
 #include "oracle/tests/sim_kernel.h"
 
 #include "kernels/flash_api.h"
@@ -23,6 +25,7 @@ typedef struct {
     const char *name, *preset;
     s_opts o;
     int lse_given, Bc;
+    int fold, dp; /* preset overrides (ds_scale_folded, dp_rounded), -1: the preset's own */
 } emu;
 
 static double c_unif(void) { return t_unif(); }
@@ -143,17 +146,27 @@ int main(int argc, char **argv) {
     s_opts eff = tc; eff.fold = 1; eff.gqa = FA_GQA_ROUND_SUM32;
     s_opts fl = tc; fl.gqa = FA_GQA_ROUND_SUM32;
     s_opts cud = tc; cud.gqa = FA_GQA_ROUND_SUM32; cud.dp_rnd = 1;
+    s_opts cud_nodp = cud; cud_nodp.dp_rnd = 0;
     emu emus[] = {
-        {"flash", "torch-flash", fl, 0, 128},
-        {"cudnn", "torch-cudnn", cud, 0, 128},
-        {"efficient", "torch-efficient", eff, 0, 64},
-        {"math", "torch-math", math, 0, 1 << 30},
-        {"cuda", "tensorcore", tc, 1, 64},
+        {"flash", "torch-flash", fl, 0, 128, -1, -1},
+        {"cudnn", "torch-cudnn", cud, 0, 128, -1, -1},
+        {"efficient", "torch-efficient", eff, 0, 64, -1, -1},
+        {"math", "torch-math", math, 0, 1 << 30, -1, -1},
+        {"cuda", "tensorcore", tc, 1, 64, -1, -1},
+        /* TB_ABLATE=1: what each unknown cuDNN field costs (every row sound: the emulation does what
+         * the overridden preset says): scale placement known (unfolded), dP not rounded, the LSE given */
+        {"cudnn:fold0", "torch-cudnn", cud, 0, 128, 0, -1},
+        {"cudnn:nodp", "torch-cudnn", cud_nodp, 0, 128, -1, 0},
+        {"cudnn:f0nodp", "torch-cudnn", cud_nodp, 0, 128, 0, 0},
+        {"cudnn:lse", "torch-cudnn", cud, 1, 128, -1, -1},
+        {"efficient:lse", "torch-efficient", eff, 1, 64, -1, -1},
     };
     int ne = (int)(sizeof emus / sizeof emus[0]);
+    if (!(getenv("TB_ABLATE") && atoi(getenv("TB_ABLATE")))) ne = 5;
+    signed char *cls = malloc((size_t)(ncases * ne * NT)); /* value class of each median: 0 in-range, 1 other */
     double *meds = malloc(sizeof(double) * (size_t)(ncases * ne * NT));
-    int cnt[8][NT] = {{0}};
-    int64_t fails[8][NT] = {{0}};
+    int cnt[16][NT] = {{0}};
+    int64_t fails[16][NT] = {{0}};
     t_rng = 0x5eed0000 + seed;
     for (int ci = 0; ci < ncases; ci++) {
         cdesc c = make_case();
@@ -164,6 +177,8 @@ int main(int argc, char **argv) {
             fill_case(&c, &t);
             fa_precision pr;
             if (fa_precision_preset(emus[e].preset, &pr, NULL) != FA_OK) return 2;
+            if (emus[e].fold >= 0) pr.ds_scale_folded = emus[e].fold;
+            if (emus[e].dp >= 0) pr.dp_rounded = emus[e].dp;
             so = emus[e].o;
             sim s = {&t, 1, emus[e].Bc};
             sim_fwd(&s, t.o, t.lse);
@@ -218,6 +233,7 @@ int main(int argc, char **argv) {
             for (int k = 0; k < NT; k++) {
                 fails[e][k] += st[k].failed;
                 if (st[k].checked > st[k].exact && !isnan(st[k].median_ratio) && st[k].median_ratio >= 0) {
+                    cls[(size_t)((e * NT + k) * ncases + cnt[e][k])] = !(c.dist == V_NORMAL || c.dist == V_UNIF || c.dist == V_TIES);
                     meds[(size_t)((e * NT + k) * ncases + cnt[e][k]++)] = st[k].median_ratio;
                     if (getenv("TB_VERBOSE"))
                         printf("case %d %s %s %s %s D%lld Sq%lld Sk%lld G%lld scale %g: med %.3g\n", ci, emus[e].name,
@@ -236,14 +252,34 @@ int main(int argc, char **argv) {
             t_free(&t);
         }
     }
-    printf("%-10s %-16s %5s %12s %12s %12s %12s   failed o/dq/dk/dv\n", "backend", "preset", "lse", "o med", "dq med",
+    printf("%-13s %-16s %5s %12s %12s %12s %12s   failed o/dq/dk/dv\n", "backend", "preset", "lse", "o med", "dq med",
            "dk med", "dv med");
     for (int e = 0; e < ne; e++) {
-        printf("%-10s %-16s %5s", emus[e].name, emus[e].preset, emus[e].lse_given ? "given" : "any");
-        for (int k = 0; k < NT; k++) printf(" %12.4g", med(meds + (size_t)((e * NT + k) * ncases), cnt[e][k]));
+        printf("%-13s %-16s %5s", emus[e].name, emus[e].preset, emus[e].lse_given ? "given" : "any");
+        for (int k = 0; k < NT; k++) { /* med sorts: on a copy, cls stays aligned with meds */
+            double *x = malloc(sizeof(double) * (size_t)(cnt[e][k] + 1));
+            memcpy(x, meds + (size_t)((e * NT + k) * ncases), sizeof(double) * (size_t)cnt[e][k]);
+            printf(" %12.4g", med(x, cnt[e][k]));
+            free(x);
+        }
         printf("   %lld/%lld/%lld/%lld\n", (long long)fails[e][0], (long long)fails[e][1], (long long)fails[e][2],
                (long long)fails[e][3]);
     }
+    /* the same medians over the in-range cases alone (normal, uniform, ties; fa_suite.py's class
+     * "in-range"): the all-case median falls between these and the extreme cases' (BOUNDS.md 5.10) */
+    printf("in-range cases (normal/uniform/ties) only:\n");
+    for (int e = 0; e < ne; e++) {
+        printf("%-13s %-16s %5s", emus[e].name, emus[e].preset, emus[e].lse_given ? "given" : "any");
+        for (int k = 0; k < NT; k++) {
+            double *x = meds + (size_t)((e * NT + k) * ncases);
+            int n = 0;
+            for (int i = 0; i < cnt[e][k]; i++)
+                if (!cls[(size_t)((e * NT + k) * ncases + i)]) x[n++] = x[i]; /* in place: n <= i */
+            printf(" %12.4g", med(x, n));
+        }
+        printf("\n");
+    }
+    free(cls);
     free(meds);
     int64_t total = 0;
     for (int e = 0; e < ne; e++)

@@ -52,5 +52,16 @@ expect 2 "--causal must be" "a bad --causal value: exit 2" -- "$run" --dir "$tmp
 mkdir -p "$tmp/notorch"; echo 'raise ImportError("no torch in this test")' > "$tmp/notorch/torch.py"
 expect 77 "SKIPPED: PyTorch with CUDA is not available" "fa_suite.py without PyTorch: SKIPPED, exit 77, nothing run" -- \
   env PYTHONPATH="$tmp/notorch" /usr/bin/python3 "$suite" --flashcheck "$fc" --out "$tmp/s" --cases 3
+# the tightness statistic by value class (fa_suite.class_medians): in-range and huge cases apart, a case
+# with no element of non-zero bound (mean_bias null) left out, an exact element with a bound kept
+expect 0 "^class ok" "fa_suite.class_medians: medians per value class, masked-only cases left out" -- \
+  /usr/bin/python3 -c "
+import importlib.util, math, sys
+sp = importlib.util.spec_from_file_location('fa_suite', '$suite'); m = importlib.util.module_from_spec(sp); sp.loader.exec_module(m)
+def rec(dist, med, bias=0.0): return {'desc': {'dist': dist}, 'right': {'json': {'tensors': {'dq': {'median_ratio': med, 'worst_ratio': med, 'mean_bias': bias}}}}}
+runs = [rec('normal', 0.05), rec('ties', 0.07), rec('uniform', 0.0), rec('uniform', 0.06), rec('normal', 0.0, None), rec('huge', 1e-20), rec('mixed', 1e-9), rec('tiny_do', 3e-4)]
+c = m.class_medians(runs, 'dq')
+ok = c['in-range'] == (0.055, 4) and c['huge'] == (0.5 * (1e-20 + 1e-9), 2) and c['subnormal'] == (3e-4, 1) and math.isnan(m.class_medians(runs, 'dk')['in-range'][0])
+print('class ok' if ok else 'class BAD %r' % (c,)); sys.exit(0 if ok else 1)"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
