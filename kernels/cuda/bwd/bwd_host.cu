@@ -64,7 +64,7 @@ static const fa_limits bwd_limits = {
     FA_CUDA_UNIT_LAST_STRIDE,
     1, /* supports_varlen: one dense launch sequence per packed sequence (bwd_varlen) */
     0, /* supports_paged */
-    0, /* supports_softcap */
+    1, /* supports_softcap: the CAP instantiations of the sm_80 kernels (bwd_common.cuh) */
     1, /* supports_sinks: dsinks by bwd_dsinks_run */
 };
 
@@ -191,6 +191,13 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
     p.has_left = pr->window_left >= 0 && pr->window_left < span;
     p.left = p.has_left ? pr->window_left : 0;
 
+    /* softcap: cap_scale = fl(scale / softcap), the forward's (fwd_host.cu) */
+    const int cap = pr->softcap > 0.0f;
+    if (cap) {
+        p.softcap = pr->softcap;
+        p.cap_scale = p.scale / pr->softcap; /* fp32 RN */
+    }
+
     p.nsplit = hd == 256 ? 2 : 1;
     /* the screen: NaN/Inf can only leak where visibility differs from row to row; the
      * |dS| bound only matters for fp16 (bf16 rounds dS to Inf only at the top of fp32's
@@ -216,7 +223,7 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
     if ((e = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess)
         return bwd_cuda_fail(err, e, "cudaDeviceGetAttribute");
-    const int gmma = pol->bwd_sm90 && cc_major == 9 && cc_minor == 0 && (hd == 64 || hd == 128) && p.vec_q &&
+    const int gmma = pol->bwd_sm90 && !cap && cc_major == 9 && cc_minor == 0 && (hd == 64 || hd == 128) && p.vec_q &&
                      p.vec_k && p.vec_v && p.vec_do && (size_t)optin >= bwd_sm90_smem_bytes(hd) &&
                      (!a->deterministic || pol->bwd_sm90_det);
 
@@ -260,9 +267,15 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
         if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
         exact = bwd_needs_exact(scr, &p);
     }
-    /* the Hopper kernels have no exact instantiation: an exact call runs the sm_80 ones */
+    /* softcap has no exact instantiation: a call whose screen needs the slow paths (a NaN/Inf
+     * in Q, dO or K under row-dependent visibility, or fp16 dS past 65504) is declined */
+    if (cap && exact)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "softcap",
+                       "the CUDA backward does not run softcap with non-finite Q, dO or K under a mask or window, "
+                       "or with fp16 dS beyond the fp16 range (no exact softcap kernels).");
+    /* the Hopper kernels have no exact and no softcap instantiation: such calls run the sm_80 ones */
     e = gmma && !exact ? bwd_sm90_run(&p, hd, bf16, a->deterministic, pol->bwd_sm90_dq, st)
-                       : bwd_sm80_run(&p, hd, bf16, a->deterministic, exact, st);
+                       : bwd_sm80_run(&p, hd, bf16, a->deterministic, exact, cap, st);
     if (e != cudaSuccess) return bwd_cuda_fail(err, e, "kernel launch");
     if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
     return FA_OK;
@@ -384,13 +397,12 @@ extern "C" fa_status fa_cuda_backward_policy(const fa_bwd_args *a, const fa_cuda
     fa_status s = fa_validate_bwd(a, &bwd_limits, err);
     if (s != FA_OK) return s;
     const fa_problem *pr = &a->p;
-    // contract v3: paged and softcap are not in the backward kernels (FA_ERR_UNSUPPORTED);
-    // varlen: bwd_varlen; sinks: the dense kernels, then dsinks (bwd_dsinks_run)
+    // contract v3: paged K/V is not in the backward kernels (FA_ERR_UNSUPPORTED); varlen:
+    // bwd_varlen; softcap: the CAP kernels (bwd_run_locked); sinks: the dense kernels, then
+    // dsinks (bwd_dsinks_run)
     const int varlen = a->varlen.cu_seqlens_q != NULL || a->varlen.cu_seqlens_k != NULL || a->varlen.seqused_k != NULL;
     if (pr->page_size != 0)
         return fa_fail(err, FA_ERR_UNSUPPORTED, "page_size", "the CUDA backward does not run paged K/V.");
-    if (pr->softcap != 0.0f)
-        return fa_fail(err, FA_ERR_UNSUPPORTED, "softcap", "the CUDA backward does not run softcap.");
     // every tensor the kernels read or write must be device memory: a host pointer is rejected
     // here, naming it, before anything is launched (the kernels would fault on it)
     if (pr->batch > 0 && (pr->seqlen_q > 0 || pr->seqlen_k > 0)) {
