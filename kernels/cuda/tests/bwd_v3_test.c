@@ -235,7 +235,7 @@ static void run_case(const bcase *c) {
             float *slh = malloc(sizeof(float) * ((size_t)sq * Hq + 1));
             for (int h = 0; h < Hq; ++h)
                 for (int64_t i = 0; i < sq; ++i)
-                    slh[h * sq + i] = hl[vq ? h * tq + qrow[b] + i : ((size_t)b * Hq + h) * sqmax + i];
+                    slh[h * sq + i] = hl[vq ? (size_t)(h * tq + qrow[b] + i) : ((size_t)b * Hq + h) * sqmax + i];
             CK(cudaMemcpy(sl, slh, sizeof(float) * (size_t)sq * Hq, cudaMemcpyHostToDevice));
             CK(cudaMemset(sdq, 0x7F, bq * 2));
             CK(cudaMemset(sdk, 0x7F, bk * 2));
@@ -279,7 +279,7 @@ static void run_case(const bcase *c) {
             const int hkv = h / g;
             for (int64_t i = 0; i < sq; ++i) {
                 const size_t qo = q0 + ((size_t)i * Hq + h) * D;
-                const double lse = hl[vq ? h * tq + qrow[b] + i : ((size_t)b * Hq + h) * sqmax + i];
+                const double lse = hl[vq ? (size_t)(h * tq + qrow[b] + i) : ((size_t)b * Hq + h) * sqmax + i];
                 double Dd = 0;
                 for (int e = 0; e < D; ++e) Dd += E(hdo, qo + e) * E(ho, qo + e);
                 for (int64_t j = 0; j < sk; ++j) {
