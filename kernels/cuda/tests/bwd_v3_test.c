@@ -216,6 +216,12 @@ static void run_case(const bcase *c) {
     CK(cudaMemcpy(hdk, dk, kn * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hdv, dv, kn * 2, cudaMemcpyDeviceToHost));
     const double u = bf ? 0x1p-8 : 0x1p-11, scale = 1.0 / sqrt((double)D);
+    /* the reference reads float64 copies of the dtype values (converted once) */
+    double *Fq = malloc(sizeof(double) * (qn + 1)), *Fdo = malloc(sizeof(double) * (qn + 1)),
+           *Fo = malloc(sizeof(double) * (qn + 1)), *Fk = malloc(sizeof(double) * (kn + 1)),
+           *Fv = malloc(sizeof(double) * (kn + 1));
+    for (size_t x = 0; x < qn; ++x) Fq[x] = h2d(hq[x], bf), Fdo[x] = h2d(hdo[x], bf), Fo[x] = h2d(ho[x], bf);
+    for (size_t x = 0; x < kn; ++x) Fk[x] = h2d(hk[x], bf), Fv[x] = h2d(hv[x], bf);
 #define E(p, i) h2d((p)[i], bf)
     for (int b = 0; b < NB; ++b) {
         const int64_t sq = sqb[b], sk = used[b], ska = skab[b];
@@ -281,7 +287,7 @@ static void run_case(const bcase *c) {
                 const size_t qo = q0 + ((size_t)i * Hq + h) * D;
                 const double lse = hl[vq ? (size_t)(h * tq + qrow[b] + i) : ((size_t)b * Hq + h) * sqmax + i];
                 double Dd = 0;
-                for (int e = 0; e < D; ++e) Dd += E(hdo, qo + e) * E(ho, qo + e);
+                for (int e = 0; e < D; ++e) Dd += Fdo[qo + e] * Fo[qo + e];
                 for (int64_t j = 0; j < sk; ++j) {
                     P[j] = 0, dP[j] = 0;
                     double mv = 0;
@@ -292,7 +298,7 @@ static void run_case(const bcase *c) {
                     }
                     const size_t ko = k0 + ((size_t)j * Hkv + hkv) * D;
                     double s = 0, dp = 0;
-                    for (int e = 0; e < D; ++e) s += E(hq, qo + e) * E(hk, ko + e), dp += E(hdo, qo + e) * E(hv, ko + e);
+                    for (int e = 0; e < D; ++e) s += Fq[qo + e] * Fk[ko + e], dp += Fdo[qo + e] * Fv[ko + e];
                     CF[j] = 1;
                     if (c->cap > 0) {
                         const double th = tanh(scale * s / c->cap);
@@ -308,14 +314,14 @@ static void run_case(const bcase *c) {
                     const size_t ko = k0 + ((size_t)j * Hkv + hkv) * D;
                     const double dS = P[j] * (dP[j] - Dd) * CF[j], dC = P[j] * fabs(dP[j] - Dd);
                     for (int e = 0; e < D; ++e) {
-                        rq[qo - q0 + e] += scale * dS * E(hk, ko + e);
-                        rk[ko - k0 + e] += scale * dS * E(hq, qo + e);
-                        rv[ko - k0 + e] += P[j] * E(hdo, qo + e);
-                        aq[qo - q0 + e] += scale * fabs(dS * E(hk, ko + e));
-                        ak[ko - k0 + e] += scale * fabs(dS * E(hq, qo + e));
-                        av[ko - k0 + e] += P[j] * fabs(E(hdo, qo + e));
-                        cq[qo - q0 + e] += scale * dC * fabs(E(hk, ko + e));
-                        ck[ko - k0 + e] += scale * dC * fabs(E(hq, qo + e));
+                        rq[qo - q0 + e] += scale * dS * Fk[ko + e];
+                        rk[ko - k0 + e] += scale * dS * Fq[qo + e];
+                        rv[ko - k0 + e] += P[j] * Fdo[qo + e];
+                        aq[qo - q0 + e] += scale * fabs(dS * Fk[ko + e]);
+                        ak[ko - k0 + e] += scale * fabs(dS * Fq[qo + e]);
+                        av[ko - k0 + e] += P[j] * fabs(Fdo[qo + e]);
+                        cq[qo - q0 + e] += scale * dC * fabs(Fk[ko + e]);
+                        ck[ko - k0 + e] += scale * dC * fabs(Fq[qo + e]);
                     }
                 }
             }
@@ -339,6 +345,7 @@ static void run_case(const bcase *c) {
         free(rq); free(rk); free(rv); free(aq); free(ak); free(av); free(cq); free(ck); free(P); free(dP); free(CF);
     }
 #undef E
+    free(Fq); free(Fdo); free(Fo); free(Fk); free(Fv);
 out:
     ++n_cases;
     free(hq); free(hk); free(hv); free(hdo); free(ho); free(hdq); free(hdk); free(hdv); free(hl); free(hm);
