@@ -248,9 +248,10 @@ static __device__ __forceinline__ void bwd_p_n8(const float (&s)[4], const bwd_p
         if (CAP) {
             /* the forward's capped score (fwd_common.cuh, fwd_mask_scores): t = tanhf(q.k * cap_scale)
              * (CUDA tanhf, 2 ulp), s = fmaf(softcap, t, mask) (one rounding); cf = fl(1 - fl(t t)),
-             * the cap's derivative, explicitly rounded twice (no contraction), for bwd_ds_n8 */
+             * the cap's derivative, explicitly rounded twice (no contraction), for bwd_ds_n8; 0 where
+             * hidden (a hidden entry's q.k may be non-finite: its dS must stay 0) */
             const float tv = tanhf(s[e] * p.cap_scale);
-            cf[e] = __fsub_rn(1.f, __fmul_rn(tv, tv));
+            cf[e] = vis ? __fsub_rn(1.f, __fmul_rn(tv, tv)) : 0.f; /* hidden: 0, never NaN (dS = 0 * cf) */
             x = fmaf(p.softcap, tv, mval) - lse[e];
         } else {
             x = fmaf(s[e], p.scale, mval) - lse[e];
