@@ -24,6 +24,11 @@
  *   (the online softmax's own rescaling); the decode path's split-KV partials are combined
  *   by one more rescale per split (fwd_host.cu, flash_fwd_combine: the key loop's
  *   arithmetic), within max_rescales (at least 4 blocks of 64 keys per split).
+ * Contract v3 in the backward (bwd/): varlen runs the dense kernels per sequence (same
+ *   arithmetic); softcap recomputes t and s exactly as the forward and multiplies dS =
+ *   P (dP - D) by fl(1 - fl(t t)) before rounding dS to the dtype (ds_rounded: BOUNDS.md 14.3,
+ *   "dS rounded after the factor"); no profile field beyond these. The table's limits claim
+ *   paged K/V for the forward; the paged backward answers FA_ERR_UNSUPPORTED ("page_size").
  * Limits: common/limits.h (head dims 8..256 in steps of 8, Dqk == Dv, 16-byte aligned
  * pointers: the kernels move 16-byte chunks, unit last-dimension stride). */
 #include <cuda_runtime.h>

@@ -8,6 +8,11 @@
  * (fa_cuda_backward: workspace, screen verdict, kernel choice). Contract:
  * kernels/flash_api.h; seam: kernels/cuda/cuda_backend.h.
  *
+ * Contract v3: varlen calls run the dense kernels once per sequence (bwd_host.cu, bwd_varlen);
+ * softcap runs the CAP instantiations of the sm_80 kernels (bwd_p_n8 / bwd_ds_n8: s = fmaf(cap,
+ * t, mask) with t = tanhf(q.k fl(scale / cap)) exactly as the forward, dS' = fl(fl(P (dP - D))
+ * fl(1 - fl(t t)))); the Hopper kernels and the exact (slow-path) kernels have no CAP form.
+ *
  * Kernels, run in order on args->stream:
  *   1. bwd_prep_kernel   one warp per query row: Dsum_i = dO_i . O_i (fp32) and a
  *                        compact copy of the LSE (+inf for a dead row, so that
@@ -111,6 +116,9 @@ typedef struct {
     int vec_q, vec_k, vec_v, vec_do; /* 1: 16-byte cp.async allowed for this view */
     int vec_o_prep, vec_do_prep;     /* 1: 16-byte loads allowed in the preprocess */
     int w32_dq, w32_dk, w32_dv;      /* 1: 4-byte stores of pairs allowed */
+    /* softcap (contract v3; the CAP instantiations read them): s = fmaf(softcap,
+     * tanhf(q.k * cap_scale), mask), cap_scale = fl(scale / softcap), as the forward forms it */
+    float softcap, cap_scale;
 } bwd_params;
 
 // ----------------------------------------------------------------------------
@@ -220,10 +228,10 @@ static __device__ __forceinline__ bool bwd_hid_hi(uint32_t u) { return (u & 0xff
  * instead of 0, and P = e^16 rounded to fp16 is Inf; dS = Inf * (dP - Dsum = 0) was NaN in dQ.
  * min(P, 1) only moves P toward the exact value (so the profile's bound on P still holds), keeps
  * NaN (min.NaN), and makes true what the screen's dS bound assumes (P <= 1, bwd_needs_exact). */
-template <bool BF16, bool TRANS>
+template <bool BF16, bool TRANS, bool CAP = false>
 static __device__ __forceinline__ void bwd_p_n8(const float (&s)[4], const bwd_params &p, const bwd_tile &tm,
                                                 const float *mrow, int r0, int c0, const float (&lse)[4],
-                                                uint32_t &lo, uint32_t &hi) {
+                                                uint32_t &lo, uint32_t &hi, float *cf = nullptr) {
     float pv[4];
 #pragma unroll
     for (int e = 0; e < 4; e++) {
@@ -236,7 +244,18 @@ static __device__ __forceinline__ void bwd_p_n8(const float (&s)[4], const bwd_p
             mval = __ldg(mrow + il * p.ms[2] + jl * p.ms[3]);
             vis = mval != -INFINITY;
         }
-        const float x = fmaf(s[e], p.scale, mval) - lse[e];
+        float x;
+        if (CAP) {
+            /* the forward's capped score (fwd_common.cuh, fwd_mask_scores): t = tanhf(q.k * cap_scale)
+             * (CUDA tanhf, 2 ulp), s = fmaf(softcap, t, mask) (one rounding); cf = fl(1 - fl(t t)),
+             * the cap's derivative, explicitly rounded twice (no contraction), for bwd_ds_n8; 0 where
+             * hidden (a hidden entry's q.k may be non-finite: its dS must stay 0) */
+            const float tv = tanhf(s[e] * p.cap_scale);
+            cf[e] = vis ? __fsub_rn(1.f, __fmul_rn(tv, tv)) : 0.f; /* hidden: 0, never NaN (dS = 0 * cf) */
+            x = fmaf(p.softcap, tv, mval) - lse[e];
+        } else {
+            x = fmaf(s[e], p.scale, mval) - lse[e];
+        }
         pv[e] = vis ? ptx_min_nan(ptx_ex2(x * BWD_LOG2E), 1.f) : -0.f;
     }
     lo = ptx_pack2<BF16>(pv[0], pv[1]);
@@ -259,9 +278,10 @@ static __device__ __forceinline__ void bwd_p_n8_full(const float (&s)[4], const 
  * (fp32: one rounding for the subtraction, one for the product), rounded RN to the input
  * type. dsum[e]: Dsum of entry e's query row. ds_max: the largest |dS| before rounding (NaN
  * ignored; the exact kernels test it against the 16-bit overflow threshold). */
-template <bool BF16>
+template <bool BF16, bool CAP = false>
 static __device__ __forceinline__ void bwd_ds_n8(const float (&dp)[4], uint32_t p_lo, uint32_t p_hi,
-                                                 const float (&dsum)[4], uint32_t &lo, uint32_t &hi, float &ds_max) {
+                                                 const float (&dsum)[4], uint32_t &lo, uint32_t &hi, float &ds_max,
+                                                 const float *cf = nullptr) {
     float dv4[4];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -271,6 +291,11 @@ static __device__ __forceinline__ void bwd_ds_n8(const float (&dp)[4], uint32_t 
         const float d1 = dp[2 * h + 1] - dsum[2 * h + 1];
         dv4[2 * h] = bwd_hid_lo(pp) ? 0.f : pr.x * d0;
         dv4[2 * h + 1] = bwd_hid_hi(pp) ? 0.f : pr.y * d1;
+    }
+    if (CAP) { /* softcap: dS' = fl(fl(P (dP - D)) * cf), cf = 1 - t^2 from bwd_p_n8 (the chain rule through
+                * the cap; the scale is applied to the fp32 dQ / dK sums as without a cap) */
+#pragma unroll
+        for (int e = 0; e < 4; e++) dv4[e] = __fmul_rn(dv4[e], cf[e]);
     }
 #pragma unroll
     for (int e = 0; e < 4; e++) ds_max = fmaxf(ds_max, fabsf(dv4[e]));
@@ -285,8 +310,10 @@ extern "C" {
 /* preprocess and screen (bwd_sm80.cu, every architecture) */
 cudaError_t bwd_sm80_prep(const bwd_params *p, int bf16, cudaStream_t st);
 /* the mma.sync kernels of one mode: dK/dV (+ dQ atomics and conversion, or the deterministic
- * dQ kernel); exact: the EXACT instantiations (slow paths per tile) */
-cudaError_t bwd_sm80_run(const bwd_params *p, int hd, int bf16, int deterministic, int exact, cudaStream_t st);
+ * dQ kernel); exact: the EXACT instantiations (slow paths per tile); cap: the softcap (CAP)
+ * instantiations (not with exact: cudaErrorInvalidValue) */
+cudaError_t bwd_sm80_run(const bwd_params *p, int hd, int bf16, int deterministic, int exact, int cap,
+                         cudaStream_t st);
 /* the deterministic mode's sm_80 dQ kernel alone (fast instantiation) */
 cudaError_t bwd_sm80_dq_det(const bwd_params *p, int hd, int bf16, cudaStream_t st);
 /* default mode: dQ = scale * the fp32 workspace */

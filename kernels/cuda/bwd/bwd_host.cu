@@ -62,9 +62,9 @@ static const fa_limits bwd_limits = {
     FA_CUDA_DQK_MUST_EQUAL_DV,
     FA_CUDA_BWD_PTR_ALIGN_BYTES,
     FA_CUDA_UNIT_LAST_STRIDE,
-    0, /* supports_varlen */
+    1, /* supports_varlen: one dense launch sequence per packed sequence (bwd_varlen) */
     0, /* supports_paged */
-    0, /* supports_softcap */
+    1, /* supports_softcap: the CAP instantiations of the sm_80 kernels (bwd_common.cuh) */
     1, /* supports_sinks: dsinks by bwd_dsinks_run */
 };
 
@@ -117,10 +117,14 @@ __global__ void bwd_dsinks_sum(const float *part, int chunks, int heads, float *
     dsinks[h] = s;
 }
 
-/* dsinks of a dense call (contract v3; varlen backward is not run here): launches on st. */
+/* dsinks (contract v3): launches on st. Packed Q (cu_seqlens_q): the cu_q[B] packed rows are one
+ * sequence of that length (every packed row belongs to a sequence); dense Q: B sequences of
+ * seqlen_q rows (seqused_k and cu_seqlens_k change no query row). */
 static cudaError_t bwd_dsinks_run(const fa_bwd_args *a, cudaStream_t st) {
     const fa_problem *pr = &a->p;
-    const int64_t rows = pr->batch * pr->seqlen_q, Hq = pr->heads_q;
+    const int32_t *cq = a->varlen.cu_seqlens_q;
+    const int64_t sq = cq ? (int64_t)cq[pr->batch] : pr->seqlen_q;
+    const int64_t rows = cq ? sq : pr->batch * pr->seqlen_q, Hq = pr->heads_q;
     if (rows == 0) return cudaMemsetAsync(a->dsinks, 0, (size_t)Hq * 4, st);
     const int64_t chunks = (rows + BWD_SINK_ROWS - 1) / BWD_SINK_ROWS;
     if (chunks > 65535) return cudaErrorInvalidValue; /* more than 16.7M rows: not handled */
@@ -130,7 +134,7 @@ static cudaError_t bwd_dsinks_run(const fa_bwd_args *a, cudaStream_t st) {
     bwd_dsinks_partial<<<dim3((unsigned)Hq, (unsigned)chunks), 256, 0, st>>>(
         (const uint16_t *)a->o.ptr, (const uint16_t *)a->dout.ptr, a->lse.ptr, a->sinks, a->o.stride[0], a->o.stride[1],
         a->o.stride[2], a->dout.stride[0], a->dout.stride[1], a->dout.stride[2], a->lse.stride[0], a->lse.stride[1],
-        a->lse.stride[2], pr->seqlen_q, rows, (int)pr->head_dim_v, pr->dtype == FA_BF16, part);
+        a->lse.stride[2], sq, rows, (int)pr->head_dim_v, pr->dtype == FA_BF16, part);
     bwd_dsinks_sum<<<(unsigned)((Hq + 127) / 128), 128, 0, st>>>(part, (int)chunks, (int)Hq, a->dsinks);
     e = cudaGetLastError();
     cudaError_t e2 = cudaFreeAsync(part, st);
@@ -187,6 +191,13 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
     p.has_left = pr->window_left >= 0 && pr->window_left < span;
     p.left = p.has_left ? pr->window_left : 0;
 
+    /* softcap: cap_scale = fl(scale / softcap), the forward's (fwd_host.cu) */
+    const int cap = pr->softcap > 0.0f;
+    if (cap) {
+        p.softcap = pr->softcap;
+        p.cap_scale = p.scale / pr->softcap; /* fp32 RN */
+    }
+
     p.nsplit = hd == 256 ? 2 : 1;
     /* the screen: NaN/Inf can only leak where visibility differs from row to row; the
      * |dS| bound only matters for fp16 (bf16 rounds dS to Inf only at the top of fp32's
@@ -212,7 +223,7 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
     if ((e = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess)
         return bwd_cuda_fail(err, e, "cudaDeviceGetAttribute");
-    const int gmma = pol->bwd_sm90 && cc_major == 9 && cc_minor == 0 && (hd == 64 || hd == 128) && p.vec_q &&
+    const int gmma = pol->bwd_sm90 && !cap && cc_major == 9 && cc_minor == 0 && (hd == 64 || hd == 128) && p.vec_q &&
                      p.vec_k && p.vec_v && p.vec_do && (size_t)optin >= bwd_sm90_smem_bytes(hd) &&
                      (!a->deterministic || pol->bwd_sm90_det);
 
@@ -256,9 +267,15 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
         if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
         exact = bwd_needs_exact(scr, &p);
     }
-    /* the Hopper kernels have no exact instantiation: an exact call runs the sm_80 ones */
+    /* softcap has no exact instantiation: a call whose screen needs the slow paths (a NaN/Inf
+     * in Q, dO or K under row-dependent visibility, or fp16 dS past 65504) is declined */
+    if (cap && exact)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "softcap",
+                       "the CUDA backward does not run softcap with non-finite Q, dO or K under a mask or window, "
+                       "or with fp16 dS beyond the fp16 range (no exact softcap kernels).");
+    /* the Hopper kernels have no exact and no softcap instantiation: such calls run the sm_80 ones */
     e = gmma && !exact ? bwd_sm90_run(&p, hd, bf16, a->deterministic, pol->bwd_sm90_dq, st)
-                       : bwd_sm80_run(&p, hd, bf16, a->deterministic, exact, st);
+                       : bwd_sm80_run(&p, hd, bf16, a->deterministic, exact, cap, st);
     if (e != cudaSuccess) return bwd_cuda_fail(err, e, "kernel launch");
     if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
     return FA_OK;
@@ -291,18 +308,101 @@ static fa_status bwd_dense(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_e
     return s;
 }
 
+// ----------------------------------------------------------------------------
+// varlen (contract v3): cu_seqlens_q/k and seqused_k
+
+/* Zero rows [r0, r1) of every head of a [rows, heads, D] 16-bit view (the keys a sequence
+ * allocates but does not use: dK = dV = 0 there, flash_api.h). One thread per element. */
+__global__ void bwd_zero_rows(uint16_t *base, int64_t rs, int64_t hs, int64_t heads, int64_t D, int64_t r0, int64_t r1) {
+    const int64_t n = (r1 - r0) * heads * D;
+    for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < n; x += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t d = x % D, h = (x / D) % heads, r = r0 + x / (D * heads);
+        base[r * rs + h * hs + d] = 0;
+    }
+}
+
+static cudaError_t bwd_zero_launch(const fa_tensor *t, int64_t row_off, int64_t heads, int64_t D, int64_t r0,
+                                   int64_t r1, cudaStream_t st) {
+    const int64_t n = (r1 - r0) * heads * D;
+    if (n <= 0) return cudaSuccess;
+    int64_t blocks = (n + 255) / 256;
+    if (blocks > 4096) blocks = 4096;
+    bwd_zero_rows<<<(unsigned)blocks, 256, 0, st>>>((uint16_t *)t->ptr + row_off, t->stride[1], t->stride[2], heads,
+                                                    D, r0, r1);
+    return cudaGetLastError();
+}
+
+/* view of a 16-bit tensor at element offset off, batch stride 0 (a batch of one) */
+static fa_tensor bwd_view(const fa_tensor *t, int64_t off) {
+    fa_tensor v = *t;
+    v.ptr = (void *)((uint16_t *)t->ptr + off);
+    v.stride[0] = 0;
+    return v;
+}
+
+/* A varlen call (cu_seqlens_q, cu_seqlens_k and/or seqused_k; host arrays) is its sequences'
+ * dense calls: sequence b runs the dense backward (bwd_dense: every kernel, mode and mask kind
+ * of a dense call) on the views of its rows, with batch 1, seqlen_q = Sq_b, seqlen_k = Sk_b, so
+ * the causal and window diagonals are its own (bottom-right aligns its own ends) and its
+ * arithmetic is that of the same sequence run alone, bit for bit. The sequences run one after
+ * the other on the stream (the workspace is shared); keys allocated but not used
+ * (seqused_k[b] <= j < allocated) get dK = dV = 0. Offsets are int64 (cu[b] * stride). */
+static fa_status bwd_varlen(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_error *err) {
+    const fa_problem *pr = &a->p;
+    const int32_t *cq = a->varlen.cu_seqlens_q, *ck = a->varlen.cu_seqlens_k, *used = a->varlen.seqused_k;
+    cudaStream_t st = (cudaStream_t)a->stream;
+    for (int64_t b = 0; b < pr->batch; b++) {
+        const int64_t sq = cq ? (int64_t)cq[b + 1] - cq[b] : pr->seqlen_q;
+        const int64_t alloc_k = ck ? (int64_t)ck[b + 1] - ck[b] : pr->seqlen_k;
+        const int64_t sk = used ? (int64_t)used[b] : alloc_k;
+        /* element offsets of sequence b's first row: packed row cu[b], or batch b */
+        const int64_t qrow = cq ? (int64_t)cq[b] : 0, krow = ck ? (int64_t)ck[b] : 0;
+        fa_bwd_args s = *a;
+        memset(&s.varlen, 0, sizeof(s.varlen));
+        s.p.batch = 1;
+        s.p.seqlen_q = sq;
+        s.p.seqlen_k = sk;
+#define BWD_QOFF(t) (cq ? qrow * (t).stride[1] : b * (t).stride[0])
+#define BWD_KOFF(t) (ck ? krow * (t).stride[1] : b * (t).stride[0])
+        s.q = bwd_view(&a->q, BWD_QOFF(a->q));
+        s.o = bwd_view(&a->o, BWD_QOFF(a->o));
+        s.dout = bwd_view(&a->dout, BWD_QOFF(a->dout));
+        s.dq = bwd_view(&a->dq, BWD_QOFF(a->dq));
+        s.k = bwd_view(&a->k, BWD_KOFF(a->k));
+        s.v = bwd_view(&a->v, BWD_KOFF(a->v));
+        s.dk = bwd_view(&a->dk, BWD_KOFF(a->dk));
+        s.dv = bwd_view(&a->dv, BWD_KOFF(a->dv));
+#undef BWD_QOFF
+#undef BWD_KOFF
+        s.lse.ptr = a->lse.ptr + (cq ? qrow * a->lse.stride[2] : b * a->lse.stride[0]);
+        s.lse.stride[0] = 0;
+        if (a->mask.ptr) { /* only without cu_seqlens (flash_api.h): batch b of the [B, Hq, Sq, Sk] mask */
+            s.mask.ptr = a->mask.ptr + b * a->mask.stride[0];
+            s.mask.stride[0] = 0;
+        }
+        fa_status r = bwd_dense(&s, pol, err);
+        if (r != FA_OK) return r;
+        if (sk < alloc_k) {
+            cudaError_t e = bwd_zero_launch(&s.dk, 0, pr->heads_kv, pr->head_dim_qk, sk, alloc_k, st);
+            if (e == cudaSuccess) e = bwd_zero_launch(&s.dv, 0, pr->heads_kv, pr->head_dim_v, sk, alloc_k, st);
+            if (e != cudaSuccess) return bwd_cuda_fail(err, e, "zeroing unused keys");
+        }
+    }
+    cudaError_t e = cudaStreamSynchronize(st);
+    if (e != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
+    return FA_OK;
+}
+
 extern "C" fa_status fa_cuda_backward_policy(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_error *err) {
     fa_status s = fa_validate_bwd(a, &bwd_limits, err);
     if (s != FA_OK) return s;
     const fa_problem *pr = &a->p;
-    // contract v3: varlen, paged and softcap are not in the backward kernels (FA_ERR_UNSUPPORTED);
-    // sinks: the dense kernels, then dsinks (bwd_dsinks_run)
-    if (a->varlen.cu_seqlens_q != NULL || a->varlen.cu_seqlens_k != NULL || a->varlen.seqused_k != NULL)
-        return fa_fail(err, FA_ERR_UNSUPPORTED, "varlen", "the CUDA backward does not run varlen batches.");
+    // contract v3: paged K/V is not in the backward kernels (FA_ERR_UNSUPPORTED); varlen:
+    // bwd_varlen; softcap: the CAP kernels (bwd_run_locked); sinks: the dense kernels, then
+    // dsinks (bwd_dsinks_run)
+    const int varlen = a->varlen.cu_seqlens_q != NULL || a->varlen.cu_seqlens_k != NULL || a->varlen.seqused_k != NULL;
     if (pr->page_size != 0)
         return fa_fail(err, FA_ERR_UNSUPPORTED, "page_size", "the CUDA backward does not run paged K/V.");
-    if (pr->softcap != 0.0f)
-        return fa_fail(err, FA_ERR_UNSUPPORTED, "softcap", "the CUDA backward does not run softcap.");
     // every tensor the kernels read or write must be device memory: a host pointer is rejected
     // here, naming it, before anything is launched (the kernels would fault on it)
     if (pr->batch > 0 && (pr->seqlen_q > 0 || pr->seqlen_k > 0)) {
@@ -320,7 +420,7 @@ extern "C" fa_status fa_cuda_backward_policy(const fa_bwd_args *a, const fa_cuda
     if (want_dsinks && (a->sinks == NULL || !bwd_is_device_ptr(a->sinks) || !bwd_is_device_ptr(a->dsinks)))
         return fa_fail(err, FA_ERR_INVALID, a->sinks == NULL ? "sinks" : "dsinks",
                        "sinks and dsinks must be CUDA device memory (cudaMalloc) when has_sinks is set.");
-    if ((s = bwd_dense(a, pol, err)) != FA_OK || !want_dsinks) return s;
+    if ((s = varlen ? bwd_varlen(a, pol, err) : bwd_dense(a, pol, err)) != FA_OK || !want_dsinks) return s;
     cudaStream_t st = (cudaStream_t)a->stream;
     cudaError_t e = bwd_dsinks_run(a, st);
     if (e == cudaSuccess) e = cudaStreamSynchronize(st);

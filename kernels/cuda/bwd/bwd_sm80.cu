@@ -267,7 +267,7 @@ struct bwd_dkdv_smem {
     static constexpr size_t bytes = (2 * kv + 4 * qo + (size_t)BC * 64) * 2 + 4 * BR * 4 + (size_t)BC * BR * 4;
 };
 
-template <int HD, int HO, int NW, int BR, bool BF16, bool DET, bool EXACT>
+template <int HD, int HO, int NW, int BR, bool BF16, bool DET, bool EXACT, bool CAP>
 __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_dkdv_kernel(const bwd_params p) {
     extern __shared__ __align__(128) unsigned char bwd_smem_raw[];
     typedef bwd_dkdv_smem<HD, NW, BR> L;
@@ -367,6 +367,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
         /* S^T (16 kv rows of this warp x 64 query rows) = K Q^T, then
          * P^T = exp(scale * S + mask - lse), rounded to the input type (A fragments); -0 where hidden.
          * A lambda: the slow dK path recomputes it rather than keeping it live. */
+        float cf[BR / 8][4]; /* softcap: 1 - t^2 per entry (CAP only; otherwise unused) */
         auto compute_p = [&](uint32_t (&pa)[BR / 16][4]) {
             float acc_s[BR / 8][4];
 #pragma unroll
@@ -389,8 +390,8 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
             for (int nt = 0; nt < BR / 8; nt++) {
                 const int il = nt * 8 + 2 * t;
                 const float lse[4] = {lse_b[il], lse_b[il + 1], lse_b[il], lse_b[il + 1]};
-                bwd_p_n8<BF16, true>(acc_s[nt], p, tm, mrow, warp * 16 + g, il, lse, pa[nt >> 1][(nt & 1) * 2 + 0],
-                                     pa[nt >> 1][(nt & 1) * 2 + 1]);
+                bwd_p_n8<BF16, true, CAP>(acc_s[nt], p, tm, mrow, warp * 16 + g, il, lse, pa[nt >> 1][(nt & 1) * 2 + 0],
+                                          pa[nt >> 1][(nt & 1) * 2 + 1], cf[nt]);
             }
         };
         /* dP^T = V dO^T */
@@ -460,8 +461,8 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
         for (int nt = 0; nt < BR / 8; nt++) {
             const int il = nt * 8 + 2 * t;
             const float dsum[4] = {dsum_b[il], dsum_b[il + 1], dsum_b[il], dsum_b[il + 1]};
-            bwd_ds_n8<BF16>(acc_s[nt], pa[nt >> 1][(nt & 1) * 2 + 0], pa[nt >> 1][(nt & 1) * 2 + 1], dsum,
-                            da[nt >> 1][(nt & 1) * 2 + 0], da[nt >> 1][(nt & 1) * 2 + 1], ds_max);
+            bwd_ds_n8<BF16, CAP>(acc_s[nt], pa[nt >> 1][(nt & 1) * 2 + 0], pa[nt >> 1][(nt & 1) * 2 + 1], dsum,
+                                 da[nt >> 1][(nt & 1) * 2 + 0], da[nt >> 1][(nt & 1) * 2 + 1], ds_max, cf[nt]);
         }
         /* warp-uniform: this warp's dS^T goes through the fp32 scratch */
         const int slow_w = EXACT && (nf || __any_sync(0xffffffffu, ds_max >= bwd_ovf16<BF16>()));
@@ -616,7 +617,7 @@ struct bwd_dq_smem {
     static constexpr size_t bytes = 6 * t * 2 + (size_t)BWD_WARPS * 16 * BWD_BC * 4;
 };
 
-template <int HD, int HO, bool BF16, bool EXACT>
+template <int HD, int HO, bool BF16, bool EXACT, bool CAP>
 __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kernel(const bwd_params p) {
     extern __shared__ __align__(128) unsigned char bwd_smem_raw[];
     typedef bwd_dq_smem<HD> L;
@@ -695,6 +696,7 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kerne
         const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
         /* S (16 query rows of this warp x 64 keys) = Q K^T, then P rounded, packed pairs
          * (row g / g+8), -0 where hidden. A lambda: the slow path recomputes it. */
+        float cf[8][4]; /* softcap: 1 - t^2 per entry (CAP only; otherwise unused) */
         auto compute_p = [&](uint32_t (&pa)[8][2]) {
             float acc_s[8][4];
 #pragma unroll
@@ -716,7 +718,7 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kerne
             const float lse[4] = {lse_a, lse_a, lse_b, lse_b};
 #pragma unroll
             for (int nt = 0; nt < 8; nt++)
-                bwd_p_n8<BF16, false>(acc_s[nt], p, tm, mrow, ila, nt * 8 + 2 * t, lse, pa[nt][0], pa[nt][1]);
+                bwd_p_n8<BF16, false, CAP>(acc_s[nt], p, tm, mrow, ila, nt * 8 + 2 * t, lse, pa[nt][0], pa[nt][1], cf[nt]);
         };
         /* dP = dO V^T */
         auto compute_dp = [&](float (&acc_s)[8][4]) {
@@ -748,8 +750,8 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kerne
         const float dsum[4] = {ds_a, ds_a, ds_b, ds_b};
 #pragma unroll
         for (int nt = 0; nt < 8; nt++)
-            bwd_ds_n8<BF16>(acc_s[nt], pa[nt][0], pa[nt][1], dsum, da[nt >> 1][(nt & 1) * 2 + 0],
-                            da[nt >> 1][(nt & 1) * 2 + 1], ds_max);
+            bwd_ds_n8<BF16, CAP>(acc_s[nt], pa[nt][0], pa[nt][1], dsum, da[nt >> 1][(nt & 1) * 2 + 0],
+                                 da[nt >> 1][(nt & 1) * 2 + 1], ds_max, cf[nt]);
 
         /* dQ += dS K (columns d_off .. d_off + HO) */
         if (!EXACT || (!nf && !__any_sync(0xffffffffu, ds_max >= bwd_ovf16<BF16>()))) {
@@ -819,17 +821,17 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kerne
 // launches (the seams of bwd_common.cuh)
 
 /* The dK/dV kernel (NW warps) for one mode. */
-template <int HD, int NW, int BR, bool BF16, bool DET, bool EXACT>
+template <int HD, int NW, int BR, bool BF16, bool DET, bool EXACT, bool CAP>
 static cudaError_t bwd_launch_dkdv(const bwd_params &p, cudaStream_t st) {
     constexpr int HO = HD < 128 ? HD : 128;
     typedef bwd_dkdv_smem<HD, NW, BR> L;
     const int64_t grid = (p.Sk + L::BC - 1) / L::BC * p.nsplit * p.Hkv * p.B;
     if (grid > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
     if (grid == 0) return cudaSuccess;
-    cudaError_t e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, HO, NW, BR, BF16, DET, EXACT>,
+    cudaError_t e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, HO, NW, BR, BF16, DET, EXACT, CAP>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes);
     if (e != cudaSuccess) return e;
-    bwd_dkdv_kernel<HD, HO, NW, BR, BF16, DET, EXACT><<<(unsigned)grid, NW * 32, L::bytes, st>>>(p);
+    bwd_dkdv_kernel<HD, HO, NW, BR, BF16, DET, EXACT, CAP><<<(unsigned)grid, NW * 32, L::bytes, st>>>(p);
     return cudaGetLastError();
 }
 
@@ -845,29 +847,29 @@ static cudaError_t bwd_launch_convert(const bwd_params &p, cudaStream_t st) {
 }
 
 /* deterministic mode, after the dK/dV kernel: dQ per query block (section 3b) */
-template <int HD, bool BF16, bool EXACT>
+template <int HD, bool BF16, bool EXACT, bool CAP = false>
 static cudaError_t bwd_launch_dq_det(const bwd_params &p, cudaStream_t st) {
     constexpr int HO = HD < 128 ? HD : 128;
     const int64_t grid_q = (p.Sq + BWD_BR - 1) / BWD_BR * p.nsplit * p.Hq * p.B;
     if (grid_q > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
     if (grid_q == 0) return cudaSuccess;
     const size_t smem_q = bwd_dq_smem<HD>::bytes;
-    cudaError_t e = cudaFuncSetAttribute(bwd_dq_kernel<HD, HO, BF16, EXACT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    cudaError_t e = cudaFuncSetAttribute(bwd_dq_kernel<HD, HO, BF16, EXACT, CAP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)smem_q);
     if (e != cudaSuccess) return e;
-    bwd_dq_kernel<HD, HO, BF16, EXACT><<<(unsigned)grid_q, BWD_THREADS, smem_q, st>>>(p);
+    bwd_dq_kernel<HD, HO, BF16, EXACT, CAP><<<(unsigned)grid_q, BWD_THREADS, smem_q, st>>>(p);
     return cudaGetLastError();
 }
 
-template <int HD, int NW, int BR, bool BF16, bool EXACT>
+template <int HD, int NW, int BR, bool BF16, bool EXACT, bool CAP = false>
 static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaStream_t st) {
     cudaError_t e;
     if (!deterministic) {
-        if ((e = bwd_launch_dkdv<HD, NW, BR, BF16, false, EXACT>(p, st)) != cudaSuccess) return e;
+        if ((e = bwd_launch_dkdv<HD, NW, BR, BF16, false, EXACT, CAP>(p, st)) != cudaSuccess) return e;
         if ((e = bwd_launch_convert<BF16>(p, st)) != cudaSuccess) return e;
     } else {
-        if ((e = bwd_launch_dkdv<HD, NW, BR, BF16, true, EXACT>(p, st)) != cudaSuccess) return e;
-        if ((e = bwd_launch_dq_det<HD, BF16, EXACT>(p, st)) != cudaSuccess) return e;
+        if ((e = bwd_launch_dkdv<HD, NW, BR, BF16, true, EXACT, CAP>(p, st)) != cudaSuccess) return e;
+        if ((e = bwd_launch_dq_det<HD, BF16, EXACT, CAP>(p, st)) != cudaSuccess) return e;
     }
     return cudaSuccess;
 }
@@ -885,7 +887,14 @@ static cudaError_t bwd_launch_prep(const bwd_params &p, cudaStream_t st) {
 /* dK/dV kernel: 8 warps (128 kv rows x 64 query rows per step) for head dims <= 128,
  * 4 warps for 256; query blocks of 64 rows (32 was measured slower, bench/RESULTS-2026-11-23-bwd.md) */
 template <bool BF16>
-static cudaError_t bwd_launch_body(const bwd_params &p, int hd, int deterministic, int exact, cudaStream_t st) {
+static cudaError_t bwd_launch_body(const bwd_params &p, int hd, int deterministic, int exact, int cap,
+                                   cudaStream_t st) {
+    if (cap) { /* softcap: fast instantiations only (the host never asks for exact with a cap) */
+        if (exact) return cudaErrorInvalidValue;
+        if (hd == 64) return bwd_launch_main<64, 8, 64, BF16, false, true>(p, deterministic, st);
+        if (hd == 128) return bwd_launch_main<128, 8, 64, BF16, false, true>(p, deterministic, st);
+        return bwd_launch_main<256, 4, 64, BF16, false, true>(p, deterministic, st);
+    }
     if (hd == 64) return exact ? bwd_launch_main<64, 8, 64, BF16, true>(p, deterministic, st)
                                : bwd_launch_main<64, 8, 64, BF16, false>(p, deterministic, st);
     if (hd == 128) return exact ? bwd_launch_main<128, 8, 64, BF16, true>(p, deterministic, st)
@@ -898,10 +907,10 @@ extern "C" cudaError_t bwd_sm80_prep(const bwd_params *p, int bf16, cudaStream_t
     return bf16 ? bwd_launch_prep<true>(*p, st) : bwd_launch_prep<false>(*p, st);
 }
 
-extern "C" cudaError_t bwd_sm80_run(const bwd_params *p, int hd, int bf16, int deterministic, int exact,
+extern "C" cudaError_t bwd_sm80_run(const bwd_params *p, int hd, int bf16, int deterministic, int exact, int cap,
                                     cudaStream_t st) {
-    return bf16 ? bwd_launch_body<true>(*p, hd, deterministic, exact, st)
-                : bwd_launch_body<false>(*p, hd, deterministic, exact, st);
+    return bf16 ? bwd_launch_body<true>(*p, hd, deterministic, exact, cap, st)
+                : bwd_launch_body<false>(*p, hd, deterministic, exact, cap, st);
 }
 
 extern "C" cudaError_t bwd_sm80_dq_det(const bwd_params *p, int hd, int bf16, cudaStream_t st) {
