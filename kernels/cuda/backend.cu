@@ -23,7 +23,7 @@
  *   quotient and the product each round once, RN); sinks start every row at m = sink, l = 1
  *   (the online softmax's own rescaling); the decode path's split-KV partials are combined
  *   by one more rescale per split (fwd_host.cu, flash_fwd_combine: the key loop's
- *   arithmetic), within max_rescales (at least 4 blocks of 64 keys per split).
+ *   arithmetic), within max_rescales (at least 2 blocks of 64 keys per split: fwd_host.cu).
  * Limits: common/limits.h (head dims 8..256 in steps of 8, Dqk == Dv, 16-byte aligned
  * pointers: the kernels move 16-byte chunks, unit last-dimension stride). */
 #include <cuda_runtime.h>
