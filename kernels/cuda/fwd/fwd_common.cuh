@@ -321,11 +321,16 @@ static __device__ __forceinline__ fwd_seq fwd_seq_of(const fwd_params &p, int bh
 }
 
 /* Key row j of a K or V slice: dense/packed base + j * row_stride, or paged: the page of j
- * (pages[j / page_size], page_stride = stride[0] of the pool) and its slot. j < Sk_b. */
+ * (pages[j / page_size], page_stride = stride[0] of the pool) and its slot. j < Sk_b (>= 0, so
+ * for a power-of-two page size j >> log2 and j & (size - 1) are the quotient and remainder). */
 static __device__ __forceinline__ const uint16_t *fwd_kv_row(const uint16_t *base, int64_t row_stride,
                                                             int64_t page_stride, const int *pages, int page_size,
                                                             int j) {
     if (pages == NULL) return base + (int64_t)j * row_stride;
+    if ((page_size & (page_size - 1)) == 0) {  // a power of two (16, 64, ...): shift and mask, no division
+        const int sh = __ffs(page_size) - 1;
+        return base + (int64_t)pages[j >> sh] * page_stride + (int64_t)(j & (page_size - 1)) * row_stride;
+    }
     return base + (int64_t)pages[j / page_size] * page_stride + (int64_t)(j % page_size) * row_stride;
 }
 
