@@ -23,7 +23,7 @@
  *   quotient and the product each round once, RN); sinks start every row at m = sink, l = 1
  *   (the online softmax's own rescaling); the decode path's split-KV partials are combined
  *   by one more rescale per split (fwd_host.cu, flash_fwd_combine: the key loop's
- *   arithmetic), within max_rescales (at least 4 blocks of 64 keys per split).
+ *   arithmetic), within max_rescales (at least 2 blocks of 64 keys per split: fwd_host.cu).
  * Contract v3 in the backward (bwd/): varlen runs the dense kernels per sequence (same
  *   arithmetic); softcap recomputes t and s exactly as the forward and multiplies dS =
  *   P (dP - D) by fl(1 - fl(t t)) before rounding dS to the dtype (ds_rounded: BOUNDS.md 14.3,

@@ -25,8 +25,11 @@
  * usage: bench [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST]
  *              [--iters N] [--warmup N] [--tokens N] [--hidden N] [--deterministic]
  *              [--policy default|sm80|nows|fam1] [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]
+ *              [--decode]
  * --v3: instead of the grid, the contract-v3 problems (bench_v3: packed varlen, paged K/V, decode at
  *       Sq = 1 with caches of 4k..128k keys) beside torch's counterparts, one table.
+ * --decode: as --v3 with the decode problems only (v3_decode_probs: B 1 and 8, GQA 32/8 and
+ *       MHA 32/32, caches 4k..128k, D = 128, bf16), beside the SDPA backends.
  * LIST: comma-separated (--d 64,128 --s 512,2048 --causal 0,1 --dtype bf16,fp16).
  * --policy sm80: the mma.sync kernels everywhere (kernels/cuda/testing.h), for comparisons;
  * --policy nows: the plain wgmma forward instead of the warp-specialized one;
@@ -446,15 +449,28 @@ static const v3_prob v3_probs[] = {
 };
 #define V3_N ((int)(sizeof v3_probs / sizeof v3_probs[0]))
 
+/* --decode: decode only (kind 2, Sq = 1, D = 128): B = 1 and 8, GQA 32/8 and MHA 32/32, caches of
+ * 4k, 16k, 64k, 128k keys, and paged (page size 64) at B = 8 GQA. */
+static const v3_prob v3_decode_probs[] = {
+    {2, 1, 1, 4096, 32, 8, 128, 0, 0},    {2, 1, 1, 16384, 32, 8, 128, 0, 0},    {2, 1, 1, 65536, 32, 8, 128, 0, 0},
+    {2, 1, 1, 131072, 32, 8, 128, 0, 0},  {2, 8, 1, 4096, 32, 8, 128, 0, 0},     {2, 8, 1, 16384, 32, 8, 128, 0, 0},
+    {2, 8, 1, 65536, 32, 8, 128, 0, 0},   {2, 8, 1, 131072, 32, 8, 128, 0, 0},   {2, 1, 1, 4096, 32, 32, 128, 0, 0},
+    {2, 1, 1, 16384, 32, 32, 128, 0, 0},  {2, 1, 1, 65536, 32, 32, 128, 0, 0},   {2, 1, 1, 131072, 32, 32, 128, 0, 0},
+    {2, 8, 1, 4096, 32, 32, 128, 0, 0},   {2, 8, 1, 16384, 32, 32, 128, 0, 0},   {2, 8, 1, 65536, 32, 32, 128, 0, 0},
+    {2, 8, 1, 131072, 32, 32, 128, 0, 0}, {2, 8, 1, 16384, 32, 8, 128, 0, 64},   {2, 8, 1, 131072, 32, 8, 128, 0, 64},
+};
+#define V3_DECODE_N ((int)(sizeof v3_decode_probs / sizeof v3_decode_probs[0]))
+#define V3_MAXN (V3_N > V3_DECODE_N ? V3_N : V3_DECODE_N)
+
 static void v3_spec(const v3_prob *p, char *b, size_t n) {
     snprintf(b, n, "%d:%d:%d:%d:%d:%d:%d:%d:%d", p->kind, p->B, p->Sq, p->Sk, p->Hq, p->Hkv, p->D, p->causal, p->page);
 }
 
-static int bench_v3(const bench_opts *o, cudaStream_t st) {
-    double ours[V3_N], tf[V3_N], gbs[V3_N], fl[V3_N], cu[V3_N], ef[V3_N];
+static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, int nprob) {
+    double ours[V3_MAXN], tf[V3_MAXN], gbs[V3_MAXN], fl[V3_MAXN], cu[V3_MAXN], ef[V3_MAXN];
     int failed = 0;
-    for (int i = 0; i < V3_N; i++) {
-        const v3_prob *pp = &v3_probs[i];
+    for (int i = 0; i < nprob; i++) {
+        const v3_prob *pp = &probs[i];
         ours[i] = tf[i] = gbs[i] = fl[i] = cu[i] = ef[i] = -1;
         const int B = pp->B, Hq = pp->Hq, Hkv = pp->Hkv, D = pp->D;
         int32_t cu_s[65];
@@ -576,9 +592,9 @@ static int bench_v3(const bench_opts *o, cudaStream_t st) {
         char cmd[4096];
         size_t n = (size_t)snprintf(cmd, sizeof cmd, "python3 '%s' --v3 --iters %d --warmup %d --spin-us %d --probs ",
                                     o->torch, o->iters, o->warmup, BENCH_SPIN_US);
-        for (int i = 0; i < V3_N && n + 64 < sizeof cmd; i++) {
+        for (int i = 0; i < nprob && n + 64 < sizeof cmd; i++) {
             char sp[96];
-            v3_spec(&v3_probs[i], sp, sizeof sp);
+            v3_spec(&probs[i], sp, sizeof sp);
             n += (size_t)snprintf(cmd + n, sizeof cmd - n, "%s%s", i ? "," : "", sp);
         }
         fprintf(stderr, "bench: %s\n", cmd);
@@ -589,7 +605,7 @@ static int bench_v3(const bench_opts *o, cudaStream_t st) {
             int idx;
             char be[16];
             double ms;
-            if (sscanf(line, "v3 %d %15s %lf", &idx, be, &ms) != 3 || idx < 0 || idx >= V3_N) {
+            if (sscanf(line, "v3 %d %15s %lf", &idx, be, &ms) != 3 || idx < 0 || idx >= nprob) {
                 fputs(line, stderr);
                 continue;
             }
@@ -606,18 +622,20 @@ static int bench_v3(const bench_opts *o, cudaStream_t st) {
            o->policy_name, o->iters);
     printf("| kind | B | Sq | Sk | Hq/Hkv | D | causal | page | cuda ms | TFLOP/s | K+V GB/s | flash ms | cudnn ms | "
            "efficient ms | cuda / best |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (int i = 0; i < V3_N; i++) {
-        const v3_prob *pp = &v3_probs[i];
+    for (int i = 0; i < nprob; i++) {
+        const v3_prob *pp = &probs[i];
         double best = -1;
         const double t[3] = {fl[i], cu[i], ef[i]};
         for (int x = 0; x < 3; x++)
             if (t[x] > 0 && (best < 0 || t[x] < best)) best = t[x];
         char r[16] = "-";
         if (best > 0 && ours[i] > 0) snprintf(r, sizeof r, "%.2f", best / ours[i]);
+        char sqs[16], sks[16];
+        snprintf(sqs, sizeof sqs, "%d", pp->Sq);
+        snprintf(sks, sizeof sks, "%d", pp->Sk);
         printf("| %s | %d | %s | %s | %d/%d | %d | %s | %d | %.4f | %.1f | %.0f | %.4f | %.4f | %.4f | %s |\n",
                pp->kind == 0 ? "varlen" : (pp->kind == 1 ? "paged" : "decode"), pp->B,
-               pp->kind == 0 ? "256..4096" : (pp->Sq == 1 ? "1" : "4096"),
-               pp->kind == 0 ? "=Sq" : (pp->Sk == 4096 ? "4096" : (pp->Sk == 16384 ? "16384" : (pp->Sk == 32768 ? "32768" : (pp->Sk == 65536 ? "65536" : "131072")))),
+               pp->kind == 0 ? "256..4096" : sqs, pp->kind == 0 ? "=Sq" : sks,
                pp->Hq, pp->Hkv, pp->D, pp->causal ? "br" : "no", pp->page, ours[i], tf[i], gbs[i], fl[i], cu[i], ef[i], r);
     }
     return failed;
@@ -630,7 +648,7 @@ static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST] [--iters N]\n"
             "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80|nows|fam1]\n"
-            "          [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]\n",
+            "          [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3] [--decode]\n",
             argv0);
 }
 
@@ -674,6 +692,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--deterministic")) o.deterministic = 1;
         else if (!strcmp(a, "--no-check")) o.check = 0;
         else if (!strcmp(a, "--v3")) o.v3 = 1;
+        else if (!strcmp(a, "--decode")) o.v3 = 2;
         else if (!strcmp(a, "--no-torch")) o.torch = NULL;
         else if (!strcmp(a, "--torch") && v) o.torch = argv[++i];
         else if (!strcmp(a, "--out") && v) o.out = argv[++i];
@@ -704,8 +723,8 @@ int main(int argc, char **argv) {
 
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    if (o.v3) { /* only the contract-v3 table */
-        const int f = bench_v3(&o, st);
+    if (o.v3) { /* only the contract-v3 table (--v3) or its decode table (--decode) */
+        const int f = o.v3 == 2 ? bench_v3(&o, st, v3_decode_probs, V3_DECODE_N) : bench_v3(&o, st, v3_probs, V3_N);
         CK(cudaStreamDestroy(st));
         return f ? 1 : 0;
     }

@@ -123,6 +123,10 @@ typedef struct {
     int n_split, blocks_per_split;
     float *part_o;              /* [n_split][bh_total][seqlen_q][head_dim] fp32 */
     float *part_ml;             /* [n_split][bh_total][seqlen_q][2]: m (kernel units), l */
+    /* GQA packing (the decode tile only, fwd_sm80.cu PACK): pack query heads of one KV head share
+       a CTA's rows, row r = dh * seqlen_q + i (head h0 + dh, query i); pack divides group and
+       pack * seqlen_q <= the tile's rows. 1: one head per CTA. */
+    int pack;
 } fwd_params;
 
 // ----------------------------------------------------------------------------
@@ -317,11 +321,16 @@ static __device__ __forceinline__ fwd_seq fwd_seq_of(const fwd_params &p, int bh
 }
 
 /* Key row j of a K or V slice: dense/packed base + j * row_stride, or paged: the page of j
- * (pages[j / page_size], page_stride = stride[0] of the pool) and its slot. j < Sk_b. */
+ * (pages[j / page_size], page_stride = stride[0] of the pool) and its slot. j < Sk_b (>= 0, so
+ * for a power-of-two page size j >> log2 and j & (size - 1) are the quotient and remainder). */
 static __device__ __forceinline__ const uint16_t *fwd_kv_row(const uint16_t *base, int64_t row_stride,
                                                             int64_t page_stride, const int *pages, int page_size,
                                                             int j) {
     if (pages == NULL) return base + (int64_t)j * row_stride;
+    if ((page_size & (page_size - 1)) == 0) {  // a power of two (16, 64, ...): shift and mask, no division
+        const int sh = __ffs(page_size) - 1;
+        return base + (int64_t)pages[j >> sh] * page_stride + (int64_t)(j & (page_size - 1)) * row_stride;
+    }
     return base + (int64_t)pages[j / page_size] * page_stride + (int64_t)(j % page_size) * row_stride;
 }
 
@@ -334,6 +343,38 @@ static __device__ __forceinline__ void row_key_range(const fwd_params &p, const 
     hi64 = hi64 > (int64_t)Sk - 1 ? (int64_t)Sk - 1 : (hi64 < -1 ? -1 : hi64);
     *lo = (int)lo64;
     *hi = i < Sq ? (int)hi64 : -1;
+}
+
+/* Query row i (returned) and head offset dh of tile row r. Not packed: i = m0 + r, dh = 0.
+ * Packed (GQA, m0 = 0): r = dh * seqlen_q + i; a row past the pack's heads returns
+ * i = seqlen_q (>= Sq_b: a row past the sequence, which sees nothing and is not stored). */
+template <bool PACK>
+static __device__ __forceinline__ int fwd_row_of(const fwd_params &p, int m0, int r, int *dh) {
+    if (!PACK) {
+        *dh = 0;
+        return m0 + r;
+    }
+    const int u = r / p.seqlen_q;
+    *dh = u < p.pack ? u : 0;
+    return u < p.pack ? r - u * p.seqlen_q : p.seqlen_q;
+}
+
+/* The Q tile of a packed CTA: row r = dh * seqlen_q + i holds query i of head h0 + dh (rows
+ * past Sq_b or past the pack and columns >= head_dim zero-filled, nothing read). */
+template <int ROWS, int HD, int THREADS>
+static __device__ __forceinline__ void fwd_load_q_packed(uint32_t s_base, const fwd_params &p, const fwd_seq &sq) {
+    constexpr int NCH = HD / 8;
+    static_assert((ROWS * NCH) % THREADS == 0, "tile chunks must divide evenly among threads");
+#pragma unroll
+    for (int it = 0; it < ROWS * NCH / THREADS; ++it) {
+        const int idx = it * THREADS + (int)threadIdx.x;
+        const int r = idx / NCH, c = idx % NCH;
+        int dh;
+        const int i = fwd_row_of<true>(p, 0, r, &dh);
+        const bool ok = i < sq.sq && c * 8 < p.head_dim;
+        const uint16_t *src = ok ? sq.q_base + (int64_t)dh * p.q_sh + (int64_t)i * p.q_ss + c * 8 : sq.q_base;
+        ptx_cp16(s_base + swz<HD>(r, c), src, ok ? 16 : 0);
+    }
 }
 
 /* load_tile for K/V: dense or packed (pages == NULL) as load_tile; paged: a page size that
@@ -420,9 +461,10 @@ static __device__ __forceinline__ fwd_cta_work fwd_cta_work_of(const fwd_params 
  * natural units: s = fmaf(q.k, scale, mask), or with softcap s = fmaf(softcap,
  * tanhf(q.k * softcap_scale), mask) (softcap_scale = fl(scale / softcap); tanhf: CUDA's,
  * 2 ulp), or -inf for a -inf mask entry.
- * row_g: the query row of (mt = 0, hf = 0) of this thread (m0 + warp row base + g);
+ * row_g: the query row of (mt = 0, hf = 0) of this thread (m0 + warp row base + g; PACK: the
+ * tile row, mapped by fwd_row_of);
  * key_t: the key of (nt = 0, e = 0) (key0 + 2t). */
-template <int MT, int NT, bool NATURAL>
+template <int MT, int NT, bool NATURAL, bool PACK = false>
 static __device__ __forceinline__ void fwd_mask_scores(const fwd_params &p, const fwd_seq &sq, float (&acc_s)[MT][NT][4],
                                                        int row_g, int key_t) {
     const int Sq = sq.sq;
@@ -433,11 +475,13 @@ static __device__ __forceinline__ void fwd_mask_scores(const fwd_params &p, cons
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
             // this row's visible keys [lo, hi] (rows past Sq see nothing)
-            const int i = row_g + mt * 16 + hf * 8;
+            int dh;
+            const int i = fwd_row_of<PACK>(p, 0, row_g + mt * 16 + hf * 8, &dh);
             int row_lo, row_hi;
             row_key_range(p, sq, i, &row_lo, &row_hi);
             const float *mrow = use_mask && i < Sq
-                                    ? p.mask + (int64_t)sq.b * p.mask_sb + (int64_t)sq.h * p.mask_sh + (int64_t)i * p.mask_sq
+                                    ? p.mask + (int64_t)sq.b * p.mask_sb + (int64_t)(sq.h + dh) * p.mask_sh +
+                                          (int64_t)i * p.mask_sq
                                     : NULL;
 #pragma unroll
             for (int nt = 0; nt < NT; ++nt)
@@ -461,23 +505,29 @@ static __device__ __forceinline__ void fwd_mask_scores(const fwd_params &p, cons
 /* The row statistics a query block starts from: m = -inf, l = 0; with sinks (NATURAL
  * kernels, split 0 only) m = sink_h and l = exp(sink_h - m) = 1 on the quad's t == 0 lane
  * (l is a per-thread partial sum), so the sink joins the denominator with the online
- * softmax's own rescaling and has no value (O starts at 0). A -inf sink is no sink. */
-template <int MT>
+ * softmax's own rescaling and has no value (O starts at 0). A -inf sink is no sink.
+ * PACK: each row takes its own head's sink (row_g as in fwd_mask_scores). */
+template <int MT, bool PACK = false>
 static __device__ __forceinline__ void fwd_init_rows(const fwd_params &p, int h, int t, float (&row_m)[MT][2],
-                                                     float (&row_l)[MT][2]) {
-    float m0 = -INFINITY, l0 = 0.0f;
-    if (p.sinks != NULL && (p.n_split == 0 || blockIdx.z == 0)) {
-        const float sk = p.sinks[h];
-        if (sk != -INFINITY) {
-            m0 = sk;
-            l0 = t == 0 ? 1.0f : 0.0f;
-        }
-    }
+                                                     float (&row_l)[MT][2], int row_g = 0) {
+    const bool sinks = p.sinks != NULL && (p.n_split == 0 || blockIdx.z == 0);
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt) {
-        row_m[mt][0] = row_m[mt][1] = m0;
-        row_l[mt][0] = row_l[mt][1] = l0;
-    }
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int hf = 0; hf < 2; ++hf) {
+            float m0 = -INFINITY, l0 = 0.0f;
+            if (sinks) {
+                int dh = 0;
+                if (PACK) (void)fwd_row_of<true>(p, 0, row_g + mt * 16 + hf * 8, &dh);
+                const float sk = p.sinks[h + dh];
+                if (sk != -INFINITY) {
+                    m0 = sk;
+                    l0 = t == 0 ? 1.0f : 0.0f;
+                }
+            }
+            row_m[mt][hf] = m0;
+            row_l[mt][hf] = l0;
+        }
 }
 
 /* Online softmax over one key block: new row max m (quad shuffles), p = 2^(...)
@@ -561,7 +611,7 @@ static __device__ __forceinline__ void fwd_pack_p(const float (&acc_s)[MT][2 * K
  * caller's barrier has retired every read of it), then 16-byte stores; LSE by
  * the t == 0 lane of each row. l == 0: no visible key (O = 0, LSE = -inf);
  * l = NaN (a visible NaN score) stays NaN. */
-template <int HD, int MT, int WM, bool BF16, bool NATURAL>
+template <int HD, int MT, int WM, bool BF16, bool NATURAL, bool PACK = false>
 static __device__ __forceinline__ void fwd_store_o_lse(const fwd_params &p, const fwd_seq &sq,
                                                        const float (&acc_o)[MT][HD / 8][4],
                                                        const float (&row_m)[MT][2], const float (&row_l)[MT][2],
@@ -579,7 +629,8 @@ static __device__ __forceinline__ void fwd_store_o_lse(const fwd_params &p, cons
             l += __shfl_xor_sync(0xffffffffu, l, 2);
             const float inv = l == 0.0f ? 0.0f : 1.0f / l;
             const int r = warp * WM + mt * 16 + g + hf * 8;
-            const int i = m0 + r;
+            int dh;
+            const int i = fwd_row_of<PACK>(p, m0, r, &dh);
 #pragma unroll
             for (int dt = 0; dt < DT; ++dt) {
                 uint32_t v = ptx_pack2<BF16>(acc_o[mt][dt][hf * 2] * inv, acc_o[mt][dt][hf * 2 + 1] * inv);
@@ -590,7 +641,7 @@ static __device__ __forceinline__ void fwd_store_o_lse(const fwd_params &p, cons
                 float lse;
                 if (l == 0.0f) lse = -INFINITY;
                 else lse = (NATURAL ? m : m * p.scale) + logf(l);
-                p.lse[lse_b + (int64_t)sq.h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
+                p.lse[lse_b + (int64_t)(sq.h + dh) * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
             }
         }
     __syncwarp();
@@ -600,11 +651,12 @@ static __device__ __forceinline__ void fwd_store_o_lse(const fwd_params &p, cons
     for (int it = 0; it < WM * NCH / 32; ++it) {
         const int idx = it * 32 + lane;
         const int r = warp * WM + idx / NCH, c = idx % NCH;
-        const int i = m0 + r;
+        int dh;
+        const int i = fwd_row_of<PACK>(p, m0, r, &dh);
         if (i < Sq && c * 8 < p.head_dim) {
             uint4 v;
             ptx_ld_shared16(sO + swz<HD>(r, c), &v);
-            ptx_st_global16(o_base + (int64_t)i * p.o_ss + c * 8, v);
+            ptx_st_global16(o_base + (int64_t)dh * p.o_sh + (int64_t)i * p.o_ss + c * 8, v);
         }
     }
 }
@@ -613,7 +665,7 @@ static __device__ __forceinline__ void fwd_store_o_lse(const fwd_params &p, cons
  * acc (fp32, as accumulated), m (the kernel's units) and l (the quad's sum), for
  * fwd_host.cu's combine, which rescales them exactly as the key loop rescales (one more
  * rescale per row) and then divides and rounds as fwd_store_o_lse does. */
-template <int HD, int MT, int WM>
+template <int HD, int MT, int WM, bool PACK = false>
 static __device__ __forceinline__ void fwd_store_partial(const fwd_params &p, const fwd_seq &sq, int bh,
                                                          const float (&acc_o)[MT][HD / 8][4],
                                                          const float (&row_m)[MT][2], const float (&row_l)[MT][2],
@@ -628,15 +680,17 @@ static __device__ __forceinline__ void fwd_store_partial(const fwd_params &p, co
             float l = row_l[mt][hf];
             l += __shfl_xor_sync(0xffffffffu, l, 1);
             l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const int i = m0 + warp * WM + mt * 16 + g + hf * 8;
+            int dh;
+            const int i = fwd_row_of<PACK>(p, m0, warp * WM + mt * 16 + g + hf * 8, &dh);
             if (i >= sq.sq) continue;
-            float *po = p.part_o + (row0 + i) * p.head_dim;
+            const int64_t row = row0 + (int64_t)dh * p.seqlen_q + i;  // the pair bh + dh
+            float *po = p.part_o + row * p.head_dim;
 #pragma unroll
             for (int dt = 0; dt < DT; ++dt) {
                 const int d = dt * 8 + 2 * t;
                 if (d < p.head_dim) *(float2 *)(po + d) = make_float2(acc_o[mt][dt][hf * 2], acc_o[mt][dt][hf * 2 + 1]);
             }
-            if (t == 0) *(float2 *)(p.part_ml + (row0 + i) * 2) = make_float2(row_m[mt][hf], l);
+            if (t == 0) *(float2 *)(p.part_ml + row * 2) = make_float2(row_m[mt][hf], l);
         }
 }
 

@@ -236,11 +236,15 @@ static size_t fwd_align256(size_t x) { return (x + 255) & ~(size_t)255; }
 
 /* Split-KV for decode (Sq <= fwd_decode_max_sq): key blocks of fwd_decode_bn keys (the decode
  * tiles, fwd_tiles.h), at least fwd_split_min_blocks blocks per split, so a row's rescales stay
- * below the profile's max_rescales (33 per 1000 keys): <= 1000/64 + 1000/256 + 1 < 21. Splits
- * fill about two waves of the SMs (as many CTAs per SM as the occupancy calculator allows). */
+ * below the profile's max_rescales (33 per 1000 keys, + 1): one per block and one per split in
+ * the combine, <= ceil(Sk/64) + ceil(Sk/64)/2 <= 1.5 (Sk/64 + 1) = 23.5 Sk/1000 + 1.5, within
+ * 33 Sk/1000 + 1 for Sk >= 53 (splitting needs Sk > 192). The split count fills whole waves
+ * of the SMs best, up to fwd_split_waves waves (CTAs per SM from the occupancy calculator): a
+ * partly filled last wave leaves HBM bandwidth unused while it runs. */
 static constexpr int fwd_decode_max_sq = 16;
 static constexpr int fwd_decode_bn = 64;
-static constexpr int fwd_split_min_blocks = 4;
+static constexpr int fwd_split_min_blocks = 2;
+static constexpr int fwd_split_waves = 3;
 
 static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev);
 
@@ -414,10 +418,21 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     p.lo_rel = -(wl >= 0 ? wl : 0);
     p.reverse_m = p.has_hi;
 
+    // ---- GQA packing (the decode tile, fwd_sm80.cu): the most query heads of a KV head (a
+    // divisor of the group) whose rows fit the tile, so each K/V block is read once per KV head
+    p.pack = 1;
+    if (decode && !use_sm90 && cfg->nw == 1 && cfg->bm == 16)
+        for (int d = p.group; d > 1; --d)
+            if (p.group % d == 0 && (int64_t)d * Sq <= cfg->bm) {
+                p.pack = d;
+                break;
+            }
+    const int64_t units = (int64_t)p.bh_total / p.pack;  // (batch, head) work units of the grid
+
     // ---- split-KV (decode): how many splits, and the workspace they need
     const int64_t m_blocks = (Sq + launch_bm - 1) / launch_bm;
     const int64_t n_blocks = (Sk + launch_bn - 1) / launch_bn;
-    const int64_t ctas = m_blocks * (int64_t)p.bh_total;
+    const int64_t ctas = m_blocks * units;
     int per_sm = 1;
     if (decode && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)kern, launch_threads, smem) !=
                       cudaSuccess) {
@@ -426,12 +441,22 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     }
     const int64_t slots = (int64_t)(per_sm > 0 ? per_sm : 1) * n_sms;
     int n_split = 0, bps = 0;
-    if (decode && !use_sm90 && launch_bn == fwd_decode_bn && ctas < 2 * slots &&
+    if (decode && !use_sm90 && launch_bn == fwd_decode_bn && ctas < fwd_split_waves * slots &&
         n_blocks >= 2 * fwd_split_min_blocks) {
-        int64_t want = (2 * slots + ctas - 1) / ctas;
+        // the split count that fills whole waves best: for w = 1..fwd_split_waves waves, the most
+        // splits with ctas * splits <= w * slots; the highest fill wins (the fewer waves on ties)
         int64_t most = n_blocks / fwd_split_min_blocks;
-        if (want > most) want = most;
-        if (want > 256) want = 256;
+        if (most > 256) most = 256;
+        int64_t want = 1;
+        double best = 0.0;
+        for (int w = 1; w <= fwd_split_waves; ++w) {
+            int64_t n = (int64_t)w * slots / ctas;
+            if (n > most) n = most;
+            if (n < 1) n = 1;
+            const int64_t used = ctas * n, waves = (used + slots - 1) / slots;
+            const double fill = (double)used / (double)(waves * slots);
+            if (fill > best + 1e-9) best = fill, want = n;
+        }
         bps = (int)((n_blocks + want - 1) / want);
         n_split = (int)((n_blocks + bps - 1) / bps);
         if (n_split < 2) n_split = bps = 0;
@@ -508,7 +533,7 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaHostGetDevicePointer (non-finite flag)");
 
     // ---- launch (and, with split-KV, the combine)
-    dim3 grid((unsigned)m_blocks, (unsigned)(p.bh_total < 65535 ? p.bh_total : 65535), (unsigned)(n_split ? n_split : 1));
+    dim3 grid((unsigned)m_blocks, (unsigned)(units < 65535 ? units : 65535), (unsigned)(n_split ? n_split : 1));
     dim3 block((unsigned)launch_threads, 1, 1);
     if (!use_ws || fwd_ws_launch(&p, cfg->hd, pr->dtype == FA_BF16, natural, stream, &e) != 0) {
         kern<<<grid, block, smem, stream>>>(p);

@@ -35,8 +35,13 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
     const int mb = p.reverse_m ? (int)(gridDim.x - 1 - blockIdx.x) : (int)blockIdx.x;
     const int m0 = mb * BM;
     constexpr bool natural = NATURAL;  // additive mask or scale <= 0: natural units
+    // The decode tile packs p.pack query heads of one KV head into its rows (fwd_row_of): one
+    // CTA streams each K/V block once for all of them. Its grid has one query block (m0 = 0).
+    constexpr bool PACK = NW == 1 && BM == 16;
+    const int units = PACK ? p.bh_total / p.pack : p.bh_total;
 
-    for (int bh = blockIdx.y; bh < p.bh_total; bh += gridDim.y) {
+    for (int u = blockIdx.y; u < units; u += gridDim.y) {
+        const int bh = PACK ? u * p.pack : u;  // the (batch, first query head) of this CTA
         // ---- this (batch, head): slices of Q, K, V (GQA) and the key range of the query block
         const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
         if (!w.active) continue;  // CTA-uniform: a varlen sequence with fewer rows than the grid
@@ -47,7 +52,8 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
         const int64_t hi_first = w.hi_first, lo_last = w.lo_last;
 
         // ---- issue loads: Q, then K/V of the last visible block (blocks run last to first)
-        load_tile<BM, HD, THREADS>(sQ, q_base, p.q_ss, m0, 0, Sq, p.head_dim);
+        if (PACK) fwd_load_q_packed<BM, HD, THREADS>(sQ, p, sq);
+        else load_tile<BM, HD, THREADS>(sQ, q_base, p.q_ss, m0, 0, Sq, p.head_dim);
         ptx_cp_commit();
         if (n_end > n_begin) {
             load_kv_tile<BN, HD, THREADS>(sK0, k_base, p.k_ss, p.k_sb, sq.pages, p.page_size, (n_end - 1) * BN, kv_lo,
@@ -67,7 +73,7 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
 #pragma unroll
                 for (int e = 0; e < 4; ++e) acc_o[mt][dt][e] = 0.0f;
         }
-        fwd_init_rows<MT>(p, sq.h, t, row_m, row_l);
+        fwd_init_rows<MT, PACK>(p, sq.h, t, row_m, row_l, m0 + warp * WM + g);
 
         // ---- main loop over key blocks, from the last to the first
         int stage = 0;
@@ -139,7 +145,7 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
             // (the same test as `boundary`, recomputed: one register less across Q K^T)
             const int key0 = (int)opaque((uint32_t)n) * BN;
             if (NATURAL || (int64_t)key0 + BN - 1 > hi_first || (int64_t)key0 < lo_last || key0 + BN > sq.sk)
-                fwd_mask_scores<MT, NT, NATURAL>(p, sq, acc_s, m0 + warp * WM + g, key0 + 2 * t);
+                fwd_mask_scores<MT, NT, NATURAL, PACK>(p, sq, acc_s, m0 + warp * WM + g, key0 + 2 * t);
 
             // ---- online softmax: new row max, rescale O and l, p = 2^(...)
             fwd_softmax_step<MT, NT, DT, NATURAL>(p, acc_s, row_m, row_l, acc_o);
@@ -170,8 +176,8 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
         __syncthreads();
 
         // ---- epilogue: O / l rounded to the dtype, staged in this warp's Q rows, then stored
-        if (p.n_split > 0) fwd_store_partial<HD, MT, WM>(p, sq, bh, acc_o, row_m, row_l, m0, warp, lane);
-        else fwd_store_o_lse<HD, MT, WM, BF16, NATURAL>(p, sq, acc_o, row_m, row_l, sQ, m0, warp, lane);
+        if (p.n_split > 0) fwd_store_partial<HD, MT, WM, PACK>(p, sq, bh, acc_o, row_m, row_l, m0, warp, lane);
+        else fwd_store_o_lse<HD, MT, WM, BF16, NATURAL, PACK>(p, sq, acc_o, row_m, row_l, sQ, m0, warp, lane);
         __syncthreads();  // smem is reused by the next (batch, head) of this CTA
     }
 }

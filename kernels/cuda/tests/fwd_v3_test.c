@@ -638,7 +638,8 @@ int main(int argc, char **argv) {
                 for (int lay = 0; lay < 2; ++lay) {
                     v3_case c;
                     memset(&c, 0, sizeof(c));
-                    c.B = 3, c.Hq = 8, c.Hkv = 2, c.D = di ? 128 : 64, c.bf16 = (ndec & 1);
+                    /* GQA groups 4 and 8: the decode tile packs the group's heads into its rows */
+                    c.B = 3, c.Hq = 8, c.Hkv = (ndec % 4 == 3) ? 1 : 2, c.D = di ? 128 : 64, c.bf16 = (ndec & 1);
                     c.causal = (ndec % 3 == 0) ? FA_CAUSAL_NONE : FA_CAUSAL_BOTTOM_RIGHT;
                     c.wl = (ndec % 5 == 4) ? 700 : -1, c.wr = -1;
                     c.amp = 1.0;
@@ -653,6 +654,9 @@ int main(int argc, char **argv) {
                     c.use_used = 1;
                     if (lay == 0) c.name = "decode dense", c.varlen_q = 0;
                     else c.name = "decode paged", c.page_size = (ndec % 2) ? 16 : 256, c.varlen_q = 1;
+                    /* packed queries of unequal lengths (Sq_b < Sqmax): packed rows stride by Sqmax */
+                    if (lay == 1 && dsq[qi] > 1)
+                        for (int b = 0; b < 3; ++b) c.sq[b] = dsq[qi] - b;
                     run_case(&c, &pol_default, 0, 1);
                     ++ndec;
                 }
