@@ -41,6 +41,9 @@
  *                 slice the last wgmmas read), then 6, ..., 0 (one store round of 128 x 2 chunks
  *                 per slice), then fence.proxy.async. Shows that the probe sees a race when one
  *                 happens.
+ *   st_pass       the same released before the FIRST wgmma of the last pass (8 wgmmas before the
+ *                 end): a coarser control (if st_last does not race but st_pass does, the window
+ *                 closes within the last pass).
  *   st_commit     the same overwrite released by the flag right after the releasing commit (the
  *                 mutant's release point): whether ANY write, however fast, can still land
  *                 inside the window after the commit (information, not a validity condition).
@@ -83,7 +86,7 @@
         }                                                                                      \
     } while (0)
 
-enum { RP_TMA_MBAR = 0, RP_TMA_SELF = 1, RP_ST_LAST = 2, RP_ST_COMMIT = 3, RP_TMA_WAITED = 4 };
+enum { RP_TMA_MBAR = 0, RP_TMA_SELF = 1, RP_ST_LAST = 2, RP_ST_COMMIT = 3, RP_TMA_WAITED = 4, RP_ST_PASS = 5 };
 
 /* Per trial: sum over D (exact integer) and clock64 values of the SM (the host subtracts
  * t_commit, the releasing warpgroup's). 0 = not recorded. */
@@ -150,7 +153,7 @@ __global__ void __launch_bounds__(384, 1)
     gmma_fence_proxy();  // the old data -> the tensor cores' and the copy engine's view
     __syncthreads();
     const int src = (int)(blockIdx.x % (unsigned)n_src);
-    const bool st = variant == RP_ST_LAST || variant == RP_ST_COMMIT;
+    const bool st = variant == RP_ST_LAST || variant == RP_ST_COMMIT || variant == RP_ST_PASS;
     rp_trial *o = &out[blockIdx.x];
 
     if (wg == 0) {
@@ -219,7 +222,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
     for (int i = 0; i < 16; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
     if (c == 1) gmma_bar_sync(1, 256);  // ping-pong: after warpgroup 1's commit
-    const int flag_last = releasing && variant == RP_ST_LAST;
+    const int flag_last = releasing && variant == RP_ST_LAST, flag_pass = releasing && variant == RP_ST_PASS;
     const long long t_start = clock64();
     gmma_fence();
     if (v_layout) {
@@ -229,6 +232,7 @@ __global__ void __launch_bounds__(384, 1)
         for (int i = 0; i < N; ++i) {
 #pragma unroll
             for (int kk = 0; kk < 8; ++kk) {
+                if (i == N - 1 && kk == 0) rp_st_flag_if(s_flag, 1u, flag_pass);
                 if (i == N - 1 && kk == 7) rp_st_flag_if(s_flag, 1u, flag_last);
                 gmma_rs<128, true, 1>(acc, pa, gmma_desc(sX + kk * 16 * 128, 128 * 128, 1024));
             }
@@ -241,6 +245,7 @@ __global__ void __launch_bounds__(384, 1)
             for (int kk = 0; kk < 8; ++kk) {
                 const uint64_t da = gmma_desc(sAw + gmma_kslice_offset<64>(kk), 16, 1024);
                 const uint64_t dx = gmma_desc(sX + gmma_kslice_offset<128>(kk), 16, 1024);
+                if (i == N - 1 && kk == 0) rp_st_flag_if(s_flag, 1u, flag_pass);
                 if (i == N - 1 && kk == 7) rp_st_flag_if(s_flag, 1u, flag_last);
                 gmma_ss<128, true, 0, 0>(acc, da, dx, 1);
             }
@@ -337,7 +342,8 @@ typedef struct {
 static const rp_variant RP_VARIANTS[] = {
     {"tma_mbar_l2", RP_TMA_MBAR, 0, 0},     {"tma_mbar_hbm", RP_TMA_MBAR, 1, 0},       {"tma_self_l2", RP_TMA_SELF, 0, 0},
     {"v_tma_mbar_l2", RP_TMA_MBAR, 0, 1},   {"v_tma_mbar_hbm", RP_TMA_MBAR, 1, 1},     {"st_last", RP_ST_LAST, 0, 0},
-    {"v_st_last", RP_ST_LAST, 0, 1},        {"st_commit", RP_ST_COMMIT, 0, 0},         {"v_st_commit", RP_ST_COMMIT, 0, 1},
+    {"v_st_last", RP_ST_LAST, 0, 1},        {"st_pass", RP_ST_PASS, 0, 0},             {"v_st_pass", RP_ST_PASS, 0, 1},
+    {"st_commit", RP_ST_COMMIT, 0, 0},         {"v_st_commit", RP_ST_COMMIT, 0, 1},
     {"tma_waited_l2", RP_TMA_WAITED, 0, 0}, {"v_tma_waited_l2", RP_TMA_WAITED, 0, 1},
 };
 /* N <= 4 (32 wgmmas in flight per warpgroup): from N = 6 on, ptxas serializes the chain (C7511,
@@ -417,6 +423,7 @@ int main(int argc, char **argv) {
     for (int j = 0; j < nn; ++j)
         if (RP_NS[j] <= max_n) n_last = RP_NS[j];
     /* verdict inputs, [wg - 1][layout] */
+    int st_pass_raced[2][2] = {{0, 0}, {0, 0}};
     int st_last_raced[2][2] = {{0, 0}, {0, 0}}, st_commit_raced[2][2] = {{0, 0}, {0, 0}}, waited_raced = 0;
     int tma_min_n[2][2] = {{0, 0}, {0, 0}}, tma_ovl = 0, tma_bad_poll = 0;
     long long tma_gap_min = 0x7fffffffffffffffLL, tma_margin_min = 0x7fffffffffffffffLL;
@@ -471,6 +478,7 @@ int main(int argc, char **argv) {
                 fflush(stdout);
                 const int L = V->v_layout, W = nwg - 1;
                 if (V->variant == RP_ST_LAST && N == n_last) st_last_raced[W][L] = raced;
+                if (V->variant == RP_ST_PASS && N == n_last) st_pass_raced[W][L] = raced;
                 if (V->variant == RP_ST_COMMIT && N == n_last) st_commit_raced[W][L] = raced;
                 if (V->variant == RP_TMA_WAITED) waited_raced += raced;
                 if (is_tma) {
@@ -487,11 +495,13 @@ int main(int argc, char **argv) {
                       st_last_raced[1][1] > 0 && waited_raced == 0 && tma_bad_poll == 0;
     const int tma_race = tma_min_n[0][0] || tma_min_n[0][1] || tma_min_n[1][0] || tma_min_n[1][1];
     printf("VERDICT probe=%s (st_last raced at N=%d: wg1 K %d V %d, wg2 K %d V %d; tma_waited raced %d; polls given up %d)"
+           " st_pass raced at N=%d: wg1 K %d V %d, wg2 K %d V %d;"
            " st_commit raced at N=%d: wg1 K %d V %d, wg2 K %d V %d;"
            " tma_race=%s (smallest N: wg1 K %d V %d, wg2 K %d V %d; 0 = none);"
            " tma ovl=%d gap_min=%lld margin_min=%lld\n",
            valid ? "valid" : "INVALID", n_last, st_last_raced[0][0], st_last_raced[0][1], st_last_raced[1][0],
-           st_last_raced[1][1], waited_raced, tma_bad_poll, n_last, st_commit_raced[0][0], st_commit_raced[0][1],
+           st_last_raced[1][1], waited_raced, tma_bad_poll, n_last, st_pass_raced[0][0], st_pass_raced[0][1],
+           st_pass_raced[1][0], st_pass_raced[1][1], n_last, st_commit_raced[0][0], st_commit_raced[0][1],
            st_commit_raced[1][0], st_commit_raced[1][1], tma_race ? "yes" : "no", tma_min_n[0][0], tma_min_n[0][1],
            tma_min_n[1][0], tma_min_n[1][1], tma_ovl, tma_gap_min, tma_margin_min);
     const char *rule = !valid                            ? "1 (INVALID: nothing can be concluded)"
