@@ -134,7 +134,8 @@ static __device__ __forceinline__ void rp_st_flag_if(uint32_t addr, uint32_t v, 
  * and ptxas then serializes them (a wait after each: no window, the probe could see nothing). */
 template <int N>
 __global__ void __launch_bounds__(384, 1)
-    rp_kernel(const __grid_constant__ rp_maps maps, int variant, int v_layout, int two_wg, int n_src, rp_trial *out) {
+    rp_kernel(const __grid_constant__ rp_maps maps, int variant, int v_layout, int two_wg, int poll, int n_src,
+              rp_trial *out) {
 #if GMMA_ENABLED
     extern __shared__ __align__(1024) unsigned char smem[];
     const uint32_t sA = (ptx_smem(smem) + 1023u) & ~1023u, sX = sA + 2 * RP_A_BYTES;
@@ -188,10 +189,13 @@ __global__ void __launch_bounds__(384, 1)
                 gmma_mbar_wait(b_full, 0);
                 o->t_land = clock64();
             }
-        } else if (warp == 1) {
-            // ---- poller: 16 chunks of box 0 (rows 0, 8, ..., 120; the first TMA box), 16 of slice 7
-            const uint32_t a = lane < 16 ? sX + (uint32_t)lane * 8u * 128u
-                                         : sX + rp_slice_chunk(v_layout, 7, (lane - 16) * 16);
+        } else if (warp == 1 && poll) {
+            // ---- poller: one 4-byte word in each of 32 chunks, 32 distinct banks (no conflicts):
+            // lanes 0..15 in box 0 (rows 0, 8, ..., 120: the first TMA box), 16..31 in slice 7
+            const int j = lane & 15, word = lane >> 3;
+            const uint32_t chunk = lane < 16 ? (uint32_t)(8 * j * 128 + (j & 7) * 16)
+                                             : rp_slice_chunk(v_layout, 7, v_layout ? 16 * j + (j & 7) : 2 * (8 * j + (j & 7)));
+            const uint32_t a = sX + chunk + 4u * (uint32_t)word;
             long long seen = 0;
             const long long t0 = clock64();
             for (;;) {
@@ -281,7 +285,7 @@ __global__ void __launch_bounds__(384, 1)
         }
     }
 #else
-    (void)maps; (void)variant; (void)v_layout; (void)two_wg; (void)n_src; (void)out;
+    (void)maps; (void)variant; (void)v_layout; (void)two_wg; (void)poll; (void)n_src; (void)out;
     __trap();
 #endif
 }
@@ -336,22 +340,25 @@ static long long rp_median(long long *v, int n) {
 
 typedef struct {
     const char *name;
-    int variant, cold, v_layout;
+    int variant, cold, v_layout, poll;  // poll: warp 1 times the first bytes (TMA variants)
 } rp_variant;
 
 static const rp_variant RP_VARIANTS[] = {
-    {"tma_mbar_l2", RP_TMA_MBAR, 0, 0},     {"tma_mbar_hbm", RP_TMA_MBAR, 1, 0},       {"tma_self_l2", RP_TMA_SELF, 0, 0},
-    {"v_tma_mbar_l2", RP_TMA_MBAR, 0, 1},   {"v_tma_mbar_hbm", RP_TMA_MBAR, 1, 1},     {"st_last", RP_ST_LAST, 0, 0},
-    {"v_st_last", RP_ST_LAST, 0, 1},        {"st_pass", RP_ST_PASS, 0, 0},             {"v_st_pass", RP_ST_PASS, 0, 1},
-    {"st_commit", RP_ST_COMMIT, 0, 0},         {"v_st_commit", RP_ST_COMMIT, 0, 1},
-    {"tma_waited_l2", RP_TMA_WAITED, 0, 0}, {"v_tma_waited_l2", RP_TMA_WAITED, 0, 1},
+    {"tma_mbar_l2", RP_TMA_MBAR, 0, 0, 1},      {"tma_mbar_l2_np", RP_TMA_MBAR, 0, 0, 0},
+    {"tma_mbar_hbm", RP_TMA_MBAR, 1, 0, 1},     {"tma_self_l2", RP_TMA_SELF, 0, 0, 1},
+    {"v_tma_mbar_l2", RP_TMA_MBAR, 0, 1, 1},    {"v_tma_mbar_l2_np", RP_TMA_MBAR, 0, 1, 0},
+    {"v_tma_mbar_hbm", RP_TMA_MBAR, 1, 1, 1},   {"st_pass", RP_ST_PASS, 0, 0, 0},
+    {"v_st_pass", RP_ST_PASS, 0, 1, 0},         {"st_last", RP_ST_LAST, 0, 0, 0},
+    {"v_st_last", RP_ST_LAST, 0, 1, 0},         {"st_commit", RP_ST_COMMIT, 0, 0, 0},
+    {"v_st_commit", RP_ST_COMMIT, 0, 1, 0},     {"tma_waited_l2", RP_TMA_WAITED, 0, 0, 1},
+    {"v_tma_waited_l2", RP_TMA_WAITED, 0, 1, 1},
 };
 /* N <= 4 (32 wgmmas in flight per warpgroup): from N = 6 on, ptxas serializes the chain (C7511,
  * "insufficient register resources for the wgmma pipeline": each in-flight wgmma keeps its
  * descriptor registers), which would close the window and make every row read "no race". N = 4
  * passes is the kernel's longest window (RESULTS-2026-11-25.md). */
 static const int RP_NS[] = {1, 2, 3, 4};
-typedef void (*rp_kernel_fn)(const rp_maps, int, int, int, int, rp_trial *);
+typedef void (*rp_kernel_fn)(const rp_maps, int, int, int, int, int, rp_trial *);
 static rp_kernel_fn rp_kernel_of(int n) {
     switch (n) {
     case 1: return rp_kernel<1>;
@@ -361,6 +368,7 @@ static rp_kernel_fn rp_kernel_of(int n) {
     }
 }
 
+static bool is_tma_any(int variant) { return variant == RP_TMA_MBAR || variant == RP_TMA_SELF || variant == RP_TMA_WAITED; }
 static long long rp_max2(long long a, long long b) { return a > b ? a : b; }
 
 int main(int argc, char **argv) {
@@ -416,7 +424,7 @@ int main(int argc, char **argv) {
            prop.l2CacheSize >> 20, total, ctas, reps);
     printf("one pass = 8 wgmma m64n128k16 over X (the forward's S = Q K^T / O += P V at head dim 128) per consumer\n"
            "warpgroup; wg = consumer warpgroups (2: ping-pong, the later one releases); cycles after the releasing commit\n");
-    printf("%-15s %2s %2s %6s %6s %7s %7s %6s %6s %6s %6s %6s %6s %7s\n", "variant", "wg", "N", "trials", "raced",
+    printf("%-16s %2s %2s %6s %6s %7s %7s %6s %6s %6s %6s %6s %6s %7s\n", "variant", "wg", "N", "trials", "raced",
            "frac", "newfrac", "issue", "chain", "first", "first7", "land", "ovl", "gap_min");
     const int nv = (int)(sizeof RP_VARIANTS / sizeof RP_VARIANTS[0]), nn = (int)(sizeof RP_NS / sizeof RP_NS[0]);
     int n_last = 1;
@@ -433,6 +441,7 @@ int main(int argc, char **argv) {
             const bool is_tma = V->variant == RP_TMA_MBAR || V->variant == RP_TMA_SELF;
             for (int j = 0; j < nn && RP_NS[j] <= max_n; ++j) {
                 const int N = RP_NS[j];
+                const bool timed_first = V->poll || !is_tma_any(V->variant);
                 int raced = 0, k = 0, ovl = 0, nofirst = 0;
                 long long gap_min = 0x7fffffffffffffffLL;
                 double newfrac = 0.0;
@@ -440,7 +449,7 @@ int main(int argc, char **argv) {
                     if (V->cold) RP_CHECK(cudaMemset(flush, r & 0xff, flush_bytes));  // evicts the sources
                     else rp_touch<<<ctas * 4, 256>>>((const uint4 *)src, src_bytes / 16, (uint4 *)sink);
                     RP_CHECK(cudaMemset(d_out, 0, (size_t)ctas * sizeof(rp_trial)));
-                    rp_kernel_of(N)<<<ctas, 384, RP_SMEM>>>(maps, V->variant, V->v_layout, nwg == 2, n_src, d_out);
+                    rp_kernel_of(N)<<<ctas, 384, RP_SMEM>>>(maps, V->variant, V->v_layout, nwg == 2, V->poll, n_src, d_out);
                     RP_CHECK(cudaGetLastError());
                     RP_CHECK(cudaDeviceSynchronize());
                     RP_CHECK(cudaMemcpy(h_out, d_out, (size_t)ctas * sizeof(rp_trial), cudaMemcpyDeviceToHost));
@@ -459,6 +468,10 @@ int main(int argc, char **argv) {
                         land[k] = t->t_land - t->t_commit;
                         chain[k] = done - t->t_commit;
                         issue[k] = t->t_commit - t->t_start;
+                        if (!timed_first) {
+                            first[k] = first7[k] = 0x7fffffffffffffffLL;
+                            continue;
+                        }
                         if (t->t_first == 0) {  // the poller gave up: no first-byte time for this trial
                             ++nofirst;
                             first[k] = first7[k] = 0x7fffffffffffffffLL;
@@ -471,10 +484,16 @@ int main(int argc, char **argv) {
                     }
                 }
                 const long long chain_med = rp_median(chain, total), first_med = rp_median(first, total);
-                printf("%-15s %2d %2d %6d %6d %7.4f %7.4f %6lld %6lld %6lld %6lld %6lld %6d %7lld%s\n", V->name, nwg, N,
-                       total, raced, (double)raced / total, raced ? newfrac / raced : 0.0, rp_median(issue, total),
-                       chain_med, first_med, rp_median(first7, total), rp_median(land, total), ovl,
-                       nofirst == total ? 0 : gap_min, nofirst ? " (poll gave up in some trials)" : "");
+                char fcol[32] = "-", f7col[32] = "-", ocol[32] = "-", gcol[32] = "-";
+                if (timed_first) {
+                    snprintf(fcol, sizeof fcol, "%lld", first_med);
+                    snprintf(f7col, sizeof f7col, "%lld", rp_median(first7, total));
+                    snprintf(ocol, sizeof ocol, "%d", ovl);
+                    snprintf(gcol, sizeof gcol, "%lld", nofirst == total ? 0 : gap_min);
+                }
+                printf("%-16s %2d %2d %6d %6d %7.4f %7.4f %6lld %6lld %6s %6s %6lld %6s %7s%s\n", V->name, nwg, N, total,
+                       raced, (double)raced / total, raced ? newfrac / raced : 0.0, rp_median(issue, total), chain_med,
+                       fcol, f7col, rp_median(land, total), ocol, gcol, nofirst ? " (poll gave up in some trials)" : "");
                 fflush(stdout);
                 const int L = V->v_layout, W = nwg - 1;
                 if (V->variant == RP_ST_LAST && N == n_last) st_last_raced[W][L] = raced;
@@ -483,10 +502,12 @@ int main(int argc, char **argv) {
                 if (V->variant == RP_TMA_WAITED) waited_raced += raced;
                 if (is_tma) {
                     if (raced && (!tma_min_n[W][L] || N < tma_min_n[W][L])) tma_min_n[W][L] = N;
-                    tma_ovl += ovl;
-                    tma_bad_poll += nofirst;
-                    if (gap_min < tma_gap_min) tma_gap_min = gap_min;
-                    if (first_med - chain_med < tma_margin_min) tma_margin_min = first_med - chain_med;
+                    if (timed_first) {  // the _np rows (no poller) time no first byte
+                        tma_ovl += ovl;
+                        tma_bad_poll += nofirst;
+                        if (gap_min < tma_gap_min) tma_gap_min = gap_min;
+                        if (first_med - chain_med < tma_margin_min) tma_margin_min = first_med - chain_med;
+                    }
                 }
             }
         }
