@@ -435,6 +435,8 @@ int main(int argc, char **argv) {
     int st_last_raced[2][2] = {{0, 0}, {0, 0}}, st_commit_raced[2][2] = {{0, 0}, {0, 0}}, waited_raced = 0;
     int tma_min_n[2][2] = {{0, 0}, {0, 0}}, tma_ovl = 0, tma_bad_poll = 0;
     long long tma_gap_min = 0x7fffffffffffffffLL, tma_margin_min = 0x7fffffffffffffffLL;
+    long long tma_first_min = 0x7fffffffffffffffLL, stc_first_max = -0x7fffffffffffffffLL;  // medians
+    int stc_raced_any = 0;  // st_commit rows, any N
     for (int nwg = 1; nwg <= 2; ++nwg) {
         for (int v = 0; v < nv; ++v) {
             const rp_variant *V = &RP_VARIANTS[v];
@@ -500,6 +502,10 @@ int main(int argc, char **argv) {
                 if (V->variant == RP_ST_PASS && N == n_last) st_pass_raced[W][L] = raced;
                 if (V->variant == RP_ST_COMMIT && N == n_last) st_commit_raced[W][L] = raced;
                 if (V->variant == RP_TMA_WAITED) waited_raced += raced;
+                if (V->variant == RP_ST_COMMIT) {
+                    stc_raced_any += raced;
+                    if (first_med > stc_first_max) stc_first_max = first_med;
+                }
                 if (is_tma) {
                     if (raced && (!tma_min_n[W][L] || N < tma_min_n[W][L])) tma_min_n[W][L] = N;
                     if (timed_first) {  // the _np rows (no poller) time no first byte
@@ -507,6 +513,7 @@ int main(int argc, char **argv) {
                         tma_bad_poll += nofirst;
                         if (gap_min < tma_gap_min) tma_gap_min = gap_min;
                         if (first_med - chain_med < tma_margin_min) tma_margin_min = first_med - chain_med;
+                        if (first_med < tma_first_min) tma_first_min = first_med;
                     }
                 }
             }
@@ -525,10 +532,19 @@ int main(int argc, char **argv) {
            st_pass_raced[1][0], st_pass_raced[1][1], n_last, st_commit_raced[0][0], st_commit_raced[0][1],
            st_commit_raced[1][0], st_commit_raced[1][1], tma_race ? "yes" : "no", tma_min_n[0][0], tma_min_n[0][1],
            tma_min_n[1][0], tma_min_n[1][1], tma_ovl, tma_gap_min, tma_margin_min);
-    const char *rule = !valid                            ? "1 (INVALID: nothing can be concluded)"
-                       : tma_race                        ? "2 (a TMA refill raced: not equivalent; stress the smallest racing N)"
-                       : tma_ovl == 0 && tma_margin_min >= 100 ? "3 (no TMA race, no overlap, margin >= 100 cycles: equivalent on this device by timing)"
-                                                         : "4 (no TMA race, but refill bytes landed inside the window or margin < 100: not shown equivalent)";
+    const int stc_evidence = stc_raced_any == 0 && tma_first_min > stc_first_max;
+    const char *rule =
+        !valid ? "1 (INVALID: nothing can be concluded)"
+        : tma_race ? "2 (a TMA refill raced: not equivalent; stress the smallest racing N and setup)"
+        : tma_ovl == 0 && tma_margin_min >= 100
+            ? "3 (no TMA race, no overlap, margin >= 100 cycles: equivalent on this device by timing)"
+        : stc_evidence ? "4 with st_commit evidence (refill bytes overlapped the window or margin < 100, but no "
+                         "st_commit ever raced and every TMA first-byte median is later than st_commit's: equivalent "
+                         "on this device, evidence st_commit)"
+                       : "4 (no TMA race, but refill bytes landed inside the window or margin < 100: not shown "
+                         "equivalent; stress the row with the smallest gap_min)";
+    printf("st_commit: raced %d (all rows), first-byte median max %lld; timed TMA rows: first-byte median min %lld\n",
+           stc_raced_any, stc_first_max, tma_first_min);
     printf("RULE %s\n", rule);
     return valid ? 0 : 1;
 }
