@@ -54,6 +54,21 @@ void orc_gpu_bwd_free(orc_bwd_result *res);
 void orc_gpu_fwd_rehost(orc_fwd_result *res, const fa_fwd_args *host);
 void orc_gpu_bwd_rehost(orc_bwd_result *res, const fa_bwd_args *host);
 
+/* The comparison on the device: what orc_compare_fwd / orc_compare_bwd give (counts,
+ * verdicts, worst element, first failure, histogram, grid, median; bias_sum and
+ * bias_zero_sum up to the rounding of a sum in another order) for kernel outputs in CUDA
+ * DEVICE memory, every element judged on the GPU by the host compare's rule (orc_judge.h);
+ * the vectors the double reference leaves undecided are recomputed in MPFR on the host as
+ * orc_compare_* does. Any result of a dense problem without a naive baseline (the GPU
+ * tier's; a CPU tier result with opt.baseline = 0); a packed / paged problem or a baseline
+ * is FA_ERR_INVALID naming it. FA_ERR_NOMEM / FA_ERR_DEVICE when the device cannot hold
+ * a chunk or the ratios (8 bytes per element): the caller may judge on the host. */
+fa_status orc_gpu_compare_fwd(const orc_fwd_result *res, const fa_tensor *o, const fa_lse *lse,
+                              orc_stats *o_stats, orc_stats *lse_stats, fa_error *err);
+fa_status orc_gpu_compare_bwd(const orc_bwd_result *res, const fa_tensor *dq, const fa_tensor *dk,
+                              const fa_tensor *dv, orc_stats *dq_stats, orc_stats *dk_stats,
+                              orc_stats *dv_stats, fa_error *err);
+
 /* The tier keeps its device and pinned buffers per host thread from call to call (small
  * calls allocate nothing); this frees the calling thread's. */
 void orc_gpu_release(void);

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "oracle/orc_internal.h"
+#include "oracle/orc_judge.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -156,6 +157,52 @@ int orc_gpu_is_device(const void *p);
 
 /* Copy bytes from device memory to host. 0 on success, else -1 with msg. */
 int orc_gpu_to_host(void *dst, const void *src, size_t bytes, char *msg, size_t nmsg);
+
+/* ---- the device compare (orc_gpu_cmp.cu, driven by orc_gpu_cmp.c) ---- */
+
+#define ORC_GPU_CMP_TPB 256    /* threads per block (k_cmp_hist needs 256) */
+#define ORC_GPU_CMP_BLOCKS 2048 /* fixed grid: partials and sums in a fixed order */
+
+/* A chunk of vectors [.., .. + n) of a result block on the device: elements i < n dim at
+ * block element e0 + i. Kernel tensor kv (device): fp16/bf16 [b, s, h, d] by st, or fp32
+ * LSE [b, h, s] by st[0..2] (kv_f32). */
+typedef struct {
+    int64_t n, dim, e0;
+    const double *ref, *bound, *oe;
+    const uint8_t *flags;
+    const orc_index *index;
+    const void *kv;
+    int kv_f32, bf16;
+    int64_t st[4];
+    double thr;
+    int hshift, sshift;       /* grid cell of vector (h, s): (h >> hshift, s >> sshift) */
+} orc_gpu_cmp_desc;
+
+/* One block's statistics of the elements it judged (orc_judge.h classes). */
+typedef struct {
+    unsigned long long cnt[ORC_JD_FINITE + 1]; /* per class */
+    unsigned long long hist[ORC_HIST_BUCKETS];
+    unsigned long long failed_finite, exact;
+    double max_err, worst_ratio, worst_kv, bias, bias_zero;
+    long long worst_e, fail_e, ovf_e;          /* block element index (e0 + i); -1 none */
+} orc_gpu_cmp_part;
+
+/* d0[v] = first element of vector v the double reference leaves undecided (dim: none);
+ * list[0 .. *nlist) those vectors (unordered); cnt: a device counter. Synchronous. */
+int orc_gpu_cmp_chunk(const orc_gpu_cmp_desc *c, int32_t *d0, int64_t *list, unsigned long long *cnt,
+                      int64_t *nlist, char *msg, size_t nmsg);
+/* kvo[k dim + d] = decoded kernel value of (list[k], d). Asynchronous (default stream). */
+int orc_gpu_cmp_gather(const orc_gpu_cmp_desc *c, const int64_t *list, int64_t nl, double *kvo, char *msg,
+                       size_t nmsg);
+/* Statistics of the elements d < d0[v] into parts[ORC_GPU_CMP_BLOCKS], the grid cells
+ * (float bits, atomicMax), the ratios (bound > 0) appended at ratios[*nratio ..].
+ * Asynchronous (default stream). */
+int orc_gpu_cmp_stats(const orc_gpu_cmp_desc *c, const int32_t *d0, orc_gpu_cmp_part *parts, int *grid,
+                      double *ratios, unsigned long long *nratio, char *msg, size_t nmsg);
+/* hist_host[x] = number of a[i] whose bits >> (shift + 8) == prefix (all for shift 56)
+ * and (bits >> shift) & 255 == x. Synchronous. */
+int orc_gpu_cmp_hist(const double *a, int64_t n, int shift, unsigned long long prefix,
+                     unsigned long long *hist_dev, unsigned long long *hist_host, char *msg, size_t nmsg);
 
 #ifdef __cplusplus
 }
