@@ -652,4 +652,10 @@ ORC_HD void orc_fm_grad_elem(const orc_model *mk, double s, double sum, double b
     *bound = bd;
 }
 
+/* The flags of a reference element's value (orc_value_flags of orc_internal.h, callable on
+ * the device): NaN, Inf or none. */
+ORC_HD uint8_t orc_fm_value_flags(double ref) {
+    return isnan(ref) ? ORC_F_NAN : isinf(ref) ? ORC_F_INF : 0;
+}
+
 #endif /* FLASHCHECK_ORC_FORMULAS_H */

@@ -14,7 +14,10 @@
  * the large size, labelled: the reference by the ratio of visible (query, key)
  * pairs (its work is proportional to pairs * (Dqk + Dv)), the comparison by the
  * ratio of output elements. The backward likewise: the CUDA backend's backward
- * on its own forward outputs (dO Gaussian), orc_gpu_bwd + orc_gpu_compare_bwd (and orc_compare_bwd beside it).
+ * on its own forward outputs (dO Gaussian), orc_gpu_bwd_dev + orc_gpu_compare_bwd_dev (result blocks
+ * finished and judged in device memory; its split: input copies, device reference and
+ * finishing kernels by CUDA events, escalation), and beside it the host path orc_gpu_bwd +
+ * orc_compare_bwd of the same call, whose statistics must be equal.
  * Not a test: prints figures. */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -74,6 +77,8 @@ typedef struct {
     double gpu_ref, gpu_cmp, cpu_ref, cpu_cmp, kernel;
     double bgpu_ref, bgpu_cmp, bcpu_ref, bcpu_cmp; /* backward */
     double gpu_hcmp, bgpu_hcmp; /* the host compare of the GPU tier's results (beside the device compare) */
+    double bgpu_href;           /* orc_gpu_bwd (host blocks) */
+    orc_gpu_times bsplit;       /* the device path's split */
     double belems;
     double pairs, elems; /* visible (query, key) pairs; output elements */
 } timing;
@@ -186,33 +191,49 @@ static int run_size(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t D, in
         CU(cudaMemcpy(gq, dgq, nq * 2, cudaMemcpyDeviceToHost));
         CU(cudaMemcpy(gk, dgk, nk * 2, cudaMemcpyDeviceToHost));
         CU(cudaMemcpy(gv, dgv, nk * 2, cudaMemcpyDeviceToHost));
-        orc_bwd_result br;
+        /* the device path: blocks finished and judged on the device, never transferred */
+        orc_gpu_bwd_dres dr;
         t0 = now();
-        if (orc_gpu_bwd(&ba, &be->precision, &opt, &br, &err) != FA_OK) { fprintf(stderr, "orc_gpu_bwd: %s\n", err.msg); return 1; }
+        if (orc_gpu_bwd_dev(&ba, &be->precision, &opt, &dr, &err) != FA_OK) { fprintf(stderr, "orc_gpu_bwd_dev: %s\n", err.msg); return 1; }
         t1 = now();
-        if (orc_gpu_compare_bwd(&br, &ba.dq, &ba.dk, &ba.dv, &sq_, &sk_, &sv_, &err) != FA_OK) { fprintf(stderr, "device compare: %s\n", err.msg); return 1; }
+        if (orc_gpu_compare_bwd_dev(&dr, &ba.dq, &ba.dk, &ba.dv, &sq_, &sk_, &sv_, &err) != FA_OK) { fprintf(stderr, "device compare: %s\n", err.msg); return 1; }
         t2 = now();
         t->bgpu_ref = t1 - t0;
         t->bgpu_cmp = t2 - t1;
+        t->bsplit = dr.t;
+        long long besc = (long long)dr.r.escalations;
+        double bor = dr.r.o_input_ratio, blr = dr.r.lse_input_ratio;
+        printf("    gpu  backward split: input copies %.3f s, device reference %.3f s, device finishing %.3f s "
+               "(event-timed), escalation %.3f s, call %.3f s; device compare %.3f s\n", dr.t.inputs, dr.t.dev_ref,
+               dr.t.dev_finish, dr.t.escalate, dr.t.total, t->bgpu_cmp);
+        orc_gpu_bwd_dev_free(&dr);
         {
+            /* the host path (orc_gpu_bwd: the same device finishing, blocks downloaded) judged
+             * by the host compare: its statistics must equal the device path's */
+            orc_bwd_result br;
             orc_stats h3[3];
             double t3 = now();
+            if (orc_gpu_bwd(&ba, &be->precision, &opt, &br, &err) != FA_OK) { fprintf(stderr, "orc_gpu_bwd: %s\n", err.msg); return 1; }
+            double t4 = now();
             if (orc_compare_bwd(&br, &hgq, &hgk, &hgv, &h3[0], &h3[1], &h3[2], &err) != FA_OK) { fprintf(stderr, "compare: %s\n", err.msg); return 1; }
-            t->bgpu_hcmp = now() - t3;
-            int same = same_stats(&sq_, &h3[0]) && same_stats(&sk_, &h3[1]) && same_stats(&sv_, &h3[2]);
-            printf("    gpu  backward compare: device %.3f s, host %.3f s; statistics %s\n", t->bgpu_cmp, t->bgpu_hcmp,
+            t->bgpu_hcmp = now() - t4;
+            t->bgpu_href = t4 - t3;
+            int same = same_stats(&sq_, &h3[0]) && same_stats(&sk_, &h3[1]) && same_stats(&sv_, &h3[2]) &&
+                       br.escalations == besc && br.o_input_ratio == bor && br.lse_input_ratio == blr;
+            printf("    gpu  backward: device path %.3f + %.3f s; host path (blocks downloaded) %.3f s + host compare "
+                   "%.3f s; statistics %s\n", t->bgpu_ref, t->bgpu_cmp, t->bgpu_href, t->bgpu_hcmp,
                    same ? "equal" : "DIFFER");
             if (!same) { report("host", "dQ", &h3[0]); report("host", "dK", &h3[1]); report("host", "dV", &h3[2]); }
             bad_cmp |= !same;
+            orc_gpu_bwd_free(&br);
         }
         printf("    gpu  backward reference+bounds %.3f s, compare %.3f s, total %.3f s; escalations %lld (reference) %lld (compare); input ratios O %.3g LSE %.3g\n",
-               t->bgpu_ref, t->bgpu_cmp, t->bgpu_ref + t->bgpu_cmp, (long long)br.escalations,
-               (long long)(sq_.escalations + sk_.escalations + sv_.escalations), br.o_input_ratio, br.lse_input_ratio);
+               t->bgpu_ref, t->bgpu_cmp, t->bgpu_ref + t->bgpu_cmp, besc,
+               (long long)(sq_.escalations + sk_.escalations + sv_.escalations), bor, blr);
         report("gpu", "dQ", &sq_);
         report("gpu", "dK", &sk_);
         report("gpu", "dV", &sv_);
         bad |= sq_.failed + sk_.failed + sv_.failed > 0 || sq_.checked == 0 || bad_cmp;
-        orc_gpu_bwd_free(&br);
     } else {
         printf("    backend has no backward: not measured\n");
     }
@@ -319,8 +340,12 @@ int main(int argc, char **argv) {
            (long long)B, (long long)Hq, (long long)S, f, fb, small.bcpu_ref * f, small.bcpu_cmp * fb,
            small.bcpu_ref * f + small.bcpu_cmp * fb);
     printf("\ngpu tier compare on the device (orc_gpu_compare_*; the tables' compare column) beside the host compare "
-           "(orc_compare_*) of the same results, large size: forward %.3f s vs %.3f s, backward %.3f s vs %.3f s\n",
-           big.gpu_cmp, big.gpu_hcmp, big.bgpu_cmp, big.bgpu_hcmp);
+           "(orc_compare_*) of the same results, large size: forward %.3f s vs %.3f s, backward %.3f s vs %.3f s "
+           "(backward host path's reference %.3f s)\n",
+           big.gpu_cmp, big.gpu_hcmp, big.bgpu_cmp, big.bgpu_hcmp, big.bgpu_href);
+    printf("\nbackward split, large size (device path): input copies %.3f s, device reference %.3f s, device "
+           "finishing %.3f s, escalation %.3f s, device compare %.3f s\n", big.bsplit.inputs, big.bsplit.dev_ref,
+           big.bsplit.dev_finish, big.bsplit.escalate, big.bgpu_cmp);
     printf("\nforward + backward, full verification, B=%lld Hq=%lld S=%lld: GPU tier %.3f s (target 5 s)\n",
            (long long)B, (long long)Hq, (long long)S, big.gpu_ref + big.gpu_cmp + big.bgpu_ref + big.bgpu_cmp);
     printf("%s\n", bad ? "RESULT: some verdicts failed or differ" : "RESULT: every element checked, 0 failed, verdicts equal");

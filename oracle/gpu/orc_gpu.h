@@ -48,6 +48,41 @@ fa_status orc_gpu_bwd(const fa_bwd_args *args, const fa_precision *prof, const o
 /* Frees the result and the host copies of its inputs. */
 void orc_gpu_bwd_free(orc_bwd_result *res);
 
+/* Where a GPU-tier call's time went, seconds. dev_*: device time between CUDA events on
+ * the tier's stream; the others host wall time. */
+typedef struct {
+    double inputs;       /* the host copies of the inputs (download; MPFR escalation reads them) */
+    double dev_ref;      /* device: the reference kernels (forward row, dP, dS, dQ / dK / dV sums) */
+    double dev_finish;   /* device: the per-element finishing (value, orc_err, bound, flags) */
+    double escalate;     /* reference-time MPFR escalation (device scan, the vectors' round trip) */
+    double total;        /* the whole call */
+} orc_gpu_times;
+
+/* The backward with its result blocks left in DEVICE memory: r is what orc_gpu_bwd gives
+ * (args: host copies of the inputs; prof, opt, scale, ratios, escalations; dq, dk, dv with
+ * n, dim and index on the host) except that each block's ref, bound, orc_err and flags
+ * point to device memory (never read them on the host; baseline NULL). Every element is
+ * finished on the device by the same formulas (orc_formulas.h's orc_fm_grad_elem, the
+ * flags and overflow tests of orc_bwd.c), escalation as orc_gpu_bwd (the vectors to
+ * recompute found on the device by the same rule). Judge with orc_gpu_compare_bwd_dev;
+ * free with orc_gpu_bwd_dev_free. Needs 25 bytes of device memory per element on top of the
+ * scratch. */
+typedef struct {
+    orc_bwd_result r;
+    orc_gpu_times t;
+} orc_gpu_bwd_dres;
+
+fa_status orc_gpu_bwd_dev(const fa_bwd_args *args, const fa_precision *prof, const orc_options *opt,
+                          orc_gpu_bwd_dres *res, fa_error *err);
+void orc_gpu_bwd_dev_free(orc_gpu_bwd_dres *res);
+
+/* orc_gpu_compare_bwd for a result whose blocks are in device memory: nothing of the blocks
+ * is uploaded or downloaded but the undecided vectors (judged on the host by
+ * orc_compare_esc) and the worst elements' reference and bound. Same fields. */
+fa_status orc_gpu_compare_bwd_dev(const orc_gpu_bwd_dres *res, const fa_tensor *dq, const fa_tensor *dk,
+                                  const fa_tensor *dv, orc_stats *dq_stats, orc_stats *dk_stats,
+                                  orc_stats *dv_stats, fa_error *err);
+
 /* Frees the result's host copies of its inputs and points its args at host (same values:
  * the caller's host inputs that were uploaded); the result is then an ordinary one,
  * freed with orc_fwd_free / orc_bwd_free, whose compare escalates from those inputs. */

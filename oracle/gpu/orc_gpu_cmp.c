@@ -78,9 +78,35 @@ static void at_of(const orc_block *blk, int64_t e, int64_t at[4]) {
     at[0] = ix->b; at[1] = ix->s; at[2] = ix->h; at[3] = blk->dim == 1 ? 0 : e % blk->dim;
 }
 
-/* One tensor: block blk of fr / br (tensor as orc_compare_esc), kernel values kv (device). */
+/* The undecided vectors vs[0..n) of a block in device memory as a compact host block (the
+ * same index entries; element k dim + d is vector vs[k]'s d): what orc_compare_esc reads. */
+static int shadow_block(const orc_block *blk, const int64_t *vs, int64_t n, orc_block *sb, char *msg, size_t nmsg) {
+    int64_t dim = blk->dim;
+    memset(sb, 0, sizeof *sb);
+    if (!orc_block_alloc(sb, n, dim, 0) || !(sb->index = malloc((size_t)(n > 0 ? n : 1) * sizeof(orc_index)))) {
+        orc_block_free(sb);
+        snprintf(msg, nmsg, "out of memory in the GPU compare.");
+        return -1;
+    }
+    for (int64_t k = 0; k < n; k++) {
+        int64_t v = vs[k], e = v * dim, f = k * dim;
+        sb->index[k] = blk->index[v];
+        if (orc_gpu_to_host(sb->ref + f, blk->ref + e, (size_t)dim * 8, msg, nmsg) ||
+            orc_gpu_to_host(sb->bound + f, blk->bound + e, (size_t)dim * 8, msg, nmsg) ||
+            orc_gpu_to_host(sb->orc_err + f, blk->orc_err + e, (size_t)dim * 8, msg, nmsg) ||
+            orc_gpu_to_host(sb->flags + f, blk->flags + e, (size_t)dim, msg, nmsg)) {
+            orc_block_free(sb);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* One tensor: block blk of fr / br (tensor as orc_compare_esc), kernel values kv (device).
+ * dev: the block's ref, bound, orc_err, flags are in device memory (read there in place). */
 static fa_status gc_tensor(const orc_fwd_result *fr, const orc_bwd_result *br, int tensor, const orc_block *blk,
-                           const void *kv, const int64_t *st, int kv_f32, int bf16, orc_stats *out, fa_error *err) {
+                           int dev, const void *kv, const int64_t *st, int kv_f32, int bf16, orc_stats *out,
+                           fa_error *err) {
     char msg[256] = "";
     orc_cmp_part p0, ph;
     memset(&ph, 0, sizeof ph);
@@ -116,10 +142,12 @@ static fa_status gc_tensor(const orc_fwd_result *fr, const orc_bwd_result *br, i
         }                                                                                  \
     } while (0)
 #define DEV(x) do { if (x) { ret = FA_ERR_DEVICE; goto done; } } while (0)
-    CU(cudaMalloc((void **)&d_ref, (size_t)cel * 8), "scratch");
-    CU(cudaMalloc((void **)&d_bound, (size_t)cel * 8), "scratch");
-    CU(cudaMalloc((void **)&d_oe, (size_t)cel * 8), "scratch");
-    CU(cudaMalloc((void **)&d_flags, (size_t)cel), "scratch");
+    if (!dev) {
+        CU(cudaMalloc((void **)&d_ref, (size_t)cel * 8), "scratch");
+        CU(cudaMalloc((void **)&d_bound, (size_t)cel * 8), "scratch");
+        CU(cudaMalloc((void **)&d_oe, (size_t)cel * 8), "scratch");
+        CU(cudaMalloc((void **)&d_flags, (size_t)cel), "scratch");
+    }
     CU(cudaMalloc((void **)&d_index, (size_t)cv * sizeof(orc_index)), "scratch");
     CU(cudaMalloc((void **)&d_d0, (size_t)cv * 4), "scratch");
     CU(cudaMalloc((void **)&d_list, (size_t)cv * 8), "scratch");
@@ -149,10 +177,14 @@ static fa_status gc_tensor(const orc_fwd_result *fr, const orc_bwd_result *br, i
     for (int64_t v0 = 0; v0 < blk->n; v0 += cv) {
         int64_t n = blk->n - v0 < cv ? blk->n - v0 : cv, ne = n * dim, e0 = v0 * dim;
         c.n = n; c.e0 = e0;
-        CU(cudaMemcpy(d_ref, blk->ref + e0, (size_t)ne * 8, cudaMemcpyHostToDevice), "upload");
-        CU(cudaMemcpy(d_bound, blk->bound + e0, (size_t)ne * 8, cudaMemcpyHostToDevice), "upload");
-        CU(cudaMemcpy(d_oe, blk->orc_err + e0, (size_t)ne * 8, cudaMemcpyHostToDevice), "upload");
-        CU(cudaMemcpy(d_flags, blk->flags + e0, (size_t)ne, cudaMemcpyHostToDevice), "upload");
+        if (dev) {
+            c.ref = blk->ref + e0; c.bound = blk->bound + e0; c.oe = blk->orc_err + e0; c.flags = blk->flags + e0;
+        } else {
+            CU(cudaMemcpy(d_ref, blk->ref + e0, (size_t)ne * 8, cudaMemcpyHostToDevice), "upload");
+            CU(cudaMemcpy(d_bound, blk->bound + e0, (size_t)ne * 8, cudaMemcpyHostToDevice), "upload");
+            CU(cudaMemcpy(d_oe, blk->orc_err + e0, (size_t)ne * 8, cudaMemcpyHostToDevice), "upload");
+            CU(cudaMemcpy(d_flags, blk->flags + e0, (size_t)ne, cudaMemcpyHostToDevice), "upload");
+        }
         CU(cudaMemcpy(d_index, blk->index + v0, (size_t)n * sizeof(orc_index), cudaMemcpyHostToDevice), "upload");
         int64_t nl = 0;
         DEV(orc_gpu_cmp_chunk(&c, d_d0, d_list, d_cnt, &nl, msg, sizeof msg));
@@ -215,7 +247,29 @@ static fa_status gc_tensor(const orc_fwd_result *fr, const orc_bwd_result *br, i
             ds[k] = esc[k].d0;
             memcpy(ks + k * dim, ekv + esc[k].k * dim, (size_t)dim * 8);
         }
-        rs = orc_compare_esc(fr, br, tensor, nesc, vs, ds, ks, &ph, err);
+        if (!dev || nesc == 0) rs = orc_compare_esc(fr, br, tensor, nesc, vs, ds, ks, &ph, err);
+        else {
+            /* the vectors' block data come back; orc_compare_esc judges a compact copy whose
+             * element k dim + d is vector vs[k]'s d: its element indices are mapped back */
+            orc_block sb;
+            int64_t *ks_ = malloc((size_t)nesc * 8);
+            if (!ks_ || shadow_block(blk, vs, nesc, &sb, msg, sizeof msg)) {
+                free(ks_); free(vs); free(ds); free(ks);
+                if (!msg[0]) snprintf(msg, sizeof msg, "out of memory in the GPU compare.");
+                ret = FA_ERR_DEVICE; goto done;
+            }
+            for (int64_t k = 0; k < nesc; k++) ks_[k] = k;
+            orc_fwd_result sf;
+            orc_bwd_result sbr;
+            if (fr) { sf = *fr; if (tensor == 0) sf.o = sb; else sf.lse = sb; }
+            else { sbr = *br; if (tensor == 2) sbr.dq = sb; else if (tensor == 3) sbr.dk = sb; else sbr.dv = sb; }
+            rs = orc_compare_esc(fr ? &sf : NULL, fr ? NULL : &sbr, tensor, nesc, ks_, ds, ks, &ph, err);
+            int64_t *pe64[3] = {&ph.fail_e, &ph.ovf_e, &ph.worst_e};
+            for (int q = 0; q < 3; q++)
+                if (*pe64[q] >= 0) *pe64[q] = vs[*pe64[q] / dim] * dim + *pe64[q] % dim;
+            orc_block_free(&sb);
+            free(ks_);
+        }
         free(vs); free(ds); free(ks);
         if (rs) goto done;
     }
@@ -241,7 +295,14 @@ static fa_status gc_tensor(const orc_fwd_result *fr, const orc_bwd_result *br, i
         if (we >= 0 && (ph.worst_e < 0 || wr > s->worst_ratio || (wr == s->worst_ratio && we < ph.worst_e))) {
             s->worst_ratio = wr;
             at_of(blk, we, s->worst_at);
-            s->worst_kernel = wkv; s->worst_ref = blk->ref[we]; s->worst_bound = blk->bound[we];
+            s->worst_kernel = wkv;
+            if (dev) {
+                CU(cudaMemcpy(&s->worst_ref, blk->ref + we, 8, cudaMemcpyDeviceToHost), "worst element");
+                CU(cudaMemcpy(&s->worst_bound, blk->bound + we, 8, cudaMemcpyDeviceToHost), "worst element");
+            } else {
+                s->worst_ref = blk->ref[we];
+                s->worst_bound = blk->bound[we];
+            }
         }
         float grid[ORC_GRID_ROWS][ORC_GRID_COLS];
         CU(cudaMemcpy(grid, d_grid, sizeof grid, cudaMemcpyDeviceToHost), "grid");
@@ -306,22 +367,21 @@ fa_status orc_gpu_compare_fwd(const orc_fwd_result *res, const fa_tensor *o, con
     if (o_stats) {
         if (!o) return gc_fail(err, FA_ERR_INVALID, "o", "o is NULL while o_stats is given.");
         if ((st = gc_view("o", o->ptr, 4, o->stride, err))) return st;
-        if ((st = gc_tensor(res, NULL, 0, &res->o, o->ptr, o->stride, 0, bf16, o_stats, err))) return st;
+        if ((st = gc_tensor(res, NULL, 0, &res->o, 0, o->ptr, o->stride, 0, bf16, o_stats, err))) return st;
     }
     if (lse_stats) {
         if (!lse) return gc_fail(err, FA_ERR_INVALID, "lse", "lse is NULL while lse_stats is given.");
         if ((st = gc_view("lse", lse->ptr, 3, lse->stride, err))) return st;
         int64_t s4[4] = {lse->stride[0], lse->stride[1], lse->stride[2], 0};
-        if ((st = gc_tensor(res, NULL, 1, &res->lse, lse->ptr, s4, 1, bf16, lse_stats, err))) return st;
+        if ((st = gc_tensor(res, NULL, 1, &res->lse, 0, lse->ptr, s4, 1, bf16, lse_stats, err))) return st;
     }
     return FA_OK;
 }
 
-fa_status orc_gpu_compare_bwd(const orc_bwd_result *res, const fa_tensor *dq, const fa_tensor *dk,
-                              const fa_tensor *dv, orc_stats *dq_stats, orc_stats *dk_stats, orc_stats *dv_stats,
-                              fa_error *err) {
+static fa_status gc_bwd(const orc_bwd_result *res, int dev, const fa_tensor *dq, const fa_tensor *dk,
+                        const fa_tensor *dv, orc_stats *dq_stats, orc_stats *dk_stats, orc_stats *dv_stats,
+                        fa_error *err) {
     fa_status st;
-    if (!res) return gc_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_bwd_result.");
     int bf16 = res->args.p.dtype == FA_BF16;
     struct { const char *name; const fa_tensor *t; orc_stats *s; const orc_block *b; } v[3] = {
         {"dq", dq, dq_stats, &res->dq}, {"dk", dk, dk_stats, &res->dk}, {"dv", dv, dv_stats, &res->dv}};
@@ -331,7 +391,21 @@ fa_status orc_gpu_compare_bwd(const orc_bwd_result *res, const fa_tensor *dq, co
         if ((st = gc_view(v[i].name, v[i].t->ptr, 4, v[i].t->stride, err))) return st;
     }
     for (int i = 0; i < 3; i++)
-        if (v[i].s && (st = gc_tensor(NULL, res, 2 + i, v[i].b, v[i].t->ptr, v[i].t->stride, 0, bf16, v[i].s, err)))
+        if (v[i].s && (st = gc_tensor(NULL, res, 2 + i, v[i].b, dev, v[i].t->ptr, v[i].t->stride, 0, bf16, v[i].s, err)))
             return st;
     return FA_OK;
+}
+
+fa_status orc_gpu_compare_bwd(const orc_bwd_result *res, const fa_tensor *dq, const fa_tensor *dk,
+                              const fa_tensor *dv, orc_stats *dq_stats, orc_stats *dk_stats, orc_stats *dv_stats,
+                              fa_error *err) {
+    if (!res) return gc_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_bwd_result.");
+    return gc_bwd(res, 0, dq, dk, dv, dq_stats, dk_stats, dv_stats, err);
+}
+
+fa_status orc_gpu_compare_bwd_dev(const orc_gpu_bwd_dres *res, const fa_tensor *dq, const fa_tensor *dk,
+                                  const fa_tensor *dv, orc_stats *dq_stats, orc_stats *dk_stats, orc_stats *dv_stats,
+                                  fa_error *err) {
+    if (!res) return gc_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_gpu_bwd_dres.");
+    return gc_bwd(&res->r, 1, dq, dk, dv, dq_stats, dk_stats, dv_stats, err);
 }

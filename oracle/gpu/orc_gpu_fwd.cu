@@ -469,6 +469,11 @@ extern "C" int orc_gpu_to_host(void *dst, const void *src, size_t bytes, char *m
     return cu_ok(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host", msg, n) ? 0 : -1;
 }
 
+extern "C" int orc_gpu_to_device(void *dst, const void *src, size_t bytes, char *msg, size_t n) {
+    if (bytes == 0) return 0;
+    return cu_ok(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copy to device", msg, n) ? 0 : -1;
+}
+
 /* The buffers, stream and events stay in the thread's pool for the next call. */
 extern "C" void orc_gpu_fwd_end(orc_gpu_fwd_state *st) {
     if (!st) return;

@@ -4,6 +4,8 @@
  * median), the bias sums within the rounding of a reordered sum (cmp_cases.h). Kernel values
  * of every orc_judge.h class, elements escalated to MPFR, every layout, GQA, masks; one
  * case of >= 2^20 elements per tensor (the host compare's threaded path and par_select).
+ * The backward also with the result blocks in device memory (orc_gpu_compare_bwd_dev, what
+ * orc_gpu_bwd_dev leaves): the same fields, escalations included.
  * Also: host pointers and a baseline result are refused (FA_ERR_INVALID naming them). */
 #include <cuda_runtime.h>
 
@@ -23,9 +25,32 @@ static void *up(const void *h, size_t bytes) {
     return d;
 }
 
+/* A device-resident result (orc_gpu_bwd_dres) holding the host result's blocks: what
+ * orc_gpu_bwd_dev leaves, for orc_gpu_compare_bwd_dev. The host blocks stay in br. */
+static void dres_of(const orc_bwd_result *br, orc_gpu_bwd_dres *dr) {
+    memset(dr, 0, sizeof *dr);
+    dr->r = *br;
+    orc_block *b[3] = {&dr->r.dq, &dr->r.dk, &dr->r.dv};
+    for (int k = 0; k < 3; k++) {
+        size_t ne = (size_t)(b[k]->n * b[k]->dim);
+        b[k]->ref = up(b[k]->ref, ne * 8);
+        b[k]->bound = up(b[k]->bound, ne * 8);
+        b[k]->orc_err = up(b[k]->orc_err, ne * 8);
+        b[k]->flags = up(b[k]->flags, ne);
+    }
+}
+
+static void dres_drop(orc_gpu_bwd_dres *dr) {
+    orc_block *b[3] = {&dr->r.dq, &dr->r.dk, &dr->r.dv};
+    for (int k = 0; k < 3; k++) {
+        cudaFree(b[k]->ref); cudaFree(b[k]->bound); cudaFree(b[k]->orc_err); cudaFree(b[k]->flags);
+    }
+    memset(dr, 0, sizeof *dr);
+}
+
 int main(void) {
     if (!orc_gpu_available()) { fprintf(stderr, "no usable CUDA device\n"); return 2; }
-    int64_t n_esc = 0, n_fail = 0, n_el = 0;
+    int64_t n_esc = 0, n_fail = 0, n_el = 0, n_dev_esc = 0;
     for (int cs = 0; cs < 14; cs++) {
         t_prob t;
         fa_problem p = cc_problem(cs < 3 ? 30000 : 3000);
@@ -89,6 +114,19 @@ int main(void) {
         cc_check_stats("dQ", cs, &h3[0], &g3[0], 0);
         cc_check_stats("dK", cs, &h3[1], &g3[1], 0);
         cc_check_stats("dV", cs, &h3[2], &g3[2], 0);
+        { /* the blocks in device memory (orc_gpu_compare_bwd_dev: read in place; the undecided
+           * vectors and the worst elements fetched) = the host compare, field for field */
+            orc_gpu_bwd_dres dr;
+            orc_stats d3[3];
+            dres_of(&br, &dr);
+            CHECK(orc_gpu_compare_bwd_dev(&dr, &dq, &dk, &dv, &d3[0], &d3[1], &d3[2], &err) == FA_OK,
+                  "case %d: gpu bwd compare (device blocks): %s", cs, err.msg);
+            cc_check_stats("dQ dev", cs, &h3[0], &d3[0], 0);
+            cc_check_stats("dK dev", cs, &h3[1], &d3[1], 0);
+            cc_check_stats("dV dev", cs, &h3[2], &d3[2], 0);
+            for (int k = 0; k < 3; k++) n_dev_esc += d3[k].escalations;
+            dres_drop(&dr);
+        }
         for (int k = 0; k < 3; k++) { n_esc += h3[k].escalations; n_fail += h3[k].failed; n_el += h3[k].checked + h3[k].unchecked; }
         orc_bwd_free(&br);
         cudaFree(dq.ptr); cudaFree(dk.ptr); cudaFree(dv.ptr);
@@ -114,7 +152,10 @@ int main(void) {
         t_free(&t);
     }
     CHECK(n_esc > 0 && n_fail > 0, "escalations %lld failures %lld", (long long)n_esc, (long long)n_fail);
-    printf("test_gpu_compare: %lld elements compared on both, %lld escalated, %lld failed; %d check failures: %s\n",
-           (long long)n_el, (long long)n_esc, (long long)n_fail, t_failures, t_failures ? "FAILED" : "PASSED");
+    CHECK(n_dev_esc > 0, "no escalation through the device-block compare");
+    printf("test_gpu_compare: %lld elements compared on both, %lld escalated (%lld of them by the device-block "
+           "compare), %lld failed; %d check failures: %s\n",
+           (long long)n_el, (long long)n_esc, (long long)n_dev_esc, (long long)n_fail, t_failures,
+           t_failures ? "FAILED" : "PASSED");
     return t_failures ? 1 : 0;
 }

@@ -386,6 +386,92 @@ typedef struct {
     int64_t nq, nk, nv;
 } host_grads;
 
+static int64_t n_bdev, n_bdev_verdict;
+
+/* The device path (orc_gpu_bwd_dev: every element finished on the device, blocks left there,
+ * escalation found on the device) = the host path orc_gpu_bwd bit for bit: index, ref,
+ * bound, orc_err, flags, escalations, input ratios. 1 with *dr filled, else 0. */
+static int dev_same(const char *what, int cs, const fa_bwd_args *da, const fa_precision *pr, const orc_options *opt,
+                    const orc_bwd_result *rg, orc_gpu_bwd_dres *dr) {
+    fa_error err;
+    if (orc_gpu_bwd_dev(da, pr, opt, dr, &err) != FA_OK) {
+        CHECK(0, "case %d %s: orc_gpu_bwd_dev: %s", cs, what, err.msg);
+        return 0;
+    }
+    const orc_block *g[3] = {&rg->dq, &rg->dk, &rg->dv}, *d[3] = {&dr->r.dq, &dr->r.dk, &dr->r.dv};
+    const char *nm[3] = {"dQ", "dK", "dV"};
+    for (int k = 0; k < 3; k++) {
+        int64_t ne = g[k]->n * g[k]->dim, bad = 0, first = -1;
+        CHECK(d[k]->n == g[k]->n && d[k]->dim == g[k]->dim, "case %d %s %s: shape", cs, what, nm[k]);
+        if (d[k]->n != g[k]->n || d[k]->dim != g[k]->dim) continue;
+        CHECK(!memcmp(d[k]->index, g[k]->index, (size_t)g[k]->n * sizeof(orc_index)), "case %d %s %s: index", cs,
+              what, nm[k]);
+        double *h = malloc((size_t)(3 * ne + 1) * 8);
+        uint8_t *f = malloc((size_t)ne + 1);
+        CU(cudaMemcpy(h, d[k]->ref, (size_t)ne * 8, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(h + ne, d[k]->bound, (size_t)ne * 8, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(h + 2 * ne, d[k]->orc_err, (size_t)ne * 8, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(f, d[k]->flags, (size_t)ne, cudaMemcpyDeviceToHost));
+        for (int64_t e = 0; e < ne; e++)
+            if (!same_bits(h[e], g[k]->ref[e]) || !same_bits(h[ne + e], g[k]->bound[e]) ||
+                !same_bits(h[2 * ne + e], g[k]->orc_err[e]) || f[e] != g[k]->flags[e]) {
+                if (first < 0) first = e;
+                bad++;
+            }
+        CHECK(bad == 0, "case %d %s %s: %lld of %lld elements differ between the device and host paths (first %lld: "
+              "ref %.17g / %.17g flags %d / %d)", cs, what, nm[k], (long long)bad, (long long)ne, (long long)first,
+              first >= 0 ? h[first] : 0.0, first >= 0 ? g[k]->ref[first] : 0.0, first >= 0 ? f[first] : 0,
+              first >= 0 ? g[k]->flags[first] : 0);
+        n_bdev += ne;
+        free(h);
+        free(f);
+    }
+    CHECK(dr->r.escalations == rg->escalations && same_bits(dr->r.o_input_ratio, rg->o_input_ratio) &&
+              same_bits(dr->r.lse_input_ratio, rg->lse_input_ratio),
+          "case %d %s: device path escalations %lld ratios %g %g, host path %lld %g %g", cs, what,
+          (long long)dr->r.escalations, dr->r.o_input_ratio, dr->r.lse_input_ratio, (long long)rg->escalations,
+          rg->o_input_ratio, rg->lse_input_ratio);
+    return 1;
+}
+
+/* The device-block compare (orc_gpu_compare_bwd_dev on gradients uploaded) = the host
+ * compare of the host path's result (verdicts, worst, first failure, median, histogram). */
+static void dev_verdicts(const char *what, int cs, const orc_gpu_bwd_dres *dr, const orc_bwd_result *rg,
+                         const host_grads *hg, const fa_tensor *gq, const fa_tensor *gk, const fa_tensor *gv) {
+    fa_tensor t[3] = {*gq, *gk, *gv};
+    const void *hp[3] = {hg->dq, hg->dk, hg->dv};
+    int64_t n[3] = {hg->nq, hg->nk, hg->nv};
+    for (int k = 0; k < 3; k++) {
+        void *p;
+        CU(cudaMalloc(&p, (size_t)n[k] * 2 + 2));
+        CU(cudaMemcpy(p, hp[k], (size_t)n[k] * 2, cudaMemcpyHostToDevice));
+        t[k].ptr = p;
+    }
+    orc_stats h[3], d[3];
+    fa_error err;
+    CHECK(orc_compare_bwd(rg, gq, gk, gv, &h[0], &h[1], &h[2], &err) == FA_OK, "case %d: compare: %s", cs, err.msg);
+    CHECK(orc_gpu_compare_bwd_dev(dr, &t[0], &t[1], &t[2], &d[0], &d[1], &d[2], &err) == FA_OK,
+          "case %d: device-block compare: %s", cs, err.msg);
+    const char *nm[3] = {"dQ", "dK", "dV"};
+    for (int k = 0; k < 3; k++) {
+        const orc_stats *a = &d[k], *b = &h[k];
+        n_bdev_verdict++;
+        CHECK(a->checked == b->checked && a->failed == b->failed && a->unchecked == b->unchecked &&
+                  a->escalations == b->escalations && a->nan_unexpected == b->nan_unexpected &&
+                  a->nan_missing == b->nan_missing && a->overflow_inf == b->overflow_inf &&
+                  a->overflow_sensitive == b->overflow_sensitive && a->nonfinite_match == b->nonfinite_match &&
+                  same_bits(a->worst_ratio, b->worst_ratio) && same_bits(a->median_ratio, b->median_ratio) &&
+                  !memcmp(a->worst_at, b->worst_at, sizeof a->worst_at) &&
+                  !memcmp(a->first_fail_at, b->first_fail_at, sizeof a->first_fail_at) &&
+                  !memcmp(a->ratio_hist, b->ratio_hist, sizeof a->ratio_hist),
+              "case %d %s %s: device-block compare checked %lld failed %lld esc %lld worst %g median %g; host "
+              "compare %lld %lld %lld %g %g", cs, what, nm[k], (long long)a->checked, (long long)a->failed,
+              (long long)a->escalations, a->worst_ratio, a->median_ratio, (long long)b->checked, (long long)b->failed,
+              (long long)b->escalations, b->worst_ratio, b->median_ratio);
+    }
+    for (int k = 0; k < 3; k++) cudaFree(t[k].ptr);
+}
+
 /* A backend's backward on (host or device) args; gradients copied to host (g). 1 if it ran. */
 static int run_backward(const fa_backend *be, const fa_bwd_args *ha, const fa_bwd_args *da, host_grads *g) {
     fa_error err;
@@ -500,6 +586,8 @@ static void run_bwd_case(int cs, const fa_backend *cpu, const fa_backend *cuda) 
         CHECK(orc_bwd(&ha, &pr, &opt, &rc, &err) == FA_OK, "case %d: orc_bwd: %s", cs, err.msg);
         CHECK(orc_gpu_bwd(&da, &pr, &opt, &rg, &err) == FA_OK, "case %d: orc_gpu_bwd: %s", cs, err.msg);
         bcmp_blocks(what, cs, &rg, &rc, finite);
+        orc_gpu_bwd_dres dr;
+        int have_dr = dev_same(what, cs, &da, &pr, &opt, &rg, &dr);
         if (pass == 0 && B * Hkv * G * Sq * Sk <= 12000) { /* MPFR tier */
             orc_bwd_result rm;
             opt.tier = ORC_TIER_MPFR;
@@ -516,6 +604,7 @@ static void run_bwd_case(int cs, const fa_backend *cpu, const fa_backend *cuda) 
         /* gradients of the backend (pass 1: the CUDA backend on the device copies; else the CPU backend) */
         if (run_backward(pass == 1 ? cuda : cpu, &ha, &da, &hg)) {
             bverdicts(what, cs, &rg, &rc, &gq, &gk, &gv);
+            if (have_dr) dev_verdicts(what, cs, &dr, &rg, &hg, &gq, &gk, &gv);
             if (pass == 0) { /* push elements outside their bound: both tiers must fail them alike */
                 const orc_block *bl[3] = {&rc.dq, &rc.dk, &rc.dv};
                 uint16_t *buf[3] = {hg.dq, hg.dk, hg.dv};
@@ -530,6 +619,7 @@ static void run_bwd_case(int cs, const fa_backend *cpu, const fa_backend *cuda) 
                                d * tt[k]->stride[3]] = orc_encode(bad, dt);
                     }
                 bverdicts("cpu-mutated", cs, &rg, &rc, &gq, &gk, &gv);
+                if (have_dr) dev_verdicts("cpu-mutated", cs, &dr, &rg, &hg, &gq, &gk, &gv);
             }
         }
         if (pass == 0 && cs % 10 == 0) { /* everything escalated, both tiers */
@@ -549,9 +639,12 @@ static void run_bwd_case(int cs, const fa_backend *cpu, const fa_backend *cuda) 
                   "case %d: escalations gpu %lld cpu %lld (%lld elements could escalate)", cs, (long long)re.escalations,
                   (long long)rce.escalations, (long long)cand);
             bcmp_blocks("esc", cs, &re, &rce, finite);
+            orc_gpu_bwd_dres dre;
+            if (dev_same("esc", cs, &da, &pr, &opt, &re, &dre)) orc_gpu_bwd_dev_free(&dre);
             orc_bwd_free(&rce);
             orc_gpu_bwd_free(&re);
         }
+        if (have_dr) orc_gpu_bwd_dev_free(&dr);
         orc_bwd_free(&rc);
         orc_gpu_bwd_free(&rg);
     }
@@ -598,6 +691,10 @@ int main(int argc, char **argv) {
            (long long)n_bovf_flags);
     if (nbwd > 0) {
         CHECK(n_bcmp > 0 && n_bmpfr > 0 && n_bverdict > 0, "backward: nothing compared");
+        CHECK(n_bdev > 0 && n_bdev_verdict > 0, "backward: device path not compared");
+        printf("test_gpu_oracle: backward device path (orc_gpu_bwd_dev): %lld elements equal to the host path bit "
+               "for bit, %lld device-block compares equal to the host compare\n", (long long)n_bdev,
+               (long long)n_bdev_verdict);
         CHECK(n_bfail_found > 0, "backward: the mutated gradients produced no failure: the comparison cannot fail");
         CHECK(n_bovf_flags > 0 || nbwd < 9, "backward: no element flagged ORC_F_OVERFLOW");
         const char *const *nm = fa_precision_preset_names();
