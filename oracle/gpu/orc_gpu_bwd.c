@@ -2,14 +2,16 @@
  *
  * Validation, models, sampling, result blocks and the MPFR tier are the CPU
  * tier's own code (orc_internal.h, orc_util.c, orc_mpfr.c); the device half
- * (orc_gpu_bwd.cu) supplies per query row its dQ sums and row terms, per key
+ * (orc_gpu_bwd.cu) computes per query row its dQ sums and row terms, per key
  * column of a kv-head group its dK / dV sums and column terms, all from the
- * formulas of orc_formulas.h that mirror orc_bwd.c; here each element is
- * finished as orc_bwd.c finishes it (orc_fm_grad_elem with the RN store's
- * reachable-set bound, the flags, the overflow tests of section 11; the LSE the
- * kernel used as opt.lse_unknown says) and undecided elements are escalated to MPFR
- * at reference time with orc_bwd.c's rule (orc_gpu_bwd_escalate: the same loop).
- * test_gpu_oracle checks the two tiers agree. */
+ * formulas of orc_formulas.h that mirror orc_bwd.c, and finishes each element as
+ * orc_bwd.c finishes it (orc_fm_grad_elem with the RN store's reachable-set bound,
+ * the flags, the overflow tests of section 11; the LSE the kernel used as
+ * opt.lse_unknown says). Here: the work list, queued without host waits; the blocks
+ * fetched group by group (orc_gpu_bwd) or left on the device (orc_gpu_bwd_dev);
+ * undecided elements escalated to MPFR at reference time with orc_bwd.c's rule (host
+ * blocks: orc_gpu_bwd_escalate, the same loop; device blocks: the vectors found by the
+ * device scan). test_gpu_oracle checks the tiers and the two paths agree. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -219,10 +221,11 @@ static int dblk_alloc(orc_gpu_dblk *b, int64_t nel) {
     return 0;
 }
 
-/* The backward up to reference-time escalation: res gets everything but its blocks' element
- * arrays (with dev = 0 those are allocated on the host, zero, with dev = 1 NULL); blk[3]
- * (dQ, dK, dV) get every sampled element finished on the device; tm the timings. On error
- * res is freed and blk is empty. */
+/* The backward up to reference-time escalation: res gets everything; with dev = 0 its blocks
+ * are host blocks filled group by group from the device blocks blk[3] (dQ, dK, dV: one kv-head
+ * group's part), with dev = 1 its blocks' element arrays are NULL and blk[3] hold every
+ * sampled element finished on the device. tm: the timings (dev = 0: dev_ref includes the
+ * fetches). On error res is freed and blk is empty. */
 static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const orc_options *opt_in,
                         orc_bwd_result *res, int dev, orc_gpu_dblk blk[3], orc_gpu_times *tm, orc_ctx *hc_out,
                         fa_error *err) {
@@ -300,7 +303,19 @@ static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const
     }
     memcpy(res->dv.index, ic, (size_t)nc * sizeof *ic);
     res->elements = nq * c.D + nc * (c.D + c.Dv);
-    if (dblk_alloc(&blk[0], nq * c.D) || dblk_alloc(&blk[1], nc * c.D) || dblk_alloc(&blk[2], nc * c.Dv)) {
+    /* device blocks: the whole result (dev), or one kv-head group's part, fetched to the host
+     * blocks after the group (the sampled rows / columns of a group are consecutive) */
+    int64_t maxq = 0, maxc = 0;
+    for (int64_t x0 = 0, x1; x0 < nq; x0 = x1) {
+        for (x1 = x0; x1 < nq && iq[x1].b == iq[x0].b && iq[x1].h / c.G == iq[x0].h / c.G; x1++) {}
+        if (x1 - x0 > maxq) maxq = x1 - x0;
+    }
+    for (int64_t x0 = 0, x1; x0 < nc; x0 = x1) {
+        for (x1 = x0; x1 < nc && ic[x1].b == ic[x0].b && ic[x1].h == ic[x0].h; x1++) {}
+        if (x1 - x0 > maxc) maxc = x1 - x0;
+    }
+    if (dev) { maxq = nq; maxc = nc; }
+    if (dblk_alloc(&blk[0], maxq * c.D) || dblk_alloc(&blk[1], maxc * c.D) || dblk_alloc(&blk[2], maxc * c.Dv)) {
         for (int k = 0; k < 3; k++) dblk_free(&blk[k]);
         orc_gpu_bwd_free(res);
         return orc_fail(err, FA_ERR_NOMEM, "", "out of device memory for the result blocks (%lld elements, 25 bytes "
@@ -356,7 +371,7 @@ static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const
     /* the oracle's column sums: blocks of 32 rows per chunk and head (orc_acc_coef's span) */
     double sp_o = (double)(c.G * c.Sq) + 64.0 * (double)c.G * ceil((double)c.Sq / (double)rc);
     /* the work: chunks of the groups with a sampled dQ row or dK/dV column, in order */
-    typedef struct { int64_t b, hk, h, r0, nr, c0, ncs, gi; int first_g, first_h, last_h, last_g; } item;
+    typedef struct { int64_t b, hk, h, r0, nr, c0, ncs, gi, q0, nqg; int first_g, first_h, last_h, last_g; } item;
     int64_t nck = (c.Sq + rc - 1) / rc, nit = 0;
     item *it = malloc((size_t)(c.B * c.Hq * (nck > 0 ? nck : 1) + 1) * sizeof *it);
     if (!it) st = orc_fail(err, FA_ERR_NOMEM, "", "out of host memory for the GPU tier.");
@@ -365,14 +380,17 @@ static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const
         int64_t c0 = -1, ncs = 0;
         for (int64_t x = 0; x < nc; x++)
             if (ic[x].b == b && ic[x].h == hk) { if (c0 < 0) c0 = x; ncs++; }
-        int any_dq = 0;
-        for (int64_t x = 0; x < nq && !any_dq; x++) any_dq = iq[x].b == b && iq[x].h / c.G == hk;
-        if (ncs == 0 && !any_dq) continue;
+        int64_t q0 = -1, nqg = 0;
+        for (int64_t x = 0; x < nq; x++)
+            if (iq[x].b == b && iq[x].h / c.G == hk) { if (q0 < 0) q0 = x; nqg++; }
+        if (ncs == 0 && nqg == 0) continue;
+        if (c0 < 0) c0 = 0;
+        if (q0 < 0) q0 = 0;
         int64_t first = nit;
         for (int64_t h = hk * c.G; h < (hk + 1) * c.G; h++) {
             int64_t hfirst = nit;
             for (int64_t r0 = 0; r0 < c.Sq || (r0 == 0 && c.Sq == 0); r0 += rc) {
-                item x = {b, hk, h, r0, c.Sq - r0 < rc ? c.Sq - r0 : rc, c0, ncs, ng, 0, 0, 0, 0};
+                item x = {b, hk, h, r0, c.Sq - r0 < rc ? c.Sq - r0 : rc, c0, ncs, ng, q0, nqg, 0, 0, 0, 0};
                 it[nit++] = x;
                 if (c.Sq == 0) break;
             }
@@ -399,9 +417,18 @@ static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const
         int e = 0;
         if (x->first_g) e = orc_gpu_bwd_group(gs, x->b, x->hk, sp_o, msg, sizeof msg);
         if (!e && x->first_h) e = orc_gpu_bwd_head(gs, 0, msg, sizeof msg);
-        if (!e) e = orc_gpu_bwd_chunk(gs, x->h, x->r0, x->nr, x0, x1, msg, sizeof msg);
+        if (!e) e = orc_gpu_bwd_chunk(gs, x->h, x->r0, x->nr, x0, x1, dev ? 0 : x->q0, msg, sizeof msg);
         if (!e && x->last_h) e = orc_gpu_bwd_head(gs, 1, msg, sizeof msg);
-        if (!e && x->last_g) e = orc_gpu_bwd_cols(gs, x->c0 < 0 ? 0 : x->c0, x->ncs, msg, sizeof msg);
+        if (!e && x->last_g) e = orc_gpu_bwd_cols(gs, x->c0, x->ncs, dev ? 0 : x->c0, msg, sizeof msg);
+        if (!e && x->last_g && !dev) { /* the group's part to the host blocks */
+            orc_block *hb[3] = {&res->dq, &res->dk, &res->dv};
+            int64_t v0[3] = {x->q0, x->c0, x->c0}, nv[3] = {x->nqg, x->ncs, x->ncs};
+            for (int q = 0; q < 3 && !e; q++) {
+                int64_t o = v0[q] * hb[q]->dim;
+                e = orc_gpu_bwd_fetch(gs, &blk[q], nv[q] * hb[q]->dim, hb[q]->ref + o, hb[q]->bound + o,
+                                      hb[q]->orc_err + o, hb[q]->flags + o, msg, sizeof msg);
+            }
+        }
         if (e) st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
     }
     double o_ratio = 0, lse_ratio = 0, ms_all = 0, ms_fin = 0;
@@ -431,22 +458,8 @@ fa_status orc_gpu_bwd(const fa_bwd_args *args, const fa_precision *prof, const o
     orc_ctx hc;
     fa_status st = gb_run(args, prof, opt_in, res, 0, blk, &tm, &hc, err);
     if (st) return st;
-    /* the blocks to the host, then the host's escalation (orc_bwd.c's loops) */
-    char msg[256];
-    orc_block *hb[3] = {&res->dq, &res->dk, &res->dv};
-    int ok = 1;
-    for (int k = 0; k < 3 && ok; k++) {
-        size_t ne = (size_t)(hb[k]->n * hb[k]->dim);
-        ok = orc_gpu_to_host(hb[k]->ref, blk[k].ref, ne * 8, msg, sizeof msg) == 0 &&
-             orc_gpu_to_host(hb[k]->bound, blk[k].bound, ne * 8, msg, sizeof msg) == 0 &&
-             orc_gpu_to_host(hb[k]->orc_err, blk[k].oe, ne * 8, msg, sizeof msg) == 0 &&
-             orc_gpu_to_host(hb[k]->flags, blk[k].flags, ne, msg, sizeof msg) == 0;
-    }
+    /* the host blocks are filled group by group; then the host's escalation (orc_bwd.c's loops) */
     for (int k = 0; k < 3; k++) dblk_free(&blk[k]);
-    if (!ok) {
-        orc_gpu_bwd_free(res);
-        return orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
-    }
     res->escalations = orc_gpu_bwd_escalate(&hc, &res->opt, res, orc_nthreads(&res->opt));
     return FA_OK;
 }

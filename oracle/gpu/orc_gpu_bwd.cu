@@ -21,6 +21,11 @@
  *                 rows folded with TwoSum into the group's running (hi, lo) per (j, d)
  *                 (orc_bwd.c's col_fold), with the bound sums; k_head marks the head
  *                 boundaries (orc_fm_head_part)
+ *   k_ratio, k_dqfin  the chunk's input-ratio maxima; its sampled dQ rows finished
+ *                 (orc_fm_grad_elem, orc_bwd's flags) into the result block
+ *   k_colfin      after a group's last chunk: its sampled dK / dV columns finished
+ * All of it queued on the tier's stream; the host waits once, at orc_gpu_bwd_finish (or
+ * per group when the blocks go to the host: orc_gpu_bwd_fetch).
  * The matrices [rows][Sk] of doubles are reused in place: the forward's S, A, W, C, CO
  * and dP, B are read at (r, j) by the lane that then writes the nine dS-stage values
  * there (P over W, DS over C, DSE over CO, DSM over S, DSEO over A, PPI over dP, P1
@@ -442,13 +447,14 @@ __global__ void k_ratio(int64_t nr, const orc_gpu_brow *br, unsigned long long *
     if (l > 0) atomicMax(&out[1], (unsigned long long)__double_as_longlong(l));
 }
 
-/* dQ of sampled rows x0 .. x0+n-1 (row iq[y].s - r0 of the chunk), one thread per element */
-__global__ void k_dqfin(orc_gpu_bwd_desc d, orc_gpu_dblk q, const orc_index *iq, int64_t x0, int64_t n, int64_t r0,
-                        double scale, int bf16, const orc_gpu_brow *br, const double *qs, const double *qb,
-                        const double *qo) {
+/* dQ of sampled rows x0 .. x0+n-1 (row iq[y].s - r0 of the chunk) into vector y - qbase of
+ * q, one thread per element */
+__global__ void k_dqfin(orc_gpu_bwd_desc d, orc_gpu_dblk q, const orc_index *iq, int64_t x0, int64_t n, int64_t qbase,
+                        int64_t r0, double scale, int bf16, const orc_gpu_brow *br, const double *qs,
+                        const double *qb, const double *qo) {
     int64_t D = d.f.D, t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n * D) return;
-    int64_t y = x0 + t / D, dd = t % D, r = iq[y].s - r0, e = y * D + dd, x = r * D + dd;
+    int64_t y = x0 + t / D, dd = t % D, r = iq[y].s - r0, e = (y - qbase) * D + dd, x = r * D + dd;
     orc_gpu_brow R = br[r];
     if (R.kind != ROW_NORMAL) {
         q.ref[e] = R.kind == ROW_MASKED ? 0.0 : NAN;
@@ -470,9 +476,11 @@ __global__ void k_dqfin(orc_gpu_bwd_desc d, orc_gpu_dblk q, const orc_index *iq,
     q.flags[e] = fl;
 }
 
-/* dK (x < D) and dV (x >= D) of sampled columns c0 .. c0+n-1 (key ic[y].s), one thread per
- * element; the group's sums (hi already folded), counts, floors and overflow tests */
+/* dK (x < D) and dV (x >= D) of sampled columns c0 .. c0+n-1 (key ic[y].s) into vector
+ * y - cbase of fin.dk / fin.dv, one thread per element; the group's sums (hi already folded),
+ * counts, floors and overflow tests */
 __global__ void k_colfin(orc_gpu_bwd_desc d, orc_gpu_bfin fin, const orc_index *ic, int64_t c0, int64_t n,
+                         int64_t cbase,
                          const double *ks, const double *kb, const double *ko, const double *kh, const double *vs,
                          const double *vb, const double *vo, const double *vh, const int64_t *ncolv,
                          const double *sdsm, const double *spv, const int *cbad, const int *covf,
@@ -483,7 +491,7 @@ __global__ void k_colfin(orc_gpu_bwd_desc d, orc_gpu_bfin fin, const orc_index *
     if (t >= n * W) return;
     int64_t y = c0 + t / W, xx = t % W, j = ic[y].s, ncol = ncolv[j];
     int k = xx >= D;
-    int64_t dd = k ? xx - D : xx, dim = k ? Dv : D, x = j * dim + dd, e = y * dim + dd;
+    int64_t dd = k ? xx - D : xx, dim = k ? Dv : D, x = j * dim + dd, e = (y - cbase) * dim + dd;
     double G = (double)f.G, nn = (double)(ncol + f.G), sc = fabs(fin.scale);
     double sumsafe = ORC_SAFETY * (1 + orc_gamma(nn + 16, ORC_U_D));
     double qmax = __longlong_as_double((long long)qd[0]), domax = __longlong_as_double((long long)qd[1]);
@@ -687,7 +695,7 @@ extern "C" int orc_gpu_bwd_head(orc_gpu_bwd_state *st, int end, char *msg, size_
 }
 
 extern "C" int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int64_t h, int64_t r0, int64_t nr, int64_t x0, int64_t x1,
-                                 char *msg, size_t n) {
+                                 int64_t qbase, char *msg, size_t n) {
     const orc_gpu_bwd_desc &d = st->d;
     const orc_gpu_fwd_desc &f = d.f;
     cudaStream_t s = st->s;
@@ -747,13 +755,13 @@ extern "C" int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int64_t h, int64_t r0, i
     if (fin_mark(st, 0, msg, n)) return -1;
     k_ratio<<<nblk(nr, 128), 128, 0, s>>>(nr, st->br, st->rat);
     if (x1 > x0 && D > 0)
-        k_dqfin<<<nblk((x1 - x0) * D, 128), 128, 0, s>>>(d, st->fin.dq, st->diq, x0, x1 - x0, r0, st->fin.scale,
+        k_dqfin<<<nblk((x1 - x0) * D, 128), 128, 0, s>>>(d, st->fin.dq, st->diq, x0, x1 - x0, qbase, r0, st->fin.scale,
                                                           st->fin.bf16, st->br, st->qs, st->qb, st->qo);
     if (!cu_ok(cudaGetLastError(), "dQ finishing", msg, n)) return -1;
     return fin_mark(st, 1, msg, n);
 }
 
-extern "C" int orc_gpu_bwd_cols(orc_gpu_bwd_state *st, int64_t c0, int64_t ncs, char *msg, size_t n) {
+extern "C" int orc_gpu_bwd_cols(orc_gpu_bwd_state *st, int64_t c0, int64_t ncs, int64_t cbase, char *msg, size_t n) {
     const orc_gpu_fwd_desc &f = st->d.f;
     cudaStream_t s = st->s;
     int64_t Sk = f.Sk, nk = Sk * f.D, nv = Sk * f.Dv;
@@ -763,12 +771,25 @@ extern "C" int orc_gpu_bwd_cols(orc_gpu_bwd_state *st, int64_t c0, int64_t ncs, 
     int64_t ne = ncs * (f.D + f.Dv);
     if (ne <= 0) return 0;
     if (fin_mark(st, 0, msg, n)) return -1;
-    k_colfin<<<nblk(ne, 128), 128, 0, s>>>(st->d, st->fin, st->dic, c0, ncs, st->ca[CA_KHI], st->ca[CA_KB],
+    k_colfin<<<nblk(ne, 128), 128, 0, s>>>(st->d, st->fin, st->dic, c0, ncs, cbase, st->ca[CA_KHI], st->ca[CA_KB],
                                            st->ca[CA_KO], st->ca[CA_KHA], st->ca[CA_VHI], st->ca[CA_VB],
                                            st->ca[CA_VO], st->ca[CA_VHA], st->ncol, st->sdsm, st->sp, st->cbad,
                                            st->covf, st->k1 + 4);
     if (!cu_ok(cudaGetLastError(), "column finishing", msg, n)) return -1;
     return fin_mark(st, 1, msg, n);
+}
+
+extern "C" int orc_gpu_bwd_fetch(orc_gpu_bwd_state *st, const orc_gpu_dblk *src, int64_t ne, double *ref,
+                                 double *bound, double *oe, uint8_t *flags, char *msg, size_t n) {
+    if (ne <= 0) return 0;
+    size_t b = (size_t)ne * 8;
+    return cu_ok(cudaMemcpyAsync(ref, src->ref, b, cudaMemcpyDeviceToHost, st->s), "blocks", msg, n) &&
+                   cu_ok(cudaMemcpyAsync(bound, src->bound, b, cudaMemcpyDeviceToHost, st->s), "blocks", msg, n) &&
+                   cu_ok(cudaMemcpyAsync(oe, src->oe, b, cudaMemcpyDeviceToHost, st->s), "blocks", msg, n) &&
+                   cu_ok(cudaMemcpyAsync(flags, src->flags, (size_t)ne, cudaMemcpyDeviceToHost, st->s), "blocks", msg, n) &&
+                   cu_ok(cudaStreamSynchronize(st->s), "blocks", msg, n)
+               ? 0
+               : -1;
 }
 
 extern "C" int orc_gpu_bwd_finish(orc_gpu_bwd_state *st, double *o_ratio, double *lse_ratio, double *ms_all,

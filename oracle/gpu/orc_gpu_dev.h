@@ -123,7 +123,8 @@ typedef struct {
     int bf16;
     const orc_index *iq, *ic;      /* host: sampled dQ rows [nq], dK/dV columns [nc], sorted */
     int64_t nq, nc;
-    orc_gpu_dblk dq, dk, dv;       /* device: [nq][D], [nc][D], [nc][Dv] */
+    orc_gpu_dblk dq, dk, dv;       /* device: [nq][D], [nc][D], [nc][Dv], or a kv-head group's
+                                      part of them (the qbase / cbase of chunk and cols) */
 } orc_gpu_bfin;
 
 typedef struct orc_gpu_bwd_state orc_gpu_bwd_state;
@@ -140,13 +141,18 @@ int orc_gpu_bwd_group(orc_gpu_bwd_state *st, int64_t b, int64_t hk, double sp_o,
 /* Head boundary of the group's column sums (end = 0: before head h, 1: after it). */
 int orc_gpu_bwd_head(orc_gpu_bwd_state *st, int end, char *msg, size_t nmsg);
 /* Rows r0 .. r0+nr-1 of query head h of the current group (phase A and B), then the
- * finishing of the sampled dQ rows x0 .. x1-1 of fin.iq in that range into fin.dq
- * (orc_fm_grad_elem, the flags), and the running maxima of the O / LSE input ratios. */
-int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int64_t h, int64_t r0, int64_t nr, int64_t x0, int64_t x1, char *msg,
-                      size_t nmsg);
+ * finishing of the sampled dQ rows x0 .. x1-1 of fin.iq in that range into vectors
+ * x - qbase of fin.dq (orc_fm_grad_elem, the flags), and the running maxima of the O / LSE
+ * input ratios. */
+int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int64_t h, int64_t r0, int64_t nr, int64_t x0, int64_t x1,
+                      int64_t qbase, char *msg, size_t nmsg);
 /* After the group's last chunk: the columns' sums folded, the sampled columns c0 ..
- * c0+ncs-1 of fin.ic (this group's) finished into fin.dk, fin.dv. */
-int orc_gpu_bwd_cols(orc_gpu_bwd_state *st, int64_t c0, int64_t ncs, char *msg, size_t nmsg);
+ * c0+ncs-1 of fin.ic (this group's) finished into vectors x - cbase of fin.dk, fin.dv. */
+int orc_gpu_bwd_cols(orc_gpu_bwd_state *st, int64_t c0, int64_t ncs, int64_t cbase, char *msg, size_t nmsg);
+/* ne elements of a device block (src) to host arrays after the work queued so far
+ * (the tier's stream, then a wait). 0 or -1 with msg. */
+int orc_gpu_bwd_fetch(orc_gpu_bwd_state *st, const orc_gpu_dblk *src, int64_t ne, double *ref, double *bound,
+                      double *oe, uint8_t *flags, char *msg, size_t nmsg);
 /* Wait for the device; the maxima of the input ratios; ms_all: device time from begin's
  * uploads to the end, ms_fin: the part in the finishing kernels (event-timed). */
 int orc_gpu_bwd_finish(orc_gpu_bwd_state *st, double *o_ratio, double *lse_ratio, double *ms_all, double *ms_fin,
