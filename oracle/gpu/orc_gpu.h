@@ -49,7 +49,8 @@ fa_status orc_gpu_bwd(const fa_bwd_args *args, const fa_precision *prof, const o
 void orc_gpu_bwd_free(orc_bwd_result *res);
 
 /* Where a GPU-tier call's time went, seconds. dev_*: device time between CUDA events on
- * the tier's stream; the others host wall time. */
+ * the tier's stream; the others host wall time. The input copies are made while the device
+ * works (they overlap dev_*). */
 typedef struct {
     double inputs;       /* the host copies of the inputs (download; MPFR escalation reads them) */
     double dev_ref;      /* device: the reference kernels (forward row, dP, dS, dQ / dK / dV sums) */

@@ -229,7 +229,6 @@ static int dblk_alloc(orc_gpu_dblk *b, int64_t nel) {
 static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const orc_options *opt_in,
                         orc_bwd_result *res, int dev, orc_gpu_dblk blk[3], orc_gpu_times *tm, orc_ctx *hc_out,
                         fa_error *err) {
-    double t_start = now_s();
     memset(blk, 0, 3 * sizeof *blk);
     memset(tm, 0, sizeof *tm);
     orc_ctx c, hc;
@@ -264,17 +263,6 @@ static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const
     res->args.mask.ptr = NULL;
     res->args.dq.ptr = res->args.dk.ptr = res->args.dv.ptr = NULL;
     st = FA_OK;
-    res->args.q.ptr = host_copy(args->q.ptr, view_extent(4, dq4, args->q.stride), 2, err, &st);
-    if (!st) res->args.k.ptr = host_copy(args->k.ptr, view_extent(4, dk4, args->k.stride), 2, err, &st);
-    if (!st) res->args.v.ptr = host_copy(args->v.ptr, view_extent(4, dv4, args->v.stride), 2, err, &st);
-    if (!st) res->args.o.ptr = host_copy(args->o.ptr, view_extent(4, do4, args->o.stride), 2, err, &st);
-    if (!st) res->args.dout.ptr = host_copy(args->dout.ptr, view_extent(4, do4, args->dout.stride), 2, err, &st);
-    if (!st) res->args.lse.ptr = host_copy(args->lse.ptr, view_extent(3, dl3, args->lse.stride), 4, err, &st);
-    if (!st && args->mask.ptr)
-        res->args.mask.ptr = host_copy(args->mask.ptr, view_extent(4, dm4, args->mask.stride), 4, err, &st);
-    if (st) { orc_gpu_bwd_free(res); return st; }
-    if ((st = orc_ctx_bwd(&res->args, &hc, err))) { orc_gpu_bwd_free(res); return st; }
-    tm->inputs = now_s() - t_start;
     res->prof = *prof;
     res->opt = opt;
     res->scale = c.scale;
@@ -430,6 +418,21 @@ static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const
             }
         }
         if (e) st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
+    }
+    /* the host copies of the inputs (MPFR escalation reads them) while the device works: the
+     * copies run on the legacy stream, the work on the tier's non-blocking stream */
+    if (!st) {
+        double t_in = now_s();
+        res->args.q.ptr = host_copy(args->q.ptr, view_extent(4, dq4, args->q.stride), 2, err, &st);
+        if (!st) res->args.k.ptr = host_copy(args->k.ptr, view_extent(4, dk4, args->k.stride), 2, err, &st);
+        if (!st) res->args.v.ptr = host_copy(args->v.ptr, view_extent(4, dv4, args->v.stride), 2, err, &st);
+        if (!st) res->args.o.ptr = host_copy(args->o.ptr, view_extent(4, do4, args->o.stride), 2, err, &st);
+        if (!st) res->args.dout.ptr = host_copy(args->dout.ptr, view_extent(4, do4, args->dout.stride), 2, err, &st);
+        if (!st) res->args.lse.ptr = host_copy(args->lse.ptr, view_extent(3, dl3, args->lse.stride), 4, err, &st);
+        if (!st && args->mask.ptr)
+            res->args.mask.ptr = host_copy(args->mask.ptr, view_extent(4, dm4, args->mask.stride), 4, err, &st);
+        if (!st) st = orc_ctx_bwd(&res->args, &hc, err);
+        tm->inputs = now_s() - t_in;
     }
     double o_ratio = 0, lse_ratio = 0, ms_all = 0, ms_fin = 0;
     if (!st && orc_gpu_bwd_finish(gs, &o_ratio, &lse_ratio, &ms_all, &ms_fin, msg, sizeof msg))
