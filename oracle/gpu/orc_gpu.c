@@ -9,6 +9,7 @@
  * consumes. test_gpu_oracle checks the two tiers agree. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "oracle/gpu/orc_gpu.h"
 #include "oracle/gpu/orc_gpu_dev.h"
@@ -54,8 +55,20 @@ void orc_gpu_fwd_rehost(orc_fwd_result *res, const fa_fwd_args *host) {
     res->args = *host;
 }
 
+static _Thread_local orc_gpu_times fwd_last;
+
+void orc_gpu_fwd_times(orc_gpu_times *t) { *t = fwd_last; }
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const orc_options *opt_in,
                       orc_fwd_result *res, fa_error *err) {
+    double t_call = now_s(), t_wait = 0, t_fin = 0;
+    memset(&fwd_last, 0, sizeof fwd_last);
     orc_ctx c, hc;
     orc_options opt;
     fa_status st;
@@ -85,6 +98,7 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
     res->args.q.ptr = res->args.k.ptr = res->args.v.ptr = NULL;
     res->args.mask.ptr = NULL;
     st = FA_OK;
+    double t_in = now_s();
     res->args.q.ptr = host_copy(args->q.ptr, view_extent(4, dq, args->q.stride), 2, err, &st);
     if (!st) res->args.k.ptr = host_copy(args->k.ptr, view_extent(4, dk, args->k.stride), 2, err, &st);
     if (!st) res->args.v.ptr = host_copy(args->v.ptr, view_extent(4, dv, args->v.stride), 2, err, &st);
@@ -92,6 +106,7 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
         res->args.mask.ptr = host_copy(args->mask.ptr, view_extent(4, dm, args->mask.stride), 4, err, &st);
     if (st) { orc_gpu_fwd_free(res); return st; }
     if ((st = orc_ctx_fwd(&res->args, &hc, err))) { orc_gpu_fwd_free(res); return st; }
+    fwd_last.inputs = now_s() - t_in;
     res->prof = *prof;
     res->opt = opt;
     res->scale = c.scale;
@@ -166,10 +181,13 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
         const chunk *q = &ch[k - 1];
         const orc_row_info *ri;
         const double *num, *bsum, *osum;
+        double t_w = now_s();
         if (orc_gpu_fwd_wait(gs, (int)((k - 1) & 1), &ri, &num, &bsum, &osum, msg, sizeof msg)) {
             st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
             break;
         }
+        double t_f = now_s();
+        t_wait += t_f - t_w;
         int64_t e = 0, Dv = c.Dv;
         int mem_ok = 1;
 #pragma omp parallel num_threads(nth) reduction(+ : e)
@@ -190,6 +208,7 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
         }
         if (!mem_ok) st = orc_fail(err, FA_ERR_NOMEM, "", "out of host memory in the GPU tier.");
         esc += e;
+        t_fin += now_s() - t_f;
     }
     orc_gpu_fwd_end(gs);
     free(ch); free(rlo); free(rhi);
@@ -198,5 +217,8 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
         return st;
     }
     res->escalations = esc;
+    fwd_last.wait = t_wait;
+    fwd_last.host_finish = t_fin;
+    fwd_last.total = now_s() - t_call;
     return FA_OK;
 }

@@ -56,8 +56,15 @@ typedef struct {
     double dev_ref;      /* device: the reference kernels (forward row, dP, dS, dQ / dK / dV sums) */
     double dev_finish;   /* device: the per-element finishing (value, orc_err, bound, flags) */
     double escalate;     /* reference-time MPFR escalation (device scan, the vectors' round trip) */
+    double wait;         /* forward: host time waiting for the device's chunks */
+    double host_finish;  /* forward: the rows finished on the host (orc_fwd_row_out, MPFR escalation
+                            included), overlapping the device's next chunk */
     double total;        /* the whole call */
 } orc_gpu_times;
+
+/* The split of this thread's last orc_gpu_fwd call (host wall times: inputs, wait, host_finish,
+ * total; zero before any). */
+void orc_gpu_fwd_times(orc_gpu_times *t);
 
 /* The backward with its result blocks left in DEVICE memory: r is what orc_gpu_bwd gives
  * (args: host copies of the inputs; prof, opt, scale, ratios, escalations; dq, dk, dv with
