@@ -25,8 +25,9 @@
  * same shapes, masks, layouts and non-finite inputs, O and LSE from the CPU backend's
  * forward; per case under the CPU backend's profile, the CUDA backend's and one named
  * preset in turn (every third preset pass with orc_options.lse_unknown): dQ, dK, dV elements as above (flags, values within both orc_err,
- * bounds to 2^-30 plus what the references' difference moves the RN store's bound:
- * bound_agree.h, BOUNDS.md 5.8, 12), MPFR containment on small cases, the input-consistency ratios,
+ * bounds to 2^-30 plus what the references' difference moves the RN store's bound, for an
+ * element escalated at reference time what the double references' did: bound_agree.h,
+ * BOUNDS.md 5.8, 12), MPFR containment on small cases, the input-consistency ratios,
  * verdicts (orc_compare_bwd) on the CPU backend's gradients, on the CUDA backend's
  * (its backward on the device copies) and on mutated gradients; every 10th case all
  * escalated in both tiers; huge v (dP / dV overflow) and huge q, k cases flag
@@ -55,8 +56,11 @@ static int64_t n_cmp, n_mpfr, n_verdict, n_fail_found, n_ovf_flags, n_preset_cas
 
 /* Element-wise: GPU result g against CPU result c (same sample). grad: a dQ / dK / dV block of
  * dtype bf16 (grad = 1 + bf16): its bounds agree per ba_bounds_agree (the RN store's bound
- * moves with the reference, bound_agree.h); 0: a forward block, bounds to 2^-30. */
-static void cmp_block_g(const char *what, int cs, const orc_block *g, const orc_block *c, int grad) {
+ * moves with the reference, bound_agree.h), or ba_bounds_agree_esc where reference-time
+ * escalation replaced either tier's reference and orc_err (prec: mpfr_prec, nterms: the
+ * block's orc_mpfr_err term count); 0: a forward block, bounds to 2^-30. */
+static void cmp_block_g(const char *what, int cs, const orc_block *g, const orc_block *c, int grad, int prec,
+                        double nterms) {
     CHECK(g->n == c->n && g->dim == c->dim, "case %d %s: shape", cs, what);
     if (g->n != c->n || g->dim != c->dim) return;
     int bad = 0;
@@ -77,16 +81,22 @@ static void cmp_block_g(const char *what, int cs, const orc_block *g, const orc_
                   g->orc_err[e], c->orc_err[e]);
         }
         double bg = g->bound[e], bc = c->bound[e];
-        int agree = grad ? ba_bounds_agree(bg, bc, rg, rc, g->orc_err[e], c->orc_err[e], grad == 2)
+        int agree = grad ? ba_bounds_agree_esc(bg, bc, rg, rc, g->orc_err[e], c->orc_err[e],
+                                               (g->flags[e] & ORC_F_ESCALATED) != 0,
+                                               (c->flags[e] & ORC_F_ESCALATED) != 0, prec, nterms, grad == 2)
                          : same_bits(bg, bc) || fabs(bg - bc) <= 0x1p-30 * fmax(bg, bc);
         if (!agree) {
             bad++;
-            CHECK(0, "case %d %s[%lld]: bound %a vs %a", cs, what, (long long)e, bg, bc);
+            CHECK(0, "case %d %s[%lld]: bound %a vs %a (ref %a vs %a, orc_err %a vs %a, escalated %d / %d)", cs, what,
+                  (long long)e, bg, bc, rg, rc, g->orc_err[e], c->orc_err[e], (g->flags[e] & ORC_F_ESCALATED) != 0,
+                  (c->flags[e] & ORC_F_ESCALATED) != 0);
         }
     }
 }
 
-static void cmp_block(const char *what, int cs, const orc_block *g, const orc_block *c) { cmp_block_g(what, cs, g, c, 0); }
+static void cmp_block(const char *what, int cs, const orc_block *g, const orc_block *c) {
+    cmp_block_g(what, cs, g, c, 0, 0, 0);
+}
 
 /* GPU result against the MPFR tier: the exact value lies in ref_gpu +- orc_err_gpu. */
 static void cmp_mpfr(const char *what, int cs, const orc_block *g, const orc_block *m) {
@@ -342,13 +352,16 @@ static int64_t n_bcmp, n_bmpfr, n_bverdict, n_bfail_found, n_bovf_flags, n_bpres
 static void bcmp_blocks(const char *what, int cs, const orc_bwd_result *g, const orc_bwd_result *c, int finite) {
     char w[96];
     int64_t before = n_cmp, ovf_before = n_ovf_flags;
-    int grad = 1 + (c->args.p.dtype == FA_BF16);
+    int grad = 1 + (c->args.p.dtype == FA_BF16), prec = c->opt.mpfr_prec;
+    /* orc_mpfr_err's term counts of the escalation (orc_bwd.c): Sk for dQ, G Sq + G for dK, dV */
+    const fa_problem *p = &c->args.p;
+    double G = (double)(p->heads_q / p->heads_kv), nq = (double)p->seqlen_k, nc = G * (double)p->seqlen_q + G;
     snprintf(w, sizeof w, "%s dQ", what);
-    cmp_block_g(w, cs, &g->dq, &c->dq, grad);
+    cmp_block_g(w, cs, &g->dq, &c->dq, grad, prec, nq);
     snprintf(w, sizeof w, "%s dK", what);
-    cmp_block_g(w, cs, &g->dk, &c->dk, grad);
+    cmp_block_g(w, cs, &g->dk, &c->dk, grad, prec, nc);
     snprintf(w, sizeof w, "%s dV", what);
-    cmp_block_g(w, cs, &g->dv, &c->dv, grad);
+    cmp_block_g(w, cs, &g->dv, &c->dv, grad, prec, nc);
     n_bcmp += n_cmp - before;
     n_bovf_flags += n_ovf_flags - ovf_before;
     n_cmp = before;
