@@ -16,6 +16,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <omp.h>
+
 #include <cuda_runtime.h>
 
 #include "oracle/gpu/orc_gpu.h"
@@ -389,51 +391,72 @@ static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const
         it[nit - 1].last_g = 1;
         ng++;
     }
-    /* every item queued on the tier's stream: no host wait until orc_gpu_bwd_finish */
-    for (int64_t k = 0; !st && k < nit; k++) {
-        const item *x = &it[k];
-        /* the sampled rows of (b, h) in [r0, r0 + nr) */
-        int64_t x0, x1, lo = 0, hi = nq;
-        while (lo < hi) {
-            int64_t mid = (lo + hi) / 2;
-            const orc_index *y = &iq[mid];
-            int less = y->b != x->b ? y->b < x->b : y->h != x->h ? y->h < x->h : y->s < x->r0;
-            if (less) lo = mid + 1; else hi = mid;
-        }
-        x0 = lo;
-        for (x1 = x0; x1 < nq && iq[x1].b == x->b && iq[x1].h == x->h && iq[x1].s < x->r0 + x->nr; x1++) {}
-        int e = 0;
-        if (x->first_g) e = orc_gpu_bwd_group(gs, x->b, x->hk, sp_o, msg, sizeof msg);
-        if (!e && x->first_h) e = orc_gpu_bwd_head(gs, 0, msg, sizeof msg);
-        if (!e) e = orc_gpu_bwd_chunk(gs, x->h, x->r0, x->nr, x0, x1, dev ? 0 : x->q0, msg, sizeof msg);
-        if (!e && x->last_h) e = orc_gpu_bwd_head(gs, 1, msg, sizeof msg);
-        if (!e && x->last_g) e = orc_gpu_bwd_cols(gs, x->c0, x->ncs, dev ? 0 : x->c0, msg, sizeof msg);
-        if (!e && x->last_g && !dev) { /* the group's part to the host blocks */
-            orc_block *hb[3] = {&res->dq, &res->dk, &res->dv};
-            int64_t v0[3] = {x->q0, x->c0, x->c0}, nv[3] = {x->nqg, x->ncs, x->ncs};
-            for (int q = 0; q < 3 && !e; q++) {
-                int64_t o = v0[q] * hb[q]->dim;
-                e = orc_gpu_bwd_fetch(gs, &blk[q], nv[q] * hb[q]->dim, hb[q]->ref + o, hb[q]->bound + o,
-                                      hb[q]->orc_err + o, hb[q]->flags + o, msg, sizeof msg);
+    fa_status st_in = FA_OK;
+    fa_error err_in;
+    memset(&err_in, 0, sizeof err_in);
+    int cudev = 0;
+    if (cudaGetDevice(&cudev) != cudaSuccess) (void)cudaGetLastError();
+    double t_q = 0;
+#pragma omp parallel num_threads(2)
+    {
+        int tid = omp_get_thread_num(), nthr = omp_get_num_threads();
+        /* every item queued on the tier's stream: no host wait until orc_gpu_bwd_finish */
+        for (int64_t k = 0; tid == 0 && !st && k < nit; k++) {
+            const item *x = &it[k];
+            /* the sampled rows of (b, h) in [r0, r0 + nr) */
+            int64_t x0, x1, lo = 0, hi = nq;
+            while (lo < hi) {
+                int64_t mid = (lo + hi) / 2;
+                const orc_index *y = &iq[mid];
+                int less = y->b != x->b ? y->b < x->b : y->h != x->h ? y->h < x->h : y->s < x->r0;
+                if (less) lo = mid + 1; else hi = mid;
             }
+            x0 = lo;
+            for (x1 = x0; x1 < nq && iq[x1].b == x->b && iq[x1].h == x->h && iq[x1].s < x->r0 + x->nr; x1++) {}
+            int e = 0;
+            if (x->first_g) e = orc_gpu_bwd_group(gs, x->b, x->hk, sp_o, msg, sizeof msg);
+            if (!e && x->first_h) e = orc_gpu_bwd_head(gs, 0, msg, sizeof msg);
+            if (!e) e = orc_gpu_bwd_chunk(gs, x->h, x->r0, x->nr, x0, x1, dev ? 0 : x->q0, msg, sizeof msg);
+            if (!e && x->last_h) e = orc_gpu_bwd_head(gs, 1, msg, sizeof msg);
+            if (!e && x->last_g) e = orc_gpu_bwd_cols(gs, x->c0, x->ncs, dev ? 0 : x->c0, msg, sizeof msg);
+            if (!e && x->last_g && !dev) { /* the group's part to the host blocks */
+                orc_block *hb[3] = {&res->dq, &res->dk, &res->dv};
+                int64_t v0[3] = {x->q0, x->c0, x->c0}, nv[3] = {x->nqg, x->ncs, x->ncs};
+                for (int q = 0; q < 3 && !e; q++) {
+                    int64_t o = v0[q] * hb[q]->dim;
+                    e = orc_gpu_bwd_fetch(gs, &blk[q], nv[q] * hb[q]->dim, hb[q]->ref + o, hb[q]->bound + o,
+                                          hb[q]->orc_err + o, hb[q]->flags + o, msg, sizeof msg);
+                }
+            }
+            if (e) st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
         }
-        if (e) st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
+        /* the host copies of the inputs (MPFR escalation reads them), made by a second host
+         * thread while this one queues the work (the queueing blocks once the launch queue
+         * is full, i.e. for most of the device time): the copies run on the legacy stream
+         * of the same device, the work on the tier's non-blocking stream */
+        if (tid == 1 || nthr == 1) {
+            double t_in = now_s();
+            if (tid == 1 && cudaSetDevice(cudev) != cudaSuccess) {
+                (void)cudaGetLastError();
+                st_in = orc_fail(&err_in, FA_ERR_DEVICE, "", "cudaSetDevice(%d) failed in the copy thread.", cudev);
+            }
+            if (!st_in) res->args.q.ptr = host_copy(args->q.ptr, view_extent(4, dq4, args->q.stride), 2, &err_in, &st_in);
+            if (!st_in) res->args.k.ptr = host_copy(args->k.ptr, view_extent(4, dk4, args->k.stride), 2, &err_in, &st_in);
+            if (!st_in) res->args.v.ptr = host_copy(args->v.ptr, view_extent(4, dv4, args->v.stride), 2, &err_in, &st_in);
+            if (!st_in) res->args.o.ptr = host_copy(args->o.ptr, view_extent(4, do4, args->o.stride), 2, &err_in, &st_in);
+            if (!st_in)
+                res->args.dout.ptr = host_copy(args->dout.ptr, view_extent(4, do4, args->dout.stride), 2, &err_in, &st_in);
+            if (!st_in)
+                res->args.lse.ptr = host_copy(args->lse.ptr, view_extent(3, dl3, args->lse.stride), 4, &err_in, &st_in);
+            if (!st_in && args->mask.ptr)
+                res->args.mask.ptr = host_copy(args->mask.ptr, view_extent(4, dm4, args->mask.stride), 4, &err_in, &st_in);
+            tm->inputs = now_s() - t_in;
+        }
+        if (tid == 0) t_q = now_s();
     }
-    /* the host copies of the inputs (MPFR escalation reads them) while the device works: the
-     * copies run on the legacy stream, the work on the tier's non-blocking stream */
-    if (!st) {
-        double t_in = now_s();
-        res->args.q.ptr = host_copy(args->q.ptr, view_extent(4, dq4, args->q.stride), 2, err, &st);
-        if (!st) res->args.k.ptr = host_copy(args->k.ptr, view_extent(4, dk4, args->k.stride), 2, err, &st);
-        if (!st) res->args.v.ptr = host_copy(args->v.ptr, view_extent(4, dv4, args->v.stride), 2, err, &st);
-        if (!st) res->args.o.ptr = host_copy(args->o.ptr, view_extent(4, do4, args->o.stride), 2, err, &st);
-        if (!st) res->args.dout.ptr = host_copy(args->dout.ptr, view_extent(4, do4, args->dout.stride), 2, err, &st);
-        if (!st) res->args.lse.ptr = host_copy(args->lse.ptr, view_extent(3, dl3, args->lse.stride), 4, err, &st);
-        if (!st && args->mask.ptr)
-            res->args.mask.ptr = host_copy(args->mask.ptr, view_extent(4, dm4, args->mask.stride), 4, err, &st);
-        if (!st) st = orc_ctx_bwd(&res->args, &hc, err);
-        tm->inputs = now_s() - t_in;
-    }
+    tm->inputs_wait = now_s() - t_q;
+    if (!st && st_in) { st = st_in; *err = err_in; }
+    if (!st) st = orc_ctx_bwd(&res->args, &hc, err);
     double o_ratio = 0, lse_ratio = 0, ms_all = 0, ms_fin = 0;
     if (!st && orc_gpu_bwd_finish(gs, &o_ratio, &lse_ratio, &ms_all, &ms_fin, msg, sizeof msg))
         st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
