@@ -207,9 +207,9 @@ void orc_row_baseline(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int64_t
 // ----------------------------------------------------------------------------
 // one row's outputs (both tiers: orc_fwd here, orc_gpu_fwd in oracle/gpu)
 
-int64_t orc_fwd_row_out(const orc_ctx *c, const orc_model *mk, const orc_model *mo, const orc_options *opt,
-                        orc_fwd_result *res, int64_t row, const orc_row_info *R, const double *num,
-                        const double *bsum, const double *osum, const double *b16, double *tmp) {
+int orc_fwd_row_fill(const orc_ctx *c, const orc_model *mk, const orc_model *mo, const orc_options *opt,
+                     orc_fwd_result *res, int64_t row, const orc_row_info *R, const double *num, const double *bsum,
+                     const double *osum, const double *b16) {
     int64_t Dv = c->Dv;
     double *ref = res->o.ref + row * Dv, *bound = res->o.bound + row * Dv;
     double *oe = res->o.orc_err + row * Dv;
@@ -263,7 +263,13 @@ int64_t orc_fwd_row_out(const orc_ctx *c, const orc_model *mk, const orc_model *
     res->lse.bound[row] = R->lse_bound;
     res->lse.flags[row] = orc_value_flags(R->lse) | (isfinite(R->lse_bound) ? 0 : ORC_F_UNCHECKABLE);
     if (R->lse_orc > opt->escalate_ratio * R->lse_bound) need_esc = 1;
-    if (!need_esc) return 0;
+    return need_esc;
+}
+
+int64_t orc_fwd_row_esc(const orc_ctx *c, const orc_options *opt, orc_fwd_result *res, int64_t row, double *tmp) {
+    int64_t Dv = c->Dv;
+    double *ref = res->o.ref + row * Dv, *oe = res->o.orc_err + row * Dv;
+    uint8_t *fl = res->o.flags + row * Dv;
     const orc_index *ix = &res->o.index[row];
     double lse_mp;
     orc_mpfr_fwd_row(c, ix->b, ix->h, ix->s, opt->mpfr_prec, tmp, &lse_mp);
@@ -274,9 +280,16 @@ int64_t orc_fwd_row_out(const orc_ctx *c, const orc_model *mk, const orc_model *
         if (isinf(tmp[d])) fl[d] |= ORC_F_INF_INPUT;
     }
     res->lse.ref[row] = lse_mp;
-    res->lse.orc_err[row] = orc_mpfr_err(lse_mp, R->lse_orc, opt->mpfr_prec, (double)c->Sk);
+    res->lse.orc_err[row] = orc_mpfr_err(lse_mp, res->lse.orc_err[row], opt->mpfr_prec, (double)c->Sk);
     res->lse.flags[row] |= ORC_F_ESCALATED;
     return Dv + 1;
+}
+
+int64_t orc_fwd_row_out(const orc_ctx *c, const orc_model *mk, const orc_model *mo, const orc_options *opt,
+                        orc_fwd_result *res, int64_t row, const orc_row_info *R, const double *num,
+                        const double *bsum, const double *osum, const double *b16, double *tmp) {
+    if (!orc_fwd_row_fill(c, mk, mo, opt, res, row, R, num, bsum, osum, b16)) return 0;
+    return orc_fwd_row_esc(c, opt, res, row, tmp);
 }
 
 // ----------------------------------------------------------------------------

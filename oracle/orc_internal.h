@@ -284,6 +284,15 @@ ORC_HD void orc_fwd_elem(const orc_model *mk, const orc_model *mo, const orc_row
 int64_t orc_fwd_row_out(const orc_ctx *c, const orc_model *mk, const orc_model *mo, const orc_options *opt,
                         orc_fwd_result *res, int64_t row, const orc_row_info *R, const double *num,
                         const double *bsum, const double *osum, const double *b16, double *tmp);
+/* orc_fwd_row_out in two steps (the same operations): everything but the escalation (returns
+ * 1 if the row needs MPFR: tier MPFR, or an element's / the LSE's orc_err above
+ * escalate_ratio times its bound), then the row's MPFR escalation (reads the inputs through
+ * c; returns the elements escalated). orc_gpu_fwd fills rows while the host copies of the
+ * inputs are still being made and escalates after. */
+int orc_fwd_row_fill(const orc_ctx *c, const orc_model *mk, const orc_model *mo, const orc_options *opt,
+                     orc_fwd_result *res, int64_t row, const orc_row_info *R, const double *num, const double *bsum,
+                     const double *osum, const double *b16);
+int64_t orc_fwd_row_esc(const orc_ctx *c, const orc_options *opt, orc_fwd_result *res, int64_t row, double *tmp);
 
 /* Baseline (naive same-dtype) probabilities of a row: P16[t] = rd(softmax(rd(rd(qs.k) + rd(m))))
  * from S16 = rd(q*scale).k; 0 where invisible. */

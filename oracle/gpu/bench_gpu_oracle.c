@@ -153,9 +153,10 @@ static int run_size(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t D, in
     t->gpu_ref = t1 - t0;
     t->gpu_cmp = t2 - t1;
     orc_gpu_fwd_times(&t->fsplit);
-    printf("    gpu  forward split: input copies %.3f s, waiting for the device %.3f s, rows finished on the host "
-           "%.3f s, call %.3f s; device compare (host blocks uploaded) %.3f s\n", t->fsplit.inputs, t->fsplit.wait,
-           t->fsplit.host_finish, t->fsplit.total, t->gpu_cmp);
+    printf("    gpu  forward split: input copies %.3f s (second thread; waited for %.3f s), waiting for the device "
+           "%.3f s, rows finished on the host %.3f s, call %.3f s; device compare (host blocks uploaded) %.3f s\n",
+           t->fsplit.inputs, t->fsplit.inputs_wait, t->fsplit.wait, t->fsplit.host_finish, t->fsplit.total,
+           t->gpu_cmp);
     {
         orc_stats ho_s, hl_s;
         double t3 = now();
@@ -357,9 +358,10 @@ int main(int argc, char **argv) {
            "(orc_compare_*) of the same results, large size: forward %.3f s vs %.3f s, backward %.3f s vs %.3f s "
            "(backward host path's reference %.3f s)\n",
            big.gpu_cmp, big.gpu_hcmp, big.bgpu_cmp, big.bgpu_hcmp, big.bgpu_href);
-    printf("\nforward split, large size: input copies %.3f s, waiting for the device %.3f s, rows finished on the "
-           "host %.3f s, device compare (uploads included) %.3f s\n", big.fsplit.inputs, big.fsplit.wait,
-           big.fsplit.host_finish, big.gpu_cmp);
+    printf("\nforward split, large size: input copies %.3f s (second thread; waited for %.3f s), waiting for the "
+           "device %.3f s, rows finished on the host %.3f s, call %.3f s, device compare (uploads included) %.3f s\n",
+           big.fsplit.inputs, big.fsplit.inputs_wait, big.fsplit.wait, big.fsplit.host_finish, big.fsplit.total,
+           big.gpu_cmp);
     printf("\nbackward split, large size (device path): input copies %.3f s (second thread; waited for after "
            "queueing %.3f s), device "
            "reference %.3f s, device finishing %.3f s, escalation %.3f s, call %.3f s, device compare %.3f s (blocks "

@@ -6,10 +6,16 @@
  * orc_util.c, orc_fwd.c, orc_mpfr.c); the device half (orc_gpu_fwd.cu), written
  * with the CPU tier's formulas (orc_formulas.h), supplies per row the
  * orc_row_info and per element the three weighted sums that orc_fwd_row_out
- * consumes. test_gpu_oracle checks the two tiers agree. */
+ * consumes. Its two steps are taken apart here: rows are filled (orc_fwd_row_fill) as
+ * the device's chunks arrive while a second host thread makes the host copies of the
+ * inputs; the rows that need MPFR are escalated (orc_fwd_row_esc) once the copies are
+ * there. test_gpu_oracle checks the two tiers agree. */
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
+
+#include <cuda_runtime.h>
+#include <pthread.h>
 
 #include "oracle/gpu/orc_gpu.h"
 #include "oracle/gpu/orc_gpu_dev.h"
@@ -57,6 +63,48 @@ void orc_gpu_fwd_rehost(orc_fwd_result *res, const fa_fwd_args *host) {
 
 static _Thread_local orc_gpu_times fwd_last;
 
+/* The host copies of a forward's inputs, made by a second host thread (fwd_copy_run) on the
+ * caller's device: dst's pointers, st / err on failure, secs its wall time. */
+typedef struct {
+    const fa_fwd_args *src;
+    fa_fwd_args *dst;
+    int dev;
+    pthread_t thr;
+    fa_status st;
+    fa_error err;
+    double secs;
+} fwd_copy;
+
+static double now_s(void);
+
+static void *fwd_copy_run(void *arg) {
+    fwd_copy *cp = arg;
+    double t0 = now_s();
+    const fa_fwd_args *a = cp->src;
+    const fa_problem *p = &a->p;
+    int64_t dq[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk};
+    int64_t dk[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk};
+    int64_t dv[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v};
+    int64_t dm[4] = {p->batch, p->heads_q, p->seqlen_q, p->seqlen_k};
+    fa_status st = FA_OK;
+    if (cudaSetDevice(cp->dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        st = orc_fail(&cp->err, FA_ERR_DEVICE, "", "cudaSetDevice(%d) failed in the copy thread.", cp->dev);
+    }
+    if (!st) cp->dst->q.ptr = host_copy(a->q.ptr, view_extent(4, dq, a->q.stride), 2, &cp->err, &st);
+    if (!st) cp->dst->k.ptr = host_copy(a->k.ptr, view_extent(4, dk, a->k.stride), 2, &cp->err, &st);
+    if (!st) cp->dst->v.ptr = host_copy(a->v.ptr, view_extent(4, dv, a->v.stride), 2, &cp->err, &st);
+    if (!st && a->mask.ptr)
+        cp->dst->mask.ptr = host_copy(a->mask.ptr, view_extent(4, dm, a->mask.stride), 4, &cp->err, &st);
+    cp->st = st;
+    cp->secs = now_s() - t0;
+    return NULL;
+}
+
+static void fwd_copy_join(fwd_copy *cp, int have_thr) {
+    if (have_thr) pthread_join(cp->thr, NULL);
+}
+
 void orc_gpu_fwd_times(orc_gpu_times *t) { *t = fwd_last; }
 
 static double now_s(void) {
@@ -88,25 +136,19 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
                                 "device pointers (orc_fwd takes host pointers).", nm[t]);
     }
 
-    /* host copies of the inputs (escalation reads them) */
-    const fa_problem *p = &args->p;
-    int64_t dq[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk};
-    int64_t dk[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk};
-    int64_t dv[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v};
-    int64_t dm[4] = {p->batch, p->heads_q, p->seqlen_q, p->seqlen_k};
+    /* host copies of the inputs (escalation reads them), made by a second host thread while
+     * this one drives the device and fills the rows; the escalation waits for them */
     res->args = *args;
     res->args.q.ptr = res->args.k.ptr = res->args.v.ptr = NULL;
     res->args.mask.ptr = NULL;
     st = FA_OK;
-    double t_in = now_s();
-    res->args.q.ptr = host_copy(args->q.ptr, view_extent(4, dq, args->q.stride), 2, err, &st);
-    if (!st) res->args.k.ptr = host_copy(args->k.ptr, view_extent(4, dk, args->k.stride), 2, err, &st);
-    if (!st) res->args.v.ptr = host_copy(args->v.ptr, view_extent(4, dv, args->v.stride), 2, err, &st);
-    if (!st && args->mask.ptr)
-        res->args.mask.ptr = host_copy(args->mask.ptr, view_extent(4, dm, args->mask.stride), 4, err, &st);
-    if (st) { orc_gpu_fwd_free(res); return st; }
-    if ((st = orc_ctx_fwd(&res->args, &hc, err))) { orc_gpu_fwd_free(res); return st; }
-    fwd_last.inputs = now_s() - t_in;
+    fwd_copy cp;
+    memset(&cp, 0, sizeof cp);
+    cp.src = args;
+    cp.dst = &res->args;
+    if (cudaGetDevice(&cp.dev) != cudaSuccess) (void)cudaGetLastError();
+    int have_thr = pthread_create(&cp.thr, NULL, fwd_copy_run, &cp) == 0;
+    if (!have_thr) fwd_copy_run(&cp);
     res->prof = *prof;
     res->opt = opt;
     res->scale = c.scale;
@@ -115,18 +157,24 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
     orc_index *ix = orc_sample(c.B, c.Hq, c.Sq, opt.max_rows, opt.seed, &n);
     if (!ix || !orc_block_alloc(&res->o, n, c.Dv, 0) || !orc_block_alloc(&res->lse, n, 1, 0)) {
         free(ix);
+        fwd_copy_join(&cp, have_thr);
         orc_gpu_fwd_free(res);
         return orc_fail(err, FA_ERR_NOMEM, "", "out of memory for %lld rows.", (long long)n);
     }
     res->o.index = ix;
     res->lse.index = malloc((size_t)(n ? n : 1) * sizeof *ix);
     if (!res->lse.index) {
+        fwd_copy_join(&cp, have_thr);
         orc_gpu_fwd_free(res);
         return orc_fail(err, FA_ERR_NOMEM, "", "out of memory for %lld rows.", (long long)n);
     }
     memcpy(res->lse.index, ix, (size_t)n * sizeof *ix);
     res->elements = n * (c.Dv + 1);
-    if (n == 0) return FA_OK;
+    if (n == 0) {
+        fwd_copy_join(&cp, have_thr);
+        if (cp.st) { *err = cp.err; orc_gpu_fwd_free(res); return cp.st; }
+        return FA_OK;
+    }
 
     orc_gpu_fwd_desc d;
     memset(&d, 0, sizeof d);
@@ -144,6 +192,7 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
     orc_gpu_fwd_state *gs = NULL;
     int64_t rc = 0;
     if (orc_gpu_fwd_begin(&d, &rc, &gs, msg, sizeof msg)) {
+        fwd_copy_join(&cp, have_thr);
         orc_gpu_fwd_free(res);
         return orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
     }
@@ -166,7 +215,8 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
     }
     int nth = orc_nthreads(&opt);
     int64_t esc = 0;
-    st = (ch && rlo && rhi) ? FA_OK : orc_fail(err, FA_ERR_NOMEM, "", "out of host memory for the GPU tier.");
+    uint8_t *need = calloc((size_t)n, 1); /* rows to escalate once the input copies are there */
+    st = (ch && rlo && rhi && need) ? FA_OK : orc_fail(err, FA_ERR_NOMEM, "", "out of host memory for the GPU tier.");
     /* pipeline: the device computes chunk k+1 while the host assembles chunk k */
     for (int64_t k = 0; !st && k <= nch; k++) {
         if (k < nch) {
@@ -188,6 +238,28 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
         }
         double t_f = now_s();
         t_wait += t_f - t_w;
+        int64_t Dv = c.Dv;
+        /* orc_fwd_row_out's first step (c: the device call's context, of which it reads the
+         * shape, dtype and sinks, the same as the host copies' context) */
+#pragma omp parallel for num_threads(nth) schedule(dynamic, 64)
+        for (int64_t x = q->x0; x < q->x1; x++) {
+            int64_t r = ix[x].s - q->r0;
+            need[x] = (uint8_t)orc_fwd_row_fill(&c, &d.mk, &d.mo, &opt, res, x, &ri[r], num + r * Dv, bsum + r * Dv,
+                                                osum + r * Dv, NULL);
+        }
+        t_fin += now_s() - t_f;
+    }
+    orc_gpu_fwd_end(gs);
+    free(ch); free(rlo); free(rhi);
+    double t_j = now_s();
+    fwd_copy_join(&cp, have_thr);
+    fwd_last.inputs = cp.secs;
+    fwd_last.inputs_wait = now_s() - t_j;
+    if (!st && cp.st) { st = cp.st; *err = cp.err; }
+    if (!st) st = orc_ctx_fwd(&res->args, &hc, err);
+    /* orc_fwd_row_out's second step: the rows' MPFR escalation */
+    if (!st) {
+        double t_e = now_s();
         int64_t e = 0, Dv = c.Dv;
         int mem_ok = 1;
 #pragma omp parallel num_threads(nth) reduction(+ : e)
@@ -197,21 +269,16 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
 #pragma omp atomic write
                 mem_ok = 0;
             }
-#pragma omp for schedule(dynamic, 64)
-            for (int64_t x = q->x0; x < q->x1; x++) {
-                if (!tmp) continue;
-                int64_t r = ix[x].s - q->r0;
-                e += orc_fwd_row_out(&hc, &d.mk, &d.mo, &opt, res, x, &ri[r], num + r * Dv, bsum + r * Dv,
-                                     osum + r * Dv, NULL, tmp);
-            }
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t x = 0; x < n; x++)
+                if (tmp && need[x]) e += orc_fwd_row_esc(&hc, &opt, res, x, tmp);
             free(tmp);
         }
         if (!mem_ok) st = orc_fail(err, FA_ERR_NOMEM, "", "out of host memory in the GPU tier.");
         esc += e;
-        t_fin += now_s() - t_f;
+        t_fin += now_s() - t_e;
     }
-    orc_gpu_fwd_end(gs);
-    free(ch); free(rlo); free(rhi);
+    free(need);
     if (st) {
         orc_gpu_fwd_free(res);
         return st;

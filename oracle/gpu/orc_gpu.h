@@ -50,12 +50,12 @@ void orc_gpu_bwd_free(orc_bwd_result *res);
 
 /* Where a GPU-tier call's time went, seconds. dev_*: device time between CUDA events on
  * the tier's stream; the others host wall time. The input copies are made while the device
- * works (they overlap dev_*; the backward's by a second host thread while the first queues
- * the work). */
+ * works (they overlap dev_*: a second host thread makes them while the first drives the
+ * device; the forward's MPFR escalation waits for them). */
 typedef struct {
     double inputs;       /* the host copies of the inputs (download; MPFR escalation reads them) */
-    double inputs_wait;  /* backward: host time the call waited for the copies after queueing
-                            all its work (the copies' share of the critical path) */
+    double inputs_wait;  /* host time the call waited for the copies after its device work and
+                            (forward) its rows' filling: the copies' share of the critical path */
     double dev_ref;      /* device: the reference kernels (forward row, dP, dS, dQ / dK / dV sums) */
     double dev_finish;   /* device: the per-element finishing (value, orc_err, bound, flags) */
     double escalate;     /* reference-time MPFR escalation (device scan, the vectors' round trip) */
