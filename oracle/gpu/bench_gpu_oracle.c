@@ -78,6 +78,7 @@ typedef struct {
     double bgpu_ref, bgpu_cmp, bcpu_ref, bcpu_cmp; /* backward */
     double gpu_hcmp, bgpu_hcmp; /* the host compare of the GPU tier's results (beside the device compare) */
     double bgpu_href;           /* orc_gpu_bwd (host blocks) */
+    double gpu_href;            /* orc_gpu_fwd (host blocks) */
     double bgpu_ucmp;           /* orc_gpu_compare_bwd of those host blocks (uploaded) */
     orc_gpu_times bsplit;       /* the device path's split */
     orc_gpu_times fsplit;       /* the forward's split */
@@ -143,34 +144,41 @@ static int run_size(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t D, in
     orc_options_init(&opt);
     opt.baseline = 0;
     orc_fwd_result r;
+    orc_gpu_fwd_dres fdr;
     orc_stats so, sl;
     int bad_cmp = 0;
+    /* the device path (blocks finished and judged on the device): the table's figures */
     t0 = now();
-    if (orc_gpu_fwd(&a, &be->precision, &opt, &r, &err) != FA_OK) { fprintf(stderr, "orc_gpu_fwd: %s\n", err.msg); return 1; }
+    if (orc_gpu_fwd_dev(&a, &be->precision, &opt, &fdr, &err) != FA_OK) { fprintf(stderr, "orc_gpu_fwd_dev: %s\n", err.msg); return 1; }
     double t1 = now();
-    if (orc_gpu_compare_fwd(&r, &a.o, &a.lse, &so, &sl, &err) != FA_OK) { fprintf(stderr, "device compare: %s\n", err.msg); return 1; }
+    if (orc_gpu_compare_fwd_dev(&fdr, &a.o, &a.lse, &so, &sl, &err) != FA_OK) { fprintf(stderr, "device compare: %s\n", err.msg); return 1; }
     double t2 = now();
     t->gpu_ref = t1 - t0;
     t->gpu_cmp = t2 - t1;
-    orc_gpu_fwd_times(&t->fsplit);
-    printf("    gpu  forward split: input copies %.3f s (second thread; waited for %.3f s), waiting for the device "
-           "%.3f s, rows finished on the host %.3f s, call %.3f s; device compare (host blocks uploaded) %.3f s\n",
+    t->fsplit = fdr.t;
+    long long fesc = (long long)fdr.r.escalations;
+    orc_gpu_fwd_dev_free(&fdr);
+    printf("    gpu  forward split (device path): input copies %.3f s (second thread; waited for %.3f s), waiting for "
+           "the device %.3f s, escalation and rest %.3f s, call %.3f s; device compare (blocks in place) %.3f s\n",
            t->fsplit.inputs, t->fsplit.inputs_wait, t->fsplit.wait, t->fsplit.host_finish, t->fsplit.total,
            t->gpu_cmp);
+    /* the host path (rows filled on the host) and the host compare: same statistics */
+    double t4 = now();
+    if (orc_gpu_fwd(&a, &be->precision, &opt, &r, &err) != FA_OK) { fprintf(stderr, "orc_gpu_fwd: %s\n", err.msg); return 1; }
+    t->gpu_href = now() - t4;
     {
         orc_stats ho_s, hl_s;
         double t3 = now();
         if (orc_compare_fwd(&r, &ho, &hl, &ho_s, &hl_s, &err) != FA_OK) { fprintf(stderr, "compare: %s\n", err.msg); return 1; }
         t->gpu_hcmp = now() - t3;
-        int same = same_stats(&so, &ho_s) && same_stats(&sl, &hl_s);
-        printf("    gpu  forward compare: device %.3f s, host %.3f s; statistics %s\n", t->gpu_cmp, t->gpu_hcmp,
-               same ? "equal" : "DIFFER");
+        int same = same_stats(&so, &ho_s) && same_stats(&sl, &hl_s) && fesc == (long long)r.escalations;
+        printf("    gpu  forward: device path %.3f + %.3f s; host path %.3f s + host compare %.3f s; statistics %s\n",
+               t->gpu_ref, t->gpu_cmp, t->gpu_href, t->gpu_hcmp, same ? "equal" : "DIFFER");
         if (!same) { report("host", "O", &ho_s); report("host", "LSE", &hl_s); }
         bad_cmp |= !same;
     }
     printf("    gpu  reference+bounds %.3f s, compare %.3f s, total %.3f s; escalations %lld (reference) %lld (compare)\n",
-           t->gpu_ref, t->gpu_cmp, t->gpu_ref + t->gpu_cmp, (long long)r.escalations,
-           (long long)(so.escalations + sl.escalations));
+           t->gpu_ref, t->gpu_cmp, t->gpu_ref + t->gpu_cmp, fesc, (long long)(so.escalations + sl.escalations));
     report("gpu", "O", &so);
     report("gpu", "LSE", &sl);
     int bad = so.failed + sl.failed > 0 || so.checked + sl.checked == 0 || bad_cmp;
@@ -356,12 +364,12 @@ int main(int argc, char **argv) {
            small.bcpu_ref * f + small.bcpu_cmp * fb);
     printf("\ngpu tier compare on the device (orc_gpu_compare_*; the tables' compare column) beside the host compare "
            "(orc_compare_*) of the same results, large size: forward %.3f s vs %.3f s, backward %.3f s vs %.3f s "
-           "(backward host path's reference %.3f s)\n",
-           big.gpu_cmp, big.gpu_hcmp, big.bgpu_cmp, big.bgpu_hcmp, big.bgpu_href);
-    printf("\nforward split, large size: input copies %.3f s (second thread; waited for %.3f s), waiting for the "
-           "device %.3f s, rows finished on the host %.3f s, call %.3f s, device compare (uploads included) %.3f s\n",
-           big.fsplit.inputs, big.fsplit.inputs_wait, big.fsplit.wait, big.fsplit.host_finish, big.fsplit.total,
-           big.gpu_cmp);
+           "(host paths' references: forward %.3f s, backward %.3f s)\n",
+           big.gpu_cmp, big.gpu_hcmp, big.bgpu_cmp, big.bgpu_hcmp, big.gpu_href, big.bgpu_href);
+    printf("\nforward split, large size (device path): input copies %.3f s (second thread; waited for %.3f s), "
+           "waiting for the device %.3f s, escalation and rest %.3f s, call %.3f s, device compare (blocks in place) "
+           "%.3f s\n", big.fsplit.inputs, big.fsplit.inputs_wait, big.fsplit.wait, big.fsplit.host_finish,
+           big.fsplit.total, big.gpu_cmp);
     printf("\nbackward split, large size (device path): input copies %.3f s (second thread; waited for after "
            "queueing %.3f s), device "
            "reference %.3f s, device finishing %.3f s, escalation %.3f s, call %.3f s, device compare %.3f s (blocks "

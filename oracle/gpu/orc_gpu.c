@@ -113,8 +113,58 @@ static double now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const orc_options *opt_in,
-                      orc_fwd_result *res, fa_error *err) {
+static void dblk_free(orc_gpu_dblk *b) {
+    cudaFree(b->ref);
+    cudaFree(b->bound);
+    cudaFree(b->oe);
+    cudaFree(b->flags);
+    memset(b, 0, sizeof *b);
+}
+
+static int dblk_alloc(orc_gpu_dblk *b, int64_t nel) {
+    size_t ne = (size_t)(nel > 0 ? nel : 1);
+    memset(b, 0, sizeof *b);
+    if (cudaMalloc((void **)&b->ref, ne * 8) != cudaSuccess || cudaMalloc((void **)&b->bound, ne * 8) != cudaSuccess ||
+        cudaMalloc((void **)&b->oe, ne * 8) != cudaSuccess || cudaMalloc((void **)&b->flags, ne) != cudaSuccess) {
+        (void)cudaGetLastError();
+        dblk_free(b);
+        return -1;
+    }
+    return 0;
+}
+
+/* The device path's escalation of row x (orc_fwd_row_esc on the row's O and LSE fetched from
+ * the device blocks, put back). 0, or -1 (memory, CUDA). */
+static int64_t dev_row_esc(const orc_ctx *hc, const orc_options *opt, const orc_fwd_result *res,
+                           const orc_gpu_dblk *o, const orc_gpu_dblk *l, int64_t x, double *buf, uint8_t *fb) {
+    int64_t Dv = hc->Dv;
+    orc_fwd_result t;
+    memset(&t, 0, sizeof t);
+    t.o.n = 1; t.o.dim = Dv; t.o.index = &res->o.index[x];
+    t.lse.n = 1; t.lse.dim = 1; t.lse.index = &res->lse.index[x];
+    t.o.ref = buf; t.o.orc_err = buf + Dv; t.o.flags = fb;
+    t.lse.ref = buf + 2 * Dv; t.lse.orc_err = buf + 2 * Dv + 1; t.lse.flags = fb + Dv;
+    if (orc_gpu_to_host(t.o.ref, o->ref + x * Dv, (size_t)Dv * 8, NULL, 0) ||
+        orc_gpu_to_host(t.o.orc_err, o->oe + x * Dv, (size_t)Dv * 8, NULL, 0) ||
+        orc_gpu_to_host(t.o.flags, o->flags + x * Dv, (size_t)Dv, NULL, 0) ||
+        orc_gpu_to_host(t.lse.ref, l->ref + x, 8, NULL, 0) || orc_gpu_to_host(t.lse.orc_err, l->oe + x, 8, NULL, 0) ||
+        orc_gpu_to_host(t.lse.flags, l->flags + x, 1, NULL, 0))
+        return -1;
+    int64_t e = orc_fwd_row_esc(hc, opt, &t, 0, buf + 2 * Dv + 2);
+    if (orc_gpu_to_device(o->ref + x * Dv, t.o.ref, (size_t)Dv * 8, NULL, 0) ||
+        orc_gpu_to_device(o->oe + x * Dv, t.o.orc_err, (size_t)Dv * 8, NULL, 0) ||
+        orc_gpu_to_device(o->flags + x * Dv, t.o.flags, (size_t)Dv, NULL, 0) ||
+        orc_gpu_to_device(l->ref + x, t.lse.ref, 8, NULL, 0) || orc_gpu_to_device(l->oe + x, t.lse.orc_err, 8, NULL, 0) ||
+        orc_gpu_to_device(l->flags + x, t.lse.flags, 1, NULL, 0))
+        return -1;
+    return e;
+}
+
+/* The forward: dev = 0, host blocks (orc_gpu_fwd); dev = 1, every sampled element finished
+ * on the device into blk[0] (O), blk[1] (LSE), res's blocks with n, dim, index only. */
+static fa_status gf_run(const fa_fwd_args *args, const fa_precision *prof, const orc_options *opt_in,
+                        orc_fwd_result *res, int dev, orc_gpu_dblk blk[2], fa_error *err) {
+    memset(blk, 0, 2 * sizeof *blk);
     double t_call = now_s(), t_wait = 0, t_fin = 0;
     memset(&fwd_last, 0, sizeof fwd_last);
     orc_ctx c, hc;
@@ -155,7 +205,14 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
 
     int64_t n;
     orc_index *ix = orc_sample(c.B, c.Hq, c.Sq, opt.max_rows, opt.seed, &n);
-    if (!ix || !orc_block_alloc(&res->o, n, c.Dv, 0) || !orc_block_alloc(&res->lse, n, 1, 0)) {
+    int blk_ok = !dev || (dblk_alloc(&blk[0], n * c.Dv) == 0 && dblk_alloc(&blk[1], n) == 0);
+    if (dev && blk_ok) {
+        memset(&res->o, 0, sizeof res->o);
+        memset(&res->lse, 0, sizeof res->lse);
+        res->o.n = n; res->o.dim = c.Dv;
+        res->lse.n = n; res->lse.dim = 1;
+    }
+    if (!ix || !blk_ok || (!dev && (!orc_block_alloc(&res->o, n, c.Dv, 0) || !orc_block_alloc(&res->lse, n, 1, 0)))) {
         free(ix);
         fwd_copy_join(&cp, have_thr);
         orc_gpu_fwd_free(res);
@@ -216,9 +273,50 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
     int nth = orc_nthreads(&opt);
     int64_t esc = 0;
     uint8_t *need = calloc((size_t)n, 1); /* rows to escalate once the input copies are there */
+    int *need_d = NULL;
+    orc_index *ix_d = NULL;
     st = (ch && rlo && rhi && need) ? FA_OK : orc_fail(err, FA_ERR_NOMEM, "", "out of host memory for the GPU tier.");
-    /* pipeline: the device computes chunk k+1 while the host assembles chunk k */
-    for (int64_t k = 0; !st && k <= nch; k++) {
+    if (!st && dev &&
+        (cudaMalloc((void **)&need_d, (size_t)n * sizeof(int)) != cudaSuccess ||
+         cudaMalloc((void **)&ix_d, (size_t)n * sizeof *ix) != cudaSuccess ||
+         cudaMemset(need_d, 0, (size_t)n * sizeof(int)) != cudaSuccess ||
+         cudaMemcpy(ix_d, ix, (size_t)n * sizeof *ix, cudaMemcpyHostToDevice) != cudaSuccess)) {
+        (void)cudaGetLastError();
+        st = orc_fail(err, FA_ERR_NOMEM, "", "out of device memory for the row index of the GPU tier.");
+    }
+    orc_gpu_ffin fin;
+    memset(&fin, 0, sizeof fin);
+    if (dev) {
+        fin.o = blk[0]; fin.lse = blk[1]; fin.ix = ix_d; fin.need = need_d;
+        fin.ratio = opt.escalate_ratio;
+        fin.mpfr_all = opt.tier == ORC_TIER_MPFR;
+        fin.has_sink = c.has_sinks;
+    }
+    /* the device path: every chunk finished on the device, nothing fetched per chunk */
+    for (int64_t k = 0; dev && !st && k < nch; k++) {
+        const chunk *q = &ch[k];
+        for (int64_t r = 0; r < q->nr; r++) orc_row_range(&c.p, q->r0 + r, &rlo[r], &rhi[r]);
+        fin.x0 = q->x0; fin.x1 = q->x1;
+        fin.sink = c.has_sinks ? (double)c.sinks[q->h] : 0;
+        if (orc_gpu_fwd_start_dev(gs, (int)(k & 1), q->b, q->h, q->r0, q->nr, rlo, rhi, &fin, msg, sizeof msg))
+            st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
+    }
+    if (dev && !st) {
+        double t_w = now_s();
+        int *nh = malloc((size_t)n * sizeof(int));
+        if (!nh) st = orc_fail(err, FA_ERR_NOMEM, "", "out of host memory for the GPU tier.");
+        else if (orc_gpu_fwd_sync(gs, msg, sizeof msg) ||
+                 orc_gpu_to_host(nh, need_d, (size_t)n * sizeof(int), msg, sizeof msg))
+            st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
+        else
+            for (int64_t x = 0; x < n; x++) need[x] = (uint8_t)(nh[x] != 0);
+        free(nh);
+        t_wait += now_s() - t_w;
+    }
+    cudaFree(need_d);
+    cudaFree(ix_d);
+    /* the host path's pipeline: the device computes chunk k+1 while the host fills chunk k */
+    for (int64_t k = 0; !dev && !st && k <= nch; k++) {
         if (k < nch) {
             const chunk *q = &ch[k];
             for (int64_t r = 0; r < q->nr; r++) orc_row_range(&c.p, q->r0 + r, &rlo[r], &rhi[r]);
@@ -261,7 +359,7 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
     if (!st) {
         double t_e = now_s();
         int64_t e = 0, Dv = c.Dv;
-        int mem_ok = 1;
+        int mem_ok = 1, dev_fail = 0;
 #pragma omp parallel num_threads(nth) reduction(+ : e)
         {
             double *tmp = malloc((size_t)Dv * sizeof(double));
@@ -269,12 +367,30 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
 #pragma omp atomic write
                 mem_ok = 0;
             }
+            uint8_t *fb = dev ? malloc((size_t)Dv + 1) : NULL;
+            double *buf = dev ? malloc((size_t)(3 * Dv + 2) * sizeof(double)) : NULL;
+            if (dev && (!fb || !buf)) {
+#pragma omp atomic write
+                mem_ok = 0;
+            }
 #pragma omp for schedule(dynamic, 1)
-            for (int64_t x = 0; x < n; x++)
-                if (tmp && need[x]) e += orc_fwd_row_esc(&hc, &opt, res, x, tmp);
+            for (int64_t x = 0; x < n; x++) {
+                if (!tmp || !need[x]) continue;
+                if (!dev) { e += orc_fwd_row_esc(&hc, &opt, res, x, tmp); continue; }
+                if (!fb || !buf) continue;
+                int64_t r = dev_row_esc(&hc, &opt, res, &blk[0], &blk[1], x, buf, fb);
+                if (r < 0) {
+#pragma omp atomic write
+                    dev_fail = 1;
+                } else e += r;
+            }
             free(tmp);
+            free(fb);
+            free(buf);
         }
         if (!mem_ok) st = orc_fail(err, FA_ERR_NOMEM, "", "out of host memory in the GPU tier.");
+        else if (dev_fail) st = orc_fail(err, FA_ERR_DEVICE, "", "escalation of rows on the device failed (a CUDA "
+                                         "copy).");
         esc += e;
         t_fin += now_s() - t_e;
     }
@@ -288,4 +404,45 @@ fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const o
     fwd_last.host_finish = t_fin;
     fwd_last.total = now_s() - t_call;
     return FA_OK;
+}
+
+fa_status orc_gpu_fwd(const fa_fwd_args *args, const fa_precision *prof, const orc_options *opt_in,
+                      orc_fwd_result *res, fa_error *err) {
+    orc_gpu_dblk blk[2];
+    return gf_run(args, prof, opt_in, res, 0, blk, err);
+}
+
+fa_status orc_gpu_fwd_dev(const fa_fwd_args *args, const fa_precision *prof, const orc_options *opt_in,
+                          orc_gpu_fwd_dres *out, fa_error *err) {
+    if (!out) return orc_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_gpu_fwd_dres.");
+    memset(out, 0, sizeof *out);
+    orc_gpu_dblk blk[2];
+    fa_status st = gf_run(args, prof, opt_in, &out->r, 1, blk, err);
+    if (st) {
+        dblk_free(&blk[0]);
+        dblk_free(&blk[1]);
+        return st;
+    }
+    orc_gpu_fwd_times(&out->t);
+    orc_block *hb[2] = {&out->r.o, &out->r.lse};
+    for (int k = 0; k < 2; k++) {
+        hb[k]->ref = blk[k].ref;
+        hb[k]->bound = blk[k].bound;
+        hb[k]->orc_err = blk[k].oe;
+        hb[k]->flags = blk[k].flags;
+    }
+    return FA_OK;
+}
+
+void orc_gpu_fwd_dev_free(orc_gpu_fwd_dres *r) {
+    if (!r) return;
+    orc_block *hb[2] = {&r->r.o, &r->r.lse};
+    for (int k = 0; k < 2; k++) {
+        orc_gpu_dblk b = {hb[k]->ref, hb[k]->bound, hb[k]->orc_err, hb[k]->flags};
+        dblk_free(&b);
+        hb[k]->ref = hb[k]->bound = hb[k]->orc_err = NULL;
+        hb[k]->flags = NULL;
+    }
+    orc_gpu_fwd_free(&r->r);
+    memset(r, 0, sizeof *r);
 }

@@ -69,6 +69,26 @@ typedef struct {
  * total; zero before any). */
 void orc_gpu_fwd_times(orc_gpu_times *t);
 
+/* The forward with its result blocks left in DEVICE memory: r is what orc_gpu_fwd gives
+ * (args: host copies of the inputs; prof, opt, scale, escalations; o, lse with n, dim and
+ * index on the host) except that each block's ref, bound, orc_err and flags point to device
+ * memory (never read them on the host; baseline NULL). Every element is finished on the
+ * device by orc_fwd_row_out's per-element functions (orc_formulas.h: orc_fm_fwd_out_elem,
+ * orc_fm_fwd_lse); the rows that need MPFR are found there by the same rule and escalated
+ * on the host (their elements' round trip). Judge with orc_gpu_compare_fwd_dev; free with
+ * orc_gpu_fwd_dev_free. 25 bytes of device memory per element on top of the scratch. */
+typedef struct {
+    orc_fwd_result r;
+    orc_gpu_times t;
+} orc_gpu_fwd_dres;
+
+fa_status orc_gpu_fwd_dev(const fa_fwd_args *args, const fa_precision *prof, const orc_options *opt,
+                          orc_gpu_fwd_dres *res, fa_error *err);
+void orc_gpu_fwd_dev_free(orc_gpu_fwd_dres *res);
+/* orc_gpu_compare_fwd for a result whose blocks are in device memory (same fields). */
+fa_status orc_gpu_compare_fwd_dev(const orc_gpu_fwd_dres *res, const fa_tensor *o, const fa_lse *lse,
+                                  orc_stats *o_stats, orc_stats *lse_stats, fa_error *err);
+
 /* The backward with its result blocks left in DEVICE memory: r is what orc_gpu_bwd gives
  * (args: host copies of the inputs; prof, opt, scale, ratios, escalations; dq, dk, dv with
  * n, dim and index on the host) except that each block's ref, bound, orc_err and flags

@@ -359,23 +359,34 @@ static fa_status gc_view(const char *name, const void *p, int nd, const int64_t 
     return FA_OK;
 }
 
-fa_status orc_gpu_compare_fwd(const orc_fwd_result *res, const fa_tensor *o, const fa_lse *lse, orc_stats *o_stats,
-                              orc_stats *lse_stats, fa_error *err) {
+static fa_status gc_fwd(const orc_fwd_result *res, int dev, const fa_tensor *o, const fa_lse *lse,
+                        orc_stats *o_stats, orc_stats *lse_stats, fa_error *err) {
     fa_status st;
-    if (!res) return gc_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_fwd_result.");
     int bf16 = res->args.p.dtype == FA_BF16;
     if (o_stats) {
         if (!o) return gc_fail(err, FA_ERR_INVALID, "o", "o is NULL while o_stats is given.");
         if ((st = gc_view("o", o->ptr, 4, o->stride, err))) return st;
-        if ((st = gc_tensor(res, NULL, 0, &res->o, 0, o->ptr, o->stride, 0, bf16, o_stats, err))) return st;
+        if ((st = gc_tensor(res, NULL, 0, &res->o, dev, o->ptr, o->stride, 0, bf16, o_stats, err))) return st;
     }
     if (lse_stats) {
         if (!lse) return gc_fail(err, FA_ERR_INVALID, "lse", "lse is NULL while lse_stats is given.");
         if ((st = gc_view("lse", lse->ptr, 3, lse->stride, err))) return st;
         int64_t s4[4] = {lse->stride[0], lse->stride[1], lse->stride[2], 0};
-        if ((st = gc_tensor(res, NULL, 1, &res->lse, 0, lse->ptr, s4, 1, bf16, lse_stats, err))) return st;
+        if ((st = gc_tensor(res, NULL, 1, &res->lse, dev, lse->ptr, s4, 1, bf16, lse_stats, err))) return st;
     }
     return FA_OK;
+}
+
+fa_status orc_gpu_compare_fwd(const orc_fwd_result *res, const fa_tensor *o, const fa_lse *lse, orc_stats *o_stats,
+                              orc_stats *lse_stats, fa_error *err) {
+    if (!res) return gc_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_fwd_result.");
+    return gc_fwd(res, 0, o, lse, o_stats, lse_stats, err);
+}
+
+fa_status orc_gpu_compare_fwd_dev(const orc_gpu_fwd_dres *res, const fa_tensor *o, const fa_lse *lse,
+                                  orc_stats *o_stats, orc_stats *lse_stats, fa_error *err) {
+    if (!res) return gc_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_gpu_fwd_dres.");
+    return gc_fwd(&res->r, 1, o, lse, o_stats, lse_stats, err);
 }
 
 static fa_status gc_bwd(const orc_bwd_result *res, int dev, const fa_tensor *dq, const fa_tensor *dk,

@@ -127,6 +127,28 @@ typedef struct {
                                       part of them (the qbase / cbase of chunk and cols) */
 } orc_gpu_bfin;
 
+/* The forward finished on the device (orc_gpu_fwd_dev): where orc_gpu_fwd_start_dev writes a
+ * chunk's sampled rows x0 .. x1-1 (O block o [n][Dv], LSE block lse [n][1], index ix [n]
+ * in device memory) with orc_formulas.h's orc_fm_fwd_out_elem / orc_fm_fwd_lse, and
+ * need [n] (device, 1: the row asks for MPFR: tier MPFR on a normal row (mpfr_all), or
+ * an element / the LSE above ratio times its bound). sink: the head's sink (has_sink). */
+typedef struct {
+    orc_gpu_dblk o, lse;
+    const orc_index *ix;
+    int *need;
+    double ratio;
+    int mpfr_all, has_sink;
+    double sink;
+    int64_t x0, x1;
+} orc_gpu_ffin;
+
+/* orc_gpu_fwd_start, the chunk finished on the device into fin's blocks instead of its sums
+ * fetched to the host (no orc_gpu_fwd_wait; the slot's previous chunk is waited for before
+ * its pinned ranges are reused). orc_gpu_fwd_sync waits for all of it. */
+int orc_gpu_fwd_start_dev(orc_gpu_fwd_state *st, int slot, int64_t b, int64_t h, int64_t r0, int64_t nr,
+                          const int64_t *rlo, const int64_t *rhi, const orc_gpu_ffin *fin, char *msg, size_t nmsg);
+int orc_gpu_fwd_sync(orc_gpu_fwd_state *st, char *msg, size_t nmsg);
+
 typedef struct orc_gpu_bwd_state orc_gpu_bwd_state;
 
 /* Device scratch for chunks of up to *rc rows (a multiple of ORC_GPU_RT) and the column

@@ -136,6 +136,92 @@ static void *dev_copy(const void *h, size_t bytes, size_t off_bytes) {
     return d;
 }
 
+static int64_t n_fdev, n_fdev_verdict;
+
+/* The forward's device path (orc_gpu_fwd_dev: every element finished on the device by
+ * orc_formulas.h's orc_fm_fwd_out_elem / orc_fm_fwd_lse, blocks left there, escalation found
+ * there) = the host path orc_gpu_fwd bit for bit: index, ref, bound, orc_err, flags,
+ * escalations. 1 with *dr filled, else 0. */
+static int fwd_dev_same(const char *what, int cs, const fa_fwd_args *da, const fa_precision *pr,
+                        const orc_options *opt, const orc_fwd_result *rg, orc_gpu_fwd_dres *dr) {
+    fa_error err;
+    if (orc_gpu_fwd_dev(da, pr, opt, dr, &err) != FA_OK) {
+        CHECK(0, "case %d %s: orc_gpu_fwd_dev: %s", cs, what, err.msg);
+        return 0;
+    }
+    const orc_block *g[2] = {&rg->o, &rg->lse}, *d[2] = {&dr->r.o, &dr->r.lse};
+    const char *nm[2] = {"O", "LSE"};
+    for (int k = 0; k < 2; k++) {
+        int64_t ne = g[k]->n * g[k]->dim, bad = 0, first = -1;
+        CHECK(d[k]->n == g[k]->n && d[k]->dim == g[k]->dim, "case %d %s %s: shape", cs, what, nm[k]);
+        if (d[k]->n != g[k]->n || d[k]->dim != g[k]->dim) continue;
+        CHECK(!memcmp(d[k]->index, g[k]->index, (size_t)g[k]->n * sizeof(orc_index)), "case %d %s %s: index", cs,
+              what, nm[k]);
+        double *h = malloc((size_t)(3 * ne + 1) * 8);
+        uint8_t *f = malloc((size_t)ne + 1);
+        CU(cudaMemcpy(h, d[k]->ref, (size_t)ne * 8, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(h + ne, d[k]->bound, (size_t)ne * 8, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(h + 2 * ne, d[k]->orc_err, (size_t)ne * 8, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(f, d[k]->flags, (size_t)ne, cudaMemcpyDeviceToHost));
+        for (int64_t e = 0; e < ne; e++)
+            if (!same_bits(h[e], g[k]->ref[e]) || !same_bits(h[ne + e], g[k]->bound[e]) ||
+                !same_bits(h[2 * ne + e], g[k]->orc_err[e]) || f[e] != g[k]->flags[e]) {
+                if (first < 0) first = e;
+                bad++;
+            }
+        CHECK(bad == 0, "case %d %s %s: %lld of %lld elements differ between the device and host paths (first %lld: "
+              "ref %a / %a bound %a / %a flags %d / %d)", cs, what, nm[k], (long long)bad, (long long)ne,
+              (long long)first, first >= 0 ? h[first] : 0.0, first >= 0 ? g[k]->ref[first] : 0.0,
+              first >= 0 ? h[ne + first] : 0.0, first >= 0 ? g[k]->bound[first] : 0.0, first >= 0 ? f[first] : 0,
+              first >= 0 ? g[k]->flags[first] : 0);
+        n_fdev += ne;
+        free(h);
+        free(f);
+    }
+    CHECK(dr->r.escalations == rg->escalations, "case %d %s: device path escalations %lld, host path %lld", cs, what,
+          (long long)dr->r.escalations, (long long)rg->escalations);
+    return 1;
+}
+
+/* The device-block compare (orc_gpu_compare_fwd_dev on outputs uploaded) = the host compare
+ * of the host path's result. o, l: host outputs; no, nl: their elements. */
+static void fwd_dev_verdicts(const char *what, int cs, const orc_gpu_fwd_dres *dr, const orc_fwd_result *rg,
+                             const fa_tensor *o, const fa_lse *l, int64_t no, int64_t nl) {
+    fa_tensor od = *o;
+    fa_lse ld = *l;
+    void *p, *q;
+    CU(cudaMalloc(&p, (size_t)no * 2 + 2));
+    CU(cudaMalloc(&q, (size_t)nl * 4 + 4));
+    CU(cudaMemcpy(p, o->ptr, (size_t)no * 2, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(q, l->ptr, (size_t)nl * 4, cudaMemcpyHostToDevice));
+    od.ptr = p;
+    ld.ptr = q;
+    orc_stats h[2], d[2];
+    fa_error err;
+    CHECK(orc_compare_fwd(rg, o, l, &h[0], &h[1], &err) == FA_OK, "case %d: compare: %s", cs, err.msg);
+    CHECK(orc_gpu_compare_fwd_dev(dr, &od, &ld, &d[0], &d[1], &err) == FA_OK, "case %d: device-block compare: %s",
+          cs, err.msg);
+    const char *nm[2] = {"O", "LSE"};
+    for (int k = 0; k < 2; k++) {
+        const orc_stats *a = &d[k], *b = &h[k];
+        n_fdev_verdict++;
+        CHECK(a->checked == b->checked && a->failed == b->failed && a->unchecked == b->unchecked &&
+                  a->escalations == b->escalations && a->nan_unexpected == b->nan_unexpected &&
+                  a->nan_missing == b->nan_missing && a->overflow_inf == b->overflow_inf &&
+                  a->overflow_sensitive == b->overflow_sensitive && a->nonfinite_match == b->nonfinite_match &&
+                  same_bits(a->worst_ratio, b->worst_ratio) && same_bits(a->median_ratio, b->median_ratio) &&
+                  !memcmp(a->worst_at, b->worst_at, sizeof a->worst_at) &&
+                  !memcmp(a->first_fail_at, b->first_fail_at, sizeof a->first_fail_at) &&
+                  !memcmp(a->ratio_hist, b->ratio_hist, sizeof a->ratio_hist),
+              "case %d %s %s: device-block compare checked %lld failed %lld esc %lld worst %g median %g; host "
+              "compare %lld %lld %lld %g %g", cs, what, nm[k], (long long)a->checked, (long long)a->failed,
+              (long long)a->escalations, a->worst_ratio, a->median_ratio, (long long)b->checked, (long long)b->failed,
+              (long long)b->escalations, b->worst_ratio, b->median_ratio);
+    }
+    cudaFree(p);
+    cudaFree(q);
+}
+
 /* Verdicts of both results on outputs (host O of the problem's layout, LSE). */
 static void verdicts(const char *what, int cs, const orc_fwd_result *rg, const orc_fwd_result *rc,
                      const fa_tensor *o, const fa_lse *lse) {
@@ -268,6 +354,8 @@ static void run_case(int cs, const fa_backend *cpu, const fa_backend *cuda) {
         CHECK(orc_gpu_fwd(&da, &be->precision, &opt, &rg, &err) == FA_OK, "case %d: orc_gpu_fwd: %s", cs, err.msg);
         cmp_block("O", cs, &rg.o, &rc.o);
         cmp_block("LSE", cs, &rg.lse, &rc.lse);
+        orc_gpu_fwd_dres fdr;
+        int have_fdr = fwd_dev_same(be->name, cs, &da, &be->precision, &opt, &rg, &fdr);
         if (bi == 0 && Sq * Sk * (Hkv * G) * B <= 40000) { /* MPFR tier */
             orc_fwd_result rm;
             opt.tier = ORC_TIER_MPFR;
@@ -306,6 +394,7 @@ static void run_case(int cs, const fa_backend *cpu, const fa_backend *cuda) {
             fa_lse l = ha.lse;
             l.ptr = lh;
             verdicts(be->name, cs, &rg, &rc, &o, &l);
+            if (have_fdr) fwd_dev_verdicts(be->name, cs, &fdr, &rg, &o, &l, no, B * Hkv * G * Sq);
             if (bi == 0) { /* push some elements outside their bound: both tiers must fail them alike */
                 for (int64_t x = 0; x < rc.o.n; x += 3) {
                     const orc_index *ix = &rc.o.index[x];
@@ -316,6 +405,7 @@ static void run_case(int cs, const fa_backend *cpu, const fa_backend *cuda) {
                         orc_encode(bad, dt);
                 }
                 verdicts("cpu-mutated", cs, &rg, &rc, &o, &l);
+                if (have_fdr) fwd_dev_verdicts("cpu-mutated", cs, &fdr, &rg, &o, &l, no, B * Hkv * G * Sq);
             }
         }
         free(oh);
@@ -333,9 +423,12 @@ static void run_case(int cs, const fa_backend *cpu, const fa_backend *cuda) {
             CHECK(orc_fwd(&ha, &be->precision, &opt, &rce, &err) == FA_OK, "case %d: cpu esc: %s", cs, err.msg);
             cmp_block("O-esc", cs, &re.o, &rce.o);
             cmp_block("LSE-esc", cs, &re.lse, &rce.lse);
+            orc_gpu_fwd_dres fde;
+            if (fwd_dev_same("esc", cs, &da, &be->precision, &opt, &re, &fde)) orc_gpu_fwd_dev_free(&fde);
             orc_fwd_free(&rce);
             orc_gpu_fwd_free(&re);
         }
+        if (have_fdr) orc_gpu_fwd_dev_free(&fdr);
         orc_fwd_free(&rc);
         orc_gpu_fwd_free(&rg);
     }
@@ -719,6 +812,10 @@ int main(int argc, char **argv) {
            ncases, (long long)n_cmp, (long long)n_mpfr, (long long)n_verdict, (long long)n_fail_found,
            (double)(clock() - t0) / CLOCKS_PER_SEC);
     CHECK(n_fail_found > 0, "the mutated outputs produced no failure: the comparison cannot fail");
+    CHECK(ncases == 0 || (n_fdev > 0 && n_fdev_verdict > 0), "forward: device path not compared");
+    printf("test_gpu_oracle: forward device path (orc_gpu_fwd_dev): %lld elements equal to the host path bit for "
+           "bit, %lld device-block compares equal to the host compare\n", (long long)n_fdev,
+           (long long)n_fdev_verdict);
     CHECK(n_ovf_flags > 0 || ncases < 160, "no element flagged ORC_F_OVERFLOW: the overflow cases do not reach the flag");
     {
         const char *const *names = fa_precision_preset_names();
