@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "oracle/orc_internal.h"
+#include "oracle/orc_judge.h"
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -83,13 +84,6 @@ static void vec_max(acc_stats *a, double ratio) {
     if (ratio > a->vmax) a->vmax = ratio;
 }
 
-static int bucket_of(double ratio) {
-    if (!(ratio > 0)) return 0;
-    if (isinf(ratio)) return ORC_HIST_BUCKETS - 1;
-    int k = ilogb(ratio) + 48; /* floor(log2(ratio)), exact (subnormals too) */
-    return k < 0 ? 0 : k > ORC_HIST_BUCKETS - 1 ? ORC_HIST_BUCKETS - 1 : k;
-}
-
 /* k-th smallest of a[0..n) (quickselect, reorders a); values are not NaN */
 static double select_kth(double *a, int64_t n, int64_t k) {
     int64_t lo = 0, hi = n - 1;
@@ -118,66 +112,32 @@ static void note_ovf(orc_stats *s, const int64_t at[4]) {
     if (s->first_ovf_at[0] < 0) memcpy(s->first_ovf_at, at, sizeof s->first_ovf_at);
 }
 
-/* Judge one element. Returns 0 judged, 1 undecided (needs MPFR). */
+/* Judge one element by the rule of orc_judge.h (the device compare calls the same
+ * orc_jd_elem) into a's statistics. Returns 0 judged, 1 undecided (needs MPFR). */
 static inline __attribute__((always_inline)) int judge(acc_stats *a, double kv, double ref, double bound, double oe, uint8_t fl,
                  const int64_t at[4], int final) {
     orc_stats *s = a->s;
-    /* ORC_F_OVERFLOW: the profile's own intermediates may overflow here (BOUNDS.md section
-     * 11): a non-finite result that is not a correctly rounded overflow is its own class,
-     * never a pass and never a kernel failure */
-    int ovf = (fl & ORC_F_OVERFLOW) && !isfinite(kv);
-    if ((fl & ORC_F_INF_INPUT) && isinf(ref)) {
-        /* BOUNDS.md 11.1: the exact value is ref (an infinite input with a positive weight);
-         * the same Inf, or NaN (0 * Inf where the kernel's weight underflowed), is right */
-        s->checked++;
-        if (isnan(kv) || kv == ref) { s->nonfinite_match++; vec_max(a, 0); }
-        else { s->nan_missing++; note_fail(s, at); vec_max(a, INFINITY); }
-        return 0;
+    orc_jd r = orc_jd_elem(kv, ref, bound, oe, fl, a->thr, final);
+    switch (r.cls) {
+    case ORC_JD_UNDECIDED: return 1;
+    case ORC_JD_UNCHECKED: s->unchecked++; return 0;
+    case ORC_JD_UNCHECKED_OVF: s->unchecked++; note_ovf(s, at); return 0;
+    case ORC_JD_NF_MATCH: s->checked++; s->nonfinite_match++; vec_max(a, 0); return 0;
+    case ORC_JD_NAN_MISSING: s->checked++; s->nan_missing++; note_fail(s, at); vec_max(a, INFINITY); return 0;
+    case ORC_JD_OVF_INF: s->checked++; s->overflow_inf++; vec_max(a, 0); return 0;
+    case ORC_JD_CHECKED_OVF: s->checked++; note_ovf(s, at); return 0;
+    case ORC_JD_NAN_UNEXP: s->checked++; s->nan_unexpected++; note_fail(s, at); vec_max(a, INFINITY); return 0;
+    default: break;
     }
-    if (fl & ORC_F_UNCHECKABLE) {
-        s->unchecked++;
-        if (ovf) note_ovf(s, at);
-        return 0;
-    }
-    if (isnan(ref) || isinf(ref)) {
-        s->checked++;
-        int ok = isnan(ref) ? isnan(kv) : (kv == ref);
-        if (!ok) { s->nan_missing++; note_fail(s, at); vec_max(a, INFINITY); }
-        else { s->nonfinite_match++; vec_max(a, 0); }
-        return 0;
-    }
-    if (isinf(kv) && !isnan(ref)) {
-        /* A finite reference may still round to +-Inf in the output dtype: the
-         * kernel's value before the store lies within bound of the exact value,
-         * which lies within oe of ref, and RN overflows at |x| >= thr. Measured
-         * in the direction of kv's sign, the farthest the pre-store value may
-         * reach is dir*ref + bound (dir = +-1): when bound > |ref| the interval
-         * straddles 0 and either sign of Inf can be correct. The Inf is correct
-         * (certainly) when dir*ref + bound - oe >= thr; certainly not when
-         * dir*ref + bound + oe < thr; else undecided. */
-        double reach = (kv > 0 ? ref : -ref) + bound;
-        if (!final && !(reach - oe >= a->thr) && reach + oe >= a->thr) return 1;
-        s->checked++;
-        if (reach - oe >= a->thr) { s->overflow_inf++; vec_max(a, 0); return 0; }
-        if (ovf) { note_ovf(s, at); return 0; }
-        s->nan_unexpected++; note_fail(s, at); vec_max(a, INFINITY); return 0;
-    }
-    if (!isfinite(kv)) {
-        s->checked++;
-        if (ovf) { note_ovf(s, at); return 0; }
-        s->nan_unexpected++; note_fail(s, at); vec_max(a, INFINITY); return 0;
-    }
-    double err = fabs(kv - ref);
-    if (!final && !(err + oe <= bound) && !(err - oe > bound)) return 1;
+    double err = r.err, ratio = r.ratio;
     s->checked++;
-    double ratio = bound > 0 ? err / bound : (err > 0 ? INFINITY : 0);
     if (err > bound) note_fail(s, at);
     if (ratio > s->worst_ratio || s->worst_at[0] < 0) {
         s->worst_ratio = ratio;
         memcpy(s->worst_at, at, sizeof s->worst_at);
         s->worst_kernel = kv; s->worst_ref = ref; s->worst_bound = bound;
     }
-    s->ratio_hist[bucket_of(ratio)]++;
+    s->ratio_hist[orc_jd_bucket(ratio)]++;
     s->exact += err == 0;
     vec_max(a, ratio);
     if (bound > 0) {
@@ -437,6 +397,30 @@ static void recompute(const orc_ctx *c, vec_kind kind, int is_dv, const orc_inde
     }
 }
 
+/* Element e (= v dim + d) of vector ix with kernel value kv: judged on the double reference,
+ * an undecided one on the vector's MPFR values (recomputed into mp on the vector's first
+ * undecided element, *escalated set; later elements of the vector then use mp too).
+ * Returns the reference the element was judged on. */
+static inline __attribute__((always_inline)) double judge_esc(acc_stats *a, const orc_block *blk, const orc_ctx *c,
+        const cmp_seq *sv, vec_kind kind, int is_dv, const orc_index *ix, int prec, double nterms,
+        int64_t e, int64_t d, double kv, const int64_t at[4], int *escalated, double *mp) {
+    double ref = blk->ref[e], oe = blk->orc_err[e];
+    if (*escalated) { oe = orc_mpfr_err(mp[d], oe, prec, nterms); ref = mp[d]; }
+    if (judge(a, kv, ref, blk->bound[e], oe, blk->flags[e], at, 0)) {
+        if (!*escalated) {
+            if (sv) recompute_seq(sv, c, kind, is_dv, ix, prec, mp);
+            else recompute(c, kind, is_dv, ix, prec, mp);
+            *escalated = 1;
+        }
+        a->s->escalations++;
+        oe = orc_mpfr_err(mp[d], blk->orc_err[e], prec, nterms);
+        ref = mp[d];
+        int still = judge(a, kv, ref, blk->bound[e], oe, blk->flags[e], at, 0);
+        if (still) judge(a, kv, ref, blk->bound[e], 0, blk->flags[e], at, 1);
+    }
+    return ref;
+}
+
 /* Vectors v0 .. v1-1 of blk into a (its stats, its ratios), mp: [dim] scratch. sv: the
  * sequences of a contract-v3 problem (BOUNDS.md 13), or NULL (dense). */
 static void compare_range(const orc_block *blk, const orc_ctx *c, const cmp_seq *sv, vec_kind kind, int is_dv,
@@ -469,20 +453,7 @@ static void compare_range(const orc_block *blk, const orc_ctx *c, const cmp_seq 
                                           : orc_seq_qoff(sv->s, st, ix->b, ix->s, ix->h, d);
                 kv = orc_decode_fast(((const uint16_t *)kptr)[off], c->dt);
             }
-            double ref = blk->ref[e], oe = blk->orc_err[e];
-            if (escalated) { oe = orc_mpfr_err(mp[d], oe, prec, nterms); ref = mp[d]; }
-            if (judge(a, kv, ref, blk->bound[e], oe, blk->flags[e], at, 0)) {
-                if (!escalated) {
-                    if (sv) recompute_seq(sv, c, kind, is_dv, ix, prec, mp);
-                    else recompute(c, kind, is_dv, ix, prec, mp);
-                    escalated = 1;
-                }
-                out->escalations++;
-                oe = orc_mpfr_err(mp[d], blk->orc_err[e], prec, nterms);
-                ref = mp[d];
-                int still = judge(a, kv, ref, blk->bound[e], oe, blk->flags[e], at, 0);
-                if (still) judge(a, kv, ref, blk->bound[e], 0, blk->flags[e], at, 1);
-            }
+            double ref = judge_esc(a, blk, c, sv, kind, is_dv, ix, prec, nterms, e, d, kv, at, &escalated, mp);
             note_baseline(a, blk, e, ref, f32, c->dt);
         }
         float *cell = &out->grid[ix->h >> hshift][ix->s >> sshift];
@@ -722,6 +693,73 @@ fa_status orc_compare_dsinks(const orc_bwd_result *res, const float *dsinks, orc
     orc_seqs_free(&dense1);
     return st;
 }
+
+// ----------------------------------------------------------------------------
+// the escalated vectors of a device compare (orc_judge.h)
+
+fa_status orc_compare_esc(const orc_fwd_result *fr, const orc_bwd_result *br, int tensor, int64_t n,
+                          const int64_t *vecs, const int32_t *d0, const double *kv, orc_cmp_part *out,
+                          fa_error *err) {
+    orc_ctx c;
+    orc_seqs sq;
+    cmp_seq sv;
+    const cmp_seq *svp;
+    fa_status st;
+    memset(out, 0, sizeof *out);
+    out->fail_e = out->ovf_e = out->worst_e = -1;
+    if (fr ? (tensor < 0 || tensor > 1) : (!br || tensor < 2 || tensor > 4))
+        return cmp_fail(err, FA_ERR_INVALID, "tensor", "tensor must be 0 (O) or 1 (LSE) of a forward result, 2-4 (dQ, dK, dV) of a backward result.");
+    if ((st = cmp_ctx(fr ? &fr->args : NULL, fr ? NULL : &br->args, &c, &sq, &sv, &svp, err))) return st;
+    orc_seqs_free(&sq);
+    if (svp) return cmp_fail(err, FA_ERR_INVALID, "args", "a packed / paged problem: judge it with orc_compare_fwd / orc_compare_bwd.");
+    const orc_block *blk = fr ? (tensor == 0 ? &fr->o : &fr->lse) : tensor == 2 ? &br->dq : tensor == 3 ? &br->dk : &br->dv;
+    if (blk->baseline) return cmp_fail(err, FA_ERR_INVALID, "res", "a result with a naive baseline: judge it with orc_compare_fwd / orc_compare_bwd.");
+    vec_kind kind = tensor == 0 ? V_O : tensor == 1 ? V_LSE : tensor == 2 ? V_DQ : V_DKV;
+    int is_dv = tensor == 4, dkv = kind == V_DKV;
+    int prec = fr ? fr->opt.mpfr_prec : br->opt.mpfr_prec;
+    double nterms = dkv ? (double)(c.Sq * c.G + c.G) : (double)c.Sk + 1;
+    out->dim = blk->dim;
+    out->thr = orc_overflow_threshold(kind == V_LSE ? -1 : (int)c.dt);
+    stats_init(&out->s, 0, dkv ? c.Hkv : c.Hq, dkv ? c.Sk : c.Sq);
+    acc_stats a = {&out->s, malloc((size_t)(n * blk->dim > 0 ? n * blk->dim : 1) * sizeof(double)), 0, 0, out->thr, 0, 0, 0};
+    double *mp = malloc((size_t)(blk->dim > 0 ? blk->dim : 1) * sizeof(double));
+    if (!a.ratios || !mp) { free(a.ratios); free(mp); return cmp_fail(err, FA_ERR_NOMEM, "", "out of memory while comparing escalated vectors."); }
+    orc_stats *s = &out->s;
+    int hshift = __builtin_ctzll((unsigned long long)s->grid_hb), sshift = __builtin_ctzll((unsigned long long)s->grid_sb);
+    for (int64_t k = 0; k < n; k++) {
+        int64_t v = vecs[k];
+        const orc_index *ix = &blk->index[v];
+        int escalated = 0;
+        a.vmax = -1;
+        for (int64_t d = d0[k]; d < blk->dim; d++) {
+            int64_t e = v * blk->dim + d;
+            int64_t at[4] = {ix->b, ix->s, ix->h, blk->dim == 1 ? 0 : d};
+            int had_fail = s->first_fail_at[0] >= 0, had_ovf = s->first_ovf_at[0] >= 0;
+            double wr = s->worst_ratio;
+            int had_worst = s->worst_at[0] >= 0;
+            judge_esc(&a, blk, &c, NULL, kind, is_dv, ix, prec, nterms, e, d, kv[k * blk->dim + d], at, &escalated, mp);
+            if (!had_fail && s->first_fail_at[0] >= 0) out->fail_e = e;
+            if (!had_ovf && s->first_ovf_at[0] >= 0) out->ovf_e = e;
+            if (s->worst_at[0] >= 0 && (!had_worst || s->worst_ratio > wr)) out->worst_e = e;
+        }
+        float *cell = &s->grid[ix->h >> hshift][ix->s >> sshift];
+        if (a.vmax > *cell) *cell = (float)a.vmax;
+    }
+    free(mp);
+    out->ratios = a.ratios;
+    out->nr = a.nr;
+    out->bias = a.bias;
+    out->bias_zero = a.bias_zero;
+    return FA_OK;
+}
+
+void orc_cmp_part_free(orc_cmp_part *p) {
+    if (!p) return;
+    free(p->ratios);
+    p->ratios = NULL;
+}
+
+double orc_cmp_select(double *a, int64_t n, int64_t k) { return select_kth(a, n, k); }
 
 void orc_stats_format(const orc_stats *s, const char *tensor, char *buf, size_t n) {
     if (!buf || n == 0) return;

@@ -652,4 +652,94 @@ ORC_HD void orc_fm_grad_elem(const orc_model *mk, double s, double sum, double b
     *bound = bd;
 }
 
+/* The flags of a reference element's value (orc_value_flags of orc_internal.h, callable on
+ * the device): NaN, Inf or none. */
+ORC_HD uint8_t orc_fm_value_flags(double ref) {
+    return isnan(ref) ? ORC_F_NAN : isinf(ref) ? ORC_F_INF : 0;
+}
+
+// ----------------------------------------------------------------------------
+// a forward row's outputs (orc_fwd_row_out's per-element logic; both tiers)
+
+/* One O element from the row sums num = sum w v, bsum = sum C |v|, osum = sum CO |v|:
+ * value, oracle error bound, kernel bound (BOUNDS.md 3.6). */
+ORC_HD void orc_fwd_elem(const orc_model *mk, const orc_model *mo, const orc_row_info *R,
+                                double num, double bsum, double osum, double *O, double *eo,
+                                double *bound) {
+    double ko = R->kap_o, kk = R->kap_k;
+    double sumsafe = ORC_SAFETY * (1 + orc_gamma((double)R->n + 16, ORC_U_D));
+    double o = num / R->L;
+    double e = (osum * sumsafe + fabs(o) * ko) / (1 - ko);
+    e = (e + mo->u_div * (fabs(o) + e)) * ORC_SAFETY;
+    double Om = fabs(o) + e;
+    double pre = (bsum * sumsafe + R->floor_n + Om * kk) / (1 - kk);
+    double dv = mk->u_div * (Om + pre) + mk->tau;               /* division, its underflow */
+    double out = mk->u_out * (Om + pre + dv) + mk->f_out + mk->tau; /* store, its underflow */
+    *O = o;
+    *eo = e;
+    *bound = kk < 1 ? (pre + dv + out) * ORC_SAFETY : INFINITY;
+}
+
+/* One O element of a row (orc_fwd_row_out): value, orc_err, kernel bound, flags. A masked
+ * row's: 0 exactly (ORC_F_MASKED_ROW); a NaN or uncheckable row's: NaN (its flags, with
+ * ORC_F_OVERFLOW where R->ovf). A normal row's: orc_fwd_elem, uncheckable where kap_k >= 1
+ * or the bound is not finite, ORC_F_INF_INPUT for an infinite value (an infinite v_jd with
+ * positive weight, BOUNDS.md 11.1), ORC_F_OVERFLOW where R->ovf (section 11). Returns 1
+ * where a checkable element's orc_err exceeds ratio * bound (escalation at reference time). */
+ORC_HD int orc_fm_fwd_out_elem(const orc_model *mk, const orc_model *mo, const orc_row_info *R, double num,
+                               double bsum, double osum, double ratio, double *ref, double *oe, double *bound,
+                               uint8_t *flags) {
+    if (R->kind == ROW_MASKED) {
+        *ref = 0; *bound = 0; *oe = 0; *flags = ORC_F_MASKED_ROW;
+        return 0;
+    }
+    if (R->kind != ROW_NORMAL) {
+        *ref = NAN; *bound = NAN; *oe = NAN;
+        *flags = (uint8_t)(R->kind == ROW_NAN ? ORC_F_NAN : ORC_F_UNCHECKABLE | (R->ovf ? ORC_F_OVERFLOW : 0));
+        return 0;
+    }
+    double O;
+    orc_fwd_elem(mk, mo, R, num, bsum, osum, &O, oe, bound);
+    *ref = O;
+    uint8_t f = orc_fm_value_flags(O);
+    if (!(R->kap_k < 1) || !isfinite(*bound)) f |= ORC_F_UNCHECKABLE;
+    if (isinf(O)) f |= ORC_F_INF_INPUT;
+    if (R->ovf) f |= ORC_F_OVERFLOW;
+    *flags = f;
+    return !(f & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE)) && *oe > ratio * *bound;
+}
+
+/* The LSE of a row (orc_fwd_row_out): a masked row's is the sink exactly when the head has
+ * one (has_sink; 14.2: a kernel's log2 round trip of the sink, <= 4 roundings of u_s, and
+ * the fp32 store), else the declared convention mk->lse_empty (BOUNDS.md 10.6) with
+ * ORC_F_MASKED_ROW; a NaN / uncheckable row's NaN (the O elements' flags); a normal row's
+ * R's LSE, uncheckable where its bound is not finite. Returns 1 for a normal row whose
+ * LSE orc_err exceeds ratio * bound. */
+ORC_HD int orc_fm_fwd_lse(const orc_model *mk, const orc_row_info *R, int has_sink, double sink, double ratio,
+                          double *ref, double *oe, double *bound, uint8_t *flags) {
+    if (R->kind == ROW_MASKED) {
+        if (has_sink) {
+            *ref = sink;
+            *oe = 0;
+            *bound = isfinite(sink) ? ((4 * mk->u_s + mk->u_lse) * fabs(sink) * (1 + 0x1p-40) + 3 * mk->tau) * ORC_SAFETY
+                                    : 0;
+            *flags = orc_fm_value_flags(sink);
+            return 0;
+        }
+        *ref = mk->lse_empty; *oe = 0; *bound = 0;
+        *flags = (uint8_t)(ORC_F_MASKED_ROW | orc_fm_value_flags(mk->lse_empty));
+        return 0;
+    }
+    if (R->kind != ROW_NORMAL) {
+        *ref = NAN; *bound = NAN; *oe = NAN;
+        *flags = (uint8_t)(R->kind == ROW_NAN ? ORC_F_NAN : ORC_F_UNCHECKABLE | (R->ovf ? ORC_F_OVERFLOW : 0));
+        return 0;
+    }
+    *ref = R->lse;
+    *oe = R->lse_orc;
+    *bound = R->lse_bound;
+    *flags = (uint8_t)(orc_fm_value_flags(R->lse) | (isfinite(R->lse_bound) ? 0 : ORC_F_UNCHECKABLE));
+    return R->lse_orc > ratio * R->lse_bound;
+}
+
 #endif /* FLASHCHECK_ORC_FORMULAS_H */

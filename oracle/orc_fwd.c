@@ -207,63 +207,32 @@ void orc_row_baseline(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int64_t
 // ----------------------------------------------------------------------------
 // one row's outputs (both tiers: orc_fwd here, orc_gpu_fwd in oracle/gpu)
 
-int64_t orc_fwd_row_out(const orc_ctx *c, const orc_model *mk, const orc_model *mo, const orc_options *opt,
-                        orc_fwd_result *res, int64_t row, const orc_row_info *R, const double *num,
-                        const double *bsum, const double *osum, const double *b16, double *tmp) {
+int orc_fwd_row_fill(const orc_ctx *c, const orc_model *mk, const orc_model *mo, const orc_options *opt,
+                     orc_fwd_result *res, int64_t row, const orc_row_info *R, const double *num, const double *bsum,
+                     const double *osum, const double *b16) {
     int64_t Dv = c->Dv;
     double *ref = res->o.ref + row * Dv, *bound = res->o.bound + row * Dv;
     double *oe = res->o.orc_err + row * Dv;
     uint8_t *fl = res->o.flags + row * Dv;
     double *bl = res->o.baseline && b16 ? res->o.baseline + row * Dv : NULL;
-    if (R->kind == ROW_MASKED) {
-        for (int64_t d = 0; d < Dv; d++) { ref[d] = 0; bound[d] = 0; oe[d] = 0; fl[d] = ORC_F_MASKED_ROW; }
-        if (bl) for (int64_t d = 0; d < Dv; d++) bl[d] = 0;
-        if (c->has_sinks) { /* 14.2: LSE = sink exactly; a kernel's log2 round trip of the sink
-                               (<= 4 roundings of u_s) and the fp32 store */
-            double sk = (double)c->sinks[res->o.index[row].h];
-            res->lse.ref[row] = sk;
-            res->lse.orc_err[row] = 0;
-            res->lse.bound[row] = isfinite(sk) ? ((4 * mk->u_s + mk->u_lse) * fabs(sk) * (1 + 0x1p-40) + 3 * mk->tau) * ORC_SAFETY : 0;
-            res->lse.flags[row] = orc_value_flags(sk);
-            return 0;
-        }
-        /* the declared convention for a row with no visible key (BOUNDS.md 10.6):
-         * -inf (the contract), +inf or 0, exactly */
-        res->lse.ref[row] = mk->lse_empty;
-        res->lse.flags[row] = ORC_F_MASKED_ROW | orc_value_flags(mk->lse_empty);
-        return 0;
-    }
-    if (R->kind != ROW_NORMAL) {
-        uint8_t f = R->kind == ROW_NAN ? ORC_F_NAN : ORC_F_UNCHECKABLE | (R->ovf ? ORC_F_OVERFLOW : 0);
-        for (int64_t d = 0; d < Dv; d++) { ref[d] = NAN; bound[d] = NAN; oe[d] = NAN; fl[d] = f; }
-        if (bl) for (int64_t d = 0; d < Dv; d++) bl[d] = NAN;
-        res->lse.ref[row] = NAN;
-        res->lse.bound[row] = NAN;
-        res->lse.orc_err[row] = NAN;
-        res->lse.flags[row] = f;
-        return 0;
-    }
-    int unbounded = !(R->kap_k < 1);
-    int need_esc = opt->tier == ORC_TIER_MPFR;
-    for (int64_t d = 0; d < Dv; d++) {
-        double O;
-        orc_fwd_elem(mk, mo, R, num[d], bsum[d], osum[d], &O, &oe[d], &bound[d]);
-        ref[d] = O;
-        fl[d] = orc_value_flags(O);
-        if (unbounded || !isfinite(bound[d])) fl[d] |= ORC_F_UNCHECKABLE;
-        /* an infinite O of a normal row: an infinite v_jd with positive weight (BOUNDS.md 11.1) */
-        if (isinf(O)) fl[d] |= ORC_F_INF_INPUT;
-        if (R->ovf) fl[d] |= ORC_F_OVERFLOW; /* section 11: the P.V numerator (orc_fm_pv_overflow) */
-        if (!(fl[d] & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE)) && oe[d] > opt->escalate_ratio * bound[d])
-            need_esc = 1;
-        if (bl) bl[d] = orc_rd_fast(b16[d], c->dt);
-    }
-    res->lse.ref[row] = R->lse;
-    res->lse.orc_err[row] = R->lse_orc;
-    res->lse.bound[row] = R->lse_bound;
-    res->lse.flags[row] = orc_value_flags(R->lse) | (isfinite(R->lse_bound) ? 0 : ORC_F_UNCHECKABLE);
-    if (R->lse_orc > opt->escalate_ratio * R->lse_bound) need_esc = 1;
-    if (!need_esc) return 0;
+    /* the per-element logic is orc_formulas.h's (the GPU tier's device finishing calls it too) */
+    int normal = R->kind == ROW_NORMAL, need_esc = normal && opt->tier == ORC_TIER_MPFR;
+    for (int64_t d = 0; d < Dv; d++)
+        need_esc |= orc_fm_fwd_out_elem(mk, mo, R, normal ? num[d] : 0, normal ? bsum[d] : 0, normal ? osum[d] : 0,
+                                        opt->escalate_ratio, &ref[d], &oe[d], &bound[d], &fl[d]);
+    if (bl)
+        for (int64_t d = 0; d < Dv; d++)
+            bl[d] = R->kind == ROW_MASKED ? 0 : normal ? orc_rd_fast(b16[d], c->dt) : NAN;
+    double sk = c->has_sinks ? (double)c->sinks[res->o.index[row].h] : 0;
+    need_esc |= orc_fm_fwd_lse(mk, R, c->has_sinks, sk, opt->escalate_ratio, &res->lse.ref[row],
+                               &res->lse.orc_err[row], &res->lse.bound[row], &res->lse.flags[row]);
+    return need_esc;
+}
+
+int64_t orc_fwd_row_esc(const orc_ctx *c, const orc_options *opt, orc_fwd_result *res, int64_t row, double *tmp) {
+    int64_t Dv = c->Dv;
+    double *ref = res->o.ref + row * Dv, *oe = res->o.orc_err + row * Dv;
+    uint8_t *fl = res->o.flags + row * Dv;
     const orc_index *ix = &res->o.index[row];
     double lse_mp;
     orc_mpfr_fwd_row(c, ix->b, ix->h, ix->s, opt->mpfr_prec, tmp, &lse_mp);
@@ -274,9 +243,16 @@ int64_t orc_fwd_row_out(const orc_ctx *c, const orc_model *mk, const orc_model *
         if (isinf(tmp[d])) fl[d] |= ORC_F_INF_INPUT;
     }
     res->lse.ref[row] = lse_mp;
-    res->lse.orc_err[row] = orc_mpfr_err(lse_mp, R->lse_orc, opt->mpfr_prec, (double)c->Sk);
+    res->lse.orc_err[row] = orc_mpfr_err(lse_mp, res->lse.orc_err[row], opt->mpfr_prec, (double)c->Sk);
     res->lse.flags[row] |= ORC_F_ESCALATED;
     return Dv + 1;
+}
+
+int64_t orc_fwd_row_out(const orc_ctx *c, const orc_model *mk, const orc_model *mo, const orc_options *opt,
+                        orc_fwd_result *res, int64_t row, const orc_row_info *R, const double *num,
+                        const double *bsum, const double *osum, const double *b16, double *tmp) {
+    if (!orc_fwd_row_fill(c, mk, mo, opt, res, row, R, num, bsum, osum, b16)) return 0;
+    return orc_fwd_row_esc(c, opt, res, row, tmp);
 }
 
 // ----------------------------------------------------------------------------

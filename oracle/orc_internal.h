@@ -255,24 +255,7 @@ void orc_row_weights(const orc_ctx *c, const orc_model *mk, const orc_model *mo,
                      double *S, const double *A, double e_floor, uint8_t *vis, double *W, double *C,
                      double *CO, double *E, orc_row_info *ri);
 
-/* One O element from the row sums num = sum w v, bsum = sum C |v|, osum = sum CO |v|:
- * value, oracle error bound, kernel bound (BOUNDS.md 3.6). */
-ORC_HD void orc_fwd_elem(const orc_model *mk, const orc_model *mo, const orc_row_info *R,
-                                double num, double bsum, double osum, double *O, double *eo,
-                                double *bound) {
-    double ko = R->kap_o, kk = R->kap_k;
-    double sumsafe = ORC_SAFETY * (1 + orc_gamma((double)R->n + 16, ORC_U_D));
-    double o = num / R->L;
-    double e = (osum * sumsafe + fabs(o) * ko) / (1 - ko);
-    e = (e + mo->u_div * (fabs(o) + e)) * ORC_SAFETY;
-    double Om = fabs(o) + e;
-    double pre = (bsum * sumsafe + R->floor_n + Om * kk) / (1 - kk);
-    double dv = mk->u_div * (Om + pre) + mk->tau;               /* division, its underflow */
-    double out = mk->u_out * (Om + pre + dv) + mk->f_out + mk->tau; /* store, its underflow */
-    *O = o;
-    *eo = e;
-    *bound = kk < 1 ? (pre + dv + out) * ORC_SAFETY : INFINITY;
-}
+/* orc_fwd_elem (one O element from the row sums): orc_formulas.h. */
 
 /* One forward row's outputs in res (row = its index in the sample): O values, orc_err,
  * bounds and flags from the row info R and the row sums num = sum w v, bsum = sum C |v|,
@@ -284,6 +267,15 @@ ORC_HD void orc_fwd_elem(const orc_model *mk, const orc_model *mo, const orc_row
 int64_t orc_fwd_row_out(const orc_ctx *c, const orc_model *mk, const orc_model *mo, const orc_options *opt,
                         orc_fwd_result *res, int64_t row, const orc_row_info *R, const double *num,
                         const double *bsum, const double *osum, const double *b16, double *tmp);
+/* orc_fwd_row_out in two steps (the same operations): everything but the escalation (returns
+ * 1 if the row needs MPFR: tier MPFR, or an element's / the LSE's orc_err above
+ * escalate_ratio times its bound), then the row's MPFR escalation (reads the inputs through
+ * c; returns the elements escalated). orc_gpu_fwd fills rows while the host copies of the
+ * inputs are still being made and escalates after. */
+int orc_fwd_row_fill(const orc_ctx *c, const orc_model *mk, const orc_model *mo, const orc_options *opt,
+                     orc_fwd_result *res, int64_t row, const orc_row_info *R, const double *num, const double *bsum,
+                     const double *osum, const double *b16);
+int64_t orc_fwd_row_esc(const orc_ctx *c, const orc_options *opt, orc_fwd_result *res, int64_t row, double *tmp);
 
 /* Baseline (naive same-dtype) probabilities of a row: P16[t] = rd(softmax(rd(rd(qs.k) + rd(m))))
  * from S16 = rd(q*scale).k; 0 where invisible. */

@@ -6,13 +6,18 @@
  *   default: 4 16 16 8192 128 1   1 16 2048   (bf16)
  *
  * For the large size (B, Hq, Hkv, S, D): the CUDA backend's forward, then
- * orc_gpu_fwd (reference + bounds, device inputs) and orc_compare_fwd (the
- * verdict of every element), wall times. For the small size (Bc, Hqc, Sc, same
+ * orc_gpu_fwd (reference + bounds, device inputs) and orc_gpu_compare_fwd (the
+ * verdict of every element, on the device), wall times; the host compare
+ * orc_compare_fwd of the same result beside it (its time, and whether its
+ * statistics equal the device's). For the small size (Bc, Hqc, Sc, same
  * D and mask): the same with both tiers, and the CPU tier's time extrapolated to
  * the large size, labelled: the reference by the ratio of visible (query, key)
  * pairs (its work is proportional to pairs * (Dqk + Dv)), the comparison by the
  * ratio of output elements. The backward likewise: the CUDA backend's backward
- * on its own forward outputs (dO Gaussian), orc_gpu_bwd + orc_compare_bwd.
+ * on its own forward outputs (dO Gaussian), orc_gpu_bwd_dev + orc_gpu_compare_bwd_dev (result blocks
+ * finished and judged in device memory; its split: input copies, device reference and
+ * finishing kernels by CUDA events, escalation), and beside it the host path orc_gpu_bwd +
+ * orc_compare_bwd of the same call, whose statistics must be equal.
  * Not a test: prints figures. */
 #include <cuda_runtime_api.h>
 #include <math.h>
@@ -71,9 +76,24 @@ static void contiguous(fa_tensor *t, void *p, int64_t S, int64_t H, int64_t D) {
 typedef struct {
     double gpu_ref, gpu_cmp, cpu_ref, cpu_cmp, kernel;
     double bgpu_ref, bgpu_cmp, bcpu_ref, bcpu_cmp; /* backward */
+    double gpu_hcmp, bgpu_hcmp; /* the host compare of the GPU tier's results (beside the device compare) */
+    double bgpu_href;           /* orc_gpu_bwd (host blocks) */
+    double gpu_href;            /* orc_gpu_fwd (host blocks) */
+    double bgpu_ucmp;           /* orc_gpu_compare_bwd of those host blocks (uploaded) */
+    orc_gpu_times bsplit;       /* the device path's split */
+    orc_gpu_times fsplit;       /* the forward's split */
     double belems;
     double pairs, elems; /* visible (query, key) pairs; output elements */
 } timing;
+
+/* the device compare's statistics = the host compare's (verdicts, worst, median) */
+static int same_stats(const orc_stats *a, const orc_stats *b) {
+    return a->checked == b->checked && a->failed == b->failed && a->unchecked == b->unchecked &&
+           a->escalations == b->escalations && a->worst_ratio == b->worst_ratio &&
+           a->median_ratio == b->median_ratio && !memcmp(a->worst_at, b->worst_at, sizeof a->worst_at) &&
+           !memcmp(a->first_fail_at, b->first_fail_at, sizeof a->first_fail_at) &&
+           !memcmp(a->ratio_hist, b->ratio_hist, sizeof a->ratio_hist);
+}
 
 static void report(const char *tier, const char *name, const orc_stats *s) {
     char buf[700];
@@ -124,20 +144,44 @@ static int run_size(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t D, in
     orc_options_init(&opt);
     opt.baseline = 0;
     orc_fwd_result r;
+    orc_gpu_fwd_dres fdr;
     orc_stats so, sl;
+    int bad_cmp = 0;
+    /* the device path (blocks finished and judged on the device): the table's figures */
     t0 = now();
-    if (orc_gpu_fwd(&a, &be->precision, &opt, &r, &err) != FA_OK) { fprintf(stderr, "orc_gpu_fwd: %s\n", err.msg); return 1; }
+    if (orc_gpu_fwd_dev(&a, &be->precision, &opt, &fdr, &err) != FA_OK) { fprintf(stderr, "orc_gpu_fwd_dev: %s\n", err.msg); return 1; }
     double t1 = now();
-    if (orc_compare_fwd(&r, &ho, &hl, &so, &sl, &err) != FA_OK) { fprintf(stderr, "compare: %s\n", err.msg); return 1; }
+    if (orc_gpu_compare_fwd_dev(&fdr, &a.o, &a.lse, &so, &sl, &err) != FA_OK) { fprintf(stderr, "device compare: %s\n", err.msg); return 1; }
     double t2 = now();
     t->gpu_ref = t1 - t0;
     t->gpu_cmp = t2 - t1;
+    t->fsplit = fdr.t;
+    long long fesc = (long long)fdr.r.escalations;
+    orc_gpu_fwd_dev_free(&fdr);
+    printf("    gpu  forward split (device path): input copies %.3f s (second thread; waited for %.3f s), waiting for "
+           "the device %.3f s, escalation and rest %.3f s, call %.3f s; device compare (blocks in place) %.3f s\n",
+           t->fsplit.inputs, t->fsplit.inputs_wait, t->fsplit.wait, t->fsplit.host_finish, t->fsplit.total,
+           t->gpu_cmp);
+    /* the host path (rows filled on the host) and the host compare: same statistics */
+    double t4 = now();
+    if (orc_gpu_fwd(&a, &be->precision, &opt, &r, &err) != FA_OK) { fprintf(stderr, "orc_gpu_fwd: %s\n", err.msg); return 1; }
+    t->gpu_href = now() - t4;
+    {
+        orc_stats ho_s, hl_s;
+        double t3 = now();
+        if (orc_compare_fwd(&r, &ho, &hl, &ho_s, &hl_s, &err) != FA_OK) { fprintf(stderr, "compare: %s\n", err.msg); return 1; }
+        t->gpu_hcmp = now() - t3;
+        int same = same_stats(&so, &ho_s) && same_stats(&sl, &hl_s) && fesc == (long long)r.escalations;
+        printf("    gpu  forward: device path %.3f + %.3f s; host path %.3f s + host compare %.3f s; statistics %s\n",
+               t->gpu_ref, t->gpu_cmp, t->gpu_href, t->gpu_hcmp, same ? "equal" : "DIFFER");
+        if (!same) { report("host", "O", &ho_s); report("host", "LSE", &hl_s); }
+        bad_cmp |= !same;
+    }
     printf("    gpu  reference+bounds %.3f s, compare %.3f s, total %.3f s; escalations %lld (reference) %lld (compare)\n",
-           t->gpu_ref, t->gpu_cmp, t->gpu_ref + t->gpu_cmp, (long long)r.escalations,
-           (long long)(so.escalations + sl.escalations));
+           t->gpu_ref, t->gpu_cmp, t->gpu_ref + t->gpu_cmp, fesc, (long long)(so.escalations + sl.escalations));
     report("gpu", "O", &so);
     report("gpu", "LSE", &sl);
-    int bad = so.failed + sl.failed > 0 || so.checked + sl.checked == 0;
+    int bad = so.failed + sl.failed > 0 || so.checked + sl.checked == 0 || bad_cmp;
     orc_gpu_fwd_free(&r);
     /* backward: the CUDA backend's, on its forward outputs */
     fa_bwd_args ba;
@@ -162,22 +206,57 @@ static int run_size(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t D, in
         CU(cudaMemcpy(gq, dgq, nq * 2, cudaMemcpyDeviceToHost));
         CU(cudaMemcpy(gk, dgk, nk * 2, cudaMemcpyDeviceToHost));
         CU(cudaMemcpy(gv, dgv, nk * 2, cudaMemcpyDeviceToHost));
-        orc_bwd_result br;
+        /* the device path: blocks finished and judged on the device, never transferred */
+        orc_gpu_bwd_dres dr;
         t0 = now();
-        if (orc_gpu_bwd(&ba, &be->precision, &opt, &br, &err) != FA_OK) { fprintf(stderr, "orc_gpu_bwd: %s\n", err.msg); return 1; }
+        if (orc_gpu_bwd_dev(&ba, &be->precision, &opt, &dr, &err) != FA_OK) { fprintf(stderr, "orc_gpu_bwd_dev: %s\n", err.msg); return 1; }
         t1 = now();
-        if (orc_compare_bwd(&br, &hgq, &hgk, &hgv, &sq_, &sk_, &sv_, &err) != FA_OK) { fprintf(stderr, "compare: %s\n", err.msg); return 1; }
+        if (orc_gpu_compare_bwd_dev(&dr, &ba.dq, &ba.dk, &ba.dv, &sq_, &sk_, &sv_, &err) != FA_OK) { fprintf(stderr, "device compare: %s\n", err.msg); return 1; }
         t2 = now();
         t->bgpu_ref = t1 - t0;
         t->bgpu_cmp = t2 - t1;
+        t->bsplit = dr.t;
+        long long besc = (long long)dr.r.escalations;
+        double bor = dr.r.o_input_ratio, blr = dr.r.lse_input_ratio;
+        printf("    gpu  backward split: input copies %.3f s (second thread; waited for after queueing %.3f s), "
+               "device reference %.3f s, device finishing %.3f s "
+               "(event-timed), escalation %.3f s, call %.3f s; device compare %.3f s\n", dr.t.inputs,
+               dr.t.inputs_wait, dr.t.dev_ref,
+               dr.t.dev_finish, dr.t.escalate, dr.t.total, t->bgpu_cmp);
+        orc_gpu_bwd_dev_free(&dr);
+        {
+            /* the host path (orc_gpu_bwd: the same device finishing, blocks downloaded) judged
+             * by the host compare: its statistics must equal the device path's */
+            orc_bwd_result br;
+            orc_stats h3[3];
+            double t3 = now();
+            if (orc_gpu_bwd(&ba, &be->precision, &opt, &br, &err) != FA_OK) { fprintf(stderr, "orc_gpu_bwd: %s\n", err.msg); return 1; }
+            double t4 = now();
+            if (orc_compare_bwd(&br, &hgq, &hgk, &hgv, &h3[0], &h3[1], &h3[2], &err) != FA_OK) { fprintf(stderr, "compare: %s\n", err.msg); return 1; }
+            t->bgpu_hcmp = now() - t4;
+            t->bgpu_href = t4 - t3;
+            /* and the device compare of the host blocks (uploaded): the transfer the device path saves */
+            orc_stats u3[3];
+            double t5 = now();
+            if (orc_gpu_compare_bwd(&br, &ba.dq, &ba.dk, &ba.dv, &u3[0], &u3[1], &u3[2], &err) != FA_OK) { fprintf(stderr, "device compare (uploaded): %s\n", err.msg); return 1; }
+            t->bgpu_ucmp = now() - t5;
+            int same = same_stats(&sq_, &h3[0]) && same_stats(&sk_, &h3[1]) && same_stats(&sv_, &h3[2]) &&
+                       same_stats(&u3[0], &h3[0]) && same_stats(&u3[1], &h3[1]) && same_stats(&u3[2], &h3[2]) &&
+                       br.escalations == besc && br.o_input_ratio == bor && br.lse_input_ratio == blr;
+            printf("    gpu  backward: device path %.3f + %.3f s; host path (blocks fetched per group) %.3f s, host "
+                   "compare %.3f s, device compare of uploaded blocks %.3f s; statistics %s\n", t->bgpu_ref,
+                   t->bgpu_cmp, t->bgpu_href, t->bgpu_hcmp, t->bgpu_ucmp, same ? "equal" : "DIFFER");
+            if (!same) { report("host", "dQ", &h3[0]); report("host", "dK", &h3[1]); report("host", "dV", &h3[2]); }
+            bad_cmp |= !same;
+            orc_gpu_bwd_free(&br);
+        }
         printf("    gpu  backward reference+bounds %.3f s, compare %.3f s, total %.3f s; escalations %lld (reference) %lld (compare); input ratios O %.3g LSE %.3g\n",
-               t->bgpu_ref, t->bgpu_cmp, t->bgpu_ref + t->bgpu_cmp, (long long)br.escalations,
-               (long long)(sq_.escalations + sk_.escalations + sv_.escalations), br.o_input_ratio, br.lse_input_ratio);
+               t->bgpu_ref, t->bgpu_cmp, t->bgpu_ref + t->bgpu_cmp, besc,
+               (long long)(sq_.escalations + sk_.escalations + sv_.escalations), bor, blr);
         report("gpu", "dQ", &sq_);
         report("gpu", "dK", &sk_);
         report("gpu", "dV", &sv_);
-        bad |= sq_.failed + sk_.failed + sv_.failed > 0 || sq_.checked == 0;
-        orc_gpu_bwd_free(&br);
+        bad |= sq_.failed + sk_.failed + sv_.failed > 0 || sq_.checked == 0 || bad_cmp;
     } else {
         printf("    backend has no backward: not measured\n");
     }
@@ -283,6 +362,20 @@ int main(int argc, char **argv) {
     printf("| B=%lld Hq=%lld S=%lld | cpu (EXTRAPOLATED: reference x%.0f pairs, compare x%.0f elements) | %.1f | %.1f | %.1f |\n",
            (long long)B, (long long)Hq, (long long)S, f, fb, small.bcpu_ref * f, small.bcpu_cmp * fb,
            small.bcpu_ref * f + small.bcpu_cmp * fb);
+    printf("\ngpu tier compare on the device (orc_gpu_compare_*; the tables' compare column) beside the host compare "
+           "(orc_compare_*) of the same results, large size: forward %.3f s vs %.3f s, backward %.3f s vs %.3f s "
+           "(host paths' references: forward %.3f s, backward %.3f s)\n",
+           big.gpu_cmp, big.gpu_hcmp, big.bgpu_cmp, big.bgpu_hcmp, big.gpu_href, big.bgpu_href);
+    printf("\nforward split, large size (device path): input copies %.3f s (second thread; waited for %.3f s), "
+           "waiting for the device %.3f s, escalation and rest %.3f s, call %.3f s, device compare (blocks in place) "
+           "%.3f s\n", big.fsplit.inputs, big.fsplit.inputs_wait, big.fsplit.wait, big.fsplit.host_finish,
+           big.fsplit.total, big.gpu_cmp);
+    printf("\nbackward split, large size (device path): input copies %.3f s (second thread; waited for after "
+           "queueing %.3f s), device "
+           "reference %.3f s, device finishing %.3f s, escalation %.3f s, call %.3f s, device compare %.3f s (blocks "
+           "in place; uploaded from the host path's blocks: %.3f s)\n", big.bsplit.inputs, big.bsplit.inputs_wait,
+           big.bsplit.dev_ref, big.bsplit.dev_finish, big.bsplit.escalate, big.bsplit.total, big.bgpu_cmp,
+           big.bgpu_ucmp);
     printf("\nforward + backward, full verification, B=%lld Hq=%lld S=%lld: GPU tier %.3f s (target 5 s)\n",
            (long long)B, (long long)Hq, (long long)S, big.gpu_ref + big.gpu_cmp + big.bgpu_ref + big.bgpu_cmp);
     printf("%s\n", bad ? "RESULT: some verdicts failed or differ" : "RESULT: every element checked, 0 failed, verdicts equal");

@@ -21,6 +21,11 @@
  *                 rows folded with TwoSum into the group's running (hi, lo) per (j, d)
  *                 (orc_bwd.c's col_fold), with the bound sums; k_head marks the head
  *                 boundaries (orc_fm_head_part)
+ *   k_ratio, k_dqfin  the chunk's input-ratio maxima; its sampled dQ rows finished
+ *                 (orc_fm_grad_elem, orc_bwd's flags) into the result block
+ *   k_colfin      after a group's last chunk: its sampled dK / dV columns finished
+ * All of it queued on the tier's stream; the host waits once, at orc_gpu_bwd_finish (or
+ * per group when the blocks go to the host: orc_gpu_bwd_fetch).
  * The matrices [rows][Sk] of doubles are reused in place: the forward's S, A, W, C, CO
  * and dP, B are read at (r, j) by the lane that then writes the nine dS-stage values
  * there (P over W, DS over C, DSE over CO, DSM over S, DSEO over A, PPI over dP, P1
@@ -74,23 +79,13 @@ struct orc_gpu_bwd_state {
     double *sdsm, *sp;
     int *cbad, *covf;
     orc_fm_colc *colc;
-    /* pinned host, two slots each: chunk results, column results (the host finishes one
-     * while the device computes the next) */
-    struct {
-        orc_gpu_brow *hbr;
-        double *hqs, *hqb, *hqo;
-        int64_t *hrng;
-        cudaEvent_t done;
-        int64_t nr;
-    } cs[2];
-    struct {
-        double *hck[4], *hcv[4];   /* sum, bsum, osum, habs */
-        int64_t *hncol;
-        double *hsdsm, *hsp;
-        int *hbad, *hovf;
-        unsigned long long *hqd;
-        cudaEvent_t done;
-    } cl[2];
+    orc_gpu_bfin fin;              /* blocks and scalars of the finishing */
+    orc_index *diq, *dic;          /* device copies of fin.iq [nq], fin.ic [nc] */
+    int64_t ntmax;                 /* tile-span entries per chunk (rc / RT) */
+    unsigned long long *rat;       /* device: max O / LSE input ratio bits */
+    cudaEvent_t t0, t1;            /* timed: begin's uploads done, the last kernel done */
+    cudaEvent_t *fev;              /* timed pairs around the finishing kernels */
+    int64_t nfev, cfev;
 };
 
 static int cu_ok(cudaError_t e, const char *what, char *msg, size_t n) {
@@ -439,26 +434,134 @@ __global__ void __launch_bounds__(256) k_colsum(orc_gpu_bwd_desc d, int mode, or
 }
 
 // ----------------------------------------------------------------------------
+// finishing: every sampled element's value, orc_err, kernel bound and flags (orc_bwd.c's
+// dQ / column finalize with orc_formulas.h's orc_fm_grad_elem), written to the result blocks
+
+/* the maxima over the chunk's normal rows of the O and LSE input ratios (orc_bwd.c keeps
+ * the larger: NaN never replaces; the ratios are >= 0, so their bit patterns order) */
+__global__ void k_ratio(int64_t nr, const orc_gpu_brow *br, unsigned long long *out) {
+    int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= nr || br[r].kind != ROW_NORMAL) return;
+    double a = br[r].o_ratio, l = br[r].lse_ratio;
+    if (a > 0) atomicMax(&out[0], (unsigned long long)__double_as_longlong(a));
+    if (l > 0) atomicMax(&out[1], (unsigned long long)__double_as_longlong(l));
+}
+
+/* dQ of sampled rows x0 .. x0+n-1 (row iq[y].s - r0 of the chunk) into vector y - qbase of
+ * q, one thread per element */
+__global__ void k_dqfin(orc_gpu_bwd_desc d, orc_gpu_dblk q, const orc_index *iq, int64_t x0, int64_t n, int64_t qbase,
+                        int64_t r0, double scale, int bf16, const orc_gpu_brow *br, const double *qs,
+                        const double *qb, const double *qo) {
+    int64_t D = d.f.D, t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n * D) return;
+    int64_t y = x0 + t / D, dd = t % D, r = iq[y].s - r0, e = (y - qbase) * D + dd, x = r * D + dd;
+    orc_gpu_brow R = br[r];
+    if (R.kind != ROW_NORMAL) {
+        q.ref[e] = R.kind == ROW_MASKED ? 0.0 : NAN;
+        q.bound[e] = q.oe[e] = R.kind == ROW_MASKED ? 0.0 : NAN;
+        q.flags[e] = (uint8_t)(R.kind == ROW_MASKED ? ORC_F_MASKED_ROW
+                               : R.kind == ROW_NAN  ? ORC_F_NAN
+                                                    : ORC_F_UNCHECKABLE | (R.ovf ? ORC_F_OVERFLOW : 0));
+        return;
+    }
+    double sumsafe = ORC_SAFETY * (1 + orc_gamma((double)R.n + 16, ORC_U_D));
+    double val, eo, pre, bound;
+    orc_fm_grad_elem(&d.f.mk, scale, qs[x], qb[x], qo[x], sumsafe, R.fq, 0, 1, 0, bf16, 0, &val, &eo, &pre, &bound);
+    uint8_t fl = orc_fm_value_flags(val);
+    if (R.bad || !isfinite(bound)) fl |= ORC_F_UNCHECKABLE;
+    if (R.rovf) fl |= ORC_F_OVERFLOW;
+    q.ref[e] = val;
+    q.oe[e] = eo;
+    q.bound[e] = bound;
+    q.flags[e] = fl;
+}
+
+/* dK (x < D) and dV (x >= D) of sampled columns c0 .. c0+n-1 (key ic[y].s) into vector
+ * y - cbase of fin.dk / fin.dv, one thread per element; the group's sums (hi already folded),
+ * counts, floors and overflow tests */
+__global__ void k_colfin(orc_gpu_bwd_desc d, orc_gpu_bfin fin, const orc_index *ic, int64_t c0, int64_t n,
+                         int64_t cbase,
+                         const double *ks, const double *kb, const double *ko, const double *kh, const double *vs,
+                         const double *vb, const double *vo, const double *vh, const int64_t *ncolv,
+                         const double *sdsm, const double *spv, const int *cbad, const int *covf,
+                         const unsigned long long *qd) {
+    const orc_gpu_fwd_desc &f = d.f;
+    const orc_model *mk = &f.mk;
+    int64_t D = f.D, Dv = f.Dv, W = D + Dv, t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n * W) return;
+    int64_t y = c0 + t / W, xx = t % W, j = ic[y].s, ncol = ncolv[j];
+    int k = xx >= D;
+    int64_t dd = k ? xx - D : xx, dim = k ? Dv : D, x = j * dim + dd, e = (y - cbase) * dim + dd;
+    double G = (double)f.G, nn = (double)(ncol + f.G), sc = fabs(fin.scale);
+    double sumsafe = ORC_SAFETY * (1 + orc_gamma(nn + 16, ORC_U_D));
+    double qmax = __longlong_as_double((long long)qd[0]), domax = __longlong_as_double((long long)qd[1]);
+    double sck = mk->ds_fold && sc > 1 ? sc : 1;
+    double cc_kk_bound = orc_acc_coef(mk, nn, (double)(f.G * f.Sq + f.G), 0);
+    int ovf;
+    double fl, scl;
+    if (!k) {
+        fl = orc_fm_dqk_floor(mk, sc, sdsm[j], nn);
+        ovf = covf[j] || !(sdsm[j] * qmax * (1 + cc_kk_bound) * sck < fin.thr32);
+        scl = fin.scale;
+    } else {
+        fl = orc_fm_dv_floor(mk, spv[j], nn);
+        ovf = covf[j] || !(spv[j] * domax * (1 + cc_kk_bound) < fin.thr32);
+        scl = 1.0;
+    }
+    int split = f.G > 1 && mk->gqa != FA_GQA_FUSED;
+    const double *s_ = k ? vs : ks, *bs = k ? vb : kb, *os = k ? vo : ko, *ha = k ? vh : kh;
+    double val, eo, pre, bound;
+    orc_fm_grad_elem(mk, scl, s_[x], bs[x], os[x], sumsafe, fl, 1, G, fin.u_in, fin.bf16, ha[x], &val, &eo, &pre,
+                     &bound);
+    int ovf_e = ovf || (split && !(fabs(scl) * ha[x] + 2 * G * eo + pre < fin.thrdt));
+    orc_gpu_dblk bl = k ? fin.dv : fin.dk;
+    bl.ref[e] = val;
+    bl.oe[e] = eo;
+    bl.bound[e] = ncol ? bound : 0;
+    bl.flags[e] = (uint8_t)(orc_fm_value_flags(val) | (ncol ? 0 : ORC_F_MASKED_ROW) |
+                            ((cbad[j] || !isfinite(bound)) ? ORC_F_UNCHECKABLE : 0) | (ovf_e && ncol ? ORC_F_OVERFLOW : 0));
+}
+
+/* reference-time escalation: need[v] = 1 when vector v has an element of the rule */
+__global__ void k_escneed(orc_gpu_dblk a, int64_t dim, int64_t n, double ratio, int *need) {
+    int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n * dim) return;
+    if (!(a.flags[t] & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE | ORC_F_MASKED_ROW)) && a.oe[t] > ratio * a.bound[t])
+        need[t / dim] = 1;
+}
+__global__ void k_esclist(orc_gpu_dblk a, int64_t dim, int64_t n, int all, const int *need, int64_t *list,
+                          unsigned long long *cnt) {
+    int64_t v = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= n) return;
+    if ((all || need[v]) && !(dim > 0 && (a.flags[v * dim] & ORC_F_MASKED_ROW))) list[atomicAdd(cnt, 1ULL)] = v;
+}
+
+// ----------------------------------------------------------------------------
 // host side
 
 static unsigned nblk(int64_t n, int t) { return (unsigned)((n + t - 1) / t); }
 
-/* The buffers, stream and events stay in the thread's pool (orc_gpu_pool) for the next call. */
+/* The buffers, stream and events stay in the thread's pool (orc_gpu_pool) for the next call;
+ * the timing events are the call's. */
 extern "C" void orc_gpu_bwd_end(orc_gpu_bwd_state *st) {
     if (!st) return;
     if (st->s) cudaStreamSynchronize(st->s);
+    for (int64_t k = 0; k < st->nfev; k++) cudaEventDestroy(st->fev[k]);
+    free(st->fev);
+    if (st->t0) cudaEventDestroy(st->t0);
+    if (st->t1) cudaEventDestroy(st->t1);
     free(st);
 }
 
 #define PD(site, p, bytes) (orc_gpu_pool(32 + (site), (size_t)(bytes), 0, (void **)&(p), msg, n) == 0)
-#define PH(site, p, bytes) (orc_gpu_pool(32 + (site), (size_t)(bytes), 1, (void **)&(p), msg, n) == 0)
 
-extern "C" int orc_gpu_bwd_begin(const orc_gpu_bwd_desc *d, const int64_t *rlo, const int64_t *rhi, int64_t *rc_out,
-                                 orc_gpu_bwd_state **out, char *msg, size_t n) {
+extern "C" int orc_gpu_bwd_begin(const orc_gpu_bwd_desc *d, const orc_gpu_bfin *fin, const int64_t *rlo,
+                                 const int64_t *rhi, int64_t *rc_out, orc_gpu_bwd_state **out, char *msg, size_t n) {
     *out = NULL;
     orc_gpu_bwd_state *st = (orc_gpu_bwd_state *)calloc(1, sizeof *st);
     if (!st) { snprintf(msg, n, "out of host memory"); return -1; }
     st->d = *d;
+    st->fin = *fin;
     st->hrlo = rlo;
     st->hrhi = rhi;
     st->b = st->hk = -1;
@@ -471,57 +574,88 @@ extern "C" int orc_gpu_bwd_begin(const orc_gpu_bwd_desc *d, const int64_t *rlo, 
     if (!cu_ok(cudaMemGetInfo(&fr, &tot), "memory info", msg, n)) { free(st); return -1; }
     int64_t Sk = f.Sk > 0 ? f.Sk : 1, Sq = f.Sq > 0 ? f.Sq : 1, D = f.D, Dv = f.Dv;
     /* column accumulators: 6 doubles per (key, dim) */
-    double fixed = 48.0 * (double)Sk * (double)(D + Dv) + 64.0 * (double)Sk + 16.0 * (double)Sq;
+    double fixed = 48.0 * (double)Sk * (double)(D + Dv) + 64.0 * (double)Sk + 16.0 * (double)Sq +
+                   24.0 * (double)(fin->nq + fin->nc + 1);
     double budget = (double)fr * 0.5 < 0x1p33 ? (double)fr * 0.5 : 0x1p33;
     budget -= fixed;
-    /* per row: 9 matrices of Sk doubles, 3 [Dv] + 5 [D] sums */
+    /* per row: 9 matrices of Sk doubles, 3 [Dv] + 5 [D] sums, 2 tile-span words per 64 */
     int64_t rc = budget > 0 ? (int64_t)(budget / (72.0 * (double)Sk + 40.0 * (double)D + 24.0 * (double)Dv + 160.0)) / RT * RT : 0;
     int64_t sq = (f.Sq + RT - 1) / RT * RT;
     if (rc > sq) rc = sq;
     if (rc > (int64_t)65535 * RT) rc = (int64_t)65535 * RT;
     if (rc < RT) rc = RT;
     st->rc = rc;
-    size_t nm = (size_t)rc * (size_t)Sk, nt = (size_t)(rc / RT);
+    st->ntmax = rc / RT;
+    int64_t nck = (f.Sq + rc - 1) / rc;
+    if (nck < 1) nck = 1;
+    size_t nm = (size_t)rc * (size_t)Sk;
     void *sp_ = NULL;
     int ok = orc_gpu_pool_stream_get(&sp_, msg, n) == 0;
     st->s = (cudaStream_t)sp_;
     for (int k = 0; ok && k < MX_N; k++) ok = PD(k < 8 ? k : 81 + (k - 8), st->M[k], nm * 8);
     ok = ok && PD(82, st->as, rc * D * 8) && PD(83, st->ae, rc * D * 8) && PD(84, st->cdd, rc * 8) &&
-         PD(85, st->cA, rc * 8);
+         PD(85, st->cA, rc * 8) && PD(86, st->diq, (fin->nq + 1) * sizeof(orc_index)) &&
+         PD(87, st->dic, (fin->nc + 1) * sizeof(orc_index)) && PD(88, st->rat, 16);
     ok = ok && PD(8, st->num, rc * Dv * 8) && PD(9, st->bsum, rc * Dv * 8) && PD(10, st->osum, rc * Dv * 8) &&
          PD(11, st->qs, rc * D * 8) && PD(12, st->qb, rc * D * 8) && PD(13, st->qo, rc * D * 8) &&
          PD(14, st->eomax, rc * 8) && PD(15, st->cq, rc * 8) && PD(16, st->cqo, rc * 8) &&
          PD(17, st->ri, rc * sizeof(orc_row_info)) && PD(18, st->br, rc * sizeof(orc_gpu_brow)) &&
-         PD(19, st->rlo, Sq * 8) && PD(20, st->rhi, Sq * 8) && PD(21, st->rng, 2 * nt * 8) && PD(22, st->k1, 48);
+         PD(19, st->rlo, Sq * 8) && PD(20, st->rhi, Sq * 8) && PD(21, st->rng, (size_t)(2 * st->ntmax * nck) * 8) &&
+         PD(22, st->k1, 48);
     for (int k = 0; ok && k < CA_N; k++) ok = PD(23 + k, st->ca[k], (size_t)Sk * (size_t)(k < CA_VHI ? D : Dv) * 8);
     ok = ok && PD(35, st->ncol, Sk * 8) && PD(36, st->sdsm, Sk * 8) && PD(37, st->sp, Sk * 8) &&
          PD(38, st->cbad, Sk * 4) && PD(39, st->covf, Sk * 4) && PD(40, st->colc, Sk * sizeof(orc_fm_colc));
-    for (int k = 0; ok && k < 2; k++) {
-        int b = 41 + 6 * k;
-        void *ev = NULL;
-        ok = PH(b, st->cs[k].hbr, rc * sizeof(orc_gpu_brow)) && PH(b + 1, st->cs[k].hqs, rc * D * 8) &&
-             PH(b + 2, st->cs[k].hqb, rc * D * 8) && PH(b + 3, st->cs[k].hqo, rc * D * 8) &&
-             PH(b + 4, st->cs[k].hrng, 2 * nt * 8) && orc_gpu_pool_event_get(2 + k, &ev, msg, n) == 0;
-        st->cs[k].done = (cudaEvent_t)ev;
+    /* the tile spans of every chunk: [chunk][tl (nt) | th (nt)], nt = its tiles */
+    int64_t *hr = ok ? (int64_t *)malloc((size_t)(2 * st->ntmax * nck) * 8) : NULL;
+    if (ok && !hr) { snprintf(msg, n, "out of host memory"); ok = 0; }
+    for (int64_t ci = 0; ok && ci < nck; ci++) {
+        int64_t r0 = ci * rc, nr = f.Sq - r0 < rc ? f.Sq - r0 : rc, nt = (nr + RT - 1) / RT;
+        int64_t *tl = hr + ci * 2 * st->ntmax, *th = tl + nt;
+        for (int64_t t = 0; t < nt; t++) {
+            int64_t a = INT64_MAX, z = -1;
+            for (int64_t r = t * RT; r < nr && r < (t + 1) * RT; r++) {
+                int64_t lo = rlo[r0 + r], hi = rhi[r0 + r];
+                if (hi < lo) continue;
+                if (lo < a) a = lo;
+                if (hi > z) z = hi;
+            }
+            if (z < 0) a = 0;
+            tl[t] = a;
+            th[t] = z;
+        }
     }
-    for (int k = 0; ok && k < 2; k++) {
-        int b = 53 + 14 * k;
-        for (int x = 0; ok && x < 4; x++) ok = PH(b + x, st->cl[k].hck[x], Sk * D * 8) && PH(b + 4 + x, st->cl[k].hcv[x], Sk * Dv * 8);
-        void *ev = NULL;
-        ok = ok && PH(b + 8, st->cl[k].hncol, Sk * 8) && PH(b + 9, st->cl[k].hsdsm, Sk * 8) &&
-             PH(b + 10, st->cl[k].hsp, Sk * 8) && PH(b + 11, st->cl[k].hbad, Sk * 4) &&
-             PH(b + 12, st->cl[k].hovf, Sk * 4) && PH(b + 13, st->cl[k].hqd, 16) &&
-             orc_gpu_pool_event_get(4 + k, &ev, msg, n) == 0;
-        st->cl[k].done = (cudaEvent_t)ev;
-    }
+    ok = ok && cu_ok(cudaEventCreate(&st->t0), "event", msg, n) && cu_ok(cudaEventCreate(&st->t1), "event", msg, n);
     if (ok && f.Sq > 0)
         ok = cu_ok(cudaMemcpyAsync(st->rlo, rlo, (size_t)f.Sq * 8, cudaMemcpyHostToDevice, st->s), "upload", msg, n) &&
              cu_ok(cudaMemcpyAsync(st->rhi, rhi, (size_t)f.Sq * 8, cudaMemcpyHostToDevice, st->s), "upload", msg, n) &&
-             cu_ok(cudaStreamSynchronize(st->s), "upload", msg, n);
+             cu_ok(cudaMemcpyAsync(st->rng, hr, (size_t)(2 * st->ntmax * nck) * 8, cudaMemcpyHostToDevice, st->s), "upload", msg, n);
+    if (ok && fin->nq > 0)
+        ok = cu_ok(cudaMemcpyAsync(st->diq, fin->iq, (size_t)fin->nq * sizeof(orc_index), cudaMemcpyHostToDevice, st->s), "upload", msg, n);
+    if (ok && fin->nc > 0)
+        ok = cu_ok(cudaMemcpyAsync(st->dic, fin->ic, (size_t)fin->nc * sizeof(orc_index), cudaMemcpyHostToDevice, st->s), "upload", msg, n);
+    ok = ok && cu_ok(cudaMemsetAsync(st->rat, 0, 16, st->s), "memset", msg, n) &&
+         cu_ok(cudaStreamSynchronize(st->s), "upload", msg, n) && cu_ok(cudaEventRecord(st->t0, st->s), "event", msg, n);
+    free(hr);
     if (!ok) { orc_gpu_bwd_end(st); return -1; }
     *rc_out = rc;
     *out = st;
     return 0;
+}
+
+/* a timed pair around the finishing kernels: k = 0 before, 1 after */
+static int fin_mark(orc_gpu_bwd_state *st, int k, char *msg, size_t n) {
+    if (k == 0 && st->nfev + 2 > st->cfev) {
+        int64_t c = st->cfev ? 2 * st->cfev : 64;
+        cudaEvent_t *x = (cudaEvent_t *)realloc(st->fev, (size_t)c * sizeof *x);
+        if (!x) { snprintf(msg, n, "out of host memory"); return -1; }
+        st->fev = x;
+        st->cfev = c;
+    }
+    for (int i = 0; k == 0 && i < 2; i++) {
+        if (!cu_ok(cudaEventCreate(&st->fev[st->nfev]), "event", msg, n)) return -1;
+        st->nfev++;
+    }
+    return cu_ok(cudaEventRecord(st->fev[st->nfev - 2 + k], st->s), "event", msg, n) ? 0 : -1;
 }
 
 extern "C" int orc_gpu_bwd_group(orc_gpu_bwd_state *st, int64_t b, int64_t hk, double sp_o, char *msg, size_t n) {
@@ -560,33 +694,19 @@ extern "C" int orc_gpu_bwd_head(orc_gpu_bwd_state *st, int end, char *msg, size_
     return cu_ok(cudaGetLastError(), "head kernels", msg, n) ? 0 : -1;
 }
 
-extern "C" int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int slot, int64_t h, int64_t r0, int64_t nr, char *msg,
-                                 size_t n) {
+extern "C" int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int64_t h, int64_t r0, int64_t nr, int64_t x0, int64_t x1,
+                                 int64_t qbase, char *msg, size_t n) {
     const orc_gpu_bwd_desc &d = st->d;
     const orc_gpu_fwd_desc &f = d.f;
     cudaStream_t s = st->s;
     int64_t b = st->b, hk = st->hk, Sk = f.Sk, D = f.D, Dv = f.Dv;
-    slot &= 1;
-    st->cs[slot].nr = nr;
     if (nr <= 0) return 0;
-    if (nr > st->rc || hk != h / f.G) { snprintf(msg, n, "internal: chunk of %lld rows, head %lld", (long long)nr, (long long)h); return -1; }
-    int64_t nt = (nr + RT - 1) / RT;
-    int64_t *tl = st->cs[slot].hrng, *th = tl + nt;
-    for (int64_t t = 0; t < nt; t++) {
-        int64_t a = INT64_MAX, z = -1;
-        for (int64_t r = t * RT; r < nr && r < (t + 1) * RT; r++) {
-            int64_t lo = st->hrlo[r0 + r], hi = st->hrhi[r0 + r];
-            if (hi < lo) continue;
-            if (lo < a) a = lo;
-            if (hi > z) z = hi;
-        }
-        if (z < 0) a = 0;
-        tl[t] = a;
-        th[t] = z;
-    }
-    int64_t *dtl = st->rng, *dth = dtl + nt;
-    if (!cu_ok(cudaMemcpyAsync(st->rng, tl, (size_t)(2 * nt) * 8, cudaMemcpyHostToDevice, s), "upload", msg, n))
+    if (nr > st->rc || hk != h / f.G || r0 % st->rc) {
+        snprintf(msg, n, "internal: chunk of %lld rows at %lld, head %lld", (long long)nr, (long long)r0, (long long)h);
         return -1;
+    }
+    int64_t nt = (nr + RT - 1) / RT;
+    int64_t *dtl = st->rng + (r0 / st->rc) * 2 * st->ntmax, *dth = dtl + nt;
     double **M = st->M;
     orc_gpu_ten tq = {f.q, {f.qs[0], f.qs[1], f.qs[2], f.qs[3]}}, tk = {f.k, {f.ks[0], f.ks[1], f.ks[2], f.ks[3]}};
     orc_gpu_ten tv = {f.v, {f.vs[0], f.vs[1], f.vs[2], f.vs[3]}};
@@ -631,61 +751,107 @@ extern "C" int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int slot, int64_t h, int
         }
         if (!cu_ok(cudaGetLastError(), "column kernels", msg, n)) return -1;
     }
-    size_t nq = (size_t)nr * (size_t)D * 8;
-    if (!cu_ok(cudaMemcpyAsync(st->cs[slot].hbr, st->br, (size_t)nr * sizeof(orc_gpu_brow), cudaMemcpyDeviceToHost, s), "results", msg, n) ||
-        !cu_ok(cudaMemcpyAsync(st->cs[slot].hqs, st->qs, nq, cudaMemcpyDeviceToHost, s), "results", msg, n) ||
-        !cu_ok(cudaMemcpyAsync(st->cs[slot].hqb, st->qb, nq, cudaMemcpyDeviceToHost, s), "results", msg, n) ||
-        !cu_ok(cudaMemcpyAsync(st->cs[slot].hqo, st->qo, nq, cudaMemcpyDeviceToHost, s), "results", msg, n) ||
-        !cu_ok(cudaEventRecord(st->cs[slot].done, s), "event", msg, n))
-        return -1;
-    return 0;
+    /* the finishing of the chunk's sampled dQ rows */
+    if (fin_mark(st, 0, msg, n)) return -1;
+    k_ratio<<<nblk(nr, 128), 128, 0, s>>>(nr, st->br, st->rat);
+    if (x1 > x0 && D > 0)
+        k_dqfin<<<nblk((x1 - x0) * D, 128), 128, 0, s>>>(d, st->fin.dq, st->diq, x0, x1 - x0, qbase, r0, st->fin.scale,
+                                                          st->fin.bf16, st->br, st->qs, st->qb, st->qo);
+    if (!cu_ok(cudaGetLastError(), "dQ finishing", msg, n)) return -1;
+    return fin_mark(st, 1, msg, n);
 }
 
-extern "C" int orc_gpu_bwd_chunk_wait(orc_gpu_bwd_state *st, int slot, const orc_gpu_brow **br, const double **qs,
-                                      const double **qb, const double **qo, char *msg, size_t n) {
-    slot &= 1;
-    if (st->cs[slot].nr > 0 && !cu_ok(cudaEventSynchronize(st->cs[slot].done), "device work", msg, n)) return -1;
-    *br = st->cs[slot].hbr;
-    *qs = st->cs[slot].hqs;
-    *qb = st->cs[slot].hqb;
-    *qo = st->cs[slot].hqo;
-    return 0;
-}
-
-extern "C" int orc_gpu_bwd_cols(orc_gpu_bwd_state *st, int slot, char *msg, size_t n) {
+extern "C" int orc_gpu_bwd_cols(orc_gpu_bwd_state *st, int64_t c0, int64_t ncs, int64_t cbase, char *msg, size_t n) {
     const orc_gpu_fwd_desc &f = st->d.f;
     cudaStream_t s = st->s;
     int64_t Sk = f.Sk, nk = Sk * f.D, nv = Sk * f.Dv;
-    slot &= 1;
     if (nk > 0) k_fold<<<nblk(nk, 256), 256, 0, s>>>(nk, st->ca[CA_KHI], st->ca[CA_KLO]);
     if (nv > 0) k_fold<<<nblk(nv, 256), 256, 0, s>>>(nv, st->ca[CA_VHI], st->ca[CA_VLO]);
     if (!cu_ok(cudaGetLastError(), "fold", msg, n)) return -1;
-    const double *srck[4] = {st->ca[CA_KHI], st->ca[CA_KB], st->ca[CA_KO], st->ca[CA_KHA]};
-    const double *srcv[4] = {st->ca[CA_VHI], st->ca[CA_VB], st->ca[CA_VO], st->ca[CA_VHA]};
-    int ok = 1;
-    for (int k = 0; ok && k < 4; k++)
-        ok = (nk == 0 || cu_ok(cudaMemcpyAsync(st->cl[slot].hck[k], srck[k], (size_t)nk * 8, cudaMemcpyDeviceToHost, s), "columns", msg, n)) &&
-             (nv == 0 || cu_ok(cudaMemcpyAsync(st->cl[slot].hcv[k], srcv[k], (size_t)nv * 8, cudaMemcpyDeviceToHost, s), "columns", msg, n));
-    ok = ok && (Sk == 0 || (cu_ok(cudaMemcpyAsync(st->cl[slot].hncol, st->ncol, (size_t)Sk * 8, cudaMemcpyDeviceToHost, s), "columns", msg, n) &&
-                            cu_ok(cudaMemcpyAsync(st->cl[slot].hsdsm, st->sdsm, (size_t)Sk * 8, cudaMemcpyDeviceToHost, s), "columns", msg, n) &&
-                            cu_ok(cudaMemcpyAsync(st->cl[slot].hsp, st->sp, (size_t)Sk * 8, cudaMemcpyDeviceToHost, s), "columns", msg, n) &&
-                            cu_ok(cudaMemcpyAsync(st->cl[slot].hbad, st->cbad, (size_t)Sk * 4, cudaMemcpyDeviceToHost, s), "columns", msg, n) &&
-                            cu_ok(cudaMemcpyAsync(st->cl[slot].hovf, st->covf, (size_t)Sk * 4, cudaMemcpyDeviceToHost, s), "columns", msg, n)));
-    ok = ok && cu_ok(cudaMemcpyAsync(st->cl[slot].hqd, st->k1 + 4, 16, cudaMemcpyDeviceToHost, s), "columns", msg, n) &&
-         cu_ok(cudaEventRecord(st->cl[slot].done, s), "event", msg, n);
-    return ok ? 0 : -1;
+    int64_t ne = ncs * (f.D + f.Dv);
+    if (ne <= 0) return 0;
+    if (fin_mark(st, 0, msg, n)) return -1;
+    k_colfin<<<nblk(ne, 128), 128, 0, s>>>(st->d, st->fin, st->dic, c0, ncs, cbase, st->ca[CA_KHI], st->ca[CA_KB],
+                                           st->ca[CA_KO], st->ca[CA_KHA], st->ca[CA_VHI], st->ca[CA_VB],
+                                           st->ca[CA_VO], st->ca[CA_VHA], st->ncol, st->sdsm, st->sp, st->cbad,
+                                           st->covf, st->k1 + 4);
+    if (!cu_ok(cudaGetLastError(), "column finishing", msg, n)) return -1;
+    return fin_mark(st, 1, msg, n);
 }
 
-extern "C" int orc_gpu_bwd_cols_wait(orc_gpu_bwd_state *st, int slot, orc_gpu_cols *out, char *msg, size_t n) {
-    slot &= 1;
-    if (!cu_ok(cudaEventSynchronize(st->cl[slot].done), "device work", msg, n)) return -1;
-    out->ks = st->cl[slot].hck[0]; out->kb = st->cl[slot].hck[1]; out->ko = st->cl[slot].hck[2]; out->kh = st->cl[slot].hck[3];
-    out->vs = st->cl[slot].hcv[0]; out->vb = st->cl[slot].hcv[1]; out->vo = st->cl[slot].hcv[2]; out->vh = st->cl[slot].hcv[3];
-    out->ncol = st->cl[slot].hncol; out->sdsm = st->cl[slot].hsdsm; out->sp = st->cl[slot].hsp;
-    out->bad = st->cl[slot].hbad; out->ovf = st->cl[slot].hovf;
-    double qd[2];
-    memcpy(qd, st->cl[slot].hqd, 16);
-    out->qmax = qd[0];
-    out->domax = qd[1];
+extern "C" int orc_gpu_bwd_fetch(orc_gpu_bwd_state *st, const orc_gpu_dblk *src, int64_t ne, double *ref,
+                                 double *bound, double *oe, uint8_t *flags, char *msg, size_t n) {
+    if (ne <= 0) return 0;
+    size_t b = (size_t)ne * 8;
+    return cu_ok(cudaMemcpyAsync(ref, src->ref, b, cudaMemcpyDeviceToHost, st->s), "blocks", msg, n) &&
+                   cu_ok(cudaMemcpyAsync(bound, src->bound, b, cudaMemcpyDeviceToHost, st->s), "blocks", msg, n) &&
+                   cu_ok(cudaMemcpyAsync(oe, src->oe, b, cudaMemcpyDeviceToHost, st->s), "blocks", msg, n) &&
+                   cu_ok(cudaMemcpyAsync(flags, src->flags, (size_t)ne, cudaMemcpyDeviceToHost, st->s), "blocks", msg, n) &&
+                   cu_ok(cudaStreamSynchronize(st->s), "blocks", msg, n)
+               ? 0
+               : -1;
+}
+
+extern "C" int orc_gpu_bwd_finish(orc_gpu_bwd_state *st, double *o_ratio, double *lse_ratio, double *ms_all,
+                                  double *ms_fin, char *msg, size_t n) {
+    unsigned long long r[2] = {0, 0};
+    if (!cu_ok(cudaMemcpyAsync(r, st->rat, 16, cudaMemcpyDeviceToHost, st->s), "ratios", msg, n) ||
+        !cu_ok(cudaEventRecord(st->t1, st->s), "event", msg, n) || !cu_ok(cudaStreamSynchronize(st->s), "device work", msg, n))
+        return -1;
+    double a, l;
+    memcpy(&a, &r[0], 8);
+    memcpy(&l, &r[1], 8);
+    *o_ratio = a;
+    *lse_ratio = l;
+    float ms = 0;
+    if (!cu_ok(cudaEventElapsedTime(&ms, st->t0, st->t1), "timing", msg, n)) return -1;
+    *ms_all = ms;
+    double fsum = 0;
+    for (int64_t k = 0; k + 1 < st->nfev; k += 2) {
+        if (!cu_ok(cudaEventElapsedTime(&ms, st->fev[k], st->fev[k + 1]), "timing", msg, n)) return -1;
+        fsum += ms;
+    }
+    *ms_fin = fsum;
+    return 0;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+extern "C" int orc_gpu_esc_scan(const orc_gpu_dblk *a, int64_t adim, const orc_gpu_dblk *b, int64_t bdim, int64_t nv,
+                                double ratio, int all, int64_t **list, int64_t *nl, char *msg, size_t n) {
+    *list = NULL;
+    *nl = 0;
+    if (nv <= 0) return 0;
+    int *need = NULL;
+    int64_t *dl = NULL;
+    unsigned long long *cnt = NULL, hc = 0;
+    int ok = cu_ok(cudaMalloc((void **)&need, (size_t)nv * 4), "escalation scan", msg, n) &&
+             cu_ok(cudaMalloc((void **)&dl, (size_t)nv * 8), "escalation scan", msg, n) &&
+             cu_ok(cudaMalloc((void **)&cnt, 8), "escalation scan", msg, n) &&
+             cu_ok(cudaMemset(need, 0, (size_t)nv * 4), "memset", msg, n) && cu_ok(cudaMemset(cnt, 0, 8), "memset", msg, n);
+    if (ok && !all) {
+        if (adim > 0) k_escneed<<<nblk(nv * adim, 256), 256>>>(*a, adim, nv, ratio, need);
+        if (b && bdim > 0) k_escneed<<<nblk(nv * bdim, 256), 256>>>(*b, bdim, nv, ratio, need);
+    }
+    if (ok) k_esclist<<<nblk(nv, 256), 256>>>(*a, adim, nv, all, need, dl, cnt);
+    ok = ok && cu_ok(cudaGetLastError(), "escalation scan", msg, n) &&
+         cu_ok(cudaMemcpy(&hc, cnt, 8, cudaMemcpyDeviceToHost), "escalation scan", msg, n);
+    if (ok && hc > 0) {
+        *list = (int64_t *)malloc((size_t)hc * 8);
+        if (!*list) { snprintf(msg, n, "out of host memory"); ok = 0; }
+        ok = ok && cu_ok(cudaMemcpy(*list, dl, (size_t)hc * 8, cudaMemcpyDeviceToHost), "escalation scan", msg, n);
+        if (ok) {
+            /* ascending (the atomic counter's order is not) */
+            qsort(*list, (size_t)hc, 8, cmp_i64);
+            *nl = (int64_t)hc;
+        }
+    }
+    cudaFree(need);
+    cudaFree(dl);
+    cudaFree(cnt);
+    if (!ok) { free(*list); *list = NULL; *nl = 0; return -1; }
     return 0;
 }

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "oracle/orc_internal.h"
+#include "oracle/orc_judge.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -98,7 +99,7 @@ typedef struct {
     orc_fm_bwdc bc;                /* orc_fm_bwdc_init */
 } orc_gpu_bwd_desc;
 
-/* Per query row of a chunk, for the host's dQ finalize. */
+/* Per query row of a chunk (device memory), for the dQ finishing. */
 typedef struct {
     int kind, ovf;                 /* forward row kind (ROW_*) and its ovf */
     int bad;                       /* the row cannot be bounded (orc_bwd.c's row_bad) */
@@ -108,41 +109,85 @@ typedef struct {
     double o_ratio, lse_ratio;     /* |given - exact| / forward bound: max over the row's O, its LSE */
 } orc_gpu_brow;
 
-/* Column results of a kv-head group, host memory (valid until the next group):
- * per key j and dim x < D (dK) / Dv (dV): sum (hi + lo), bsum, osum, habs; per key:
- * ncol, sdsm, sp, bad, ovf; the group's qmax, domax. */
+/* A result block's element arrays in device memory ([n][dim] each, orc_block's layout). */
 typedef struct {
-    const double *ks, *kb, *ko, *kh;   /* [Sk][D] */
-    const double *vs, *vb, *vo, *vh;   /* [Sk][Dv] */
-    const int64_t *ncol;
-    const double *sdsm, *sp;
-    const int *bad, *ovf;
-    double qmax, domax;
-} orc_gpu_cols;
+    double *ref, *bound, *oe;
+    uint8_t *flags;
+} orc_gpu_dblk;
+
+/* What the device finishing needs beyond the descriptor: host values of oracle.h's
+ * functions, the sampled vectors (host; uploaded by begin) and the result blocks. */
+typedef struct {
+    double scale;                  /* the problem's scale (signed) */
+    double thr32, thrdt, u_in;     /* orc_overflow_threshold(-1), (dtype); orc_unit_roundoff(dtype) */
+    int bf16;
+    const orc_index *iq, *ic;      /* host: sampled dQ rows [nq], dK/dV columns [nc], sorted */
+    int64_t nq, nc;
+    orc_gpu_dblk dq, dk, dv;       /* device: [nq][D], [nc][D], [nc][Dv], or a kv-head group's
+                                      part of them (the qbase / cbase of chunk and cols) */
+} orc_gpu_bfin;
+
+/* The forward finished on the device (orc_gpu_fwd_dev): where orc_gpu_fwd_start_dev writes a
+ * chunk's sampled rows x0 .. x1-1 (O block o [n][Dv], LSE block lse [n][1], index ix [n]
+ * in device memory) with orc_formulas.h's orc_fm_fwd_out_elem / orc_fm_fwd_lse, and
+ * need [n] (device, 1: the row asks for MPFR: tier MPFR on a normal row (mpfr_all), or
+ * an element / the LSE above ratio times its bound). sink: the head's sink (has_sink). */
+typedef struct {
+    orc_gpu_dblk o, lse;
+    const orc_index *ix;
+    int *need;
+    double ratio;
+    int mpfr_all, has_sink;
+    double sink;
+    int64_t x0, x1;
+} orc_gpu_ffin;
+
+/* orc_gpu_fwd_start, the chunk finished on the device into fin's blocks instead of its sums
+ * fetched to the host (no orc_gpu_fwd_wait; the slot's previous chunk is waited for before
+ * its pinned ranges are reused). orc_gpu_fwd_sync waits for all of it. */
+int orc_gpu_fwd_start_dev(orc_gpu_fwd_state *st, int slot, int64_t b, int64_t h, int64_t r0, int64_t nr,
+                          const int64_t *rlo, const int64_t *rhi, const orc_gpu_ffin *fin, char *msg, size_t nmsg);
+int orc_gpu_fwd_sync(orc_gpu_fwd_state *st, char *msg, size_t nmsg);
 
 typedef struct orc_gpu_bwd_state orc_gpu_bwd_state;
 
 /* Device scratch for chunks of up to *rc rows (a multiple of ORC_GPU_RT) and the column
- * accumulators; rlo/rhi: the key range of every query row (Sq entries, host). 0 or -1. */
-int orc_gpu_bwd_begin(const orc_gpu_bwd_desc *d, const int64_t *rlo, const int64_t *rhi, int64_t *rc,
-                      orc_gpu_bwd_state **st, char *msg, size_t nmsg);
+ * accumulators; rlo/rhi: the key range of every query row (Sq entries, host; the tile spans
+ * of every chunk are formed and uploaded here). 0 or -1. Everything after begin is queued
+ * on the tier's stream without waiting on the host until orc_gpu_bwd_finish. */
+int orc_gpu_bwd_begin(const orc_gpu_bwd_desc *d, const orc_gpu_bfin *fin, const int64_t *rlo, const int64_t *rhi,
+                      int64_t *rc, orc_gpu_bwd_state **st, char *msg, size_t nmsg);
 /* Start kv-head group (b, hk): its key statistics, the visible rows per column, zeroed
  * column accumulators; sp_o = the oracle's column-sum positions (orc_fm_col_coefs). */
 int orc_gpu_bwd_group(orc_gpu_bwd_state *st, int64_t b, int64_t hk, double sp_o, char *msg, size_t nmsg);
 /* Head boundary of the group's column sums (end = 0: before head h, 1: after it). */
 int orc_gpu_bwd_head(orc_gpu_bwd_state *st, int end, char *msg, size_t nmsg);
-/* Start rows r0 .. r0+nr-1 of query head h of the current group (phase A and B on the
- * device, asynchronous) with results in chunk slot 0 or 1; chunk_wait gives them (host,
- * valid until the slot is started again): br [nr], dQ sums qs, qb, qo [nr][D] (qb with
- * the row-common D term, orc_fm_dq_common, added). */
-int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int slot, int64_t h, int64_t r0, int64_t nr, char *msg, size_t nmsg);
-int orc_gpu_bwd_chunk_wait(orc_gpu_bwd_state *st, int slot, const orc_gpu_brow **br, const double **qs,
-                           const double **qb, const double **qo, char *msg, size_t nmsg);
-/* After the group's last chunk: its column results into column slot 0 or 1
- * (asynchronous; the next group may start at once); cols_wait gives them. */
-int orc_gpu_bwd_cols(orc_gpu_bwd_state *st, int slot, char *msg, size_t nmsg);
-int orc_gpu_bwd_cols_wait(orc_gpu_bwd_state *st, int slot, orc_gpu_cols *out, char *msg, size_t nmsg);
+/* Rows r0 .. r0+nr-1 of query head h of the current group (phase A and B), then the
+ * finishing of the sampled dQ rows x0 .. x1-1 of fin.iq in that range into vectors
+ * x - qbase of fin.dq (orc_fm_grad_elem, the flags), and the running maxima of the O / LSE
+ * input ratios. */
+int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int64_t h, int64_t r0, int64_t nr, int64_t x0, int64_t x1,
+                      int64_t qbase, char *msg, size_t nmsg);
+/* After the group's last chunk: the columns' sums folded, the sampled columns c0 ..
+ * c0+ncs-1 of fin.ic (this group's) finished into vectors x - cbase of fin.dk, fin.dv. */
+int orc_gpu_bwd_cols(orc_gpu_bwd_state *st, int64_t c0, int64_t ncs, int64_t cbase, char *msg, size_t nmsg);
+/* ne elements of a device block (src) to host arrays after the work queued so far
+ * (the tier's stream, then a wait). 0 or -1 with msg. */
+int orc_gpu_bwd_fetch(orc_gpu_bwd_state *st, const orc_gpu_dblk *src, int64_t ne, double *ref, double *bound,
+                      double *oe, uint8_t *flags, char *msg, size_t nmsg);
+/* Wait for the device; the maxima of the input ratios; ms_all: device time from begin's
+ * uploads to the end, ms_fin: the part in the finishing kernels (event-timed). */
+int orc_gpu_bwd_finish(orc_gpu_bwd_state *st, double *o_ratio, double *lse_ratio, double *ms_all, double *ms_fin,
+                       char *msg, size_t nmsg);
 void orc_gpu_bwd_end(orc_gpu_bwd_state *st);
+
+/* The vectors to escalate at reference time (orc_bwd.c's rule): vector v of n needs MPFR if
+ * all, or if some element of a (dim adim) or b (dim bdim; b NULL: none) without
+ * NaN / Inf / uncheckable / masked-row flags has oe > ratio * bound, and its first element
+ * of a is not ORC_F_MASKED_ROW. *list: host malloc'd ascending indices (free it), *nl.
+ * Synchronous (default stream). 0 or -1 with msg. */
+int orc_gpu_esc_scan(const orc_gpu_dblk *a, int64_t adim, const orc_gpu_dblk *b, int64_t bdim, int64_t n,
+                     double ratio, int all, int64_t **list, int64_t *nl, char *msg, size_t nmsg);
 
 /* The thread's pool of device / pinned buffers by allocation site (forward 0-31, backward
  * 32-159), its stream and events (0-1 forward, 2-5 backward): kept from call to call so
@@ -154,8 +199,56 @@ int orc_gpu_pool_event_get(int k, void **ev, char *msg, size_t nmsg);
 /* 1 if p points into CUDA device (or managed) memory, else 0. */
 int orc_gpu_is_device(const void *p);
 
-/* Copy bytes from device memory to host. 0 on success, else -1 with msg. */
+/* Copy bytes from device memory to host / from host to device memory (synchronous).
+ * 0 on success, else -1 with msg (msg may be NULL with nmsg 0). */
 int orc_gpu_to_host(void *dst, const void *src, size_t bytes, char *msg, size_t nmsg);
+int orc_gpu_to_device(void *dst, const void *src, size_t bytes, char *msg, size_t nmsg);
+
+/* ---- the device compare (orc_gpu_cmp.cu, driven by orc_gpu_cmp.c) ---- */
+
+#define ORC_GPU_CMP_TPB 256    /* threads per block (k_cmp_hist needs 256) */
+#define ORC_GPU_CMP_BLOCKS 2048 /* fixed grid: partials and sums in a fixed order */
+
+/* A chunk of vectors [.., .. + n) of a result block on the device: elements i < n dim at
+ * block element e0 + i. Kernel tensor kv (device): fp16/bf16 [b, s, h, d] by st, or fp32
+ * LSE [b, h, s] by st[0..2] (kv_f32). */
+typedef struct {
+    int64_t n, dim, e0;
+    const double *ref, *bound, *oe;
+    const uint8_t *flags;
+    const orc_index *index;
+    const void *kv;
+    int kv_f32, bf16;
+    int64_t st[4];
+    double thr;
+    int hshift, sshift;       /* grid cell of vector (h, s): (h >> hshift, s >> sshift) */
+} orc_gpu_cmp_desc;
+
+/* One block's statistics of the elements it judged (orc_judge.h classes). */
+typedef struct {
+    unsigned long long cnt[ORC_JD_FINITE + 1]; /* per class */
+    unsigned long long hist[ORC_HIST_BUCKETS];
+    unsigned long long failed_finite, exact;
+    double max_err, worst_ratio, worst_kv, bias, bias_zero;
+    long long worst_e, fail_e, ovf_e;          /* block element index (e0 + i); -1 none */
+} orc_gpu_cmp_part;
+
+/* d0[v] = first element of vector v the double reference leaves undecided (dim: none);
+ * list[0 .. *nlist) those vectors (unordered); cnt: a device counter. Synchronous. */
+int orc_gpu_cmp_chunk(const orc_gpu_cmp_desc *c, int32_t *d0, int64_t *list, unsigned long long *cnt,
+                      int64_t *nlist, char *msg, size_t nmsg);
+/* kvo[k dim + d] = decoded kernel value of (list[k], d). Asynchronous (default stream). */
+int orc_gpu_cmp_gather(const orc_gpu_cmp_desc *c, const int64_t *list, int64_t nl, double *kvo, char *msg,
+                       size_t nmsg);
+/* Statistics of the elements d < d0[v] into parts[ORC_GPU_CMP_BLOCKS], the grid cells
+ * (float bits, atomicMax), the ratios (bound > 0) appended at ratios[*nratio ..].
+ * Asynchronous (default stream). */
+int orc_gpu_cmp_stats(const orc_gpu_cmp_desc *c, const int32_t *d0, orc_gpu_cmp_part *parts, int *grid,
+                      double *ratios, unsigned long long *nratio, char *msg, size_t nmsg);
+/* hist_host[x] = number of a[i] whose bits >> (shift + 8) == prefix (all for shift 56)
+ * and (bits >> shift) & 255 == x. Synchronous. */
+int orc_gpu_cmp_hist(const double *a, int64_t n, int shift, unsigned long long prefix,
+                     unsigned long long *hist_dev, unsigned long long *hist_host, char *msg, size_t nmsg);
 
 #ifdef __cplusplus
 }

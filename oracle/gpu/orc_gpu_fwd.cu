@@ -469,6 +469,11 @@ extern "C" int orc_gpu_to_host(void *dst, const void *src, size_t bytes, char *m
     return cu_ok(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost), "copy to host", msg, n) ? 0 : -1;
 }
 
+extern "C" int orc_gpu_to_device(void *dst, const void *src, size_t bytes, char *msg, size_t n) {
+    if (bytes == 0) return 0;
+    return cu_ok(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice), "copy to device", msg, n) ? 0 : -1;
+}
+
 /* The buffers, stream and events stay in the thread's pool for the next call. */
 extern "C" void orc_gpu_fwd_end(orc_gpu_fwd_state *st) {
     if (!st) return;
@@ -518,8 +523,51 @@ extern "C" int orc_gpu_fwd_begin(const orc_gpu_fwd_desc *d, int64_t *rc_out, orc
     return 0;
 }
 
+/* The sampled rows x0 .. x1-1 of a chunk (row ix[x].s - r0) finished: one thread per O
+ * element and per LSE (orc_fwd_row_fill's per-element calls). */
+__global__ void k_fwdfin(orc_gpu_fwd_desc d, orc_gpu_ffin f, int64_t r0, const orc_row_info *ri, const double *num,
+                         const double *bsum, const double *osum) {
+    int64_t Dv = d.Dv, n = f.x1 - f.x0, t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n * (Dv + 1)) return;
+    int64_t y = f.x0 + (t < n * Dv ? t / Dv : t - n * Dv), r = f.ix[y].s - r0;
+    const orc_row_info *R = &ri[r];
+    int need;
+    if (t < n * Dv) {
+        int64_t dd = t % Dv, e = y * Dv + dd, x = r * Dv + dd;
+        int normal = R->kind == ROW_NORMAL;
+        need = orc_fm_fwd_out_elem(&d.mk, &d.mo, R, normal ? num[x] : 0, normal ? bsum[x] : 0, normal ? osum[x] : 0,
+                                   f.ratio, &f.o.ref[e], &f.o.oe[e], &f.o.bound[e], &f.o.flags[e]);
+        if (normal && f.mpfr_all) need = 1;
+    } else {
+        need = orc_fm_fwd_lse(&d.mk, R, f.has_sink, f.sink, f.ratio, &f.lse.ref[y], &f.lse.oe[y], &f.lse.bound[y],
+                              &f.lse.flags[y]);
+    }
+    if (need) f.need[y] = 1;
+}
+
+static int fwd_start(orc_gpu_fwd_state *st, int slot, int64_t b, int64_t h, int64_t r0, int64_t nr,
+                     const int64_t *rlo, const int64_t *rhi, const orc_gpu_ffin *fin, char *msg, size_t n);
+
 extern "C" int orc_gpu_fwd_start(orc_gpu_fwd_state *st, int slot, int64_t b, int64_t h, int64_t r0,
                                  int64_t nr, const int64_t *rlo, const int64_t *rhi, char *msg, size_t n) {
+    return fwd_start(st, slot, b, h, r0, nr, rlo, rhi, NULL, msg, n);
+}
+
+extern "C" int orc_gpu_fwd_start_dev(orc_gpu_fwd_state *st, int slot, int64_t b, int64_t h, int64_t r0, int64_t nr,
+                                     const int64_t *rlo, const int64_t *rhi, const orc_gpu_ffin *fin, char *msg,
+                                     size_t n) {
+    slot_t *sl = &st->slot[slot & 1];
+    /* the slot's pinned ranges are reused: its previous chunk's upload must be done */
+    if (sl->nr > 0 && !cu_ok(cudaEventSynchronize(sl->done), "device work", msg, n)) return -1;
+    return fwd_start(st, slot, b, h, r0, nr, rlo, rhi, fin, msg, n);
+}
+
+extern "C" int orc_gpu_fwd_sync(orc_gpu_fwd_state *st, char *msg, size_t n) {
+    return cu_ok(cudaStreamSynchronize(st->stream), "device work", msg, n) ? 0 : -1;
+}
+
+static int fwd_start(orc_gpu_fwd_state *st, int slot, int64_t b, int64_t h, int64_t r0, int64_t nr,
+                     const int64_t *rlo, const int64_t *rhi, const orc_gpu_ffin *fin, char *msg, size_t n) {
     const orc_gpu_fwd_desc &d = st->d;
     slot_t *sl = &st->slot[slot & 1];
     cudaStream_t s = st->stream;
@@ -566,6 +614,14 @@ extern "C" int orc_gpu_fwd_start(orc_gpu_fwd_state *st, int slot, int64_t b, int
     k_pv<<<gp, 256, 0, s>>>(d, va, d.Dv, b, h, nr, dtlo, dthi, st->W, st->W, st->Y, st->X, NULL, NULL, NULL,
                             sl->num, sl->bsum, sl->osum);
     if (!cu_ok(cudaGetLastError(), "k_pv launch", msg, n)) return -1;
+    if (fin) {
+        int64_t ne = (fin->x1 - fin->x0) * (d.Dv + 1);
+        if (ne > 0) k_fwdfin<<<(unsigned)((ne + 127) / 128), 128, 0, s>>>(d, *fin, r0, sl->ri, sl->num, sl->bsum,
+                                                                           sl->osum);
+        if (!cu_ok(cudaGetLastError(), "k_fwdfin launch", msg, n) || !cu_ok(cudaEventRecord(sl->done, s), "event", msg, n))
+            return -1;
+        return 0;
+    }
     size_t no = (size_t)nr * (size_t)d.Dv * 8;
     if (!cu_ok(cudaMemcpyAsync(sl->hri, sl->ri, (size_t)nr * sizeof(orc_row_info), cudaMemcpyDeviceToHost, s), "results", msg, n) ||
         !cu_ok(cudaMemcpyAsync(sl->hnum, sl->num, no, cudaMemcpyDeviceToHost, s), "results", msg, n) ||

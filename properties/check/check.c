@@ -1,12 +1,30 @@
 /* check.c: judge a backend's outputs against the oracle, and the whole check
  * of one case (fc_check_case). The list of checks is in check.h. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <time.h>
+
 #include "properties/check/check.h"
 #include "properties/check/oracle_tier.h"
+
+/* Wall seconds (CLOCK_MONOTONIC), for the phase times of a production-size check. */
+static double chk_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Phases of fc_check_case timed for calls of oracle work >= 2^36 (production shapes; never a
+ * fuzz case): one "check timing" line on stderr per such case, so that a certify run shows
+ * where the time of its production entries goes. */
+enum { TM_INIT, TM_FWD, TM_FCHK, TM_FORC, TM_FCMP, TM_DET, TM_BWD, TM_BCHK, TM_BORC, TM_BCMP, TM_N };
+#define TIMED_WORK ((int64_t)1 << 36)
 
 /* ---------------------------------------------------------------------------
  * Oracle glue
@@ -419,14 +437,18 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
     fc_run r1, r2;
     int second = 0; /* r2 initialized */
     memset(&r2, 0, sizeof r2);
+    double tm[TM_N] = {0}, t0 = chk_now(), t1;
+#define LAP(k) (t1 = chk_now(), tm[k] += t1 - t0, t0 = t1)
     if (fc_run_init(&r1, &c, FC_POISON_A, msg, sizeof msg)) {
         fc_verdict_fail(v, "harness", "%s", msg);
         return v->outcome;
     }
     const int fwd_outs[2] = {FC_T_O, FC_T_LSE}, bwd_outs[3] = {FC_T_DQ, FC_T_DK, FC_T_DV};
 
+    LAP(TM_INIT);
     /* forward */
     fc_run_forward(&r1, be);
+    LAP(TM_FWD);
     fc_check_inputs_unchanged(&r1, v);
     fc_check_guards(&r1, v);
     if (!judge_status(&r1, "forward", fwd_outs, 2, v)) goto done;
@@ -438,12 +460,14 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
     const int no_oracle = oracle_v3_refused(&r1, msg, sizeof msg) != 0;
     if (no_oracle) {
         fc_verdict_skip(v, "forward values not judged: %s", msg);
-    } else if (fc_oracle_fwd_plan(&r1, fc_check_profile(be), fc_check_oracle(), max_rows, &fres, NULL, msg, sizeof msg)) {
+    } else if (LAP(TM_FCHK), fc_oracle_fwd_plan(&r1, fc_check_profile(be), fc_check_oracle(), max_rows, &fres, NULL, msg, sizeof msg)) {
         fc_verdict_fail(v, "harness", "%s", msg);
         goto done;
     } else {
+        LAP(TM_FORC);
         fc_check_fwd_outputs(&r1, &fres, v);
         orc_fwd_free(&fres);
+        LAP(TM_FCMP);
     }
 
     /* second run: fresh buffers, other poison */
@@ -465,9 +489,11 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
         }
     }
 
+    LAP(TM_DET);
     /* backward (on the backend's own forward outputs) */
     if (c.backward) {
         fc_run_backward(&r1, be);
+        LAP(TM_BWD);
         fc_check_inputs_unchanged(&r1, v);
         fc_check_guards(&r1, v);
         if (!judge_status(&r1, "backward", bwd_outs, 3, v)) goto done;
@@ -475,12 +501,14 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
         orc_bwd_result bres;
         if (no_oracle) {
             fc_verdict_skip(v, "backward values not judged: the oracle of this build has no contract-v3 support");
-        } else if (fc_oracle_bwd_plan(&r1, fc_check_profile(be), fc_check_oracle(), max_rows, max_cols, &bres, NULL, msg, sizeof msg)) {
+        } else if (LAP(TM_BCHK), fc_oracle_bwd_plan(&r1, fc_check_profile(be), fc_check_oracle(), max_rows, max_cols, &bres, NULL, msg, sizeof msg)) {
             fc_verdict_fail(v, "harness", "%s", msg);
             goto done;
         } else {
+            LAP(TM_BORC);
             fc_check_bwd_outputs(&r1, &bres, v);
             orc_bwd_free(&bres);
+            LAP(TM_BCMP);
         }
         if (second && c.deterministic && r2.status == FA_OK) {
             fc_run_backward(&r2, be);
@@ -496,8 +524,19 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
     /* stress mode: only once every check above passed (a failing case needs no more runs) */
     if (o->stress > 0 && (v->outcome == FC_PASS || v->outcome == FC_SKIP)) fc_check_stress(be, &c, o->stress, v);
 done:
+    LAP(TM_DET);
     fc_run_free(&r1);
     if (second) fc_run_free(&r2);
+    LAP(TM_DET);
+    if (oracle_work(&c) >= TIMED_WORK)
+        fprintf(stderr,
+                "check timing B%lld Sq%lld Sk%lld H%lld/%lld D%lld: inputs %.2f s, forward %.2f s (+ buffer checks "
+                "%.2f s), oracle fwd %.2f s, compare fwd %.2f s, backward %.2f s (+ buffer checks %.2f s), oracle bwd "
+                "%.2f s, compare bwd %.2f s, other (determinism run, stress, frees) %.2f s\n",
+                (long long)c.p.batch, (long long)c.p.seqlen_q, (long long)c.p.seqlen_k, (long long)c.p.heads_q,
+                (long long)c.p.heads_kv, (long long)c.p.head_dim_qk, tm[TM_INIT], tm[TM_FWD], tm[TM_FCHK],
+                tm[TM_FORC], tm[TM_FCMP], tm[TM_BWD], tm[TM_BCHK], tm[TM_BORC], tm[TM_BCMP], tm[TM_DET]);
+#undef LAP
     if (o->verbose && v->outcome == FC_FAIL) fc_verdict_print(v, stderr);
     return v->outcome;
 }

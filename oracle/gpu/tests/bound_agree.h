@@ -65,4 +65,40 @@ static int ba_bounds_agree(double bg, double bc, double rg, double rc, double eg
     return fabs(bg - bc) <= tol + ORC_SAFETY * (1 + 0x1p-50) * fabs(ag - ac) * (1 + 0x1p-50);
 }
 
+/* Reference-time escalation (orc_bwd.c, orc_gpu_bwd: an element whose vector has an
+ * orc_err > escalate_ratio * bound) replaces ref and orc_err by the MPFR tier's, e =
+ * orc_mpfr_err(x, e_double, prec, nterms) = U_D |x| + 2^(55 - prec) e_double (1 + nterms),
+ * but keeps the bound, which the tier computed from its double reference and e_double. So
+ * for an escalated element the two tiers' bounds differ by what their double references
+ * did, |rg_d - rc_d| <= eg_d + ec_d, not by the MPFR references' difference (0 when both
+ * escalated). Returns an upper bound on e_double from the escalated e (x the MPFR value):
+ * the inverse of orc_mpfr_err, each of its three roundings (<= 2^-53 relative) and the
+ * subtraction's (<= ulp(e)) covered by 2^-50 of e and of the result. */
+static double ba_err_before(double e, double x, int prec, double nterms) {
+    if (!isfinite(e) || !isfinite(x)) return e;
+    double t = e - ORC_U_D * fabs(x) + 0x1p-50 * e;
+    if (t < 0) t = 0x1p-50 * e;
+    return ldexp(t / (1 + nterms), prec - 55) * (1 + 0x1p-50);
+}
+
+/* ba_bounds_agree for an element escalated in either tier (esc_g, esc_c: its
+ * ORC_F_ESCALATED; eg, ec: the orc_err as stored). The double references and errors the
+ * bounds came from are unknown beyond |r_d - exact| <= e_d (ba_err_before for an escalated
+ * tier): dref + de <= (eg_d + ec_d) + max(eg_d, ec_d) <= 2 (eg_d + ec_d). The store bound's
+ * RN(hi) values then differ by |hi_g - hi_c| plus at most one dtype spacing at |ref| + bound
+ * (the anchors cannot be recovered from the MPFR reference), |hi_g - hi_c| <= dref + de +
+ * the 2^-30 of w: allowed 2^-29 max(bg, bc) + ORC_SAFETY (1 + 2^-49) (2 (dref + de) + ulp). */
+static int ba_bounds_agree_esc(double bg, double bc, double rg, double rc, double eg, double ec, int esc_g, int esc_c,
+                               int prec, double nterms, int bf16) {
+    if (!esc_g && !esc_c) return ba_bounds_agree(bg, bc, rg, rc, eg, ec, bf16);
+    if ((isnan(bg) && isnan(bc)) || bg == bc) return 1;
+    if (!isfinite(bg) || !isfinite(bc)) return 0;
+    double xg = isfinite(rg) ? rg : 0, xc = isfinite(rc) ? rc : 0;
+    double dg = esc_g ? ba_err_before(eg, xg, prec, nterms) : eg, dc = esc_c ? ba_err_before(ec, xc, prec, nterms) : ec;
+    if (!isfinite(dg) || !isfinite(dc)) return 0;
+    double mb = fmax(bg, bc), d = 2 * (dg + dc);
+    double ulp = ba_ulp(fmax(fabs(xg), fabs(xc)) + mb + d, bf16);
+    return fabs(bg - bc) <= 0x1p-29 * mb + ORC_SAFETY * (1 + 0x1p-49) * (2 * d + ulp);
+}
+
 #endif /* FLASHCHECK_BOUND_AGREE_H */

@@ -136,6 +136,55 @@ static void check_bound_agree(void) {
            (long long)n, (long long)beyond30, (long long)cross);
 }
 
+/* Regression (test_gpu_oracle: case 22 torch-math dQ[5375], bounds 0x1.b49df67879672p+69 vs
+ * 0x1.b49df57879671p+69): reference-time escalation replaces ref and orc_err by the MPFR
+ * tier's and keeps the bound each tier computed from its own double reference, so the
+ * escalated references (equal) no longer say how far the bounds may be apart. Two tiers'
+ * double references within their orc_err e1, e2 of an exact value X (e large: the element
+ * escalates), store bounds from them, both then escalated to X: ba_bounds_agree on the
+ * escalated values rejects many such pairs, ba_bounds_agree_esc accepts every one, and
+ * rejects a bound moved by twice its allowance and a 2^-28 move of an unescalated pair. */
+static void check_bound_agree_esc(void) {
+    int64_t n = 0, old_rej = 0, bad = 0;
+    const int prec = 128;
+    const double nt = 1000;
+    for (int k = 0; k < 20000; k++) {
+        int bf = k % 2;
+        double ulp_in = bf ? 0x1p-8 : 0x1p-11;
+        double X = ldexp(1 + t_unif(), bf ? (int)(t_next() % 80) - 10 : (int)(t_next() % 20) - 6);
+        if (t_next() % 2) X = -X;
+        double pre = fabs(X) * ldexp(1 + t_unif(), -(int)(t_next() % 12));
+        double e1 = pre * ldexp(1 + t_unif(), -(int)(3 + t_next() % 6)), e2 = e1 * (1 + t_unif());
+        double r1 = X + e1 * (2 * t_unif() - 1), r2 = X + e2 * (2 * t_unif() - 1);
+        double g1 = (pre + ulp_in * (fabs(r1) + e1 + pre)) * ORC_SAFETY;
+        double g2 = (pre * (1 + 0x1p-45) + ulp_in * (fabs(r2) + e2 + pre)) * ORC_SAFETY;
+        double b1 = orc_fm_store_bound(r1, e1, pre, g1, bf, 0);
+        double b2 = orc_fm_store_bound(r2, e2, pre * (1 + 0x1p-45), g2, bf, 0);
+        double m1 = orc_mpfr_err(X, e1, prec, nt), m2 = orc_mpfr_err(X, e2, prec, nt);
+        if (!isfinite(b1) || !isfinite(b2) || !(e1 > 0x1p-10 * b1)) continue;
+        n++;
+        old_rej += !ba_bounds_agree(b1, b2, X, X, m1, m2, bf);
+        CHECK(ba_err_before(m1, X, prec, nt) >= e1 && ba_err_before(m1, X, prec, nt) <= e1 * (1 + 0x1p-16),
+              "ba_err_before(%a) = %a, e_double %a", m1, ba_err_before(m1, X, prec, nt), e1);
+        if (!ba_bounds_agree_esc(b1, b2, X, X, m1, m2, 1, 1, prec, nt, bf) && bad++ < 4)
+            CHECK(0, "escalated pair X %a refs %a %a e %a %a: bounds %a %a judged different", X, r1, r2, e1, e2, b1, b2);
+        /* one tier escalated, the other not */
+        if (!ba_bounds_agree_esc(b1, b2, X, r2, m1, e2, 1, 0, prec, nt, bf) && bad++ < 4)
+            CHECK(0, "half-escalated pair: bounds %a %a judged different", b1, b2);
+        double mb = fmax(b1, b2), d = 2 * (e1 + e2) * (1 + 0x1p-30);
+        double allow = 0x1p-29 * mb + ORC_SAFETY * (1 + 0x1p-49) * (2 * d + ba_ulp(fabs(X) + mb + d, bf));
+        CHECK(!ba_bounds_agree_esc(b1, b1 + 2 * allow, X, X, m1, m2, 1, 1, prec, nt, bf),
+              "escalated bound moved by twice the allowance judged equal");
+        CHECK(!ba_bounds_agree_esc(b1, b1 * (1 + 0x1p-28), r1, r1, e1 * 0x1p-40, e1 * 0x1p-40, 0, 0, prec, nt, bf),
+              "unescalated bound moved by 2^-28 judged equal");
+    }
+    CHECK(bad == 0, "%lld escalated pairs judged different", (long long)bad);
+    CHECK(n > 5000 && old_rej > n / 10, "the escalated pairs do not exercise the rule: %lld pairs, %lld rejected by "
+          "ba_bounds_agree", (long long)n, (long long)old_rej);
+    printf("test_gpu_bwd_host: ba_bounds_agree_esc on %lld escalated store-bound pairs (%lld of them rejected by the "
+           "unescalated rule)\n", (long long)n, (long long)old_rej);
+}
+
 static void cmp(const char *what, int cs, const char *pn, const orc_block *g, const orc_block *c, int bf16) {
     int bad = 0;
     for (int64_t e = 0; e < g->n * g->dim && bad < 4; e++) {
@@ -416,6 +465,7 @@ int main(int argc, char **argv) {
     const fa_backend *cpu = fa_backend_cpu();
     check_round16();
     check_bound_agree();
+    check_bound_agree_esc();
     for (int cs = 0; cs < ncases; cs++) {
         int64_t B = 1 + (int64_t)(t_next() % 2), Sq = 1 + (int64_t)(t_next() % 70), Sk = 1 + (int64_t)(t_next() % 70);
         int64_t Hkv = 1 + (int64_t)(t_next() % 2), G = 1 + (int64_t)(t_next() % 3);

@@ -25,8 +25,9 @@
  * same shapes, masks, layouts and non-finite inputs, O and LSE from the CPU backend's
  * forward; per case under the CPU backend's profile, the CUDA backend's and one named
  * preset in turn (every third preset pass with orc_options.lse_unknown): dQ, dK, dV elements as above (flags, values within both orc_err,
- * bounds to 2^-30 plus what the references' difference moves the RN store's bound:
- * bound_agree.h, BOUNDS.md 5.8, 12), MPFR containment on small cases, the input-consistency ratios,
+ * bounds to 2^-30 plus what the references' difference moves the RN store's bound, for an
+ * element escalated at reference time what the double references' did: bound_agree.h,
+ * BOUNDS.md 5.8, 12), MPFR containment on small cases, the input-consistency ratios,
  * verdicts (orc_compare_bwd) on the CPU backend's gradients, on the CUDA backend's
  * (its backward on the device copies) and on mutated gradients; every 10th case all
  * escalated in both tiers; huge v (dP / dV overflow) and huge q, k cases flag
@@ -55,8 +56,11 @@ static int64_t n_cmp, n_mpfr, n_verdict, n_fail_found, n_ovf_flags, n_preset_cas
 
 /* Element-wise: GPU result g against CPU result c (same sample). grad: a dQ / dK / dV block of
  * dtype bf16 (grad = 1 + bf16): its bounds agree per ba_bounds_agree (the RN store's bound
- * moves with the reference, bound_agree.h); 0: a forward block, bounds to 2^-30. */
-static void cmp_block_g(const char *what, int cs, const orc_block *g, const orc_block *c, int grad) {
+ * moves with the reference, bound_agree.h), or ba_bounds_agree_esc where reference-time
+ * escalation replaced either tier's reference and orc_err (prec: mpfr_prec, nterms: the
+ * block's orc_mpfr_err term count); 0: a forward block, bounds to 2^-30. */
+static void cmp_block_g(const char *what, int cs, const orc_block *g, const orc_block *c, int grad, int prec,
+                        double nterms) {
     CHECK(g->n == c->n && g->dim == c->dim, "case %d %s: shape", cs, what);
     if (g->n != c->n || g->dim != c->dim) return;
     int bad = 0;
@@ -77,16 +81,22 @@ static void cmp_block_g(const char *what, int cs, const orc_block *g, const orc_
                   g->orc_err[e], c->orc_err[e]);
         }
         double bg = g->bound[e], bc = c->bound[e];
-        int agree = grad ? ba_bounds_agree(bg, bc, rg, rc, g->orc_err[e], c->orc_err[e], grad == 2)
+        int agree = grad ? ba_bounds_agree_esc(bg, bc, rg, rc, g->orc_err[e], c->orc_err[e],
+                                               (g->flags[e] & ORC_F_ESCALATED) != 0,
+                                               (c->flags[e] & ORC_F_ESCALATED) != 0, prec, nterms, grad == 2)
                          : same_bits(bg, bc) || fabs(bg - bc) <= 0x1p-30 * fmax(bg, bc);
         if (!agree) {
             bad++;
-            CHECK(0, "case %d %s[%lld]: bound %a vs %a", cs, what, (long long)e, bg, bc);
+            CHECK(0, "case %d %s[%lld]: bound %a vs %a (ref %a vs %a, orc_err %a vs %a, escalated %d / %d)", cs, what,
+                  (long long)e, bg, bc, rg, rc, g->orc_err[e], c->orc_err[e], (g->flags[e] & ORC_F_ESCALATED) != 0,
+                  (c->flags[e] & ORC_F_ESCALATED) != 0);
         }
     }
 }
 
-static void cmp_block(const char *what, int cs, const orc_block *g, const orc_block *c) { cmp_block_g(what, cs, g, c, 0); }
+static void cmp_block(const char *what, int cs, const orc_block *g, const orc_block *c) {
+    cmp_block_g(what, cs, g, c, 0, 0, 0);
+}
 
 /* GPU result against the MPFR tier: the exact value lies in ref_gpu +- orc_err_gpu. */
 static void cmp_mpfr(const char *what, int cs, const orc_block *g, const orc_block *m) {
@@ -124,6 +134,92 @@ static void *dev_copy(const void *h, size_t bytes, size_t off_bytes) {
     CU(cudaMemset(d, 0xff, off_bytes));
     CU(cudaMemcpy(d + off_bytes, h, bytes, cudaMemcpyHostToDevice));
     return d;
+}
+
+static int64_t n_fdev, n_fdev_verdict;
+
+/* The forward's device path (orc_gpu_fwd_dev: every element finished on the device by
+ * orc_formulas.h's orc_fm_fwd_out_elem / orc_fm_fwd_lse, blocks left there, escalation found
+ * there) = the host path orc_gpu_fwd bit for bit: index, ref, bound, orc_err, flags,
+ * escalations. 1 with *dr filled, else 0. */
+static int fwd_dev_same(const char *what, int cs, const fa_fwd_args *da, const fa_precision *pr,
+                        const orc_options *opt, const orc_fwd_result *rg, orc_gpu_fwd_dres *dr) {
+    fa_error err;
+    if (orc_gpu_fwd_dev(da, pr, opt, dr, &err) != FA_OK) {
+        CHECK(0, "case %d %s: orc_gpu_fwd_dev: %s", cs, what, err.msg);
+        return 0;
+    }
+    const orc_block *g[2] = {&rg->o, &rg->lse}, *d[2] = {&dr->r.o, &dr->r.lse};
+    const char *nm[2] = {"O", "LSE"};
+    for (int k = 0; k < 2; k++) {
+        int64_t ne = g[k]->n * g[k]->dim, bad = 0, first = -1;
+        CHECK(d[k]->n == g[k]->n && d[k]->dim == g[k]->dim, "case %d %s %s: shape", cs, what, nm[k]);
+        if (d[k]->n != g[k]->n || d[k]->dim != g[k]->dim) continue;
+        CHECK(!memcmp(d[k]->index, g[k]->index, (size_t)g[k]->n * sizeof(orc_index)), "case %d %s %s: index", cs,
+              what, nm[k]);
+        double *h = malloc((size_t)(3 * ne + 1) * 8);
+        uint8_t *f = malloc((size_t)ne + 1);
+        CU(cudaMemcpy(h, d[k]->ref, (size_t)ne * 8, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(h + ne, d[k]->bound, (size_t)ne * 8, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(h + 2 * ne, d[k]->orc_err, (size_t)ne * 8, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(f, d[k]->flags, (size_t)ne, cudaMemcpyDeviceToHost));
+        for (int64_t e = 0; e < ne; e++)
+            if (!same_bits(h[e], g[k]->ref[e]) || !same_bits(h[ne + e], g[k]->bound[e]) ||
+                !same_bits(h[2 * ne + e], g[k]->orc_err[e]) || f[e] != g[k]->flags[e]) {
+                if (first < 0) first = e;
+                bad++;
+            }
+        CHECK(bad == 0, "case %d %s %s: %lld of %lld elements differ between the device and host paths (first %lld: "
+              "ref %a / %a bound %a / %a flags %d / %d)", cs, what, nm[k], (long long)bad, (long long)ne,
+              (long long)first, first >= 0 ? h[first] : 0.0, first >= 0 ? g[k]->ref[first] : 0.0,
+              first >= 0 ? h[ne + first] : 0.0, first >= 0 ? g[k]->bound[first] : 0.0, first >= 0 ? f[first] : 0,
+              first >= 0 ? g[k]->flags[first] : 0);
+        n_fdev += ne;
+        free(h);
+        free(f);
+    }
+    CHECK(dr->r.escalations == rg->escalations, "case %d %s: device path escalations %lld, host path %lld", cs, what,
+          (long long)dr->r.escalations, (long long)rg->escalations);
+    return 1;
+}
+
+/* The device-block compare (orc_gpu_compare_fwd_dev on outputs uploaded) = the host compare
+ * of the host path's result. o, l: host outputs; no, nl: their elements. */
+static void fwd_dev_verdicts(const char *what, int cs, const orc_gpu_fwd_dres *dr, const orc_fwd_result *rg,
+                             const fa_tensor *o, const fa_lse *l, int64_t no, int64_t nl) {
+    fa_tensor od = *o;
+    fa_lse ld = *l;
+    void *p, *q;
+    CU(cudaMalloc(&p, (size_t)no * 2 + 2));
+    CU(cudaMalloc(&q, (size_t)nl * 4 + 4));
+    CU(cudaMemcpy(p, o->ptr, (size_t)no * 2, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(q, l->ptr, (size_t)nl * 4, cudaMemcpyHostToDevice));
+    od.ptr = p;
+    ld.ptr = q;
+    orc_stats h[2], d[2];
+    fa_error err;
+    CHECK(orc_compare_fwd(rg, o, l, &h[0], &h[1], &err) == FA_OK, "case %d: compare: %s", cs, err.msg);
+    CHECK(orc_gpu_compare_fwd_dev(dr, &od, &ld, &d[0], &d[1], &err) == FA_OK, "case %d: device-block compare: %s",
+          cs, err.msg);
+    const char *nm[2] = {"O", "LSE"};
+    for (int k = 0; k < 2; k++) {
+        const orc_stats *a = &d[k], *b = &h[k];
+        n_fdev_verdict++;
+        CHECK(a->checked == b->checked && a->failed == b->failed && a->unchecked == b->unchecked &&
+                  a->escalations == b->escalations && a->nan_unexpected == b->nan_unexpected &&
+                  a->nan_missing == b->nan_missing && a->overflow_inf == b->overflow_inf &&
+                  a->overflow_sensitive == b->overflow_sensitive && a->nonfinite_match == b->nonfinite_match &&
+                  same_bits(a->worst_ratio, b->worst_ratio) && same_bits(a->median_ratio, b->median_ratio) &&
+                  !memcmp(a->worst_at, b->worst_at, sizeof a->worst_at) &&
+                  !memcmp(a->first_fail_at, b->first_fail_at, sizeof a->first_fail_at) &&
+                  !memcmp(a->ratio_hist, b->ratio_hist, sizeof a->ratio_hist),
+              "case %d %s %s: device-block compare checked %lld failed %lld esc %lld worst %g median %g; host "
+              "compare %lld %lld %lld %g %g", cs, what, nm[k], (long long)a->checked, (long long)a->failed,
+              (long long)a->escalations, a->worst_ratio, a->median_ratio, (long long)b->checked, (long long)b->failed,
+              (long long)b->escalations, b->worst_ratio, b->median_ratio);
+    }
+    cudaFree(p);
+    cudaFree(q);
 }
 
 /* Verdicts of both results on outputs (host O of the problem's layout, LSE). */
@@ -258,6 +354,8 @@ static void run_case(int cs, const fa_backend *cpu, const fa_backend *cuda) {
         CHECK(orc_gpu_fwd(&da, &be->precision, &opt, &rg, &err) == FA_OK, "case %d: orc_gpu_fwd: %s", cs, err.msg);
         cmp_block("O", cs, &rg.o, &rc.o);
         cmp_block("LSE", cs, &rg.lse, &rc.lse);
+        orc_gpu_fwd_dres fdr;
+        int have_fdr = fwd_dev_same(be->name, cs, &da, &be->precision, &opt, &rg, &fdr);
         if (bi == 0 && Sq * Sk * (Hkv * G) * B <= 40000) { /* MPFR tier */
             orc_fwd_result rm;
             opt.tier = ORC_TIER_MPFR;
@@ -296,6 +394,7 @@ static void run_case(int cs, const fa_backend *cpu, const fa_backend *cuda) {
             fa_lse l = ha.lse;
             l.ptr = lh;
             verdicts(be->name, cs, &rg, &rc, &o, &l);
+            if (have_fdr) fwd_dev_verdicts(be->name, cs, &fdr, &rg, &o, &l, no, B * Hkv * G * Sq);
             if (bi == 0) { /* push some elements outside their bound: both tiers must fail them alike */
                 for (int64_t x = 0; x < rc.o.n; x += 3) {
                     const orc_index *ix = &rc.o.index[x];
@@ -306,6 +405,7 @@ static void run_case(int cs, const fa_backend *cpu, const fa_backend *cuda) {
                         orc_encode(bad, dt);
                 }
                 verdicts("cpu-mutated", cs, &rg, &rc, &o, &l);
+                if (have_fdr) fwd_dev_verdicts("cpu-mutated", cs, &fdr, &rg, &o, &l, no, B * Hkv * G * Sq);
             }
         }
         free(oh);
@@ -323,9 +423,12 @@ static void run_case(int cs, const fa_backend *cpu, const fa_backend *cuda) {
             CHECK(orc_fwd(&ha, &be->precision, &opt, &rce, &err) == FA_OK, "case %d: cpu esc: %s", cs, err.msg);
             cmp_block("O-esc", cs, &re.o, &rce.o);
             cmp_block("LSE-esc", cs, &re.lse, &rce.lse);
+            orc_gpu_fwd_dres fde;
+            if (fwd_dev_same("esc", cs, &da, &be->precision, &opt, &re, &fde)) orc_gpu_fwd_dev_free(&fde);
             orc_fwd_free(&rce);
             orc_gpu_fwd_free(&re);
         }
+        if (have_fdr) orc_gpu_fwd_dev_free(&fdr);
         orc_fwd_free(&rc);
         orc_gpu_fwd_free(&rg);
     }
@@ -342,13 +445,16 @@ static int64_t n_bcmp, n_bmpfr, n_bverdict, n_bfail_found, n_bovf_flags, n_bpres
 static void bcmp_blocks(const char *what, int cs, const orc_bwd_result *g, const orc_bwd_result *c, int finite) {
     char w[96];
     int64_t before = n_cmp, ovf_before = n_ovf_flags;
-    int grad = 1 + (c->args.p.dtype == FA_BF16);
+    int grad = 1 + (c->args.p.dtype == FA_BF16), prec = c->opt.mpfr_prec;
+    /* orc_mpfr_err's term counts of the escalation (orc_bwd.c): Sk for dQ, G Sq + G for dK, dV */
+    const fa_problem *p = &c->args.p;
+    double G = (double)(p->heads_q / p->heads_kv), nq = (double)p->seqlen_k, nc = G * (double)p->seqlen_q + G;
     snprintf(w, sizeof w, "%s dQ", what);
-    cmp_block_g(w, cs, &g->dq, &c->dq, grad);
+    cmp_block_g(w, cs, &g->dq, &c->dq, grad, prec, nq);
     snprintf(w, sizeof w, "%s dK", what);
-    cmp_block_g(w, cs, &g->dk, &c->dk, grad);
+    cmp_block_g(w, cs, &g->dk, &c->dk, grad, prec, nc);
     snprintf(w, sizeof w, "%s dV", what);
-    cmp_block_g(w, cs, &g->dv, &c->dv, grad);
+    cmp_block_g(w, cs, &g->dv, &c->dv, grad, prec, nc);
     n_bcmp += n_cmp - before;
     n_bovf_flags += n_ovf_flags - ovf_before;
     n_cmp = before;
@@ -385,6 +491,92 @@ typedef struct {
     uint16_t *dq, *dk, *dv;
     int64_t nq, nk, nv;
 } host_grads;
+
+static int64_t n_bdev, n_bdev_verdict;
+
+/* The device path (orc_gpu_bwd_dev: every element finished on the device, blocks left there,
+ * escalation found on the device) = the host path orc_gpu_bwd bit for bit: index, ref,
+ * bound, orc_err, flags, escalations, input ratios. 1 with *dr filled, else 0. */
+static int dev_same(const char *what, int cs, const fa_bwd_args *da, const fa_precision *pr, const orc_options *opt,
+                    const orc_bwd_result *rg, orc_gpu_bwd_dres *dr) {
+    fa_error err;
+    if (orc_gpu_bwd_dev(da, pr, opt, dr, &err) != FA_OK) {
+        CHECK(0, "case %d %s: orc_gpu_bwd_dev: %s", cs, what, err.msg);
+        return 0;
+    }
+    const orc_block *g[3] = {&rg->dq, &rg->dk, &rg->dv}, *d[3] = {&dr->r.dq, &dr->r.dk, &dr->r.dv};
+    const char *nm[3] = {"dQ", "dK", "dV"};
+    for (int k = 0; k < 3; k++) {
+        int64_t ne = g[k]->n * g[k]->dim, bad = 0, first = -1;
+        CHECK(d[k]->n == g[k]->n && d[k]->dim == g[k]->dim, "case %d %s %s: shape", cs, what, nm[k]);
+        if (d[k]->n != g[k]->n || d[k]->dim != g[k]->dim) continue;
+        CHECK(!memcmp(d[k]->index, g[k]->index, (size_t)g[k]->n * sizeof(orc_index)), "case %d %s %s: index", cs,
+              what, nm[k]);
+        double *h = malloc((size_t)(3 * ne + 1) * 8);
+        uint8_t *f = malloc((size_t)ne + 1);
+        CU(cudaMemcpy(h, d[k]->ref, (size_t)ne * 8, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(h + ne, d[k]->bound, (size_t)ne * 8, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(h + 2 * ne, d[k]->orc_err, (size_t)ne * 8, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(f, d[k]->flags, (size_t)ne, cudaMemcpyDeviceToHost));
+        for (int64_t e = 0; e < ne; e++)
+            if (!same_bits(h[e], g[k]->ref[e]) || !same_bits(h[ne + e], g[k]->bound[e]) ||
+                !same_bits(h[2 * ne + e], g[k]->orc_err[e]) || f[e] != g[k]->flags[e]) {
+                if (first < 0) first = e;
+                bad++;
+            }
+        CHECK(bad == 0, "case %d %s %s: %lld of %lld elements differ between the device and host paths (first %lld: "
+              "ref %.17g / %.17g flags %d / %d)", cs, what, nm[k], (long long)bad, (long long)ne, (long long)first,
+              first >= 0 ? h[first] : 0.0, first >= 0 ? g[k]->ref[first] : 0.0, first >= 0 ? f[first] : 0,
+              first >= 0 ? g[k]->flags[first] : 0);
+        n_bdev += ne;
+        free(h);
+        free(f);
+    }
+    CHECK(dr->r.escalations == rg->escalations && same_bits(dr->r.o_input_ratio, rg->o_input_ratio) &&
+              same_bits(dr->r.lse_input_ratio, rg->lse_input_ratio),
+          "case %d %s: device path escalations %lld ratios %g %g, host path %lld %g %g", cs, what,
+          (long long)dr->r.escalations, dr->r.o_input_ratio, dr->r.lse_input_ratio, (long long)rg->escalations,
+          rg->o_input_ratio, rg->lse_input_ratio);
+    return 1;
+}
+
+/* The device-block compare (orc_gpu_compare_bwd_dev on gradients uploaded) = the host
+ * compare of the host path's result (verdicts, worst, first failure, median, histogram). */
+static void dev_verdicts(const char *what, int cs, const orc_gpu_bwd_dres *dr, const orc_bwd_result *rg,
+                         const host_grads *hg, const fa_tensor *gq, const fa_tensor *gk, const fa_tensor *gv) {
+    fa_tensor t[3] = {*gq, *gk, *gv};
+    const void *hp[3] = {hg->dq, hg->dk, hg->dv};
+    int64_t n[3] = {hg->nq, hg->nk, hg->nv};
+    for (int k = 0; k < 3; k++) {
+        void *p;
+        CU(cudaMalloc(&p, (size_t)n[k] * 2 + 2));
+        CU(cudaMemcpy(p, hp[k], (size_t)n[k] * 2, cudaMemcpyHostToDevice));
+        t[k].ptr = p;
+    }
+    orc_stats h[3], d[3];
+    fa_error err;
+    CHECK(orc_compare_bwd(rg, gq, gk, gv, &h[0], &h[1], &h[2], &err) == FA_OK, "case %d: compare: %s", cs, err.msg);
+    CHECK(orc_gpu_compare_bwd_dev(dr, &t[0], &t[1], &t[2], &d[0], &d[1], &d[2], &err) == FA_OK,
+          "case %d: device-block compare: %s", cs, err.msg);
+    const char *nm[3] = {"dQ", "dK", "dV"};
+    for (int k = 0; k < 3; k++) {
+        const orc_stats *a = &d[k], *b = &h[k];
+        n_bdev_verdict++;
+        CHECK(a->checked == b->checked && a->failed == b->failed && a->unchecked == b->unchecked &&
+                  a->escalations == b->escalations && a->nan_unexpected == b->nan_unexpected &&
+                  a->nan_missing == b->nan_missing && a->overflow_inf == b->overflow_inf &&
+                  a->overflow_sensitive == b->overflow_sensitive && a->nonfinite_match == b->nonfinite_match &&
+                  same_bits(a->worst_ratio, b->worst_ratio) && same_bits(a->median_ratio, b->median_ratio) &&
+                  !memcmp(a->worst_at, b->worst_at, sizeof a->worst_at) &&
+                  !memcmp(a->first_fail_at, b->first_fail_at, sizeof a->first_fail_at) &&
+                  !memcmp(a->ratio_hist, b->ratio_hist, sizeof a->ratio_hist),
+              "case %d %s %s: device-block compare checked %lld failed %lld esc %lld worst %g median %g; host "
+              "compare %lld %lld %lld %g %g", cs, what, nm[k], (long long)a->checked, (long long)a->failed,
+              (long long)a->escalations, a->worst_ratio, a->median_ratio, (long long)b->checked, (long long)b->failed,
+              (long long)b->escalations, b->worst_ratio, b->median_ratio);
+    }
+    for (int k = 0; k < 3; k++) cudaFree(t[k].ptr);
+}
 
 /* A backend's backward on (host or device) args; gradients copied to host (g). 1 if it ran. */
 static int run_backward(const fa_backend *be, const fa_bwd_args *ha, const fa_bwd_args *da, host_grads *g) {
@@ -500,6 +692,8 @@ static void run_bwd_case(int cs, const fa_backend *cpu, const fa_backend *cuda) 
         CHECK(orc_bwd(&ha, &pr, &opt, &rc, &err) == FA_OK, "case %d: orc_bwd: %s", cs, err.msg);
         CHECK(orc_gpu_bwd(&da, &pr, &opt, &rg, &err) == FA_OK, "case %d: orc_gpu_bwd: %s", cs, err.msg);
         bcmp_blocks(what, cs, &rg, &rc, finite);
+        orc_gpu_bwd_dres dr;
+        int have_dr = dev_same(what, cs, &da, &pr, &opt, &rg, &dr);
         if (pass == 0 && B * Hkv * G * Sq * Sk <= 12000) { /* MPFR tier */
             orc_bwd_result rm;
             opt.tier = ORC_TIER_MPFR;
@@ -516,6 +710,7 @@ static void run_bwd_case(int cs, const fa_backend *cpu, const fa_backend *cuda) 
         /* gradients of the backend (pass 1: the CUDA backend on the device copies; else the CPU backend) */
         if (run_backward(pass == 1 ? cuda : cpu, &ha, &da, &hg)) {
             bverdicts(what, cs, &rg, &rc, &gq, &gk, &gv);
+            if (have_dr) dev_verdicts(what, cs, &dr, &rg, &hg, &gq, &gk, &gv);
             if (pass == 0) { /* push elements outside their bound: both tiers must fail them alike */
                 const orc_block *bl[3] = {&rc.dq, &rc.dk, &rc.dv};
                 uint16_t *buf[3] = {hg.dq, hg.dk, hg.dv};
@@ -530,6 +725,7 @@ static void run_bwd_case(int cs, const fa_backend *cpu, const fa_backend *cuda) 
                                d * tt[k]->stride[3]] = orc_encode(bad, dt);
                     }
                 bverdicts("cpu-mutated", cs, &rg, &rc, &gq, &gk, &gv);
+                if (have_dr) dev_verdicts("cpu-mutated", cs, &dr, &rg, &hg, &gq, &gk, &gv);
             }
         }
         if (pass == 0 && cs % 10 == 0) { /* everything escalated, both tiers */
@@ -549,9 +745,12 @@ static void run_bwd_case(int cs, const fa_backend *cpu, const fa_backend *cuda) 
                   "case %d: escalations gpu %lld cpu %lld (%lld elements could escalate)", cs, (long long)re.escalations,
                   (long long)rce.escalations, (long long)cand);
             bcmp_blocks("esc", cs, &re, &rce, finite);
+            orc_gpu_bwd_dres dre;
+            if (dev_same("esc", cs, &da, &pr, &opt, &re, &dre)) orc_gpu_bwd_dev_free(&dre);
             orc_bwd_free(&rce);
             orc_gpu_bwd_free(&re);
         }
+        if (have_dr) orc_gpu_bwd_dev_free(&dr);
         orc_bwd_free(&rc);
         orc_gpu_bwd_free(&rg);
     }
@@ -598,6 +797,10 @@ int main(int argc, char **argv) {
            (long long)n_bovf_flags);
     if (nbwd > 0) {
         CHECK(n_bcmp > 0 && n_bmpfr > 0 && n_bverdict > 0, "backward: nothing compared");
+        CHECK(n_bdev > 0 && n_bdev_verdict > 0, "backward: device path not compared");
+        printf("test_gpu_oracle: backward device path (orc_gpu_bwd_dev): %lld elements equal to the host path bit "
+               "for bit, %lld device-block compares equal to the host compare\n", (long long)n_bdev,
+               (long long)n_bdev_verdict);
         CHECK(n_bfail_found > 0, "backward: the mutated gradients produced no failure: the comparison cannot fail");
         CHECK(n_bovf_flags > 0 || nbwd < 9, "backward: no element flagged ORC_F_OVERFLOW");
         const char *const *nm = fa_precision_preset_names();
@@ -609,6 +812,10 @@ int main(int argc, char **argv) {
            ncases, (long long)n_cmp, (long long)n_mpfr, (long long)n_verdict, (long long)n_fail_found,
            (double)(clock() - t0) / CLOCKS_PER_SEC);
     CHECK(n_fail_found > 0, "the mutated outputs produced no failure: the comparison cannot fail");
+    CHECK(ncases == 0 || (n_fdev > 0 && n_fdev_verdict > 0), "forward: device path not compared");
+    printf("test_gpu_oracle: forward device path (orc_gpu_fwd_dev): %lld elements equal to the host path bit for "
+           "bit, %lld device-block compares equal to the host compare\n", (long long)n_fdev,
+           (long long)n_fdev_verdict);
     CHECK(n_ovf_flags > 0 || ncases < 160, "no element flagged ORC_F_OVERFLOW: the overflow cases do not reach the flag");
     {
         const char *const *names = fa_precision_preset_names();
