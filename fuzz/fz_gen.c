@@ -381,6 +381,7 @@ static void mutate_v3(fz_rng *r3, fz_src *s3, fc_case *c)
 void fz_case_mutate(fz_rng *r, fc_case *c)
 {
     fz_src s = { r, NULL, 0 };
+    c->gen = FC_GEN_LATEST; /* a mutant is a new case: the latest input generator (case.h) */
     int n = 1 + (int)fz_rng_below(r, 3);
     for (int k = 0; k < n; k++) {
         switch (fz_rng_below(r, 20)) {
@@ -422,6 +423,7 @@ void fz_case_mutate(fz_rng *r, fc_case *c)
 void fz_case_crossover(fz_rng *r, const fc_case *a, const fc_case *b, fc_case *out)
 {
     *out = *a;
+    out->gen = FC_GEN_LATEST; /* a new case: the latest input generator */
     if (fz_rng_below(r, 2)) {
         out->p.batch = b->p.batch; out->p.heads_q = b->p.heads_q; out->p.heads_kv = b->p.heads_kv;
         out->p.seqlen_q = b->p.seqlen_q; out->p.seqlen_k = b->p.seqlen_k;
