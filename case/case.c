@@ -433,7 +433,7 @@ static inline uint64_t gen2_interp(const uint64_t *q, uint64_t k, uint64_t hi, u
     return q[k] + (((hi - q[k]) * frac16) >> 16);
 }
 
-double fc_gen2_normal(uint64_t h) {
+static inline double gen2_normal(uint64_t h) {
     uint64_t k = (h >> 51) & 4095u, x;
     if (k < 4095u) {
         x = gen2_interp(fc_gen2_q0, k, fc_gen2_q0[k + 1], (h >> 35) & 0xFFFFu);
@@ -450,6 +450,8 @@ double fc_gen2_normal(uint64_t h) {
     return (h >> 63) ? -v : v;
 }
 
+double fc_gen2_normal(uint64_t h) { return gen2_normal(h); }
+
 /* v2 value before rounding to the storage type. h = S(P ^ lin) (the v1 prefix), h2 = S(h ^
  * 0x5EC0) a second hash where a distribution needs two independent draws. Each case gives
  * the same distribution as v1 (case.h):
@@ -461,11 +463,11 @@ double fc_gen2_normal(uint64_t h) {
  *   HEAVY_TAIL  Cauchy as N1 / N2 (the ratio of two independent normals is standard
  *               Cauchy; one IEEE division), clamped to +-amp (N2 = 0: sign(N1) amp)
  *   SPIKES      N times amp when (h2 >> 11) < floor(prob 2^53), else N */
-static double dist_raw_v2(const gen_ctx *g, uint64_t lin) {
+static inline double dist_raw_v2(const gen_ctx *g, uint64_t lin) {
     uint64_t h = elem_prefix(g, lin);
     switch (g->kind) {
     case FC_DIST_LARGE: {
-        double z = fc_gen2_normal(h);
+        double z = gen2_normal(h);
         return g->amp * (z > 2.0 ? 2.0 : z < -2.0 ? -2.0 : z);
     }
     case FC_DIST_TINY: {
@@ -480,20 +482,20 @@ static double dist_raw_v2(const gen_ctx *g, uint64_t lin) {
     case FC_DIST_SPARSE_INT:
         return (h >> 11) < g->prob53 ? 0.0 : (double)((int64_t)(((h & 0xFFFFFFFFu) * 5u) >> 32) - 2);
     case FC_DIST_HEAVY_TAIL: {
-        double a = fc_gen2_normal(h), b = fc_gen2_normal(splitmix64(h ^ 0x5EC0u));
+        double a = gen2_normal(h), b = gen2_normal(splitmix64(h ^ 0x5EC0u));
         if (b == 0.0) return (h >> 63) ? -g->amp : g->amp;
         double x = a / b;
         return x > g->amp ? g->amp : x < -g->amp ? -g->amp : x;
     }
     case FC_DIST_SPIKES: {
         uint64_t h2 = splitmix64(h ^ 0x5EC0u);
-        double z = fc_gen2_normal(h);
+        double z = gen2_normal(h);
         return (h2 >> 11) < g->prob53 ? z * g->amp : z;
     }
     case FC_DIST_GAUSSIAN:
     case FC_DIST_CONST_ROWS:
     case FC_DIST_TIES:
-    default: return g->amp * fc_gen2_normal(h);
+    default: return g->amp * gen2_normal(h);
     }
 }
 
