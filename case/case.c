@@ -1,6 +1,7 @@
 /* case.c: case defaults, checks, layouts, value generation, host buffers.
  * See case.h for the meaning of every field. */
 #include "case/case.h"
+#include "case/case_gen2_table.h"
 
 #include <float.h>
 #include <math.h>
@@ -64,6 +65,7 @@ void fc_case_default(fc_case *c) {
     c->layout[FC_T_LSE].order[3] = 3; /* unused 4th slot of a 3-d tensor */
     for (int i = 0; i < FC_N_DIST_INPUTS; i++) c->dist[i].kind = FC_DIST_GAUSSIAN;
     c->seed = 1;
+    c->gen = FC_GEN_LATEST;
     c->backward = 1;
     c->deterministic = 1;
     c->v3.sinks.kind = FC_DIST_GAUSSIAN;
@@ -118,6 +120,8 @@ int fc_case_check(const fc_case *c, char *msg, size_t msglen) {
                               p->heads_kv, p->head_dim_qk, p->head_dim_v};
     static const char *const size_names[7] = {"batch", "seqlen_q", "seqlen_k", "heads_q",
                                               "heads_kv", "head_dim_qk", "head_dim_v"};
+    if (c->gen < FC_GEN_V1 || c->gen > FC_GEN_LATEST)
+        FAIL("generator = %d: unknown input generator version %d (this build knows 1 to %d)", c->gen, c->gen, FC_GEN_LATEST);
     for (int i = 0; i < 7; i++) {
         if (sizes[i] < 0) FAIL("%s = %lld is negative", size_names[i], (long long)sizes[i]);
         if (sizes[i] > (1 << 24)) FAIL("%s = %lld is larger than 2^24", size_names[i], (long long)sizes[i]);
@@ -370,7 +374,9 @@ typedef struct {
     uint64_t tensor_prefix;   /* S(S(seed) ^ (t + 1)) */
     fc_dist_kind kind;
     double amp, prob;         /* the distribution's parameters, defaults applied */
+    uint64_t prob53;          /* v2: floor(prob 2^53), u < prob as (h >> 11) < prob53 */
     int bf;                   /* bf16 storage */
+    int gen;                  /* input generator version (fc_case.gen) */
 } gen_ctx;
 
 static inline uint64_t elem_prefix(const gen_ctx *g, uint64_t lin) { return splitmix64(g->tensor_prefix ^ lin); }
@@ -380,6 +386,7 @@ static void gen_ctx_init(const fc_case *c, int t, gen_ctx *g) {
     memset(g, 0, sizeof *g);
     g->tensor_prefix = splitmix64(splitmix64(c->seed) ^ ((uint64_t)t + 1));
     g->bf = c->p.dtype == FA_BF16;
+    g->gen = c->gen;
     if (t >= 0 && t < FC_N_DIST_INPUTS) {
         const fc_dist *d = &c->dist[t];
         g->kind = d->kind;
@@ -394,6 +401,7 @@ static void gen_ctx_init(const fc_case *c, int t, gen_ctx *g) {
         case FC_DIST_GAUSSIAN: g->amp = d->amp > 0 ? d->amp : 1.0; break;
         default: g->amp = 1.0; break; /* CONST_ROWS, TIES: N(0,1) */
         }
+        g->prob53 = (uint64_t)(g->prob * 0x1p53); /* prob in [0, 1]: exact product, truncated */
     }
 }
 
@@ -404,9 +412,104 @@ static double gaussian_of(uint64_t prefix) {
     return sqrt(-2.0 * log1p(-u1)) * cos(6.283185307179586 * u2);
 }
 
+/* ---------------------------------------------------------------------------
+ * Input generator version 2 (FC_GEN_V2): integer arithmetic on the element's
+ * splitmix64 hash, no libm, so the same bits on any platform (and on a GPU).
+ *
+ * Normal: an inverse-CDF table of |N(0,1)| (case_gen2_table.h, from
+ * case/tools/gen2_normal_table.py) in 2^-48 fixed point. Hash bit 63 is the sign,
+ * bits 62..51 pick one of 4096 equiprobable bins, bits 50..35 the position inside it
+ * (linear interpolation between the bin's quantiles). The last bin (the tail beyond
+ * |Z| = 3.67, probability 2^-12) continues in tail levels of 256 equiprobable bins
+ * each (7 levels, down to probability 2^-68; cap 9.52), each level from a fresh hash
+ * S(h ^ level). The value is sign * X 2^-48 with X < 2^52: exact in double. Error of
+ * the distribution: within each bin the density is uniform (piecewise-linear inverse
+ * CDF); bin probabilities and the tail to 2^-68 are exact to the table's rounding.
+ * Why not Box-Muller or a ziggurat: both need log/exp (libm results differ between
+ * platforms); a sum of uniforms has no tail past its bound.
+ * ------------------------------------------------------------------------- */
+static inline uint64_t gen2_interp(const uint64_t *q, uint64_t k, uint64_t hi, uint64_t frac16) {
+    /* q[k] + (hi - q[k]) frac16 / 2^16: (hi - q[k]) < 2^46 (table), no overflow */
+    return q[k] + (((hi - q[k]) * frac16) >> 16);
+}
+
+static inline double gen2_normal(uint64_t h) {
+    uint64_t k = (h >> 51) & 4095u, x;
+    if (k < 4095u) {
+        x = gen2_interp(fc_gen2_q0, k, fc_gen2_q0[k + 1], (h >> 35) & 0xFFFFu);
+    } else {
+        x = FC_GEN2_QCAP;
+        for (int l = 0; l < 7; l++) {
+            uint64_t t = splitmix64(h ^ (uint64_t)(l + 1));
+            uint64_t j = t >> 56;
+            if (j < 255u) { x = gen2_interp(fc_gen2_qt[l], j, fc_gen2_qt[l][j + 1], (t >> 40) & 0xFFFFu); break; }
+            if (l == 6) x = gen2_interp(fc_gen2_qt[l], 255u, FC_GEN2_QCAP, (t >> 40) & 0xFFFFu);
+        }
+    }
+    double v = (double)(int64_t)x * 0x1p-48; /* x < 2^52: exact */
+    return (h >> 63) ? -v : v;
+}
+
+double fc_gen2_normal(uint64_t h) { return gen2_normal(h); }
+
+/* v2 value before rounding to the storage type. h = S(P ^ lin) (the v1 prefix), h2 = S(h ^
+ * 0x5EC0) a second hash where a distribution needs two independent draws. Each case gives
+ * the same distribution as v1 (case.h):
+ *   GAUSSIAN, CONST_ROWS, TIES  amp N (one rounding of the product)
+ *   LARGE       amp clamp(N, -2, 2)
+ *   TINY        exponent lo + floor(hi32 (hi - lo + 1) / 2^32), mantissa 1 + bits 31..1 2^-31,
+ *               sign bit 0: exact (a power of two built from its bits)
+ *   SPARSE_INT  zero when (h >> 11) < floor(prob 2^53), else floor(lo32 5 / 2^32) - 2
+ *   HEAVY_TAIL  Cauchy as N1 / N2 (the ratio of two independent normals is standard
+ *               Cauchy; one IEEE division), clamped to +-amp (N2 = 0: sign(N1) amp)
+ *   SPIKES      N times amp when (h2 >> 11) < floor(prob 2^53), else N */
+static inline double dist_raw_v2(const gen_ctx *g, uint64_t lin) {
+    uint64_t h = elem_prefix(g, lin);
+    switch (g->kind) {
+    case FC_DIST_LARGE: {
+        double z = gen2_normal(h);
+        return g->amp * (z > 2.0 ? 2.0 : z < -2.0 ? -2.0 : z);
+    }
+    case FC_DIST_TINY: {
+        int lo = g->bf ? -133 : -24, hi = g->bf ? -122 : -10;
+        int ex = lo + (int)(((h >> 32) * (uint64_t)(hi - lo + 1)) >> 32);
+        uint64_t pb = (uint64_t)(1023 + ex) << 52;
+        double p2;
+        memcpy(&p2, &pb, sizeof p2);
+        double m = 1.0 + (double)((h & 0xFFFFFFFFu) >> 1) * 0x1p-31;
+        return (h & 1u) ? -m * p2 : m * p2;
+    }
+    case FC_DIST_SPARSE_INT:
+        return (h >> 11) < g->prob53 ? 0.0 : (double)((int64_t)(((h & 0xFFFFFFFFu) * 5u) >> 32) - 2);
+    case FC_DIST_HEAVY_TAIL: {
+        double a = gen2_normal(h), b = gen2_normal(splitmix64(h ^ 0x5EC0u));
+        if (b == 0.0) return (h >> 63) ? -g->amp : g->amp;
+        double x = a / b;
+        return x > g->amp ? g->amp : x < -g->amp ? -g->amp : x;
+    }
+    case FC_DIST_SPIKES: {
+        uint64_t h2 = splitmix64(h ^ 0x5EC0u);
+        double z = gen2_normal(h);
+        return (h2 >> 11) < g->prob53 ? z * g->amp : z;
+    }
+    case FC_DIST_GAUSSIAN:
+    case FC_DIST_CONST_ROWS:
+    case FC_DIST_TIES:
+    default: return g->amp * gen2_normal(h);
+    }
+}
+
 /* The unrounded value of a distribution input at linear counter lin
- * (lin from the logical index with the distribution's sequence rule applied). */
-static double dist_raw(const gen_ctx *g, uint64_t lin) {
+ * (lin from the logical index with the distribution's sequence rule applied),
+ * by the case's generator version. */
+static double dist_raw_v1(const gen_ctx *g, uint64_t lin);
+static inline double dist_raw(const gen_ctx *g, uint64_t lin) {
+    return g->gen == FC_GEN_V2 ? dist_raw_v2(g, lin) : dist_raw_v1(g, lin);
+}
+
+/* Version 1 (FC_GEN_V1): Box-Muller through glibc's log1p and cos; its values are
+ * defined by this code and glibc (repro files of v1 replay these bytes). */
+static double dist_raw_v1(const gen_ctx *g, uint64_t lin) {
     uint64_t pre = elem_prefix(g, lin);
     switch (g->kind) {
     case FC_DIST_LARGE: return g->amp * fmax(-2.0, fmin(2.0, gaussian_of(pre)));

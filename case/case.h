@@ -26,6 +26,7 @@
  *     dist = gaussian                  # all four inputs
  *     dist.k = ties                    # one input
  *     seed = 12345
+ *     generator = 2                    # input generator version (absent: 1)
  *     backward = 1
  *     deterministic = 1
  *
@@ -213,12 +214,29 @@ typedef struct {
 /* ---------------------------------------------------------------------------
  * The case
  * ------------------------------------------------------------------------- */
+/* Input generator versions (text key `generator`; a case file without it is version 1).
+ * A version's values never change: a repro file replays the same bytes forever.
+ *   FC_GEN_V1  Box-Muller with glibc's log1p and cos (the generator before versions
+ *              existed; its values depend on glibc's libm).
+ *   FC_GEN_V2  the same distributions from integer arithmetic on the counter hash:
+ *              normals by a table-based inverse CDF (fc_gen2_normal, case.c), Cauchy as
+ *              a ratio of two normals; no libm, the same bits on any platform; several
+ *              times faster. The default of new cases (fc_case_default).
+ * The mask patterns and fp16/bf16 rounding are the same in both (already integer and
+ * IEEE-exact arithmetic on the hash). */
+#define FC_GEN_V1 1
+#define FC_GEN_V2 2
+#define FC_GEN_LATEST FC_GEN_V2
+/* Version 2's standard normal of a 64-bit hash h (a multiple of 2^-48, |x| <= 9.53). */
+double fc_gen2_normal(uint64_t h);
+
 typedef struct {
     fa_problem p;                    /* shape, dtype, scale, causal, window */
     fc_mask_spec mask;
     fc_layout layout[FC_T_COUNT];
     fc_dist dist[FC_N_DIST_INPUTS];  /* indexed by FC_T_Q, FC_T_K, FC_T_V, FC_T_DO */
     uint64_t seed;
+    int gen;                         /* input generator version, FC_GEN_V1 or FC_GEN_V2 (see below) */
     int backward;                    /* 1: the case also runs the backward pass */
     int deterministic;               /* fa_bwd_args.deterministic */
     fc_v3 v3;                        /* contract v3: varlen, paged, sinks (softcap, has_sinks,
@@ -249,7 +267,7 @@ size_t fc_v3_write(const fc_case *c, char *buf, size_t buflen);
 int fc_v3_equal(const fc_case *a, const fc_case *b);
 
 /* A small default: B=1 Sq=Sk=16 Hq=Hkv=1 D=32 fp16, no mask, dense layouts,
- * Gaussian inputs, seed 1, backward on, deterministic on. */
+ * Gaussian inputs, seed 1, generator FC_GEN_LATEST, backward on, deterministic on. */
 void fc_case_default(fc_case *c);
 
 /* Structural sanity of a case (batch and sequence lengths >= 0, heads and head

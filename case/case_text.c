@@ -15,6 +15,9 @@
  *                                            before any dist.<tensor>)
  *   dist.<q|k|v|do> = <kind> [amp=<x>] [prob=<x>]
  *   seed = <u64, decimal or 0x hex>
+ *   generator = 1 | 2                       (input generator version, case.h FC_GEN_*;
+ *                                            absent: 1, the generator of files written
+ *                                            before versions existed)
  *   backward = 0 | 1
  *   deterministic = 0 | 1
  * Every key at most once. Errors name the line and what was expected.
@@ -107,13 +110,13 @@ static int opt_split(char *t, char **name, char **value) {
 /* ---------------------------------------------------------------------------
  * Keys
  * ------------------------------------------------------------------------- */
-enum { K_SHAPE, K_DTYPE, K_SCALE, K_CAUSAL, K_WINDOW, K_ALIGN, K_MASK, K_MASK_BC, K_SEED,
+enum { K_SHAPE, K_DTYPE, K_SCALE, K_CAUSAL, K_WINDOW, K_ALIGN, K_MASK, K_MASK_BC, K_SEED, K_GEN,
        K_BACKWARD, K_DETERMINISTIC, K_DIST, K_DIST_T, K_LAYOUT_T = K_DIST_T + FC_N_DIST_INPUTS,
        K_COUNT = K_LAYOUT_T + FC_T_COUNT };
 
 static const char *const KNOWN_KEYS =
     "shape, dtype, scale, causal, window, window_align, mask, mask_broadcast, layout.<tensor>, "
-    "dist, dist.<q|k|v|do>, seed, backward, deterministic; contract v3: seqlens_q, seqlens_k, seqused_k, "
+    "dist, dist.<q|k|v|do>, seed, generator, backward, deterministic; contract v3: seqlens_q, seqlens_k, seqused_k, "
     "softcap, sinks, paged, block_table.<b>";
 
 static int parse_dist(parse_ctx *x, const char *key, char **tok, int n, fc_dist *d) {
@@ -210,6 +213,7 @@ static int parse_layout(parse_ctx *x, const char *key, int t, char **tok, int n,
 static int parse_text(const char *text, fc_case *out, int require_shape, char *msg, size_t msglen) {
     fc_case c;
     fc_case_default(&c);
+    c.gen = FC_GEN_V1; /* a file without `generator` was written before versions existed */
     parse_ctx x = {0, msg, msglen};
     int seen[K_COUNT];
     fc_v3_seen v3_seen;
@@ -255,6 +259,7 @@ static int parse_text(const char *text, fc_case *out, int require_shape, char *m
         else if (!strcmp(key, "mask")) id = K_MASK;
         else if (!strcmp(key, "mask_broadcast")) id = K_MASK_BC;
         else if (!strcmp(key, "seed")) id = K_SEED;
+        else if (!strcmp(key, "generator")) id = K_GEN;
         else if (!strcmp(key, "backward")) id = K_BACKWARD;
         else if (!strcmp(key, "deterministic")) id = K_DETERMINISTIC;
         else if (!strcmp(key, "dist")) id = K_DIST;
@@ -348,6 +353,18 @@ static int parse_text(const char *text, fc_case *out, int require_shape, char *m
             if (end == tok[0] || *end || errno || tok[0][0] == '-')
                 return perr(&x, "seed: '%s' is not an unsigned 64-bit integer", tok[0]);
             c.seed = v;
+            break;
+        }
+        case K_GEN: {
+            char *end;
+            errno = 0;
+            long v = n == 1 ? strtol(tok[0], &end, 10) : 0;
+            if (n != 1 || end == tok[0] || *end || errno)
+                return perr(&x, "generator expects one integer, the input generator version (1 or %d)", FC_GEN_LATEST);
+            if (v < FC_GEN_V1 || v > FC_GEN_LATEST)
+                return perr(&x, "generator = %s: unknown input generator version %ld (this build knows 1 to %d)", tok[0], v,
+                            FC_GEN_LATEST);
+            c.gen = (int)v;
             break;
         }
         case K_BACKWARD:
@@ -457,6 +474,7 @@ size_t fc_case_write(const fc_case *c, char *buf, size_t buflen) {
         sb_printf(&s, "dist.%s = %s amp=%.17g prob=%.17g\n", fc_tensor_name(t), fc_dist_name(c->dist[t].kind),
                   c->dist[t].amp, c->dist[t].prob);
     sb_printf(&s, "seed = 0x%016" PRIx64 "\n", c->seed);
+    if (c->gen != FC_GEN_V1) sb_printf(&s, "generator = %d\n", c->gen); /* v1 files are unchanged */
     sb_printf(&s, "backward = %d\n", c->backward ? 1 : 0);
     sb_printf(&s, "deterministic = %d\n", c->deterministic ? 1 : 0);
     s.len += fc_v3_write(c, s.len < s.cap ? s.buf + s.len : NULL, s.len < s.cap ? s.cap - s.len : 0);
@@ -487,7 +505,7 @@ int fc_case_equal(const fc_case *a, const fc_case *b) {
     for (int t = 0; t < FC_N_DIST_INPUTS; t++)
         if (a->dist[t].kind != b->dist[t].kind || a->dist[t].amp != b->dist[t].amp || a->dist[t].prob != b->dist[t].prob)
             return 0;
-    return a->seed == b->seed && !!a->backward == !!b->backward && !!a->deterministic == !!b->deterministic &&
+    return a->seed == b->seed && a->gen == b->gen && !!a->backward == !!b->backward && !!a->deterministic == !!b->deterministic &&
            fc_v3_equal(a, b);
 }
 

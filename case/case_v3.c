@@ -46,11 +46,13 @@ int64_t fc_case_total_k(const fc_case *c) {
     return t;
 }
 
-/* sink_h = fp32(amp * N(0,1)) from (seed, h): Box-Muller of two counter hashes; amp defaults
+/* sink_h = fp32(amp * N(0,1)) from (seed, h): generator v1: Box-Muller of two counter hashes,
+ * v2: fc_gen2_normal of the first; amp defaults
  * to 1 (30 for kind "large": a sink that dominates the row). */
 double fc_case_sink(const fc_case *c, int64_t h) {
     const fc_dist *d = &c->v3.sinks;
     double amp = d->amp > 0 ? d->amp : (d->kind == FC_DIST_LARGE ? 30.0 : 1.0);
+    if (c->gen == FC_GEN_V2) return (double)(float)(amp * fc_gen2_normal(fc_rng_hash(c->seed, 0x51A4ull, (uint64_t)h, 1)));
     double u1 = fc_rng_u01(fc_rng_hash(c->seed, 0x51A4ull, (uint64_t)h, 1));
     double u2 = fc_rng_u01(fc_rng_hash(c->seed, 0x51A4ull, (uint64_t)h, 2));
     double g = sqrt(-2.0 * log1p(-u1)) * cos(6.283185307179586 * u2);

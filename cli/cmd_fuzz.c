@@ -15,7 +15,8 @@
 static const char *fuzz_help =
     "usage: flashcheck fuzz [--backend B] [--jobs N | --gpus LIST] [--time SEC] [--cases N]\n"
     "                       [--corpus DIR] [--findings DIR] [--seeds DIR] [--max-seq N] [--max-dim N]\n"
-    "                       [--max-batch N] [--max-heads N] [--forward-only] [--timeout SEC] [--seed S]\n"
+    "                       [--max-batch N] [--max-heads N] [--max-work N] [--budget small|production]\n"
+    "                       [--forward-only] [--timeout SEC] [--seed S]\n"
     "                       [--no-determinism] [--stress N] [--quiet] [--profile NAME] [--oracle auto|cpu|gpu]\n"
     "\n"
     "A coverage- and error-guided campaign: each worker mutates cases from the shared corpus\n"
@@ -38,6 +39,13 @@ static const char *fuzz_help =
     "  --findings DIR   findings directory (default findings)\n"
     "  --seeds DIR      extra seed cases (read only; default fuzz/regressions/fwd when it exists)\n"
     "  --max-seq N --max-dim N --max-batch N --max-heads N   case size budget (256, 128, 3, 8)\n"
+    "  --max-work N     cap on a case's B*Hq*Sq*Sk*max(Dqk,Dv) (default 2^24 = 16777216): a case over it\n"
+    "                   is shrunk (batch, then heads, then the longer sequence), so --max-seq alone does\n"
+    "                   not reach long sequences\n"
+    "  --budget NAME    named size budget, overridden by the --max-* options given with it: small (the\n"
+    "                   default above) or production (S <= 16384, D <= 128, B <= 4, Hq <= 16, work <= 2^37,\n"
+    "                   B*Hq*Sq*Sk <= 2^29: a CUDA backend's large calls go to the GPU oracle tier with\n"
+    "                   --oracle auto; use fewer --jobs, each worker holds such a case in memory)\n"
     "  --forward-only   never run the backward pass\n"
     "  --timeout SEC    a backend call running longer is run once more with 4x the limit, and recorded\n"
     "                   as a hang if it times out again (default 60, at least 1)\n"
@@ -102,6 +110,9 @@ int cli_fuzz(int argc, char **argv)
     const char *profile = NULL;
     fc_oracle_tier oracle = FC_ORACLE_AUTO;
     fa_precision prof;
+    /* --max-* given on the command line (-1: not given); applied over --budget after parsing */
+    int64_t max_seq = -1, max_dim = -1, max_batch = -1, max_heads = -1, max_work = -1;
+    const char *budget = NULL;
     for (int i = 1; i < argc; i++) {
         const char *v;
         int r;
@@ -117,10 +128,16 @@ int cli_fuzz(int argc, char **argv)
         else if ((r = cli_opt(argc, argv, &i, "--corpus", &v))) { NEED(*v, "--corpus needs a directory"); cfg.corpus_dir = cli_path(v); }
         else if ((r = cli_opt(argc, argv, &i, "--findings", &v))) { NEED(*v, "--findings needs a directory"); cfg.findings_dir = cli_path(v); }
         else if ((r = cli_opt(argc, argv, &i, "--seeds", &v))) { NEED(*v, "--seeds needs a directory"); cfg.seeds_dir = cli_path(v); seeds_given = 1; }
-        else if ((r = cli_opt(argc, argv, &i, "--max-seq", &v))) { NEED(!cli_parse_i64(v, 1, 1 << 20, &x), "--max-seq needs an integer in [1, 2^20]"); cfg.budget.max_seq = x; }
-        else if ((r = cli_opt(argc, argv, &i, "--max-dim", &v))) { NEED(!cli_parse_i64(v, 1, 4096, &x), "--max-dim needs an integer in [1, 4096]"); cfg.budget.max_head_dim = x; }
-        else if ((r = cli_opt(argc, argv, &i, "--max-batch", &v))) { NEED(!cli_parse_i64(v, 1, 4096, &x), "--max-batch needs an integer in [1, 4096]"); cfg.budget.max_batch = x; }
-        else if ((r = cli_opt(argc, argv, &i, "--max-heads", &v))) { NEED(!cli_parse_i64(v, 1, 4096, &x), "--max-heads needs an integer in [1, 4096]"); cfg.budget.max_heads_q = x; }
+        else if ((r = cli_opt(argc, argv, &i, "--max-seq", &v))) { NEED(!cli_parse_i64(v, 1, 1 << 20, &x), "--max-seq needs an integer in [1, 2^20]"); max_seq = x; }
+        else if ((r = cli_opt(argc, argv, &i, "--max-dim", &v))) { NEED(!cli_parse_i64(v, 1, 4096, &x), "--max-dim needs an integer in [1, 4096]"); max_dim = x; }
+        else if ((r = cli_opt(argc, argv, &i, "--max-batch", &v))) { NEED(!cli_parse_i64(v, 1, 4096, &x), "--max-batch needs an integer in [1, 4096]"); max_batch = x; }
+        else if ((r = cli_opt(argc, argv, &i, "--max-heads", &v))) { NEED(!cli_parse_i64(v, 1, 4096, &x), "--max-heads needs an integer in [1, 4096]"); max_heads = x; }
+        else if ((r = cli_opt(argc, argv, &i, "--max-work", &v))) { NEED(!cli_parse_i64(v, 1, (int64_t)1 << 50, &x), "--max-work needs an integer in [1, 2^50]"); max_work = x; }
+        else if ((r = cli_opt(argc, argv, &i, "--budget", &v))) {
+            fz_budget tmp = cfg.budget;
+            NEED(v && fz_budget_preset(v, &tmp) == 0, "--budget needs small or production");
+            budget = v;
+        }
         else if ((r = cli_opt(argc, argv, &i, "--timeout", &v))) { NEED(!cli_parse_double(v, &d) && d >= FZ_ISO_MIN_TIMEOUT_S, "--timeout needs seconds >= %g (a shorter limit kills cases that are merely starting up)", FZ_ISO_MIN_TIMEOUT_S); cfg.case_timeout_s = d; }
         else if ((r = cli_opt(argc, argv, &i, "--seed", &v))) { NEED(!cli_parse_i64(v, 0, INT64_MAX, &x), "--seed needs a non-negative integer"); cfg.seed = (uint64_t)x; }
         else if ((r = cli_opt(argc, argv, &i, "--oracle", &v))) {
@@ -139,6 +156,12 @@ int cli_fuzz(int argc, char **argv)
         else return cli_usage_error("fuzz", "unknown option or argument '%s'", argv[i]);
 #undef NEED
     }
+    if (budget) fz_budget_preset(budget, &cfg.budget);   /* validated above */
+    if (max_seq > 0) cfg.budget.max_seq = max_seq;
+    if (max_dim > 0) cfg.budget.max_head_dim = max_dim;
+    if (max_batch > 0) cfg.budget.max_batch = max_batch;
+    if (max_heads > 0) cfg.budget.max_heads_q = max_heads;
+    if (max_work > 0) cfg.budget.max_work = max_work;
     if (stress) {
         if (!cfg.determinism) return cli_usage_error("fuzz", "--stress compares runs bitwise: it cannot go with --no-determinism");
         cfg.determinism = stress; /* fz_run.h: N >= 2 is stress mode with N runs */
@@ -196,10 +219,10 @@ int cli_fuzz(int argc, char **argv)
     if (profile) fc_check_set_profile(&prof); /* workers are forked: they inherit it */
     fc_check_set_oracle(oracle);             /* likewise */
     fprintf(stderr, "flashcheck fuzz: profile %s\n", profile ? profile : "declared by the backend");
-    fprintf(stderr, "flashcheck fuzz: backend %s, %d worker%s%s, budget S<=%lld D<=%lld B<=%lld Hq<=%lld%s, corpus %s, findings %s\n",
+    fprintf(stderr, "flashcheck fuzz: backend %s, %d worker%s%s, budget S<=%lld D<=%lld B<=%lld Hq<=%lld work<=%lld%s, corpus %s, findings %s\n",
             bname, cfg.workers, cfg.workers == 1 ? "" : "s", nids ? " (GPUs round-robin)" : "",
             (long long)cfg.budget.max_seq, (long long)cfg.budget.max_head_dim, (long long)cfg.budget.max_batch,
-            (long long)cfg.budget.max_heads_q, cfg.budget.backward == 0 ? ", forward only" : "", cfg.corpus_dir,
+            (long long)cfg.budget.max_heads_q, (long long)cfg.budget.max_work, cfg.budget.backward == 0 ? ", forward only" : "", cfg.corpus_dir,
             cfg.findings_dir);
     cfg.status_line = 1;
     fz_camp_stats st;

@@ -269,6 +269,7 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index, pid_
         uint64_t pick = fz_rng_below(&rng, 16);
         if (corpus.n == 0 || pick == 0) {
             fz_case_random(&rng, &c);
+            fz_case_stretch(&rng, &c, &cfg->budget);
         } else if (pick == 1 && corpus.n > 1) {
             fc_case a, b;
             const char *ta = corpus.text[fz_rng_below(&rng, corpus.n)], *tb = corpus.text[fz_rng_below(&rng, corpus.n)];
@@ -279,6 +280,7 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index, pid_
             const char *t = corpus.text[fz_rng_below(&rng, corpus.n)];
             fz_case_from_input((const uint8_t *)t, strlen(t), &cfg->budget, &be->limits, has_bwd, &c);
             fz_case_mutate(&rng, &c);
+            fz_case_stretch(&rng, &c, &cfg->budget);
         }
         fz_case_fit(&c, &cfg->budget, &be->limits, has_bwd);
         size_t tl = fc_case_write(&c, text, CAMP_TEXT_MAX);

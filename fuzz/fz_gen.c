@@ -34,7 +34,27 @@ void fz_budget_default(fz_budget *b)
     b->max_seq = 256;
     b->max_head_dim = 128;
     b->max_work = (int64_t)1 << 24;
+    b->max_scores = (int64_t)1 << 62;
     b->backward = -1;
+}
+
+int fz_budget_preset(const char *name, fz_budget *b)
+{
+    int bwd = b->backward;
+    if (strcmp(name, "small") == 0) {
+        fz_budget_default(b);
+    } else if (strcmp(name, "production") == 0) {
+        b->max_batch = 4;
+        b->max_heads_q = 16;
+        b->max_seq = 16384;
+        b->max_head_dim = 128;
+        b->max_work = (int64_t)1 << 37;
+        b->max_scores = (int64_t)1 << 29;
+    } else {
+        return -1;
+    }
+    b->backward = bwd;
+    return 0;
 }
 
 /* ------------------------------------------------------------------------- */
@@ -361,6 +381,7 @@ static void mutate_v3(fz_rng *r3, fz_src *s3, fc_case *c)
 void fz_case_mutate(fz_rng *r, fc_case *c)
 {
     fz_src s = { r, NULL, 0 };
+    c->gen = FC_GEN_LATEST; /* a mutant is a new case: the latest input generator (case.h) */
     int n = 1 + (int)fz_rng_below(r, 3);
     for (int k = 0; k < n; k++) {
         switch (fz_rng_below(r, 20)) {
@@ -402,6 +423,7 @@ void fz_case_mutate(fz_rng *r, fc_case *c)
 void fz_case_crossover(fz_rng *r, const fc_case *a, const fc_case *b, fc_case *out)
 {
     *out = *a;
+    out->gen = FC_GEN_LATEST; /* a new case: the latest input generator */
     if (fz_rng_below(r, 2)) {
         out->p.batch = b->p.batch; out->p.heads_q = b->p.heads_q; out->p.heads_kv = b->p.heads_kv;
         out->p.seqlen_q = b->p.seqlen_q; out->p.seqlen_k = b->p.seqlen_k;
@@ -498,6 +520,20 @@ static void fit_v3(fc_case *c, const fa_limits *lim)
     }
 }
 
+static int64_t long_len(fz_rng *r, int64_t max)
+{
+    if (fz_rng_below(r, 4) == 0) return 1 + (int64_t)fz_rng_below(r, (uint64_t)max);
+    int64_t l = (max >> fz_rng_below(r, 6)) - 1 + (int64_t)fz_rng_below(r, 3);
+    return l < 1 ? 1 : l > max ? max : l;
+}
+
+void fz_case_stretch(fz_rng *r, fc_case *c, const fz_budget *b)
+{
+    if (b->max_seq <= 512 || fz_rng_below(r, 2)) return;
+    c->p.seqlen_q = long_len(r, b->max_seq);
+    c->p.seqlen_k = fz_rng_below(r, 2) ? c->p.seqlen_q : long_len(r, b->max_seq);
+}
+
 int fz_case_fit(fc_case *c, const fz_budget *b, const fa_limits *lim, int backend_has_backward)
 {
     fa_problem *p = &c->p;
@@ -531,10 +567,12 @@ int fz_case_fit(fc_case *c, const fz_budget *b, const fa_limits *lim, int backen
         int64_t sq = p->seqlen_q > 0 ? p->seqlen_q : 1, sk = p->seqlen_k > 0 ? p->seqlen_k : 1;
         /* 64-bit and saturating: production budgets (S up to 2^20, thousands of heads) overflow
            the plain product */
-        int64_t w = p->batch, f[4] = { p->heads_q, sq, sk, d };
-        for (int k = 0; k < 4 && w <= b->max_work; k++)
+        int64_t w = p->batch, f[4] = { p->heads_q, sq, sk, d }, s = INT64_MAX;
+        for (int k = 0; k < 4 && w <= b->max_work; k++) {
+            if (k == 3) s = w;   /* B*Hq*Sq*Sk */
             if (__builtin_mul_overflow(w, f[k], &w)) w = INT64_MAX;
-        if (w <= b->max_work) break;
+        }
+        if (w <= b->max_work && s <= b->max_scores) break;
         if (p->batch > 1) p->batch--;
         else if (p->heads_q > p->heads_kv) p->heads_q -= p->heads_kv;
         else if (p->heads_kv > 1) p->heads_q = --p->heads_kv;

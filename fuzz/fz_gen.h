@@ -39,10 +39,19 @@ typedef struct {
     int64_t max_seq;       /* Sq and Sk, default 256 */
     int64_t max_head_dim;  /* Dqk and Dv, default 128 (and the backend's limit) */
     int64_t max_work;      /* B*Hq*Sq*Sk*max(Dqk,Dv) cap, default 2^24 */
+    int64_t max_scores;    /* B*Hq*Sq*Sk cap (the mask tensor's elements), default 2^62 (none
+                              beyond max_work) */
     int backward;          /* -1: either (from the input), 0: forward only, 1: always backward */
 } fz_budget;
 
 void fz_budget_default(fz_budget *b);
+
+/* A named budget on top of the current one's backward setting: "small" (the default above,
+ * the throughput target) or "production" (S <= 16384, D <= 128, B <= 4, Hq <= 16, work
+ * B*Hq*Sq*Sk*max(D) <= 2^37, scores B*Hq*Sq*Sk <= 2^29: one head pair at S = 16k, or B*Hq = 32
+ * at S = 4k; a CUDA backend's calls of that size are verified by the GPU oracle tier).
+ * Returns 0, or -1 for an unknown name (b unchanged). */
+int fz_budget_preset(const char *name, fz_budget *b);
 
 /* A small deterministic PRNG for the mutator (xorshift64*; not for values). */
 typedef struct { uint64_t s; } fz_rng;
@@ -63,6 +72,13 @@ void fz_case_mutate(fz_rng *r, fc_case *c);
 /* Combine: each field group (shape, problem flags, mask, layouts, dists) taken
  * from a or b. */
 void fz_case_crossover(fz_rng *r, const fc_case *a, const fc_case *b, fc_case *out);
+
+/* Long sequences for a budget past the generator's lengths (max_seq > 512; the biased
+ * lengths above stop at 513): with probability 1/2, Sq (and Sk: the same, or another draw)
+ * becomes max_seq / 2^k - 1, + 0 or + 1 (k in 0..5), or uniform in [1, max_seq]. A no-op for
+ * max_seq <= 512, so small-budget campaigns draw the same cases as before. Call before
+ * fz_case_fit (which then shrinks a case over the work or score cap). */
+void fz_case_stretch(fz_rng *r, fc_case *c, const fz_budget *b);
 
 /* Clamp c into the budget and the backend's limits (head dim multiple, max head
  * dim, Dqk == Dv, unit last stride, pointer alignment via the storage offset,

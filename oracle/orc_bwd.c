@@ -927,10 +927,14 @@ static int bwd_run(const orc_ctx *cin, const fa_precision *prof, const orc_optio
         esc += D;
         free(mp);
     }
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nth) reduction(+ : esc)
+    /* dK/dV columns: the escalated columns of one (b, hk) share their rows' MPFR quantities
+     * (orc_mpfr_dkdv_cols); a (b, hk)'s columns are split into up to nth tasks */
+    orc_block *bl[2] = {&res->dk, &res->dv};
+    int64_t *xs = malloc((size_t)(nc > 0 ? nc : 1) * sizeof(int64_t)), nx = 0;
+    int64_t *t0 = malloc((size_t)(nc > 0 ? nc : 1) * sizeof(int64_t)), nt = 0;
+    if (!xs || !t0) { free(xs); free(t0); return 0; }
     for (int64_t x = 0; x < nc; x++) {
         int need = opt.tier == ORC_TIER_MPFR;
-        orc_block *bl[2] = {&res->dk, &res->dv};
         for (int k = 0; k < 2 && !need; k++)
             for (int64_t d = 0; d < bl[k]->dim && !need; d++) {
                 int64_t e = x * bl[k]->dim + d;
@@ -938,23 +942,43 @@ static int bwd_run(const orc_ctx *cin, const fa_precision *prof, const orc_optio
                     bl[k]->orc_err[e] > opt.escalate_ratio * bl[k]->bound[e])
                     need = 1;
             }
-        if (!need || (res->dk.flags[x * D] & ORC_F_MASKED_ROW)) continue;
-        double *mk_ = malloc((size_t)D * sizeof(double)), *mv_ = malloc((size_t)Dv * sizeof(double));
-        if (!mk_ || !mv_) { free(mk_); free(mv_); continue; }
-        orc_mpfr_dkdv_col(&c, ic[x].b, ic[x].h, ic[x].s, prec, mk_, mv_);
-        double nn = (double)(c.G * c.Sq + c.G);
-        for (int k = 0; k < 2; k++) {
-            double *mp = k ? mv_ : mk_;
-            for (int64_t d = 0; d < bl[k]->dim; d++) {
-                int64_t e = x * bl[k]->dim + d;
-                bl[k]->orc_err[e] = orc_mpfr_err(mp[d], bl[k]->orc_err[e], prec, nn);
-                bl[k]->ref[e] = mp[d];
-                bl[k]->flags[e] = (uint8_t)((bl[k]->flags[e] & (ORC_F_UNCHECKABLE | ORC_F_OVERFLOW)) | orc_value_flags(mp[d]) | ORC_F_ESCALATED);
-            }
-        }
-        esc += D + Dv;
-        free(mk_); free(mv_);
+        if (need && !(res->dk.flags[x * D] & ORC_F_MASKED_ROW)) xs[nx++] = x;
     }
+    /* ic is grouped by (b, hk): tasks are runs of one (b, hk), at most ceil(run / nth) long */
+    for (int64_t a = 0; a < nx;) {
+        int64_t e = a;
+        while (e < nx && ic[xs[e]].b == ic[xs[a]].b && ic[xs[e]].h == ic[xs[a]].h) e++;
+        int64_t len = (e - a + nth - 1) / nth;
+        for (int64_t s0 = a; s0 < e; s0 += len) t0[nt++] = s0;
+        a = e;
+    }
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nth) reduction(+ : esc)
+    for (int64_t t = 0; t < nt; t++) {
+        int64_t a = t0[t], e = a + 1;
+        while (e < nx && (t + 1 >= nt || e < t0[t + 1]) && ic[xs[e]].b == ic[xs[a]].b && ic[xs[e]].h == ic[xs[a]].h) e++;
+        int n = (int)(e - a);
+        int64_t *js = malloc((size_t)n * sizeof(int64_t));
+        double *mk_ = malloc((size_t)n * (size_t)D * sizeof(double)), *mv_ = malloc((size_t)n * (size_t)(Dv ? Dv : 1) * sizeof(double));
+        if (!js || !mk_ || !mv_) { free(js); free(mk_); free(mv_); continue; }
+        for (int k = 0; k < n; k++) js[k] = ic[xs[a + k]].s;
+        orc_mpfr_dkdv_cols(&c, ic[xs[a]].b, ic[xs[a]].h, js, n, prec, mk_, mv_);
+        double nn = (double)(c.G * c.Sq + c.G);
+        for (int q = 0; q < n; q++) {
+            int64_t x = xs[a + q];
+            for (int k = 0; k < 2; k++) {
+                double *mp = k ? mv_ + (size_t)q * (size_t)Dv : mk_ + (size_t)q * (size_t)D;
+                for (int64_t d = 0; d < bl[k]->dim; d++) {
+                    int64_t el = x * bl[k]->dim + d;
+                    bl[k]->orc_err[el] = orc_mpfr_err(mp[d], bl[k]->orc_err[el], prec, nn);
+                    bl[k]->ref[el] = mp[d];
+                    bl[k]->flags[el] = (uint8_t)((bl[k]->flags[el] & (ORC_F_UNCHECKABLE | ORC_F_OVERFLOW)) | orc_value_flags(mp[d]) | ORC_F_ESCALATED);
+                }
+            }
+            esc += D + Dv;
+        }
+        free(js); free(mk_); free(mv_);
+    }
+    free(xs); free(t0);
     res->escalations += esc;
     return 1;
 }

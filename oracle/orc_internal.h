@@ -295,6 +295,10 @@ void orc_mpfr_dq_row(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int prec
 void orc_mpfr_dkdv_col(const orc_ctx *c, int64_t b, int64_t hk, int64_t j, int prec,
                        double *dk_out, double *dv_out);
 
+/* The n key columns js[] of kv head hk, batch b: dk_out[n*D], dv_out[n*Dv]; the same
+ * values as n calls of orc_mpfr_dkdv_col, each row's MPFR quantities computed once. */
+void orc_mpfr_dkdv_cols(const orc_ctx *c, int64_t b, int64_t hk, const int64_t *js, int n, int prec,
+                        double *dk_out, double *dv_out);
 /* dK/dV of one pool position: the sum over n (ctx, batch index, key) parts in MPFR, one
  * rounding to double (BOUNDS.md 13.3). */
 void orc_mpfr_dkdv_sum(const orc_ctx *const *cs, const int64_t *bs, const int64_t *js, int n, int64_t hk,

@@ -248,6 +248,64 @@ void orc_mpfr_dkdv_col(const orc_ctx *c, int64_t b, int64_t hk, int64_t j, int p
     orc_mpfr_dkdv_sum(&c, &b, &j, 1, hk, prec, dk_out, dv_out);
 }
 
+/* n key columns js[0..n-1] of kv head hk in batch b: dk_out[n*D], dv_out[n*Dv] (column k
+ * at k*D, k*Dv). A row's MPFR quantities (scores, tanh, lse, O, D_i) are computed once and
+ * shared by every column it sees; each column's sums receive the same operations, at the
+ * same precision and in the same order (h, then i ascending), as orc_mpfr_dkdv_col of that
+ * column alone, so the results are identical to it (oracle test test_mpfr_cols). */
+void orc_mpfr_dkdv_cols(const orc_ctx *c, int64_t b, int64_t hk, const int64_t *js, int n, int prec,
+                        double *dk_out, double *dv_out) {
+    if (n <= 0) return;
+    mpfr_t Di, P, dS, x, y, sc;
+    mpfr_inits2(prec, Di, P, dS, x, y, sc, (mpfr_ptr)0);
+    mp_scale(c, sc);
+    size_t nk = (size_t)n * (size_t)c->D, nv = (size_t)n * (size_t)c->Dv;
+    mpfr_t *dk = malloc((nk ? nk : 1) * sizeof(mpfr_t)), *dv = malloc((nv ? nv : 1) * sizeof(mpfr_t));
+    uint8_t *see = malloc((size_t)n);
+    if (!dk || !dv || !see) abort();
+    for (size_t e = 0; e < nk; e++) { mpfr_init2(dk[e], prec); mpfr_set_zero(dk[e], 1); }
+    for (size_t e = 0; e < nv; e++) { mpfr_init2(dv[e], prec); mpfr_set_zero(dv[e], 1); }
+    mp_row r;
+    mp_row_init(c, &r, prec);
+    for (int64_t h = hk * c->G; h < (hk + 1) * c->G; h++) {
+        for (int64_t i = 0; i < c->Sq; i++) {
+            int64_t lo, hi;
+            orc_row_range(&c->p, i, &lo, &hi);
+            int any = 0;
+            for (int k = 0; k < n; k++) {
+                int64_t j = js[k];
+                see[k] = !(j < lo || j > hi || orc_mask_at(c, b, h, i, j) == -INFINITY);
+                any |= see[k];
+            }
+            if (!any) continue;
+            mp_row_compute(c, b, h, i, prec, &r);
+            mp_delta(c, b, h, i, &r, Di, x);
+            for (int k = 0; k < n; k++) {
+                if (!see[k]) continue;
+                mp_p_ds(c, b, h, i, js[k], &r, Di, P, dS, x, y);
+                mpfr_t *ak = dk + (size_t)k * (size_t)c->D, *av = dv + (size_t)k * (size_t)c->Dv;
+                for (int64_t d = 0; d < c->D; d++) {
+                    mpfr_set_d(x, orc_ld(c->q, c->qs, b, i, h, d, c->dt), MPFR_RNDN);
+                    mpfr_fma(ak[d], dS, x, ak[d], MPFR_RNDN);
+                }
+                for (int64_t d = 0; d < c->Dv; d++) {
+                    mpfr_set_d(x, orc_ld(c->dout, c->dos, b, i, h, d, c->dt), MPFR_RNDN);
+                    mpfr_fma(av[d], P, x, av[d], MPFR_RNDN);
+                }
+            }
+        }
+    }
+    mp_row_clear(c, &r);
+    for (size_t e = 0; e < nk; e++) {
+        mpfr_mul(dk[e], dk[e], sc, MPFR_RNDN);
+        dk_out[e] = mpfr_get_d(dk[e], MPFR_RNDN);
+        mpfr_clear(dk[e]);
+    }
+    for (size_t e = 0; e < nv; e++) { dv_out[e] = mpfr_get_d(dv[e], MPFR_RNDN); mpfr_clear(dv[e]); }
+    free(dk); free(dv); free(see);
+    mpfr_clears(Di, P, dS, x, y, sc, (mpfr_ptr)0);
+}
+
 /* dsinks of query head h (BOUNDS.md 14.4): - sum over the n ctxs (batch index bs[k]) and
  * their rows i of exp(sink_h - lse_i) D_i, D_i = dO_i . O_i, with the exact forward (a row
  * with no visible key has O = 0: D = 0). Every operation correctly rounded, one rounding

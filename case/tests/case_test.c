@@ -9,7 +9,10 @@
 #include "case/case.h"
 
 #ifndef FILL_DIGEST
-#define FILL_DIGEST 0xff8ad217d872ee01ull /* test_fill_matches_value: the generator of commit 08004ee */
+#define FILL_DIGEST 0xff8ad217d872ee01ull /* test_fill_matches_value: the generator of commit 08004ee (v1) */
+#endif
+#ifndef FILL_DIGEST_V2
+#define FILL_DIGEST_V2 0x10c1369f98519cb6ull /* test_fill_matches_value: input generator version 2 as first defined */
 #endif
 
 static int failures = 0;
@@ -120,11 +123,12 @@ static void test_layouts_and_values(void) {
 }
 
 /* Every distribution: finite values, the promised properties, a different seed differs. */
-static void test_distributions(void) {
+static void test_distributions(int gen) {
     for (int dt = 0; dt < 2; dt++)
         for (int k = 0; k < FC_DIST_COUNT; k++) {
             fc_case c;
             fc_case_default(&c);
+            c.gen = gen;
             c.p.dtype = dt ? FA_BF16 : FA_F16;
             c.p.seqlen_k = 64; c.p.head_dim_qk = 16;
             c.dist[FC_T_K].kind = (fc_dist_kind)k;
@@ -286,9 +290,10 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n) {
     return h;
 }
 
-static void fill_case(int i, fc_case *c) {
+static void fill_case(int i, int gen, fc_case *c) {
     uint64_t h = fc_rng_hash(1234, (uint64_t)i, 0, 0);
     fc_case_default(c);
+    c->gen = gen;
     c->p.batch = 1 + (int64_t)(h % 3);
     c->p.heads_kv = 1 + (int64_t)((h >> 2) % 2);
     c->p.heads_q = c->p.heads_kv * (1 + (int64_t)((h >> 3) % 3));
@@ -323,11 +328,11 @@ static void fill_case(int i, fc_case *c) {
     c->seed = h;
 }
 
-static void test_fill_matches_value(void) {
+static void test_fill_matches_value(int gen, uint64_t want_digest) {
     uint64_t digest = 0xCBF29CE484222325ull;
     for (int i = 0; i < 96; i++) {
         fc_case c;
-        fill_case(i, &c);
+        fill_case(i, gen, &c);
         char msg[256];
         CHECK(fc_case_check(&c, msg, sizeof msg) == 0, "case %d: %s", i, msg);
         for (int t = 0; t <= FC_T_MASK; t++) {
@@ -360,9 +365,9 @@ static void test_fill_matches_value(void) {
             fc_buf_free(&b);
         }
     }
-    printf("fill digest %016llx\n", (unsigned long long)digest);
-    CHECK(digest == FILL_DIGEST, "generated inputs changed: digest %016llx, expected %016llx",
-          (unsigned long long)digest, (unsigned long long)FILL_DIGEST);
+    printf("fill digest (generator %d) %016llx\n", gen, (unsigned long long)digest);
+    CHECK(digest == want_digest, "generator %d: generated inputs changed: digest %016llx, expected %016llx", gen,
+          (unsigned long long)digest, (unsigned long long)want_digest);
 }
 
 /* ---------------------------------------------------------------------------
@@ -418,6 +423,7 @@ static void test_text(void) {
             c.layout[t].offset = (int64_t)((h >> 55) % 9);
         }
         c.seed = h;
+        c.gen = 1 + (int)((h >> 60) & 1);
         char what[32];
         snprintf(what, sizeof what, "random %d", i);
         roundtrip(&c, what);
@@ -514,6 +520,155 @@ static void test_issue12_scale_underflow_rejected(void) {
     CHECK(fc_case_check(&c, msg, sizeof msg) == -1 && strstr(msg, "subnormal"), "check: '%s'", msg);
 }
 
+/* ---------------------------------------------------------------------------
+ * Generator versions
+ * ------------------------------------------------------------------------- */
+static void test_gen_versions(void) {
+    fc_case c, d;
+    char msg[512], text[8192];
+    /* a file without `generator` is version 1, and a v1 case writes no such line */
+    CHECK(fc_case_parse("shape = 1 4 4 1 1 8 8\nseed = 3\n", &c, msg, sizeof msg) == 0 && c.gen == FC_GEN_V1,
+          "no generator line: gen %d, expected 1 (%s)", c.gen, msg);
+    fc_case_write(&c, text, sizeof text);
+    CHECK(strstr(text, "generator") == NULL, "a v1 case writes a generator line:\n%s", text);
+    /* new cases are the latest version; it round-trips */
+    fc_case_default(&d);
+    CHECK(d.gen == FC_GEN_V2 && FC_GEN_LATEST == FC_GEN_V2, "fc_case_default: gen %d", d.gen);
+    fc_case_write(&d, text, sizeof text);
+    CHECK(strstr(text, "generator = 2\n") != NULL, "a v2 case lacks 'generator = 2':\n%s", text);
+    CHECK(fc_case_parse(text, &c, msg, sizeof msg) == 0 && c.gen == FC_GEN_V2 && fc_case_equal(&c, &d), "v2 round trip");
+    d.gen = FC_GEN_V1;
+    CHECK(!fc_case_equal(&c, &d), "fc_case_equal ignores the generator");
+    /* the versions give different bytes for the same seed; each is deterministic */
+    int64_t idx[4] = {0, 3, 0, 5};
+    int differ = 0;
+    for (idx[3] = 0; idx[3] < 8; idx[3]++) differ += fc_case_value(&c, FC_T_Q, idx) != fc_case_value(&d, FC_T_Q, idx);
+    CHECK(differ >= 6, "v1 and v2 agree on %d of 8 values", 8 - differ);
+    /* bad versions: a clear error naming the value */
+    expect_error("generator = 3\n", "line 1: generator = 3: unknown input generator version 3 (this build knows 1 to 2)");
+    expect_error("generator = 0\n", "line 1: generator = 0: unknown input generator version 0");
+    expect_error("generator = -1\n", "unknown input generator version -1");
+    expect_error("generator = two\n", "line 1: generator expects one integer, the input generator version");
+    expect_error("generator = 1 2\n", "line 1: generator expects one integer");
+    expect_error("generator = 1\ngenerator = 2\n", "line 2: generator given twice");
+    fc_case_default(&c);
+    c.gen = 7;
+    CHECK(fc_case_check(&c, msg, sizeof msg) != 0 && strstr(msg, "unknown input generator version 7"),
+          "fc_case_check accepted generator 7: %s", msg);
+    /* v2 determinism: two fills (one with another thread count) give the same bytes */
+    fc_case_default(&c);
+    c.p.batch = 2; c.p.seqlen_q = 300; c.p.heads_q = 4; c.p.heads_kv = 4; c.p.head_dim_qk = 64;
+    c.dist[FC_T_Q].kind = FC_DIST_HEAVY_TAIL;
+    fc_buf a, b;
+    CHECK(fc_buf_alloc(&c, FC_T_Q, 4, FC_POISON_A, &a, msg, sizeof msg) == 0, "%s", msg);
+    CHECK(fc_buf_alloc(&c, FC_T_Q, 4, FC_POISON_A, &b, msg, sizeof msg) == 0, "%s", msg);
+    fc_case_fill(&c, &a);
+    fc_case_fill(&c, &b);
+    CHECK(memcmp(a.alloc, b.alloc, (size_t)a.alloc_elems * 2) == 0, "v2: two fills differ");
+    fc_buf_free(&a);
+    fc_buf_free(&b);
+}
+
+/* Kolmogorov-Smirnov distance of two sorted samples of n */
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double ks_dist(const double *a, const double *b, int64_t n) {
+    int64_t i = 0, j = 0;
+    double dmax = 0;
+    while (i < n && j < n) {
+        double v = a[i] < b[j] ? a[i] : b[j];
+        while (i < n && a[i] == v) i++;
+        while (j < n && b[j] == v) j++;
+        double d = fabs((double)(i - j) / (double)n);
+        if (d > dmax) dmax = d;
+    }
+    return dmax;
+}
+
+/* Version 2's distributions against their definitions (case.h) and against version 1:
+ * 2^20 values per (distribution, dtype); mean, variance, tail frequencies within ~5
+ * standard errors of the exact values, and the two-sample KS distance between v1 and v2
+ * below 0.004 (the 1e-6 critical value for n = m = 2^20 is 1.95 sqrt(2/n) = 0.0027, plus
+ * the piecewise-linear quantiles' share). */
+static void test_gen2_statistics(void) {
+    const int64_t S = 1024, D = 1024, n = S * D;
+    double *x1 = malloc((size_t)n * sizeof(double)), *x2 = malloc((size_t)n * sizeof(double));
+    for (int dt = 0; dt < 2; dt++)
+        for (int k = 0; k < FC_DIST_COUNT; k++) {
+            if (k == FC_DIST_CONST_ROWS || k == FC_DIST_TIES) continue; /* the gaussian, repeated (test_distributions) */
+            fc_case c;
+            fc_case_default(&c);
+            c.p.dtype = dt ? FA_BF16 : FA_F16;
+            c.p.seqlen_k = S; c.p.head_dim_qk = D; c.p.head_dim_v = 1; c.p.seqlen_q = 1;
+            c.dist[FC_T_K].kind = (fc_dist_kind)k;
+            c.seed = 77 + (uint64_t)k;
+            for (int gen = 1; gen <= 2; gen++) {
+                c.gen = gen;
+                double *x = gen == 1 ? x1 : x2;
+                int64_t idx[4] = {0, 0, 0, 0};
+                for (idx[1] = 0; idx[1] < S; idx[1]++) fc_case_value_row(&c, FC_T_K, idx, D, x + idx[1] * D);
+            }
+            double m = 0, v = 0, t3 = 0, t4 = 0, mx = 0, z = 0, neg = 0;
+            for (int64_t e = 0; e < n; e++) {
+                double y = x2[e];
+                m += y; v += y * y;
+                t3 += fabs(y) > 3; t4 += fabs(y) > 4; z += y == 0; neg += y < 0;
+                if (fabs(y) > mx) mx = fabs(y);
+            }
+            m /= (double)n; v = v / (double)n - m * m;
+            double f3 = t3 / (double)n, f4 = t4 / (double)n, fz = z / (double)n, fn = neg / (double)n;
+            qsort(x1, (size_t)n, sizeof(double), cmp_d);
+            qsort(x2, (size_t)n, sizeof(double), cmp_d);
+            double ks = ks_dist(x1, x2, n);
+            const char *nm = fc_dist_name((fc_dist_kind)k);
+            printf("gen2 %s %s: mean %.5f var %.5f P(|x|>3) %.3e P(|x|>4) %.3e max %.4g zeros %.4f KS(v1,v2) %.5f\n",
+                   nm, dt ? "bf16" : "fp16", m, v, f3, f4, mx, fz, ks);
+            CHECK(ks < 0.004, "%s %s: KS distance between v1 and v2 %.5f", nm, dt ? "bf16" : "fp16", ks);
+            double se = 1.0 / sqrt((double)n);
+            switch (k) {
+            case FC_DIST_GAUSSIAN: /* N(0,1): var 2/n^0.5 se; P(|Z|>3) = 2.6998e-3, P(|Z|>4) = 6.334e-5 */
+                CHECK(fabs(m) < 5 * se && fabs(v - 1) < 5 * sqrt(2.0) * se, "%s: mean %g var %g", nm, m, v);
+                CHECK(fabs(f3 - 2.6998e-3) < 5 * sqrt(2.6998e-3 * se * se), "%s: P(|x|>3) %g", nm, f3);
+                CHECK(fabs(f4 - 6.334e-5) < 5 * sqrt(6.334e-5 * se * se), "%s: P(|x|>4) %g", nm, f4);
+                CHECK(mx > 4.4 && mx < 9.6, "%s: max %g", nm, mx);
+                break;
+            case FC_DIST_LARGE: { /* amp clamp(Z, 2): P(clamped) = 0.0455 */
+                double amp = dt ? 0x1p44 : 16000.0, cl = 0;
+                for (int64_t e = 0; e < n; e++) cl += fabs(x2[e]) >= 2 * amp * (1 - 0x1p-8);
+                CHECK(mx <= 2 * amp * (1 + 0x1p-8) && fabs(cl / (double)n - 0.0455) < 0.002, "%s: max %g clamped %g", nm, mx,
+                      cl / (double)n);
+                CHECK(fabs(m) < 5 * se * amp, "%s: mean %g", nm, m);
+                break;
+            }
+            case FC_DIST_TINY: CHECK(fz == 0 && fabs(fn - 0.5) < 5 * 0.5 * se && mx < 1e-2, "%s: zeros %g neg %g", nm, fz, fn); break;
+            case FC_DIST_SPARSE_INT: /* P(0) = 0.8 + 0.2 / 5 = 0.84; values -2..2 */
+                CHECK(fabs(fz - 0.84) < 5 * sqrt(0.84 * 0.16) * se && mx == 2 && fabs(m) < 5 * se, "%s: zeros %g", nm, fz);
+                break;
+            case FC_DIST_HEAVY_TAIL: { /* Cauchy: P(|x| < 1) = 1/2, P(|x| > 100) = 2 atan(1/100)/pi = 6.366e-3 */
+                double lt1 = 0, gt100 = 0;
+                for (int64_t e = 0; e < n; e++) { lt1 += fabs(x2[e]) < 1; gt100 += fabs(x2[e]) > 100; }
+                lt1 /= (double)n; gt100 /= (double)n;
+                CHECK(fabs(lt1 - 0.5) < 5 * 0.5 * se, "%s: P(|x|<1) %g", nm, lt1);
+                CHECK(fabs(gt100 - 6.366e-3) < 5 * sqrt(6.366e-3) * se + 2e-4, "%s: P(|x|>100) %g", nm, gt100);
+                CHECK(mx == 1000, "%s: max %g (clip 1000)", nm, mx);
+                break;
+            }
+            case FC_DIST_SPIKES: { /* spike w.p. 0.01: P(|x| > 10) = 0.01 P(|Z| > 0.1) = 0.0092034 */
+                double gt10 = 0;
+                for (int64_t e = 0; e < n; e++) gt10 += fabs(x2[e]) > 10;
+                gt10 /= (double)n;
+                CHECK(fabs(gt10 - 0.0092034) < 5 * sqrt(0.0092034) * se, "%s: P(|x|>10) %g", nm, gt10);
+                break;
+            }
+            default: break;
+            }
+        }
+    free(x1);
+    free(x2);
+}
+
 int main(void) {
     test_issue12_overflowing_sizes_rejected();
     test_issue12_empty_repro_rejected();
@@ -521,8 +676,12 @@ int main(void) {
     test_scalars();
     test_encoders();
     test_layouts_and_values();
-    test_fill_matches_value();
-    test_distributions();
+    test_fill_matches_value(FC_GEN_V1, FILL_DIGEST);
+    test_fill_matches_value(FC_GEN_V2, FILL_DIGEST_V2);
+    test_distributions(FC_GEN_V1);
+    test_distributions(FC_GEN_V2);
+    test_gen_versions();
+    test_gen2_statistics();
     test_masks();
     test_text();
     test_errors();

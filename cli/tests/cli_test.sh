@@ -90,6 +90,10 @@ f1=$(ls "$tmp"/findings2/*.case 2>/dev/null | head -1)
 [ -n "$f1" ] && expect 1 "same as recorded" "repro of a fuzz finding reproduces its state" -- \
   env FLASHCHECK_CPU_MUTANT=lse_log2 "$fc" repro "$f1" --backend cpu
 expect 2 "--jobs needs" "fuzz rejects --jobs 0" -- "$fc" fuzz --backend cpu --jobs 0
+expect 2 "--budget needs small or production" "fuzz rejects an unknown --budget" -- "$fc" fuzz --backend cpu --budget huge
+expect 2 "--max-work needs" "fuzz rejects --max-work 0" -- "$fc" fuzz --backend cpu --max-work 0
+expect 0 "budget S<=1024 D<=32 B<=4 Hq<=16 work<=4194304" "fuzz --budget production with --max-* overrides (given before or after it)" -- \
+  "$fc" fuzz --backend cpu --time 2 --jobs 1 --max-seq 1024 --budget production --max-dim 32 --max-work 4194304 --corpus "$tmp/corpus_p" --findings "$tmp/findings_p"
 
 # --- verify ---------------------------------------------------------------------------------
 /usr/bin/python3 "$make_npy" "$tmp/npy" || { echo "FAIL  make_npy.py"; fail=$((fail + 1)); }

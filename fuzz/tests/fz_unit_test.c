@@ -254,6 +254,63 @@ static void test_gen_v3(void)
     CHECK(capped > 10 && sinks > 10, "softcap and sinks occur");
 }
 
+/* size budgets: --max-seq alone never reaches long sequences (the work cap shrinks them);
+ * the "production" budget keeps S = 16384 and caps work and scores; unknown names are refused */
+static void test_budget(void)
+{
+    fz_budget b, d;
+    fz_budget_default(&d);
+    b = d;
+    b.backward = 1;
+    CHECK(fz_budget_preset("bogus", &b) == -1 && b.max_seq == d.max_seq && b.max_work == d.max_work, "unknown preset refused, budget unchanged");
+    CHECK(fz_budget_preset("production", &b) == 0 && b.max_seq == 16384 && b.max_head_dim == 128 && b.max_batch == 4 &&
+          b.max_heads_q == 16 && b.max_work == (int64_t)1 << 37 && b.max_scores == (int64_t)1 << 29 && b.backward == 1,
+          "production preset values (backward setting kept)");
+    fc_case c;
+    fc_case_default(&c);
+    c.p.seqlen_q = c.p.seqlen_k = 16384;
+    c.p.head_dim_qk = c.p.head_dim_v = 128;
+    fz_case_fit(&c, &b, NULL, 1);
+    CHECK(c.p.seqlen_q == 16384 && c.p.seqlen_k == 16384, "production: S=16384 kept (%lld %lld)", (long long)c.p.seqlen_q, (long long)c.p.seqlen_k);
+    fz_budget seqonly = d;
+    seqonly.max_seq = 16384;
+    fc_case_default(&c);
+    c.p.seqlen_q = c.p.seqlen_k = 16384;
+    c.p.head_dim_qk = c.p.head_dim_v = 128;
+    fz_case_fit(&c, &seqonly, NULL, 1);
+    CHECK(c.p.seqlen_q < 16384 && c.p.seqlen_q * c.p.seqlen_k * 128 <= d.max_work, "max_seq alone: work cap shrinks S (%lld)", (long long)c.p.seqlen_q);
+    fc_case_default(&c);
+    c.p.batch = 4; c.p.heads_q = 16; c.p.heads_kv = 4;
+    c.p.seqlen_q = c.p.seqlen_k = 16384;
+    c.p.head_dim_qk = c.p.head_dim_v = 128;
+    fz_case_fit(&c, &b, NULL, 1);
+    int64_t sc = c.p.batch * c.p.heads_q * c.p.seqlen_q * c.p.seqlen_k;
+    CHECK(sc <= b.max_scores && sc * 128 <= b.max_work && sc > b.max_scores / 4, "production: scores capped at 2^29 (%lld)", (long long)sc);
+    fz_budget sm = b;
+    CHECK(fz_budget_preset("small", &sm) == 0 && sm.max_seq == d.max_seq && sm.max_work == d.max_work && sm.max_scores == d.max_scores &&
+          sm.max_batch == d.max_batch && sm.max_heads_q == d.max_heads_q && sm.backward == 1, "small preset is the default");
+    /* stretch: a no-op on the small budget (same rng draws); long sequences on production */
+    fz_rng r1, r2;
+    fz_rng_seed(&r1, 7);
+    fz_rng_seed(&r2, 7);
+    int same = 1, longer = 0, n = 400;
+    char msg[256];
+    for (int i = 0; i < n; i++) {
+        fc_case a, a2;
+        fz_case_random(&r1, &a);
+        a2 = a;
+        fz_case_stretch(&r1, &a2, &d);
+        same &= a2.p.seqlen_q == a.p.seqlen_q && a2.p.seqlen_k == a.p.seqlen_k;
+        fz_case_random(&r2, &c);
+        fz_case_stretch(&r2, &c, &b);
+        fz_case_fit(&c, &b, NULL, 1);
+        CHECK(fc_case_check(&c, msg, sizeof msg) == 0, "production case %d invalid: %s", i, msg);
+        longer += c.p.seqlen_q > 8192 || c.p.seqlen_k > 8192;
+    }
+    CHECK(same, "stretch changes nothing on the small budget");
+    CHECK(longer >= n / 20, "production budget: %d of %d cases with S > 8192", longer, n);
+}
+
 int main(void)
 {
     const char *t = getenv("TEST_TMPDIR");
@@ -261,6 +318,7 @@ int main(void)
     snprintf(tmp, sizeof tmp, "%s/fz_unit_%d", t ? t : "/tmp", (int)getpid());
     test_gen();
     test_gen_v3();
+    test_budget();
     test_store(tmp);
     test_feat();
     printf("%d checks, %d failed\n", checks, failures);
