@@ -4,6 +4,7 @@ workspace root, read from the current directory) to OUTDIR/FILE, applying the hu
 
 A mutant file (kernels/cuda/tests/mutants/*.mutant) is text:
     # comment lines (what it breaks, the bug class, what should kill it)
+    observable-by: race_probe        (optional header, before the first `file:` line)
     file: kernels/cuda/fwd/fwd_sm90.cu
     <<<<<<< original
     ...exact lines of the shipped source...
@@ -14,9 +15,15 @@ A mutant file (kernels/cuda/tests/mutants/*.mutant) is text:
 Each original snippet must occur exactly once in its file, and the files named in MUTANT must be
 exactly the FILE arguments (the BUILD rule's `files`): anything else fails the build with a message,
 so a mutant whose anchor moved in the shipped source is never silently a copy of the correct kernel.
-Files named but without a hunk are an error too. Exit 0 on success, 1 with a message otherwise."""
+Files named but without a hunk are an error too. The `observable-by:` header names the evidence
+tool that may class the mutant "unobservable on this device" when certify does not kill it
+(mutation_test.sh reads it; BUILD says when a mutant may carry it); the only value is race_probe,
+anything else, a second header or a header after a `file:` line is an error here.
+Exit 0 on success, 1 with a message otherwise."""
 import os
 import sys
+
+OBSERVABLE_BY = ("race_probe",)
 
 
 def fail(msg):
@@ -29,11 +36,20 @@ def parse(path):
     cur_file = None
     state = None
     orig, repl = [], []
+    observable = None
     with open(path) as f:
         lines = f.read().split("\n")
     for n, line in enumerate(lines, 1):
         if state is None:
             if line.startswith("#") or not line.strip():
+                continue
+            if line.startswith("observable-by:"):
+                value = line[len("observable-by:"):].strip()
+                if cur_file is not None or observable is not None:
+                    fail("%s:%d: the observable-by header must come once, before the first 'file:' line" % (path, n))
+                if value not in OBSERVABLE_BY:
+                    fail("%s:%d: observable-by %r: the only evidence tool is %s" % (path, n, value, ", ".join(OBSERVABLE_BY)))
+                observable = value
                 continue
             if line.startswith("file:"):
                 cur_file = line[5:].strip()

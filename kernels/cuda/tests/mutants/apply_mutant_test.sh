@@ -30,5 +30,13 @@ if python3 "$tool" ../absent.mutant ../o2 f.cu 2>/dev/null; then echo "FAIL: a s
 printf 'g\n' > g.cu
 if python3 "$tool" ../good.mutant ../o3 f.cu g.cu 2>/dev/null; then echo "FAIL: a file list that does not match was accepted"; fails=$((fails + 1)); fi
 python3 "$tool" ../good.mutant ../o4 f.cu
+# the observable-by header: race_probe before the first file: line is accepted; another value, or
+# the header after a file: line, is refused
+{ printf 'observable-by: race_probe\n'; cat ../good.mutant; } > ../hdr.mutant
+python3 "$tool" ../hdr.mutant ../o5 f.cu || { echo "FAIL: observable-by: race_probe refused"; fails=$((fails + 1)); }
+{ printf 'observable-by: sanitizer\n'; cat ../good.mutant; } > ../hdr_bad.mutant
+if python3 "$tool" ../hdr_bad.mutant ../o6 f.cu 2>/dev/null; then echo "FAIL: an unknown observable-by value was accepted"; fails=$((fails + 1)); fi
+{ cat ../good.mutant; printf 'observable-by: race_probe\n'; } > ../hdr_late.mutant
+if python3 "$tool" ../hdr_late.mutant ../o7 f.cu 2>/dev/null; then echo "FAIL: an observable-by header after file: was accepted"; fails=$((fails + 1)); fi
 [ "$(cat ../o4/f.cu)" = "$(printf 'a\nx\na')" ] || { echo "FAIL: the good patch gave: $(cat ../o4/f.cu)"; fails=$((fails + 1)); }
 [ "$fails" = 0 ] && echo "apply_mutant_test: all passed" || { echo "apply_mutant_test: $fails failure(s)"; exit 1; }
