@@ -48,7 +48,7 @@ REPORTED = ["ds_rounded", "ds_scale_folded", "flush", "dp_rounded", "d_source", 
             "p_rounded_dv", "p_rounded_ds", "lse_empty"]
 # what each preset of kernels/api/fa_profile.c declares today (for the comparison column)
 PRESET = {
-    "cudnn": {"ds_rounded": 1, "ds_scale_folded": 2, "flush": 1, "dp_rounded": 1, "d_source": "O",
+    "cudnn": {"ds_rounded": 1, "ds_scale_folded": 1, "flush": 1, "dp_rounded": 0, "d_source": "O",
               "gqa_per_head": 1, "gqa_reduce": "round_sum32", "p_rounded_dv": 1, "p_rounded_ds": 1, "lse_empty": "-inf"},
     "efficient": {"ds_rounded": 1, "ds_scale_folded": 1, "flush": 1, "dp_rounded": 0, "d_source": "O",
                   "gqa_per_head": 1, "gqa_reduce": "round_sum32", "p_rounded_dv": 1, "p_rounded_ds": 1, "lse_empty": "0"},

@@ -1,9 +1,10 @@
 #!/bin/bash
 # probe_dryrun_test.sh PROBE_PY FAKE_TORCH_INIT: probe_cudnn.py's decision logic without a GPU. A numpy
 # stand-in for torch (probe_fake/) whose SDPA backends are emulations of planted settings (cudnn:
-# scale unfolded, dP not rounded, GQA fused; flash: its FlashAttention-2 settings; math: fp32, D from
-# P); the probe must recover each planted field, find its controls consistent, and report a failed
-# control when flash is planted folding the scale.
+# scale unfolded, against the preset's measured fold: the probe must say CONTRADICTS; dP not
+# rounded, GQA fused; flash: its FlashAttention-2 settings; math: fp32, D from P); the probe must
+# recover each planted field, find its controls consistent, and report a failed control when flash
+# is planted folding the scale.
 set -u
 probe=$1; fake=$(dirname "$(dirname "$2")")
 py=/usr/bin/python3
@@ -13,8 +14,8 @@ out=$(PYTHONPATH="$fake:$(dirname "$probe")" "$py" "$probe" "${args[@]}" 2>&1); 
 fail=0
 check() { if grep -Eq "$1" <<<"$out"; then echo "ok    $2"; else echo "FAIL  $2 (no line matching '$1')"; fail=1; fi; }
 [ $rc -eq 0 ] || { echo "FAIL  probe exit $rc"; fail=1; }
-check '^cudnn +ds_scale_folded +2 +0 +narrow' "cudnn planted unfolded: measured 0 (narrower than the preset's 2)"
-check '^cudnn +dp_rounded +1 +0 +narrow' "cudnn planted dP unrounded: measured 0"
+check '^cudnn +ds_scale_folded +1 +0 +CONTRADICTS' "cudnn planted unfolded: measured 0, against the preset's measured 1"
+check '^cudnn +dp_rounded +0 +0 +agrees' "cudnn planted dP unrounded: measured 0, as the preset says"
 check '^cudnn +gqa_reduce +round_sum32 +fused ' "cudnn planted fused GQA: measured fused"
 check '^flash +gqa_reduce +round_sum32 +round_sum32 +agrees' "flash: per-head rounding, fp32 sum"
 check '^math +d_source +P +P +agrees' "math: D from P"
