@@ -404,14 +404,22 @@ extern "C" fa_status fa_cuda_backward_policy(const fa_bwd_args *a, const fa_cuda
     if (pr->page_size != 0)
         return fa_fail(err, FA_ERR_UNSUPPORTED, "page_size", "the CUDA backward does not run paged K/V.");
     // every tensor the kernels read or write must be device memory: a host pointer is rejected
-    // here, naming it, before anything is launched (the kernels would fault on it)
-    if (pr->batch > 0 && (pr->seqlen_q > 0 || pr->seqlen_k > 0)) {
-        const struct { const char *name; const void *ptr; } t[10] = {
-            { "q.ptr", a->q.ptr }, { "k.ptr", a->k.ptr }, { "v.ptr", a->v.ptr }, { "o.ptr", a->o.ptr },
-            { "dout.ptr", a->dout.ptr }, { "lse.ptr", a->lse.ptr }, { "mask.ptr", a->mask.ptr },
-            { "dq.ptr", a->dq.ptr }, { "dk.ptr", a->dk.ptr }, { "dv.ptr", a->dv.ptr } };
+    // here, naming it, before anything is launched (the kernels would fault on it). A tensor
+    // with no element (no query rows: q, o, dout, lse, dq; no key rows: k, v, dk, dv; either:
+    // the mask) is never dereferenced, so its pointer is not checked: a packed sequence of
+    // length 0 at the end of a buffer points one past its allocation, which
+    // cudaPointerGetAttributes may not know. Rows: cu[B] when packed, else B * seqlen.
+    const int64_t rows_q = a->varlen.cu_seqlens_q ? (int64_t)a->varlen.cu_seqlens_q[pr->batch] : pr->batch * pr->seqlen_q;
+    const int64_t rows_k = a->varlen.cu_seqlens_k ? (int64_t)a->varlen.cu_seqlens_k[pr->batch] : pr->batch * pr->seqlen_k;
+    const int has_q = rows_q > 0 && pr->heads_q > 0, has_k = rows_k > 0 && pr->heads_kv > 0;
+    {
+        const struct { const char *name; const void *ptr; int has; } t[10] = {
+            { "q.ptr", a->q.ptr, has_q }, { "k.ptr", a->k.ptr, has_k }, { "v.ptr", a->v.ptr, has_k },
+            { "o.ptr", a->o.ptr, has_q }, { "dout.ptr", a->dout.ptr, has_q }, { "lse.ptr", a->lse.ptr, has_q },
+            { "mask.ptr", a->mask.ptr, has_q && has_k }, { "dq.ptr", a->dq.ptr, has_q },
+            { "dk.ptr", a->dk.ptr, has_k }, { "dv.ptr", a->dv.ptr, has_k } };
         for (int i = 0; i < 10; i++)
-            if (t[i].ptr != NULL && !bwd_is_device_ptr(t[i].ptr))
+            if (t[i].has && t[i].ptr != NULL && !bwd_is_device_ptr(t[i].ptr))
                 return fa_fail(err, FA_ERR_INVALID, t[i].name,
                                "%s (%p) is not CUDA device memory; the cuda backend takes device pointers "
                                "(cudaMalloc), or use the cpu backend for host buffers.", t[i].name, t[i].ptr);

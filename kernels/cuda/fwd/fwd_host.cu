@@ -304,14 +304,22 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     if ((st = fwd_check_rows16("k", a->k.ptr, a->k.stride, cu_k != NULL, err)) != FA_OK) return st;
     if ((st = fwd_check_rows16("v", a->v.ptr, a->v.stride, cu_k != NULL, err)) != FA_OK) return st;
     if ((st = fwd_check_rows16("o", a->o.ptr, a->o.stride, cu_q != NULL, err)) != FA_OK) return st;
-    if ((st = fwd_check_device_ptr("q.ptr", a->q.ptr, err)) != FA_OK) return st;
-    if (pr->seqlen_k > 0) {
+    // only a tensor with at least one element is checked: one with none is never dereferenced
+    // (a packed batch of empty sequences may point one past its allocation, which
+    // cudaPointerGetAttributes may not know). Rows: cu[B] when packed, the pools when paged,
+    // else B * seqlen.
+    const int64_t rows_q = cu_q ? (int64_t)cu_q[pr->batch] : pr->batch * pr->seqlen_q;
+    const int64_t rows_k = paged ? a->paged.num_pages * pr->page_size
+                                 : (cu_k ? (int64_t)cu_k[pr->batch] : pr->batch * pr->seqlen_k);
+    const int has_q = rows_q > 0, has_k = rows_k > 0 && pr->seqlen_k > 0 && pr->heads_kv > 0;
+    if (has_q && (st = fwd_check_device_ptr("q.ptr", a->q.ptr, err)) != FA_OK) return st;
+    if (has_k) {
         if ((st = fwd_check_device_ptr("k.ptr", a->k.ptr, err)) != FA_OK) return st;
         if ((st = fwd_check_device_ptr("v.ptr", a->v.ptr, err)) != FA_OK) return st;
-        if ((st = fwd_check_device_ptr("mask.ptr", a->mask.ptr, err)) != FA_OK) return st;
+        if (has_q && (st = fwd_check_device_ptr("mask.ptr", a->mask.ptr, err)) != FA_OK) return st;
     }
-    if ((st = fwd_check_device_ptr("o.ptr", a->o.ptr, err)) != FA_OK) return st;
-    if ((st = fwd_check_device_ptr("lse.ptr", a->lse.ptr, err)) != FA_OK) return st;
+    if (has_q && (st = fwd_check_device_ptr("o.ptr", a->o.ptr, err)) != FA_OK) return st;
+    if (has_q && (st = fwd_check_device_ptr("lse.ptr", a->lse.ptr, err)) != FA_OK) return st;
     if (sinks && (st = fwd_check_device_ptr("sinks", a->sinks, err)) != FA_OK) return st;
 
     int smem_optin = 0, cc_major = 0, cc_minor = 0, n_sms = 0;

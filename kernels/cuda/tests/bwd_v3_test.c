@@ -382,6 +382,155 @@ static void unsupported_case(void) {
     cudaFree(buf); cudaFree(l);
 }
 
+/* Zero-element tensors (regression: a packed sequence of length 0 at the end of the batch run
+ * alone handed the backward q = one past the end of the q allocation, and the device-pointer
+ * check rejected it). The contract never dereferences a tensor with no element, so its pointer
+ * is not checked: here one past the end of a cudaMalloc buffer and a host buffer, both accepted
+ * (FA_OK) and untouched; the tensors with elements are written (dK = dV = 0 with no query,
+ * dQ = 0 with no key); a host pointer for a tensor WITH elements is still FA_ERR_INVALID naming
+ * it; the forward likewise (a packed batch whose sequences are all empty). */
+static void zero_elements_case(void) {
+    enum { D = 64, S = 17 };
+    const size_t big = (size_t)2 << 20; /* bytes: one past the end is a 2 MiB boundary */
+    uint16_t *dbuf = dalloc(big), *kin = dalloc((size_t)S * D * 2), *vin = dalloc((size_t)S * D * 2);
+    uint16_t *gk = dalloc((size_t)S * D * 2), *gv = dalloc((size_t)S * D * 2), *gq = dalloc((size_t)S * D * 2);
+    float *dl = dalloc(sizeof(float) * S);
+    uint16_t *host = malloc(big), *hostc = malloc(big), *hk = malloc((size_t)S * D * 2);
+    memset(host, 0x5A, big);
+    memcpy(hostc, host, big);
+    for (int x = 0; x < S * D; ++x) hk[x] = d2h_exact(rval(), 0);
+    CK(cudaMemcpy(kin, hk, (size_t)S * D * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(vin, hk, (size_t)S * D * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(gq, hk, (size_t)S * D * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemset(dl, 0, sizeof(float) * S));
+    void *past = (char *)dbuf + big;
+    const fa_tensor dk_t = {gk, {(int64_t)S * D, D, D, 1}}, dv_t = {gv, {(int64_t)S * D, D, D, 1}};
+    for (int w = 0; w < 2; ++w) { /* zero-element pointer: 0 one past the end, 1 host memory */
+        void *z = w ? (void *)host : past;
+        const char *zn = w ? "host buffer" : "one past the end";
+        for (int det = 0; det < 2; ++det) {
+            /* 1. Sq = 0, Sk = 17: q, o, dout, lse, dq have no element */
+            fa_bwd_args ba;
+            memset(&ba, 0, sizeof(ba));
+            ba.p.batch = 1; ba.p.seqlen_q = 0; ba.p.seqlen_k = S; ba.p.heads_q = ba.p.heads_kv = 1;
+            ba.p.head_dim_qk = ba.p.head_dim_v = D; ba.p.dtype = FA_F16;
+            ba.p.window_left = ba.p.window_right = -1;
+            const fa_tensor zt = {z, {(int64_t)S * D, D, D, 1}};
+            ba.q = ba.o = ba.dout = ba.dq = zt;
+            ba.lse = (fa_lse){(float *)z, {S, S, 1}};
+            ba.k = (fa_tensor){kin, {(int64_t)S * D, D, D, 1}};
+            ba.v = (fa_tensor){vin, {(int64_t)S * D, D, D, 1}};
+            ba.dk = dk_t; ba.dv = dv_t;
+            ba.deterministic = det;
+            CK(cudaMemset(gk, 0xFF, (size_t)S * D * 2));
+            CK(cudaMemset(gv, 0xFF, (size_t)S * D * 2));
+            fa_error err;
+            fa_status st = fa_cuda_backward(&ba, &err);
+            ++n_cases;
+            if (st != FA_OK) {
+                ++n_failed;
+                fprintf(stderr, "FAIL zero elements (Sq 0, q/o/dout/lse/dq %s, det %d): status %d '%s': %s\n", zn, det,
+                        (int)st, err.arg, err.msg);
+            } else {
+                uint16_t *hgk = malloc((size_t)S * D * 2), *hgv = malloc((size_t)S * D * 2);
+                CK(cudaMemcpy(hgk, gk, (size_t)S * D * 2, cudaMemcpyDeviceToHost));
+                CK(cudaMemcpy(hgv, gv, (size_t)S * D * 2, cudaMemcpyDeviceToHost));
+                for (int x = 0; x < S * D; ++x)
+                    if (hgk[x] != 0 || hgv[x] != 0) {
+                        ++n_failed;
+                        fprintf(stderr, "FAIL zero elements (Sq 0, det %d): dK/dV element %d is not +0\n", det, x);
+                        break;
+                    }
+                free(hgk); free(hgv);
+            }
+            /* 2. Sq = 17, Sk = 0: k, v, dk, dv have no element; dQ = 0 */
+            memset(&ba, 0, sizeof(ba));
+            ba.p.batch = 1; ba.p.seqlen_q = S; ba.p.seqlen_k = 0; ba.p.heads_q = ba.p.heads_kv = 1;
+            ba.p.head_dim_qk = ba.p.head_dim_v = D; ba.p.dtype = FA_F16;
+            ba.p.window_left = ba.p.window_right = -1;
+            ba.q = ba.o = ba.dout = (fa_tensor){kin, {(int64_t)S * D, D, D, 1}};
+            ba.dq = (fa_tensor){gq, {(int64_t)S * D, D, D, 1}};
+            ba.lse = (fa_lse){dl, {S, S, 1}};
+            ba.k = ba.v = ba.dk = ba.dv = zt;
+            ba.deterministic = det;
+            CK(cudaMemset(gq, 0xFF, (size_t)S * D * 2));
+            st = fa_cuda_backward(&ba, &err);
+            ++n_cases;
+            if (st != FA_OK) {
+                ++n_failed;
+                fprintf(stderr, "FAIL zero elements (Sk 0, k/v/dk/dv %s, det %d): status %d '%s': %s\n", zn, det, (int)st,
+                        err.arg, err.msg);
+            } else {
+                uint16_t *hgq = malloc((size_t)S * D * 2);
+                CK(cudaMemcpy(hgq, gq, (size_t)S * D * 2, cudaMemcpyDeviceToHost));
+                for (int x = 0; x < S * D; ++x)
+                    if (hgq[x] != 0) {
+                        ++n_failed;
+                        fprintf(stderr, "FAIL zero elements (Sk 0, det %d): dQ element %d is not +0\n", det, x);
+                        break;
+                    }
+                free(hgq);
+            }
+            /* 3. the same call with Sk = 17: k now has elements, and a host k is rejected naming it */
+            if (w == 1) {
+                ba.p.seqlen_k = S;
+                ba.k = zt;
+                ba.v = (fa_tensor){vin, {(int64_t)S * D, D, D, 1}};
+                ba.dk = dk_t; ba.dv = dv_t;
+                st = fa_cuda_backward(&ba, &err);
+                ++n_cases;
+                if (st != FA_ERR_INVALID || strcmp(err.arg, "k.ptr") != 0) {
+                    ++n_failed;
+                    fprintf(stderr, "FAIL host k with 17 keys: status %d '%s' (want FA_ERR_INVALID 'k.ptr')\n", (int)st,
+                            err.arg);
+                }
+            }
+        }
+        /* 4. forward: a packed batch of two empty sequences (seqlen_q, the maximum, may exceed
+         * every Sq_b): q, o, lse have no element */
+        static const int32_t cu0[3] = {0, 0, 0};
+        fa_fwd_args fa;
+        memset(&fa, 0, sizeof(fa));
+        fa.p.batch = 2; fa.p.seqlen_q = 4; fa.p.seqlen_k = 8; fa.p.heads_q = fa.p.heads_kv = 1;
+        fa.p.head_dim_qk = fa.p.head_dim_v = D; fa.p.dtype = FA_F16;
+        fa.p.window_left = fa.p.window_right = -1;
+        fa.q = fa.o = (fa_tensor){z, {0, D, D, 1}};
+        fa.lse = (fa_lse){(float *)z, {0, 1, 1}};
+        fa.k = fa.v = (fa_tensor){kin, {8 * D, D, D, 1}};
+        fa.varlen.cu_seqlens_q = cu0;
+        fa_error err;
+        const fa_status st = fa_cuda_forward(&fa, &err);
+        ++n_cases;
+        if (st != FA_OK) {
+            ++n_failed;
+            fprintf(stderr, "FAIL zero elements (forward, empty packed q/o/lse %s): status %d '%s': %s\n", zn, (int)st,
+                    err.arg, err.msg);
+        }
+        /* 5. forward: the same batch with one query row: a host q is rejected naming it */
+        if (w == 1) {
+            static const int32_t cu1[3] = {0, 1, 1};
+            fa.varlen.cu_seqlens_q = cu1;
+            fa.o = (fa_tensor){gq, {0, D, D, 1}};
+            fa.lse = (fa_lse){dl, {0, 1, 1}};
+            const fa_status s2 = fa_cuda_forward(&fa, &err);
+            ++n_cases;
+            if (s2 != FA_ERR_INVALID || strcmp(err.arg, "q.ptr") != 0) {
+                ++n_failed;
+                fprintf(stderr, "FAIL forward host q with a row: status %d '%s' (want FA_ERR_INVALID 'q.ptr')\n", (int)s2,
+                        err.arg);
+            }
+        }
+    }
+    CK(cudaDeviceSynchronize());
+    ++n_cases;
+    if (memcmp(host, hostc, big) != 0) {
+        ++n_failed;
+        fprintf(stderr, "FAIL zero elements: the host buffer given as a zero-element tensor was written\n");
+    }
+    cudaFree(dbuf); cudaFree(kin); cudaFree(vin); cudaFree(gk); cudaFree(gv); cudaFree(gq); cudaFree(dl);
+    free(host); free(hostc); free(hk);
+}
+
 int main(void) {
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -444,6 +593,7 @@ int main(void) {
                 ++n;
             }
     unsupported_case();
+    zero_elements_case();
     printf("bwd_v3_test: %ld cases, %ld failed\n", n_cases, n_failed);
     return n_failed ? 1 : 0;
 }

@@ -82,6 +82,10 @@ static int drv_main(int argc, char **argv, int has_bwd, const drv_flag *flags, i
     fa_backend be = *fa_backend_cuda();
     be.forward = drv_fwd;
     be.backward = has_bwd ? drv_bwd : NULL;
+    /* the base cases are fitted into the backend's limits and the contract-v3 categories
+     * (varlen, paged, softcap, sinks) built for the features it claims, as `flashcheck certify`
+     * does (cli/cmd_certify.c); without limits the sweep builds no v3 case */
+    o.lim = &be.limits;
     fc_sweep_entry *e = NULL;
     int64_t n = fc_sweep_build(&o, &e);
     if (n < 0) { fprintf(stderr, "FAIL: out of memory building the sweep\n"); return 2; }
