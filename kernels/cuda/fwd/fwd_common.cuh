@@ -119,13 +119,10 @@ typedef struct {
     float softcap_scale;        /* fl(scale / softcap) */
     const float *sinks;         /* [heads_q] device, or NULL (NATURAL kernels) */
     /* split-KV (decode): n_split > 0 runs key blocks [z*bps, (z+1)*bps) in CTA z = blockIdx.z and
-       writes the unnormalized partials (acc, m, l) instead of O / LSE; the last CTA of the unit
-       combines them (fwd_combine_unit) */
+       writes the unnormalized partials (acc, m, l) instead of O / LSE; fwd_host.cu combines them */
     int n_split, blocks_per_split;
     float *part_o;              /* [n_split][bh_total][seqlen_q][head_dim] fp32 */
     float *part_ml;             /* [n_split][bh_total][seqlen_q][2]: m (kernel units), l */
-    int *split_count;           /* one counter per (query block, unit), zero between calls: the
-                                   last split CTA of a unit to finish combines it and resets it */
     /* GQA packing (the decode tile only, fwd_sm80.cu PACK): pack query heads of one KV head share
        a CTA's rows, row r = dh * seqlen_q + i (head h0 + dh, query i); pack divides group and
        pack * seqlen_q <= the tile's rows. 1: one head per CTA. */
@@ -695,128 +692,6 @@ static __device__ __forceinline__ void fwd_store_partial(const fwd_params &p, co
             }
             if (t == 0) *(float2 *)(p.part_ml + row * 2) = make_float2(row_m[mt][hf], l);
         }
-}
-
-/* Split-KV combine, fused (decode): run by the last split CTA of a unit to finish
- * (fwd_split_done), for the unit's R = pack * seqlen_q partial rows w0 + r, r < R (rows of
- * query i >= Sq_b hold no partials and are skipped). Every row i < Sq_b is written, also when
- * no split saw a visible key (m = -inf everywhere: O = 0, LSE = -inf, or the sink's value,
- * which split 0 carries as m = sink, l = 1). Arithmetic, per row: m = max_z m_z (exact, any
- * order), alpha_z = 2^((m_z - m) log2 e) (natural units) or 2^(m_z scale log2 e - m scale
- * log2 e) (raw q.k units), then in split order z = 0, 1, ... (fixed, not arrival order):
- * l = l + fl(l_z alpha_z), acc_d = acc_d + fl(acc_zd alpha_z) (fp32 RN), i.e. the key loop's
- * rescale once per split; then fwd_store_o_lse's epilogue: O = RN_dtype(acc_d * (1 / l)),
- * LSE = m (* scale) + logf(l); l == 0: O = 0, LSE = -inf. Data movement: the partials of up to
- * zc splits at a time are copied into the CTA's shared memory (smem_bytes, free after the key
- * loop) by cp.async (L2, bypassing L1: written by other CTAs), so a chunk costs one round trip. */
-template <int THREADS, int EPT, bool NATURAL, bool BF16>
-static __device__ __forceinline__ void fwd_combine_unit(const fwd_params &p, const fwd_seq &sq, int bh,
-                                                     unsigned char *smem, int smem_bytes) {
-    constexpr float LOG2E = 1.4426950408889634f;
-    const int tid = threadIdx.x;
-    const int R = p.pack * p.seqlen_q, hd = p.head_dim, hp = hd / 2;
-    const int64_t w0 = (int64_t)bh * p.seqlen_q, zstride = (int64_t)p.bh_total * p.seqlen_q;
-    // shared memory: [zc][R][hd] partial O, [zc][R] alpha, [zc][R] l, [16] row max
-    float *s_m = (float *)(smem + smem_bytes - 16 * 4);
-    const int zc_fit = (smem_bytes - 16 * 4) / (R * (hd * 4 + 8));
-    const int zc = zc_fit < p.n_split ? zc_fit : p.n_split;
-    float *s_o = (float *)smem, *s_a = s_o + (int64_t)zc * R * hd, *s_l = s_a + zc * R;
-    // ---- row maxima (fmaxf is exact: any order): the m_z into shared memory in one round
-    // trip ([n_split][R], before the chunks; the host keeps n_split * R floats within it),
-    // then one warp per row
-    {
-        float *s_mz = (float *)smem;
-#pragma unroll 8
-        for (int j = tid; j < p.n_split * R; j += THREADS) {
-            const int z = j / R, r = j - z * R;
-            s_mz[j] = __ldcg(p.part_ml + (w0 + r + z * zstride) * 2);
-        }
-        __syncthreads();
-        const int warp = tid / 32, lane = tid % 32;
-        for (int r = warp; r < R; r += THREADS / 32) {
-            float m = -INFINITY;
-            for (int z = lane; z < p.n_split; z += 32) m = fmaxf(m, s_mz[z * R + r]);
-#pragma unroll
-            for (int x = 16; x >= 1; x /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, x));
-            if (lane == 0) s_m[r] = m;
-        }
-        __syncthreads();  // s_m written, s_mz free for the chunks
-    }
-    float acc[EPT][2], l[EPT];
-#pragma unroll
-    for (int k = 0; k < EPT; ++k) acc[k][0] = acc[k][1] = l[k] = 0.0f;
-    for (int z0 = 0; z0 < p.n_split; z0 += zc) {
-        const int nz = p.n_split - z0 < zc ? p.n_split - z0 : zc;
-        // partial O of splits z0 .. z0 + nz - 1: R * hd contiguous floats per split
-        const int per_z = R * hd / 4;
-        for (int j = tid; j < nz * per_z; j += THREADS) {
-            const int z = j / per_z, c = j - z * per_z;
-            ptx_cp16(ptx_smem(s_o) + (uint32_t)(z * per_z + c) * 16,
-                     p.part_o + (w0 + (z0 + z) * zstride) * hd + (int64_t)c * 4, 16);
-        }
-        ptx_cp_commit();
-        // alpha and l per (split, row), while the copies fly
-        for (int j = tid; j < nz * R; j += THREADS) {
-            const int z = j / R, r = j - z * R;
-            const float m = s_m[r];
-            const float m_scaled = m == -INFINITY ? 0.0f : m * p.scale_log2;
-            const float2 ml = __ldcg((const float2 *)(p.part_ml + (w0 + r + (z0 + z) * zstride) * 2));
-            s_a[j] = m == -INFINITY ? 1.0f : NATURAL ? ptx_ex2((ml.x - m) * LOG2E) : ptx_ex2(ml.x * p.scale_log2 - m_scaled);
-            s_l[j] = ml.y;
-        }
-        ptx_cp_wait<0>();
-        __syncthreads();
-        for (int z = 0; z < nz; ++z) {
-#pragma unroll
-            for (int k = 0; k < EPT; ++k) {
-                const int e = tid + k * THREADS;  // (row, column pair)
-                if (e < R * hp) {
-                    const int r = e / hp, d = 2 * (e - r * hp);
-                    const float alpha = s_a[z * R + r];
-                    l[k] = __fadd_rn(l[k], __fmul_rn(s_l[z * R + r], alpha));
-                    const float2 v = *(const float2 *)(s_o + ((int64_t)z * R + r) * hd + d);
-                    acc[k][0] = __fadd_rn(acc[k][0], __fmul_rn(v.x, alpha));
-                    acc[k][1] = __fadd_rn(acc[k][1], __fmul_rn(v.y, alpha));
-                }
-            }
-        }
-        __syncthreads();  // the chunk's buffers are refilled next
-    }
-    // ---- O and LSE of rows i < Sq_b (row r = dh * seqlen_q + i: head h + dh)
-    const int64_t o_b = p.cu_q != NULL ? (int64_t)sq.q_tok0 * p.o_ss : (int64_t)sq.b * p.o_sb;
-    const int64_t lse_b = p.cu_q != NULL ? (int64_t)sq.q_tok0 * p.lse_ss : (int64_t)sq.b * p.lse_sb;
-#pragma unroll
-    for (int k = 0; k < EPT; ++k) {
-        const int e = tid + k * THREADS;
-        if (e >= R * hp) continue;
-        const int r = e / hp, d = 2 * (e - r * hp), dh = r / p.seqlen_q, i = r - dh * p.seqlen_q;
-        if (i >= sq.sq) continue;
-        const float inv = l[k] == 0.0f ? 0.0f : 1.0f / l[k];
-        uint16_t *orow = p.o + o_b + (int64_t)i * p.o_ss + (int64_t)(sq.h + dh) * p.o_sh;
-        *(uint32_t *)(orow + d) = ptx_pack2<BF16>(acc[k][0] * inv, acc[k][1] * inv);
-        if (d == 0) {
-            const float m = s_m[r];
-            const float lse = l[k] == 0.0f ? -INFINITY : (NATURAL ? m : m * p.scale) + logf(l[k]);
-            p.lse[lse_b + (int64_t)(sq.h + dh) * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
-        }
-    }
-}
-
-/* After fwd_store_partial: count this split CTA done for its unit (counter cidx); the last one
- * to arrive (counter == n_split - 1) resets the counter to 0 and returns true. The fences make
- * every thread's partials visible device-wide before the count, and the counted partials of
- * the others visible to the last CTA before it reads them. CTA-uniform. */
-static __device__ __forceinline__ bool fwd_split_done(const fwd_params &p, int cidx) {
-    __threadfence();
-    __syncthreads();
-    int last = 0;
-    if (threadIdx.x == 0) {
-        last = atomicAdd(p.split_count + cidx, 1) == p.n_split - 1;
-        if (last) atomicExch(p.split_count + cidx, 0);
-    }
-    last = __syncthreads_or(last);
-    if (last) __threadfence();
-    return last != 0;
 }
 
 typedef void (*fwd_kernel_fn)(const fwd_params);

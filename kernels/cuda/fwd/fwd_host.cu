@@ -99,6 +99,71 @@ __global__ void flash_fwd_fix_nonfinite_v(const fwd_params p, int heads_kv, cons
 }
 
 // ----------------------------------------------------------------------------
+// split-KV combine (decode): the partials of fwd_store_partial -> O, LSE
+
+/* One warp per query row (bh, i < Sq_b); every such row is written, also when no split
+ * saw a visible key (m = -inf everywhere: O = 0, LSE = -inf, or the sink's value, which
+ * split 0 carries as m = sink, l = 1). Arithmetic: the key loop's rescale, once per split
+ * in split order: m = max_z m_z, alpha_z = 2^((m_z - m) log2 e) (natural units) or
+ * 2^(m_z scale log2 e - m scale log2 e) (raw q.k units), l = sum_z l_z alpha_z,
+ * acc_d = sum_z acc_zd alpha_z (fp32 RN multiplies and adds); then fwd_store_o_lse's
+ * epilogue: O = RN_dtype(acc_d * (1 / l)), LSE = m (* scale) + logf(l), l == 0: O = 0,
+ * LSE = -inf. */
+__global__ void flash_fwd_combine(const fwd_params p, int natural, int bf16) {
+    constexpr float LOG2E = 1.4426950408889634f;
+    constexpr int PAIRS = FA_CUDA_MAX_HEAD_DIM / 64;  // column pairs per lane: d = 2 lane + 64 c
+    const int64_t nrows = (int64_t)p.bh_total * p.seqlen_q;
+    const int64_t w = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = (int)threadIdx.x % 32;
+    if (w >= nrows) return;
+    const int bh = (int)(w / p.seqlen_q), i = (int)(w % p.seqlen_q);
+    const fwd_seq s = fwd_seq_of(p, bh);
+    if (i >= s.sq) return;
+    const int64_t zstride = (int64_t)p.bh_total * p.seqlen_q;
+    float m = -INFINITY;
+    for (int z = 0; z < p.n_split; ++z) m = fmaxf(m, p.part_ml[(w + z * zstride) * 2]);
+    const float m_scaled = m == -INFINITY ? 0.0f : m * p.scale_log2;
+    float l = 0.0f, acc[PAIRS][2];
+#pragma unroll
+    for (int c = 0; c < PAIRS; ++c) acc[c][0] = acc[c][1] = 0.0f;
+    for (int z = 0; z < p.n_split; ++z) {
+        const int64_t row = w + z * zstride;
+        const float2 ml = *(const float2 *)(p.part_ml + row * 2);
+        const float alpha = m == -INFINITY ? 1.0f
+                            : natural       ? ptx_ex2((ml.x - m) * LOG2E)
+                                            : ptx_ex2(ml.x * p.scale_log2 - m_scaled);
+        l = __fadd_rn(l, __fmul_rn(ml.y, alpha));
+        const float *po = p.part_o + row * p.head_dim;
+#pragma unroll
+        for (int c = 0; c < PAIRS; ++c) {
+            const int d = 2 * lane + 64 * c;
+            if (d < p.head_dim) {
+                const float2 v = *(const float2 *)(po + d);
+                acc[c][0] = __fadd_rn(acc[c][0], __fmul_rn(v.x, alpha));
+                acc[c][1] = __fadd_rn(acc[c][1], __fmul_rn(v.y, alpha));
+            }
+        }
+    }
+    const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+    uint16_t *orow = p.o + (p.cu_q != NULL ? (int64_t)s.q_tok0 * p.o_ss : (int64_t)s.b * p.o_sb) +
+                     (int64_t)i * p.o_ss + (int64_t)s.h * p.o_sh;
+#pragma unroll
+    for (int c = 0; c < PAIRS; ++c) {
+        const int d = 2 * lane + 64 * c;
+        if (d < p.head_dim) {
+            const uint32_t v = bf16 ? ptx_pack2<true>(acc[c][0] * inv, acc[c][1] * inv)
+                                    : ptx_pack2<false>(acc[c][0] * inv, acc[c][1] * inv);
+            *(uint32_t *)(orow + d) = v;
+        }
+    }
+    if (lane == 0) {
+        const float lse = l == 0.0f ? -INFINITY : (natural ? m : m * p.scale) + logf(l);
+        const int64_t lse_b = p.cu_q != NULL ? (int64_t)s.q_tok0 * p.lse_ss : (int64_t)s.b * p.lse_sb;
+        p.lse[lse_b + (int64_t)s.h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
+    }
+}
+
+// ----------------------------------------------------------------------------
 // host side: shared memory of a tile
 
 static size_t fwd_sm90_smem_bytes(int hd) {
@@ -180,9 +245,6 @@ static constexpr int fwd_decode_max_sq = 16;
 static constexpr int fwd_decode_bn = 64;
 static constexpr int fwd_split_min_blocks = 2;
 static constexpr int fwd_split_waves = 3;
-/* Split counters in the workspace (fwd_params.split_count): a call splits only if its CTAs per
- * split (query blocks x units) are at most this many. */
-static constexpr int fwd_split_counters = 16384;
 
 static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev);
 
@@ -406,24 +468,13 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         bps = (int)((n_blocks + want - 1) / want);
         n_split = (int)((n_blocks + bps - 1) / bps);
         if (n_split < 2) n_split = bps = 0;
-        // the fused combine (fwd_combine_unit) holds n_split * R row maxima, and at least one
-        // split's R rows of partials, in the tile's shared memory; one counter per CTA of a split
-        const int64_t R = (int64_t)p.pack * Sq;
-        if (n_split && ((int64_t)n_split * R * 4 + 64 > (int64_t)smem ||
-                        R * ((int64_t)p.head_dim * 4 + 8) + 64 > (int64_t)smem || ctas > fwd_split_counters))
-            n_split = bps = 0;
     }
     const int64_t B = pr->batch;
     const size_t meta_ints = (cu_q ? (size_t)(B + 1) : 0) + (cu_k ? (size_t)(B + 1) : 0) + (used_k ? (size_t)B : 0) +
                              (paged ? (size_t)((B - 1) * a->paged.table_stride + a->paged.max_pages_per_seq) : 0);
     const size_t part_rows = n_split ? (size_t)n_split * (size_t)p.bh_total * (size_t)Sq : 0;
-    // the split counters come first in any used workspace (zero between calls, so no call may
-    // put anything else there)
-    const size_t cnt_bytes = meta_ints > 0 || n_split ? (size_t)fwd_split_counters * 4 : 0;
-    const size_t ws_bytes = cnt_bytes == 0 ? 0
-                                           : cnt_bytes + fwd_align256(meta_ints * 4) +
-                                                 fwd_align256(part_rows * (size_t)p.head_dim * 4) +
-                                                 fwd_align256(part_rows * 8);
+    const size_t ws_bytes = fwd_align256(meta_ints * 4) + fwd_align256(part_rows * (size_t)p.head_dim * 4) +
+                            fwd_align256(part_rows * 8);
     cudaStream_t stream = (cudaStream_t)a->stream;
     if (ws_bytes > 0) {
         if (fwd_ws_size[dev] < ws_bytes) {
@@ -442,12 +493,8 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
                                cudaGetErrorString(e));
             }
             fwd_ws_size[dev] = ws_bytes;
-            // the split counters start at zero; each launch's last split CTAs reset theirs
-            e = cudaMemsetAsync(fwd_ws_ptr[dev], 0, cnt_bytes, stream);
-            if (e != cudaSuccess) return fwd_device_error(err, e, "cudaMemsetAsync (split counters)");
         }
-        p.split_count = (int *)fwd_ws_ptr[dev];
-        unsigned char *ws = (unsigned char *)fwd_ws_ptr[dev] + cnt_bytes;
+        unsigned char *ws = (unsigned char *)fwd_ws_ptr[dev];
         if (meta_ints > 0) {
             int32_t *host = (int32_t *)malloc(meta_ints * 4);
             if (host == NULL) return fa_fail(err, FA_ERR_NOMEM, "", "no host memory for the metadata copy");
@@ -501,6 +548,12 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         e = cudaGetLastError();
     }
     if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_kernel launch");
+    if (n_split) {
+        const int64_t rows = (int64_t)p.bh_total * Sq;
+        flash_fwd_combine<<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(p, natural, pr->dtype == FA_BF16);
+        e = cudaGetLastError();
+        if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_combine launch");
+    }
     e = cudaStreamSynchronize(stream);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaStreamSynchronize after flash_fwd_kernel");
 

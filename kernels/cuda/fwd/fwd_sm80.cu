@@ -29,7 +29,6 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
     const uint32_t sK0 = sQ + BM * HD * 2;
     const uint32_t sV0 = sK0 + 2 * BN * HD * 2;
     constexpr uint32_t KV_STAGE_BYTES = BN * HD * 2;
-    constexpr int FWD_SMEM_BYTES = (BM + 4 * BN) * HD * 2;  // fwd_host.cu fwd_smem_bytes
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane >> 2, t = lane & 3;  // mma fragment row group, thread in group
@@ -177,13 +176,8 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
         __syncthreads();
 
         // ---- epilogue: O / l rounded to the dtype, staged in this warp's Q rows, then stored
-        if (p.n_split > 0) {
-            fwd_store_partial<HD, MT, WM, PACK>(p, sq, bh, acc_o, row_m, row_l, m0, warp, lane);
-            // the last split CTA of this unit to finish combines the unit's partials
-            if (fwd_split_done(p, u * (int)gridDim.x + (int)blockIdx.x))
-                fwd_combine_unit<THREADS, (16 * HD / 2 + THREADS - 1) / THREADS, NATURAL, BF16>(p, sq, bh, smem,
-                                                                                                  FWD_SMEM_BYTES);
-        } else fwd_store_o_lse<HD, MT, WM, BF16, NATURAL, PACK>(p, sq, acc_o, row_m, row_l, sQ, m0, warp, lane);
+        if (p.n_split > 0) fwd_store_partial<HD, MT, WM, PACK>(p, sq, bh, acc_o, row_m, row_l, m0, warp, lane);
+        else fwd_store_o_lse<HD, MT, WM, BF16, NATURAL, PACK>(p, sq, acc_o, row_m, row_l, sQ, m0, warp, lane);
         __syncthreads();  // smem is reused by the next (batch, head) of this CTA
     }
 }
