@@ -189,9 +189,11 @@ __global__ void __launch_bounds__(128) k_brow(orc_gpu_bwd_desc d, int64_t b, int
                                               double *M2, double *M3, double *M4, double *M5, double *M6,
                                               double *M7, double *M8, orc_gpu_brow *br_out, double *cq,
                                               double *cqo, double *cdd, double *cA, int *covf) {
+    /* rows in reverse: a causal row's key span grows with r, the longest go first */
     int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x % 32;
     if (r >= nr) return;
+    r = nr - 1 - r;
     const orc_gpu_fwd_desc &f = d.f;
     const orc_model &mk = f.mk, &mo = f.mo;
     const orc_fm_bwdc &bc = d.bc;
@@ -338,17 +340,26 @@ __global__ void k_colstat(orc_gpu_fwd_desc d, int64_t nr, const int64_t *tlo, co
 /* dK (mode 0: sum_i dS_ij Q_i; weights DSE + kK DSM, DSEO + kKo DSM) or dV (mode 1:
  * sum_i P_ij dO_i; weights PPI (1 + accV) + P1 cp, PPIO + P1 accVo) of keys j0 .. j0+63,
  * dims c0 .. c0+63, over the chunk's rows: plain fma blocks of 32 rows (aligned to the
- * chunk) folded with TwoSum into the running (hi, lo); bound sums plain. */
+ * chunk) folded with TwoSum into the running (hi, lo); bound sums plain.
+ * With cst (the blocks of dims 0 .. 63 only) it also does k_colstat's per-key sums, the
+ * same additions in the same row order (its visible set is the same: a tile the block
+ * skips has none of its keys in span): mode 0 cst = sdsm (+= DSM), mode 1 cst = sp
+ * (+= orc_fm_sp_term) and cbad; one thread per key, after each 16-row stage. */
 __global__ void __launch_bounds__(256) k_colsum(orc_gpu_bwd_desc d, int mode, orc_gpu_ten ra, int64_t Dd, int64_t b,
                                                 int64_t h, int64_t r0, int64_t nr, const int64_t *tlo, const int64_t *thi,
                                                 const double *P, const double *A0, const double *A1,
                                                 const double *A2, const double *A3, const orc_fm_colc *cc,
-                                                double *ghi, double *glo, double *gb, double *go) {
-    __shared__ double Ws[KS][PADR], Bs[KS][PADR], Os[KS][PADR], Xs[KS][KT];
-    __shared__ unsigned char Vv[KS][PADR];
+                                                double *ghi, double *glo, double *gb, double *go,
+                                                const orc_gpu_brow *br, double *cst, int *cbad) {
+    __shared__ double Ws[KS][PADR], Bs[KS][PADR], Os[KS][PADR], Xs[KS][KT], Ss[KS][KT];
+    __shared__ unsigned char Vv[KS][PADR], Rb[KS];
     const orc_gpu_fwd_desc &f = d.f;
     int64_t j0 = (int64_t)blockIdx.x * KT, c0 = (int64_t)blockIdx.y * KT, Sk = f.Sk;
     int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    int stat = cst != NULL && blockIdx.y == 0;
+    int64_t sj = j0 + tid;
+    double sacc = stat && tid < KT && sj < Sk ? cst[sj] : 0.0;
+    int sbad = stat && mode == 1 && tid < KT && sj < Sk ? cbad[sj] : 0;
     double blk[4][4], hi[4][4], lo[4][4], bs[4][4], os[4][4];
     for (int x = 0; x < 4; x++)
         for (int y = 0; y < 4; y++) {
@@ -370,7 +381,7 @@ __global__ void __launch_bounds__(256) k_colsum(orc_gpu_bwd_desc d, int mode, or
                 int rr = e / KT, jj = e % KT;
                 int64_t r = rb + rr, j = j0 + jj;
                 int vis = r < nr && j < Sk && j >= tl && j <= th && P[r * Sk + j] != ORC_GPU_INVIS;
-                double wv = 0, wb = 0, wo = 0;
+                double wv = 0, wb = 0, wo = 0, sv = 0;
                 if (vis) {
                     int64_t x = r * Sk + j;
                     const orc_fm_colc *k = &cc[j];
@@ -378,23 +389,33 @@ __global__ void __launch_bounds__(256) k_colsum(orc_gpu_bwd_desc d, int mode, or
                         wv = A0[x]; /* dS */
                         wb = orc_fm_wk(k, A1[x], A3[x]);  /* DSE, DSM */
                         wo = orc_fm_wko(k, A2[x], A3[x]); /* DSEO, DSM */
+                        if (stat) sv = A3[x];             /* k_colstat's DSM */
                     } else {
                         wv = P[x];
                         wb = orc_fm_wv(k, A0[x], A1[x]);  /* PPI, P1 */
                         wo = orc_fm_wvo(k, A2[x], A1[x]); /* PPIO, P1 */
+                        if (stat) sv = orc_fm_sp_term(&f.mk, A0[x], A1[x]); /* k_colstat's P' bound */
                     }
                 }
                 Vv[rr][jj] = (unsigned char)vis;
                 Ws[rr][jj] = wv;
                 Bs[rr][jj] = wb;
                 Os[rr][jj] = wo;
+                Ss[rr][jj] = sv;
             }
+            if (stat && mode == 1 && tid < KS) Rb[tid] = (unsigned char)(rb + tid < nr && br[rb + tid].bad);
             for (int e = tid; e < KS * KT; e += 256) {
                 int rr = e / KT, cx = e % KT;
                 int64_t r = rb + rr, c = c0 + cx;
                 Xs[rr][cx] = (r < nr && c < Dd) ? ld16(ra.p, ra.s, b, r0 + r, h, c, f.bf16) : 0.0;
             }
             __syncthreads();
+            if (stat && tid < KT) /* k_colstat's loop body for rows rb .. rb+15 in order */
+                for (int rr = 0; rr < KS; rr++) {
+                    if (!Vv[rr][tid]) continue;
+                    if (mode == 1 && Rb[rr]) sbad = 1;
+                    sacc += Ss[rr][tid];
+                }
             for (int rr = 0; rr < KS; rr++) {
                 double xv[4];
                 for (int y = 0; y < 4; y++) xv[y] = Xs[rr][tx + 16 * y];
@@ -431,6 +452,10 @@ __global__ void __launch_bounds__(256) k_colsum(orc_gpu_bwd_desc d, int mode, or
             gb[j * Dd + c] = bs[x][y];
             go[j * Dd + c] = os[x][y];
         }
+    if (stat && tid < KT && sj < Sk) {
+        cst[sj] = sacc;
+        if (mode == 1) cbad[sj] = sbad;
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -735,19 +760,22 @@ extern "C" int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int64_t h, int64_t r0, i
     if (D > 0) k_dqcommon<<<nblk(nr * D, 256), 256, 0, s>>>(nr, D, st->cdd, st->as, st->ae, st->qb);
     /* dK, dV */
     if (Sk > 0) {
-        k_colstat<<<nblk(Sk, 128), 128, 0, s>>>(f, nr, dtl, dth, M[MX_P], M[MX_DSM], M[MX_PPI], M[MX_P1], st->br,
-                                                 st->sdsm, st->sp, st->cbad);
+        /* the column statistics ride in the column sums' first dim blocks when both run */
+        int fuse = D > 0 && Dv > 0;
+        if (!fuse)
+            k_colstat<<<nblk(Sk, 128), 128, 0, s>>>(f, nr, dtl, dth, M[MX_P], M[MX_DSM], M[MX_PPI], M[MX_P1], st->br,
+                                                     st->sdsm, st->sp, st->cbad);
         if (D > 0) {
             dim3 g(nblk(Sk, KT), nblk(D, KT));
             k_colsum<<<g, 256, 0, s>>>(d, 0, tq, D, b, h, r0, nr, dtl, dth, M[MX_P], M[MX_DS], M[MX_DSE], M[MX_DSEO],
                                        M[MX_DSM], st->colc, st->ca[CA_KHI], st->ca[CA_KLO], st->ca[CA_KB],
-                                       st->ca[CA_KO]);
+                                       st->ca[CA_KO], st->br, fuse ? st->sdsm : NULL, NULL);
         }
         if (Dv > 0) {
             dim3 g(nblk(Sk, KT), nblk(Dv, KT));
             k_colsum<<<g, 256, 0, s>>>(d, 1, tdo, Dv, b, h, r0, nr, dtl, dth, M[MX_P], M[MX_PPI], M[MX_P1],
                                        M[MX_PPIO], NULL, st->colc, st->ca[CA_VHI], st->ca[CA_VLO], st->ca[CA_VB],
-                                       st->ca[CA_VO]);
+                                       st->ca[CA_VO], st->br, fuse ? st->sp : NULL, fuse ? st->cbad : NULL);
         }
         if (!cu_ok(cudaGetLastError(), "column kernels", msg, n)) return -1;
     }

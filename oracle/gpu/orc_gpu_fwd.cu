@@ -253,9 +253,11 @@ __global__ void __launch_bounds__(128) k_rows(orc_gpu_fwd_desc d, int64_t b, int
                                               const unsigned long long *k1bits, double *X, double *Y,
                                               double *W, double *Cw, double *COw, double *eomax,
                                               orc_row_info *ri_out) {
+    /* rows in reverse: a causal row's key span grows with r, the longest go first */
     int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     int lane = threadIdx.x % 32;
     if (r >= nr) return; /* whole warps leave together */
+    r = nr - 1 - r;
     int64_t i = r0 + r, lo = rlo[r], hi = rhi[r], tl = tlo[r / RT], th = thi[r / RT];
     const orc_model &mk = d.mk, &mo = d.mo;
     const orc_fm_rowc &rc = d.rc;
@@ -381,7 +383,10 @@ __global__ void __launch_bounds__(256) k_pv(orc_gpu_fwd_desc d, orc_gpu_ten ta, 
                                             const double *co, double *num, double *bsum, double *osum) {
     __shared__ double Ws[KS][PADR], Cs[KS][PADR], Os[KS][PADR], Vs[KS][KT];
     __shared__ unsigned char Vv[KS][PADR];
-    int64_t t = blockIdx.y, c0 = (int64_t)blockIdx.x * KT, rbase = t * RT;
+    /* row tiles in reverse launch order: a causal tile's key span grows with t and the blocks
+     * run one per SM (240 registers), so the longest go first (the sums are per block: the
+     * order changes no value) */
+    int64_t t = (int64_t)gridDim.y - 1 - blockIdx.y, c0 = (int64_t)blockIdx.x * KT, rbase = t * RT;
     int64_t tl = tlo[t], th = thi[t], hk = h / d.G;
     int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
     double blk[4][4], hi[4][4], lo[4][4], bs[4][4], os[4][4];
