@@ -376,6 +376,16 @@ int main(int argc, char **argv) {
            "in place; uploaded from the host path's blocks: %.3f s)\n", big.bsplit.inputs, big.bsplit.inputs_wait,
            big.bsplit.dev_ref, big.bsplit.dev_finish, big.bsplit.escalate, big.bsplit.total, big.bgpu_cmp,
            big.bgpu_ucmp);
+    {
+        const double *pt = big.bsplit.dev_part;
+        double sum = 0;
+        for (int k = 0; k < ORC_GPU_NPART; k++) sum += pt[k];
+        printf("\nbackward device reference by kernel group, large size (event-timed per chunk): forward row (S, A "
+               "dots, row weights, O's sums) %.3f s, dP dots %.3f s, k_brow %.3f s, dQ sums %.3f s, dK column sums "
+               "(with the column statistics) %.3f s, dV column sums %.3f s, rest (group / head / column kernels) "
+               "%.3f s\n", pt[ORC_GPU_P_FWDROW], pt[ORC_GPU_P_DP], pt[ORC_GPU_P_BROW], pt[ORC_GPU_P_DQ],
+               pt[ORC_GPU_P_DK], pt[ORC_GPU_P_DV], big.bsplit.dev_ref - sum);
+    }
     printf("\nforward + backward, full verification, B=%lld Hq=%lld S=%lld: GPU tier %.3f s (target 5 s)\n",
            (long long)B, (long long)Hq, (long long)S, big.gpu_ref + big.gpu_cmp + big.bgpu_ref + big.bgpu_cmp);
     printf("%s\n", bad ? "RESULT: some verdicts failed or differ" : "RESULT: every element checked, 0 failed, verdicts equal");

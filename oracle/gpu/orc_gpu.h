@@ -48,6 +48,11 @@ fa_status orc_gpu_bwd(const fa_bwd_args *args, const fa_precision *prof, const o
 /* Frees the result and the host copies of its inputs. */
 void orc_gpu_bwd_free(orc_bwd_result *res);
 
+/* The backward's device reference by kernel (orc_gpu_times.dev_part, event-timed per chunk):
+ * the forward row (S, A dots; row weights; O's sums), the dP, B dots, k_brow, dQ's sums
+ * (two wsum, k_dqcommon), dK's column sums (with the column statistics), dV's column sums. */
+enum { ORC_GPU_P_FWDROW, ORC_GPU_P_DP, ORC_GPU_P_BROW, ORC_GPU_P_DQ, ORC_GPU_P_DK, ORC_GPU_P_DV, ORC_GPU_NPART };
+
 /* Where a GPU-tier call's time went, seconds. dev_*: device time between CUDA events on
  * the tier's stream; the others host wall time. The input copies are made while the device
  * works (they overlap dev_*: a second host thread makes them while the first drives the
@@ -63,6 +68,7 @@ typedef struct {
     double host_finish;  /* forward: the rows finished on the host (orc_fwd_row_out, MPFR escalation
                             included), overlapping the device's next chunk */
     double total;        /* the whole call */
+    double dev_part[ORC_GPU_NPART]; /* backward: the part of dev_ref in each kernel group (ORC_GPU_P_*) */
 } orc_gpu_times;
 
 /* The split of this thread's last orc_gpu_fwd call (host wall times: inputs, wait, host_finish,

@@ -457,8 +457,8 @@ static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const
     tm->inputs_wait = now_s() - t_q;
     if (!st && st_in) { st = st_in; *err = err_in; }
     if (!st) st = orc_ctx_bwd(&res->args, &hc, err);
-    double o_ratio = 0, lse_ratio = 0, ms_all = 0, ms_fin = 0;
-    if (!st && orc_gpu_bwd_finish(gs, &o_ratio, &lse_ratio, &ms_all, &ms_fin, msg, sizeof msg))
+    double o_ratio = 0, lse_ratio = 0, ms_all = 0, ms_fin = 0, ms_part[ORC_GPU_NPART] = {0};
+    if (!st && orc_gpu_bwd_finish(gs, &o_ratio, &lse_ratio, &ms_all, &ms_fin, ms_part, msg, sizeof msg))
         st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
     free(it);
     orc_gpu_bwd_end(gs);
@@ -473,6 +473,7 @@ static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const
     res->lse_input_ratio = lse_ratio;
     tm->dev_finish = 1e-3 * ms_fin;
     tm->dev_ref = 1e-3 * (ms_all - ms_fin);
+    for (int k = 0; k < ORC_GPU_NPART; k++) tm->dev_part[k] = 1e-3 * ms_part[k];
     *hc_out = hc;
     return FA_OK;
 }

@@ -86,6 +86,9 @@ struct orc_gpu_bwd_state {
     cudaEvent_t t0, t1;            /* timed: begin's uploads done, the last kernel done */
     cudaEvent_t *fev;              /* timed pairs around the finishing kernels */
     int64_t nfev, cfev;
+    cudaEvent_t *pev;              /* the chunks' kernel groups: pev[k] starts part pcl[k] */
+    int *pcl;                      /* (ORC_GPU_P_*; -1: none) which ends at pev[k + 1] */
+    int64_t npev, cpev;
 };
 
 static int cu_ok(cudaError_t e, const char *what, char *msg, size_t n) {
@@ -573,6 +576,9 @@ extern "C" void orc_gpu_bwd_end(orc_gpu_bwd_state *st) {
     if (st->s) cudaStreamSynchronize(st->s);
     for (int64_t k = 0; k < st->nfev; k++) cudaEventDestroy(st->fev[k]);
     free(st->fev);
+    for (int64_t k = 0; k < st->npev; k++) cudaEventDestroy(st->pev[k]);
+    free(st->pev);
+    free(st->pcl);
     if (st->t0) cudaEventDestroy(st->t0);
     if (st->t1) cudaEventDestroy(st->t1);
     free(st);
@@ -683,6 +689,23 @@ static int fin_mark(orc_gpu_bwd_state *st, int k, char *msg, size_t n) {
     return cu_ok(cudaEventRecord(st->fev[st->nfev - 2 + k], st->s), "event", msg, n) ? 0 : -1;
 }
 
+/* a part boundary: the kernels queued from here to the next mark are part cls (-1: none) */
+static int part_mark(orc_gpu_bwd_state *st, int cls, char *msg, size_t n) {
+    if (st->npev + 1 > st->cpev) {
+        int64_t c = st->cpev ? 2 * st->cpev : 64;
+        cudaEvent_t *x = (cudaEvent_t *)realloc(st->pev, (size_t)c * sizeof *x);
+        if (x) st->pev = x;
+        int *y = x ? (int *)realloc(st->pcl, (size_t)c * sizeof *y) : NULL;
+        if (y) st->pcl = y;
+        if (!x || !y) { snprintf(msg, n, "out of host memory"); return -1; }
+        st->cpev = c;
+    }
+    if (!cu_ok(cudaEventCreate(&st->pev[st->npev]), "event", msg, n)) return -1;
+    st->pcl[st->npev] = cls;
+    st->npev++;
+    return cu_ok(cudaEventRecord(st->pev[st->npev - 1], st->s), "event", msg, n) ? 0 : -1;
+}
+
 extern "C" int orc_gpu_bwd_group(orc_gpu_bwd_state *st, int64_t b, int64_t hk, double sp_o, char *msg, size_t n) {
     const orc_gpu_fwd_desc &f = st->d.f;
     cudaStream_t s = st->s;
@@ -737,6 +760,7 @@ extern "C" int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int64_t h, int64_t r0, i
     orc_gpu_ten tv = {f.v, {f.vs[0], f.vs[1], f.vs[2], f.vs[3]}};
     orc_gpu_ten tdo = {d.dout, {d.dos[0], d.dos[1], d.dos[2], d.dos[3]}};
     int e = 0;
+    if (part_mark(st, ORC_GPU_P_FWDROW, msg, n)) return -1;
     /* the forward row: S, A; W, C, CO, Eo_max, row info; O's sums */
     e |= orc_gpu_launch_dots(&f, s, tq, tk, D, b, h, r0, nr, dtl, dth, M[MX_S], M[MX_A]);
     e |= orc_gpu_launch_rows(&f, s, b, h, r0, nr, st->rlo + r0, st->rhi + r0, dtl, dth, st->k1, M[MX_S], M[MX_A],
@@ -744,13 +768,16 @@ extern "C" int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int64_t h, int64_t r0, i
     e |= orc_gpu_launch_wsum(&f, s, tv, Dv, b, h, nr, dtl, dth, M[MX_W], M[MX_W], M[MX_C], M[MX_CO], NULL, NULL, NULL,
                              st->num, st->bsum, st->osum);
     /* dP, B */
+    if (part_mark(st, ORC_GPU_P_DP, msg, n)) return -1;
     e |= orc_gpu_launch_dots(&f, s, tdo, tv, Dv, b, h, r0, nr, dtl, dth, M[MX_DP], M[MX_B]);
     if (e) { snprintf(msg, n, "CUDA error in the GPU oracle's backward (forward kernels' launch)"); return -1; }
+    if (part_mark(st, ORC_GPU_P_BROW, msg, n)) return -1;
     k_brow<<<nblk(nr * 32, 128), 128, 0, s>>>(d, b, h, r0, nr, st->rlo, st->rhi, dtl, dth, st->k1, st->ri, st->eomax,
                                              st->num, st->bsum, st->osum, M[0], M[1], M[2], M[3], M[4], M[5], M[6],
                                              M[7], M[8], st->br, st->cq, st->cqo, st->cdd, st->cA, st->covf);
     if (!cu_ok(cudaGetLastError(), "k_brow", msg, n)) return -1;
     /* dQ */
+    if (part_mark(st, ORC_GPU_P_DQ, msg, n)) return -1;
     e |= orc_gpu_launch_wsum(&f, s, tk, D, b, h, nr, dtl, dth, M[MX_P], M[MX_DS], M[MX_DSEQ], M[MX_DSEO], M[MX_DSM],
                              st->cq, st->cqo, st->qs, st->qb, st->qo);
     /* the row-common part of D' - D (5.9): A = sum P K, its error weights PPIO + cA P1 */
@@ -759,6 +786,7 @@ extern "C" int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int64_t h, int64_t r0, i
     if (e) { snprintf(msg, n, "CUDA error in the GPU oracle's backward (dQ sums' launch)"); return -1; }
     if (D > 0) k_dqcommon<<<nblk(nr * D, 256), 256, 0, s>>>(nr, D, st->cdd, st->as, st->ae, st->qb);
     /* dK, dV */
+    if (part_mark(st, ORC_GPU_P_DK, msg, n)) return -1;
     if (Sk > 0) {
         /* the column statistics ride in the column sums' first dim blocks when both run */
         int fuse = D > 0 && Dv > 0;
@@ -772,6 +800,7 @@ extern "C" int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int64_t h, int64_t r0, i
                                        st->ca[CA_KO], st->br, fuse ? st->sdsm : NULL, NULL);
         }
         if (Dv > 0) {
+            if (part_mark(st, ORC_GPU_P_DV, msg, n)) return -1;
             dim3 g(nblk(Sk, KT), nblk(Dv, KT));
             k_colsum<<<g, 256, 0, s>>>(d, 1, tdo, Dv, b, h, r0, nr, dtl, dth, M[MX_P], M[MX_PPI], M[MX_P1],
                                        M[MX_PPIO], NULL, st->colc, st->ca[CA_VHI], st->ca[CA_VLO], st->ca[CA_VB],
@@ -780,7 +809,7 @@ extern "C" int orc_gpu_bwd_chunk(orc_gpu_bwd_state *st, int64_t h, int64_t r0, i
         if (!cu_ok(cudaGetLastError(), "column kernels", msg, n)) return -1;
     }
     /* the finishing of the chunk's sampled dQ rows */
-    if (fin_mark(st, 0, msg, n)) return -1;
+    if (part_mark(st, -1, msg, n) || fin_mark(st, 0, msg, n)) return -1;
     k_ratio<<<nblk(nr, 128), 128, 0, s>>>(nr, st->br, st->rat);
     if (x1 > x0 && D > 0)
         k_dqfin<<<nblk((x1 - x0) * D, 128), 128, 0, s>>>(d, st->fin.dq, st->diq, x0, x1 - x0, qbase, r0, st->fin.scale,
@@ -821,7 +850,7 @@ extern "C" int orc_gpu_bwd_fetch(orc_gpu_bwd_state *st, const orc_gpu_dblk *src,
 }
 
 extern "C" int orc_gpu_bwd_finish(orc_gpu_bwd_state *st, double *o_ratio, double *lse_ratio, double *ms_all,
-                                  double *ms_fin, char *msg, size_t n) {
+                                  double *ms_fin, double *ms_part, char *msg, size_t n) {
     unsigned long long r[2] = {0, 0};
     if (!cu_ok(cudaMemcpyAsync(r, st->rat, 16, cudaMemcpyDeviceToHost, st->s), "ratios", msg, n) ||
         !cu_ok(cudaEventRecord(st->t1, st->s), "event", msg, n) || !cu_ok(cudaStreamSynchronize(st->s), "device work", msg, n))
@@ -840,6 +869,12 @@ extern "C" int orc_gpu_bwd_finish(orc_gpu_bwd_state *st, double *o_ratio, double
         fsum += ms;
     }
     *ms_fin = fsum;
+    for (int k = 0; k < ORC_GPU_NPART; k++) ms_part[k] = 0;
+    for (int64_t k = 0; k + 1 < st->npev; k++) {
+        if (st->pcl[k] < 0) continue;
+        if (!cu_ok(cudaEventElapsedTime(&ms, st->pev[k], st->pev[k + 1]), "timing", msg, n)) return -1;
+        ms_part[st->pcl[k]] += ms;
+    }
     return 0;
 }
 

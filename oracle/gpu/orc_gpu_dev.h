@@ -16,6 +16,7 @@
 
 #include "oracle/orc_internal.h"
 #include "oracle/orc_judge.h"
+#include "oracle/gpu/orc_gpu.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -176,9 +177,10 @@ int orc_gpu_bwd_cols(orc_gpu_bwd_state *st, int64_t c0, int64_t ncs, int64_t cba
 int orc_gpu_bwd_fetch(orc_gpu_bwd_state *st, const orc_gpu_dblk *src, int64_t ne, double *ref, double *bound,
                       double *oe, uint8_t *flags, char *msg, size_t nmsg);
 /* Wait for the device; the maxima of the input ratios; ms_all: device time from begin's
- * uploads to the end, ms_fin: the part in the finishing kernels (event-timed). */
+ * uploads to the end, ms_fin: the part in the finishing kernels, ms_part[ORC_GPU_NPART]: the
+ * parts in the chunks' kernel groups (event-timed). */
 int orc_gpu_bwd_finish(orc_gpu_bwd_state *st, double *o_ratio, double *lse_ratio, double *ms_all, double *ms_fin,
-                       char *msg, size_t nmsg);
+                       double *ms_part, char *msg, size_t nmsg);
 void orc_gpu_bwd_end(orc_gpu_bwd_state *st);
 
 /* The vectors to escalate at reference time (orc_bwd.c's rule): vector v of n needs MPFR if
