@@ -12,8 +12,10 @@
 #define FA_CUDA_BWD_PTR_ALIGN_BYTES 2 /* the backward has scalar paths: the element size */
 #define FA_CUDA_UNIT_LAST_STRIDE 1
 /* contract v3 features the forward runs (fwd/fwd_host.cu): varlen (cu_seqlens_q/k, seqused_k),
- * paged K/V (any page size), softcap, sinks. The backward (bwd/bwd_host.cu) answers
- * FA_ERR_UNSUPPORTED for each of them (its own limits claim none). */
+ * paged K/V (any page size), softcap, sinks. The backward (bwd/bwd_host.cu) runs varlen (one
+ * dense backward per sequence), sinks, and softcap on the sm_80 kernels; it answers
+ * FA_ERR_UNSUPPORTED for paged K/V ("page_size") and for a softcap call that needs the exact
+ * kernels ("softcap"). */
 #define FA_CUDA_SUPPORTS_VARLEN 1
 #define FA_CUDA_SUPPORTS_PAGED 1
 #define FA_CUDA_SUPPORTS_SOFTCAP 1
