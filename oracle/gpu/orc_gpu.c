@@ -75,11 +75,9 @@ typedef struct {
     double secs;
 } fwd_copy;
 
-static double now_s(void);
-
 static void *fwd_copy_run(void *arg) {
     fwd_copy *cp = arg;
-    double t0 = now_s();
+    double t0 = orc_gpu_now_s();
     const fa_fwd_args *a = cp->src;
     const fa_problem *p = &a->p;
     int64_t dq[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk};
@@ -97,7 +95,7 @@ static void *fwd_copy_run(void *arg) {
     if (!st && a->mask.ptr)
         cp->dst->mask.ptr = host_copy(a->mask.ptr, view_extent(4, dm, a->mask.stride), 4, &cp->err, &st);
     cp->st = st;
-    cp->secs = now_s() - t0;
+    cp->secs = orc_gpu_now_s() - t0;
     return NULL;
 }
 
@@ -107,13 +105,13 @@ static void fwd_copy_join(fwd_copy *cp, int have_thr) {
 
 void orc_gpu_fwd_times(orc_gpu_times *t) { *t = fwd_last; }
 
-static double now_s(void) {
+double orc_gpu_now_s(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static void dblk_free(orc_gpu_dblk *b) {
+void orc_gpu_dblk_free(orc_gpu_dblk *b) {
     cudaFree(b->ref);
     cudaFree(b->bound);
     cudaFree(b->oe);
@@ -121,13 +119,13 @@ static void dblk_free(orc_gpu_dblk *b) {
     memset(b, 0, sizeof *b);
 }
 
-static int dblk_alloc(orc_gpu_dblk *b, int64_t nel) {
+int orc_gpu_dblk_alloc(orc_gpu_dblk *b, int64_t nel) {
     size_t ne = (size_t)(nel > 0 ? nel : 1);
     memset(b, 0, sizeof *b);
     if (cudaMalloc((void **)&b->ref, ne * 8) != cudaSuccess || cudaMalloc((void **)&b->bound, ne * 8) != cudaSuccess ||
         cudaMalloc((void **)&b->oe, ne * 8) != cudaSuccess || cudaMalloc((void **)&b->flags, ne) != cudaSuccess) {
         (void)cudaGetLastError();
-        dblk_free(b);
+        orc_gpu_dblk_free(b);
         return -1;
     }
     return 0;
@@ -165,7 +163,7 @@ static int64_t dev_row_esc(const orc_ctx *hc, const orc_options *opt, const orc_
 static fa_status gf_run(const fa_fwd_args *args, const fa_precision *prof, const orc_options *opt_in,
                         orc_fwd_result *res, int dev, orc_gpu_dblk blk[2], fa_error *err) {
     memset(blk, 0, 2 * sizeof *blk);
-    double t_call = now_s(), t_wait = 0, t_fin = 0;
+    double t_call = orc_gpu_now_s(), t_wait = 0, t_fin = 0;
     memset(&fwd_last, 0, sizeof fwd_last);
     orc_ctx c, hc;
     orc_options opt;
@@ -205,7 +203,7 @@ static fa_status gf_run(const fa_fwd_args *args, const fa_precision *prof, const
 
     int64_t n;
     orc_index *ix = orc_sample(c.B, c.Hq, c.Sq, opt.max_rows, opt.seed, &n);
-    int blk_ok = !dev || (dblk_alloc(&blk[0], n * c.Dv) == 0 && dblk_alloc(&blk[1], n) == 0);
+    int blk_ok = !dev || (orc_gpu_dblk_alloc(&blk[0], n * c.Dv) == 0 && orc_gpu_dblk_alloc(&blk[1], n) == 0);
     if (dev && blk_ok) {
         memset(&res->o, 0, sizeof res->o);
         memset(&res->lse, 0, sizeof res->lse);
@@ -302,7 +300,7 @@ static fa_status gf_run(const fa_fwd_args *args, const fa_precision *prof, const
             st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
     }
     if (dev && !st) {
-        double t_w = now_s();
+        double t_w = orc_gpu_now_s();
         int *nh = malloc((size_t)n * sizeof(int));
         if (!nh) st = orc_fail(err, FA_ERR_NOMEM, "", "out of host memory for the GPU tier.");
         else if (orc_gpu_fwd_sync(gs, msg, sizeof msg) ||
@@ -311,7 +309,7 @@ static fa_status gf_run(const fa_fwd_args *args, const fa_precision *prof, const
         else
             for (int64_t x = 0; x < n; x++) need[x] = (uint8_t)(nh[x] != 0);
         free(nh);
-        t_wait += now_s() - t_w;
+        t_wait += orc_gpu_now_s() - t_w;
     }
     cudaFree(need_d);
     cudaFree(ix_d);
@@ -329,12 +327,12 @@ static fa_status gf_run(const fa_fwd_args *args, const fa_precision *prof, const
         const chunk *q = &ch[k - 1];
         const orc_row_info *ri;
         const double *num, *bsum, *osum;
-        double t_w = now_s();
+        double t_w = orc_gpu_now_s();
         if (orc_gpu_fwd_wait(gs, (int)((k - 1) & 1), &ri, &num, &bsum, &osum, msg, sizeof msg)) {
             st = orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
             break;
         }
-        double t_f = now_s();
+        double t_f = orc_gpu_now_s();
         t_wait += t_f - t_w;
         int64_t Dv = c.Dv;
         /* orc_fwd_row_out's first step (c: the device call's context, of which it reads the
@@ -345,19 +343,19 @@ static fa_status gf_run(const fa_fwd_args *args, const fa_precision *prof, const
             need[x] = (uint8_t)orc_fwd_row_fill(&c, &d.mk, &d.mo, &opt, res, x, &ri[r], num + r * Dv, bsum + r * Dv,
                                                 osum + r * Dv, NULL);
         }
-        t_fin += now_s() - t_f;
+        t_fin += orc_gpu_now_s() - t_f;
     }
     orc_gpu_fwd_end(gs);
     free(ch); free(rlo); free(rhi);
-    double t_j = now_s();
+    double t_j = orc_gpu_now_s();
     fwd_copy_join(&cp, have_thr);
     fwd_last.inputs = cp.secs;
-    fwd_last.inputs_wait = now_s() - t_j;
+    fwd_last.inputs_wait = orc_gpu_now_s() - t_j;
     if (!st && cp.st) { st = cp.st; *err = cp.err; }
     if (!st) st = orc_ctx_fwd(&res->args, &hc, err);
     /* orc_fwd_row_out's second step: the rows' MPFR escalation */
     if (!st) {
-        double t_e = now_s();
+        double t_e = orc_gpu_now_s();
         int64_t e = 0, Dv = c.Dv;
         int mem_ok = 1, dev_fail = 0;
 #pragma omp parallel num_threads(nth) reduction(+ : e)
@@ -392,7 +390,7 @@ static fa_status gf_run(const fa_fwd_args *args, const fa_precision *prof, const
         else if (dev_fail) st = orc_fail(err, FA_ERR_DEVICE, "", "escalation of rows on the device failed (a CUDA "
                                          "copy).");
         esc += e;
-        t_fin += now_s() - t_e;
+        t_fin += orc_gpu_now_s() - t_e;
     }
     free(need);
     if (st) {
@@ -402,7 +400,7 @@ static fa_status gf_run(const fa_fwd_args *args, const fa_precision *prof, const
     res->escalations = esc;
     fwd_last.wait = t_wait;
     fwd_last.host_finish = t_fin;
-    fwd_last.total = now_s() - t_call;
+    fwd_last.total = orc_gpu_now_s() - t_call;
     return FA_OK;
 }
 
@@ -419,8 +417,8 @@ fa_status orc_gpu_fwd_dev(const fa_fwd_args *args, const fa_precision *prof, con
     orc_gpu_dblk blk[2];
     fa_status st = gf_run(args, prof, opt_in, &out->r, 1, blk, err);
     if (st) {
-        dblk_free(&blk[0]);
-        dblk_free(&blk[1]);
+        orc_gpu_dblk_free(&blk[0]);
+        orc_gpu_dblk_free(&blk[1]);
         return st;
     }
     orc_gpu_fwd_times(&out->t);
@@ -439,7 +437,7 @@ void orc_gpu_fwd_dev_free(orc_gpu_fwd_dres *r) {
     orc_block *hb[2] = {&r->r.o, &r->r.lse};
     for (int k = 0; k < 2; k++) {
         orc_gpu_dblk b = {hb[k]->ref, hb[k]->bound, hb[k]->orc_err, hb[k]->flags};
-        dblk_free(&b);
+        orc_gpu_dblk_free(&b);
         hb[k]->ref = hb[k]->bound = hb[k]->orc_err = NULL;
         hb[k]->flags = NULL;
     }

@@ -197,31 +197,6 @@ static int64_t dev_escalate(const orc_ctx *c, const orc_options *opt, const orc_
     return esc;
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static void dblk_free(orc_gpu_dblk *b) {
-    cudaFree(b->ref);
-    cudaFree(b->bound);
-    cudaFree(b->oe);
-    cudaFree(b->flags);
-    memset(b, 0, sizeof *b);
-}
-
-static int dblk_alloc(orc_gpu_dblk *b, int64_t nel) {
-    size_t ne = (size_t)(nel > 0 ? nel : 1);
-    memset(b, 0, sizeof *b);
-    if (cudaMalloc((void **)&b->ref, ne * 8) != cudaSuccess || cudaMalloc((void **)&b->bound, ne * 8) != cudaSuccess ||
-        cudaMalloc((void **)&b->oe, ne * 8) != cudaSuccess || cudaMalloc((void **)&b->flags, ne) != cudaSuccess) {
-        (void)cudaGetLastError();
-        dblk_free(b);
-        return -1;
-    }
-    return 0;
-}
 
 /* The backward up to reference-time escalation: res gets everything; with dev = 0 its blocks
  * are host blocks filled group by group from the device blocks blk[3] (dQ, dK, dV: one kv-head
@@ -305,8 +280,8 @@ static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const
         if (x1 - x0 > maxc) maxc = x1 - x0;
     }
     if (dev) { maxq = nq; maxc = nc; }
-    if (dblk_alloc(&blk[0], maxq * c.D) || dblk_alloc(&blk[1], maxc * c.D) || dblk_alloc(&blk[2], maxc * c.Dv)) {
-        for (int k = 0; k < 3; k++) dblk_free(&blk[k]);
+    if (orc_gpu_dblk_alloc(&blk[0], maxq * c.D) || orc_gpu_dblk_alloc(&blk[1], maxc * c.D) || orc_gpu_dblk_alloc(&blk[2], maxc * c.Dv)) {
+        for (int k = 0; k < 3; k++) orc_gpu_dblk_free(&blk[k]);
         orc_gpu_bwd_free(res);
         return orc_fail(err, FA_ERR_NOMEM, "", "out of device memory for the result blocks (%lld elements, 25 bytes "
                         "each).", (long long)res->elements);
@@ -345,7 +320,7 @@ static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const
     int64_t *rlo = malloc((size_t)Sq1 * sizeof(int64_t)), *rhi = malloc((size_t)Sq1 * sizeof(int64_t));
     if (!rlo || !rhi) {
         free(rlo); free(rhi);
-        for (int k = 0; k < 3; k++) dblk_free(&blk[k]);
+        for (int k = 0; k < 3; k++) orc_gpu_dblk_free(&blk[k]);
         orc_gpu_bwd_free(res);
         return orc_fail(err, FA_ERR_NOMEM, "", "out of host memory for the GPU tier.");
     }
@@ -354,7 +329,7 @@ static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const
     int64_t rc = 0;
     if (orc_gpu_bwd_begin(&d, &fin, rlo, rhi, &rc, &gs, msg, sizeof msg)) {
         free(rlo); free(rhi);
-        for (int k = 0; k < 3; k++) dblk_free(&blk[k]);
+        for (int k = 0; k < 3; k++) orc_gpu_dblk_free(&blk[k]);
         orc_gpu_bwd_free(res);
         return orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
     }
@@ -435,7 +410,7 @@ static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const
          * is full, i.e. for most of the device time): the copies run on the legacy stream
          * of the same device, the work on the tier's non-blocking stream */
         if (tid == 1 || nthr == 1) {
-            double t_in = now_s();
+            double t_in = orc_gpu_now_s();
             if (tid == 1 && cudaSetDevice(cudev) != cudaSuccess) {
                 (void)cudaGetLastError();
                 st_in = orc_fail(&err_in, FA_ERR_DEVICE, "", "cudaSetDevice(%d) failed in the copy thread.", cudev);
@@ -450,11 +425,11 @@ static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const
                 res->args.lse.ptr = host_copy(args->lse.ptr, view_extent(3, dl3, args->lse.stride), 4, &err_in, &st_in);
             if (!st_in && args->mask.ptr)
                 res->args.mask.ptr = host_copy(args->mask.ptr, view_extent(4, dm4, args->mask.stride), 4, &err_in, &st_in);
-            tm->inputs = now_s() - t_in;
+            tm->inputs = orc_gpu_now_s() - t_in;
         }
-        if (tid == 0) t_q = now_s();
+        if (tid == 0) t_q = orc_gpu_now_s();
     }
-    tm->inputs_wait = now_s() - t_q;
+    tm->inputs_wait = orc_gpu_now_s() - t_q;
     if (!st && st_in) { st = st_in; *err = err_in; }
     if (!st) st = orc_ctx_bwd(&res->args, &hc, err);
     double o_ratio = 0, lse_ratio = 0, ms_all = 0, ms_fin = 0, ms_part[ORC_GPU_NPART] = {0};
@@ -465,7 +440,7 @@ static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const
     free(rlo);
     free(rhi);
     if (st) {
-        for (int k = 0; k < 3; k++) dblk_free(&blk[k]);
+        for (int k = 0; k < 3; k++) orc_gpu_dblk_free(&blk[k]);
         orc_gpu_bwd_free(res);
         return st;
     }
@@ -486,7 +461,7 @@ fa_status orc_gpu_bwd(const fa_bwd_args *args, const fa_precision *prof, const o
     fa_status st = gb_run(args, prof, opt_in, res, 0, blk, &tm, &hc, err);
     if (st) return st;
     /* the host blocks are filled group by group; then the host's escalation (orc_bwd.c's loops) */
-    for (int k = 0; k < 3; k++) dblk_free(&blk[k]);
+    for (int k = 0; k < 3; k++) orc_gpu_dblk_free(&blk[k]);
     res->escalations = orc_gpu_bwd_escalate(&hc, &res->opt, res, orc_nthreads(&res->opt));
     return FA_OK;
 }
@@ -498,13 +473,13 @@ fa_status orc_gpu_bwd_dev(const fa_bwd_args *args, const fa_precision *prof, con
     orc_gpu_dblk blk[3];
     orc_ctx hc;
     orc_bwd_result *res = &out->r;
-    double t0 = now_s();
+    double t0 = orc_gpu_now_s();
     fa_status st = gb_run(args, prof, opt_in, res, 1, blk, &out->t, &hc, err);
     if (st) return st;
-    double t1 = now_s();
+    double t1 = orc_gpu_now_s();
     char msg[256];
     int64_t esc = dev_escalate(&hc, &res->opt, res, &blk[0], &blk[1], &blk[2], orc_nthreads(&res->opt), msg, sizeof msg);
-    out->t.escalate = now_s() - t1;
+    out->t.escalate = orc_gpu_now_s() - t1;
     orc_block *hb[3] = {&res->dq, &res->dk, &res->dv};
     for (int k = 0; k < 3; k++) {
         hb[k]->ref = blk[k].ref;
@@ -517,7 +492,7 @@ fa_status orc_gpu_bwd_dev(const fa_bwd_args *args, const fa_precision *prof, con
         return orc_fail(err, FA_ERR_DEVICE, "", "%s", msg);
     }
     res->escalations = esc;
-    out->t.total = now_s() - t0;
+    out->t.total = orc_gpu_now_s() - t0;
     return FA_OK;
 }
 
@@ -526,7 +501,7 @@ void orc_gpu_bwd_dev_free(orc_gpu_bwd_dres *r) {
     orc_block *hb[3] = {&r->r.dq, &r->r.dk, &r->r.dv};
     for (int k = 0; k < 3; k++) {
         orc_gpu_dblk b = {hb[k]->ref, hb[k]->bound, hb[k]->orc_err, hb[k]->flags};
-        dblk_free(&b);
+        orc_gpu_dblk_free(&b);
         hb[k]->ref = hb[k]->bound = hb[k]->orc_err = NULL;
         hb[k]->flags = NULL;
     }

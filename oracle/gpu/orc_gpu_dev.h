@@ -252,6 +252,14 @@ int orc_gpu_cmp_stats(const orc_gpu_cmp_desc *c, const int32_t *d0, orc_gpu_cmp_
 int orc_gpu_cmp_hist(const double *a, int64_t n, int shift, unsigned long long prefix,
                      unsigned long long *hist_dev, unsigned long long *hist_host, char *msg, size_t nmsg);
 
+/* Host helpers of both passes (orc_gpu.c). A device result block of nel elements (ref, bound,
+ * orc_err: double; flags: uint8): 0, or -1 with nothing left allocated (CUDA error cleared).
+ * orc_gpu_dblk_free frees and zeroes it (a zeroed block is freed as a no-op). */
+int orc_gpu_dblk_alloc(orc_gpu_dblk *b, int64_t nel);
+void orc_gpu_dblk_free(orc_gpu_dblk *b);
+/* CLOCK_MONOTONIC in seconds (the passes' timings). */
+double orc_gpu_now_s(void);
+
 #ifdef __cplusplus
 }
 #endif
