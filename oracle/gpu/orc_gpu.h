@@ -141,6 +141,25 @@ fa_status orc_gpu_compare_bwd(const orc_bwd_result *res, const fa_tensor *dq, co
                               const fa_tensor *dv, orc_stats *dq_stats, orc_stats *dk_stats,
                               orc_stats *dv_stats, fa_error *err);
 
+/* What the checks take from a block beyond orc_stats (properties/check/check.c, judge): the
+ * exact masked-row rule and the magnitude sums, for a result block whose ref, bound, orc_err
+ * and flags are in DEVICE memory (index on the host; an orc_gpu_*_dres block) and the kernel's
+ * tensor kv in device memory (fp16/bf16 [b, s, h, d] by st, or fp32 LSE [b, h, s] by st[0..2]
+ * with kv_f32). Elements with ORC_F_MASKED_ROW: masked_bad counts those whose kernel value is
+ * not exactly ref (the first in element order at masked_at, (b, s, h, d) as orc_stats,
+ * its value masked_got); masked_ref is the reference of the first masked-row element (NaN:
+ * none). The other elements without NaN / Inf / uncheckable flags and with a finite kernel
+ * value: ref2, got2, bnd2 are the sums of ref^2, kv^2 and (bound + orc_err)^2, RN double in a
+ * fixed order (the host's own sums up to that order). Synchronous. */
+typedef struct {
+    double ref2, got2, bnd2;
+    int64_t masked_bad;
+    int64_t masked_at[4];
+    double masked_got, masked_ref;
+} orc_gpu_norms;
+fa_status orc_gpu_block_norms(const orc_block *blk, const void *kv, const int64_t *st, int kv_f32, int bf16,
+                              orc_gpu_norms *out, fa_error *err);
+
 /* The tier keeps its device and pinned buffers per host thread from call to call (small
  * calls allocate nothing); this frees the calling thread's. */
 void orc_gpu_release(void);

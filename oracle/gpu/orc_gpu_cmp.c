@@ -13,6 +13,7 @@
  * bias_zero_sum, RN sums of the same terms in another order.
  * Dense problems without a naive baseline (the GPU tier's results); anything else is
  * FA_ERR_INVALID naming it (judge it with orc_compare_*). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -419,4 +420,89 @@ fa_status orc_gpu_compare_bwd_dev(const orc_gpu_bwd_dres *res, const fa_tensor *
                                   fa_error *err) {
     if (!res) return gc_fail(err, FA_ERR_INVALID, "res", "res is NULL; pass an orc_gpu_bwd_dres.");
     return gc_bwd(&res->r, 1, dq, dk, dv, dq_stats, dk_stats, dv_stats, err);
+}
+
+// ----------------------------------------------------------------------------
+// the checks' masked-row and magnitude sums (orc_gpu.h: orc_gpu_block_norms)
+
+fa_status orc_gpu_block_norms(const orc_block *blk, const void *kv, const int64_t *st, int kv_f32, int bf16,
+                              orc_gpu_norms *out, fa_error *err) {
+    char msg[256] = "";
+    if (!blk || !out) return gc_fail(err, FA_ERR_INVALID, "blk", "blk and out must not be NULL.");
+    memset(out, 0, sizeof *out);
+    for (int k = 0; k < 4; k++) out->masked_at[k] = -1;
+    out->masked_ref = NAN;
+    if (blk->n > 0 && (!orc_gpu_is_device(blk->ref) || !orc_gpu_is_device(kv)))
+        return gc_fail(err, FA_ERR_INVALID, "blk", "the block's arrays and the kernel tensor must be in device memory.");
+    int64_t dim = blk->dim;
+    int64_t cv = dim > 0 ? CMP_CHUNK / dim : 1;
+    if (cv < 1) cv = 1;
+    if (cv > blk->n) cv = blk->n > 0 ? blk->n : 1;
+    orc_index *d_index = NULL;
+    orc_gpu_norm_part *d_parts = NULL, *parts = malloc(sizeof *parts * ORC_GPU_CMP_BLOCKS);
+    fa_status ret = FA_OK;
+    long long be = -1, me = -1;
+    if (!parts) return gc_fail(err, FA_ERR_NOMEM, "", "out of memory in the GPU norms.");
+#define CU(x, what)                                                                                       \
+    do {                                                                                                  \
+        cudaError_t e_ = (x);                                                                             \
+        if (e_ != cudaSuccess) {                                                                          \
+            (void)cudaGetLastError();                                                                     \
+            snprintf(msg, sizeof msg, "CUDA error in the GPU norms (%s): %s", what, cudaGetErrorString(e_)); \
+            ret = e_ == cudaErrorMemoryAllocation ? FA_ERR_NOMEM : FA_ERR_DEVICE;                         \
+            goto done;                                                                                    \
+        }                                                                                                 \
+    } while (0)
+    CU(cudaMalloc((void **)&d_index, (size_t)cv * sizeof(orc_index)), "scratch");
+    CU(cudaMalloc((void **)&d_parts, sizeof(orc_gpu_norm_part) * ORC_GPU_CMP_BLOCKS), "scratch");
+    orc_gpu_cmp_desc c;
+    memset(&c, 0, sizeof c);
+    c.dim = dim; c.kv = kv; c.kv_f32 = kv_f32; c.bf16 = bf16;
+    for (int k = 0; k < 4; k++) c.st[k] = st[k < 3 || !kv_f32 ? k : 2];
+    c.index = d_index;
+    for (int64_t v0 = 0; v0 < blk->n; v0 += cv) {
+        int64_t n = blk->n - v0 < cv ? blk->n - v0 : cv, e0 = v0 * dim;
+        c.n = n; c.e0 = e0;
+        c.ref = blk->ref + e0; c.bound = blk->bound + e0; c.oe = blk->orc_err + e0; c.flags = blk->flags + e0;
+        CU(cudaMemcpy(d_index, blk->index + v0, (size_t)n * sizeof(orc_index), cudaMemcpyHostToDevice), "upload");
+        if (orc_gpu_cmp_norms(&c, d_parts, msg, sizeof msg)) { ret = FA_ERR_DEVICE; goto done; }
+        CU(cudaMemcpy(parts, d_parts, sizeof *parts * ORC_GPU_CMP_BLOCKS, cudaMemcpyDeviceToHost), "partials");
+        for (int b = 0; b < ORC_GPU_CMP_BLOCKS; b++) { /* in block order: a fixed sum */
+            const orc_gpu_norm_part *q = &parts[b];
+            out->ref2 += q->ref2;
+            out->got2 += q->got2;
+            out->bnd2 += q->bnd2;
+            out->masked_bad += (int64_t)q->masked_bad;
+            if (q->bad_e >= 0 && (be < 0 || q->bad_e < be)) be = q->bad_e;
+            if (q->masked_e >= 0 && (me < 0 || q->masked_e < me)) me = q->masked_e;
+        }
+    }
+    if (be >= 0) {
+        const orc_index *ix = &blk->index[be / dim];
+        int64_t d = be % dim;
+        at_of(blk, be, out->masked_at);
+        if (kv_f32) { /* the check names an LSE element [b, h, s] (its logical index) */
+            out->masked_at[1] = ix->h;
+            out->masked_at[2] = ix->s;
+        }
+        if (kv_f32) {
+            float f;
+            CU(cudaMemcpy(&f, (const float *)kv + ix->b * st[0] + ix->h * st[1] + ix->s * st[2], 4,
+                          cudaMemcpyDeviceToHost), "masked element");
+            out->masked_got = f;
+        } else {
+            uint16_t u;
+            CU(cudaMemcpy(&u, (const uint16_t *)kv + ix->b * st[0] + ix->s * st[1] + ix->h * st[2] + d * st[3], 2,
+                          cudaMemcpyDeviceToHost), "masked element");
+            out->masked_got = orc_decode(u, bf16 ? FA_BF16 : FA_F16);
+        }
+    }
+    if (me >= 0) CU(cudaMemcpy(&out->masked_ref, blk->ref + me, 8, cudaMemcpyDeviceToHost), "masked element");
+#undef CU
+done:
+    if (ret) gc_fail(err, ret, "", msg[0] ? msg : "the GPU norms failed.");
+    free(parts);
+    cudaFree(d_index);
+    cudaFree(d_parts);
+    return ret;
 }

@@ -252,6 +252,18 @@ int orc_gpu_cmp_stats(const orc_gpu_cmp_desc *c, const int32_t *d0, orc_gpu_cmp_
 int orc_gpu_cmp_hist(const double *a, int64_t n, int shift, unsigned long long prefix,
                      unsigned long long *hist_dev, unsigned long long *hist_host, char *msg, size_t nmsg);
 
+/* One block's masked-row and magnitude partials (k_cmp_norms): sums of ref^2, kv^2,
+ * (bound + orc_err)^2 over the elements the check's magnitude test takes, masked-row
+ * elements not exactly their reference (count; smallest block element index bad_e), the
+ * smallest masked-row element index masked_e (-1 none). */
+typedef struct {
+    double ref2, got2, bnd2;
+    unsigned long long masked_bad;
+    long long bad_e, masked_e;
+} orc_gpu_norm_part;
+/* parts[ORC_GPU_CMP_BLOCKS] of the chunk c (d0 not used). Asynchronous (default stream). */
+int orc_gpu_cmp_norms(const orc_gpu_cmp_desc *c, orc_gpu_norm_part *parts, char *msg, size_t nmsg);
+
 /* Host helpers of both passes (orc_gpu.c). A device result block of nel elements (ref, bound,
  * orc_err: double; flags: uint8): 0, or -1 with nothing left allocated (CUDA error cleared).
  * orc_gpu_dblk_free frees and zeroes it (a zeroed block is freed as a no-op). */

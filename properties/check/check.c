@@ -191,16 +191,14 @@ static void block_logical(const fc_run *r, int t, const orc_index *ix, int64_t k
     }
 }
 
-/* the LSE value a masked row must hold, as text */
-static const char *res_lse_empty_name(const orc_block *blk) {
-    for (int64_t e = 0; e < blk->n; e++)
-        if (blk->flags[e] & ORC_F_MASKED_ROW)
-            return blk->ref[e] == 0 ? "0 (the profile's lse_empty)" : blk->ref[e] > 0 ? "+inf (the profile's lse_empty)" : "-inf";
-    return "-inf";
+/* the LSE value a masked row must hold, as text, from the reference of a masked-row element
+   (NaN: none) */
+static const char *lse_empty_name(double ref) {
+    return ref == 0 ? "0 (the profile's lse_empty)" : ref > 0 ? "+inf (the profile's lse_empty)" : "-inf";
 }
 
-static int64_t judge(const fc_run *r, const orc_block *blk, const orc_stats *st, int t, fc_verdict *v) {
-    const fc_buf *b = &r->buf[t];
+int64_t fc_judge_tensor(const fc_run *r, int t, const orc_stats *st, const fc_block_norms *nm, fc_verdict *v) {
+    (void)r;
     fc_tensor_stats *ts = &v->t[t];
     const char *name = fc_tensor_name(t);
     int64_t problems = 0;
@@ -270,10 +268,40 @@ static int64_t judge(const fc_run *r, const orc_block *blk, const orc_stats *st,
         problems += st->failed;
     }
 
+    if (nm->masked_bad) {
+        fc_verdict_fail(v, "masked_row", "%s: %lld elements of rows/columns with no visible key (or query) are not "
+                                         "exactly %s; first at [%lld,%lld,%lld,%lld] = %.9g",
+                        name, (long long)nm->masked_bad, t != FC_T_LSE ? "0" : lse_empty_name(nm->masked_ref),
+                        (long long)nm->masked_at[0], (long long)nm->masked_at[1], (long long)nm->masked_at[2],
+                        (long long)nm->masked_at[3], nm->masked_got);
+        problems += nm->masked_bad;
+    }
+    ts->ref_norm2 = sqrt(nm->ref2);
+    ts->got_norm2 = sqrt(nm->got2);
+    ts->bound_norm2 = sqrt(nm->bnd2);
+    /* | ||got|| - ||ref|| | <= ||got - ref|| <= ||bound + orc_err||; 1e-12 relative slack
+       covers the rounding of the three double sums of squares (n < 2^31 terms, u = 2^-53). */
+    double slack = 1e-12 * (ts->ref_norm2 + ts->got_norm2);
+    if (fabs(ts->got_norm2 - ts->ref_norm2) > ts->bound_norm2 + slack) {
+        fc_verdict_fail(v, "magnitude", "%s: ||got||_2 = %.6g but ||ref||_2 = %.6g (allowed difference %.3g)", name,
+                        ts->got_norm2, ts->ref_norm2, ts->bound_norm2);
+        problems++;
+    }
+    ts->weak = ts->ref_norm2 > 0 && ts->bound_norm2 >= ts->ref_norm2;
+    return problems;
+}
+
+void fc_block_norms_init(fc_block_norms *n) {
+    memset(n, 0, sizeof *n);
+    for (int k = 0; k < 4; k++) n->masked_at[k] = -1;
+    n->masked_ref = NAN;
+}
+
+void fc_block_norms_host(const fc_run *r, int t, const orc_block *blk, fc_block_norms *out) {
+    const fc_buf *b = &r->buf[t];
+    fc_block_norms_init(out);
     /* masked rows (exact), magnitude */
     double ref2 = 0, got2 = 0, bnd2 = 0;
-    int64_t masked_bad = 0, first_masked[4] = {0, 0, 0, 0};
-    double first_masked_got = 0;
     for (int64_t vi = 0; vi < blk->n; vi++) {
         for (int64_t k = 0; k < blk->dim; k++) {
             int64_t e = vi * blk->dim + k, idx[4];
@@ -283,13 +311,14 @@ static int64_t judge(const fc_run *r, const orc_block *blk, const orc_stats *st,
             if (f & ORC_F_MASKED_ROW) {
                 /* exactly the declared value: O, dQ, dK, dV 0; LSE the profile's lse_empty
                    (-inf by the contract) */
+                if (isnan(out->masked_ref)) out->masked_ref = blk->ref[e];
                 int ok = got == blk->ref[e];
                 if (!ok) {
-                    if (!masked_bad) {
-                        memcpy(first_masked, idx, sizeof idx);
-                        first_masked_got = got;
+                    if (!out->masked_bad) {
+                        memcpy(out->masked_at, idx, sizeof idx);
+                        out->masked_got = got;
                     }
-                    masked_bad++;
+                    out->masked_bad++;
                 }
                 continue;
             }
@@ -302,27 +331,15 @@ static int64_t judge(const fc_run *r, const orc_block *blk, const orc_stats *st,
             bnd2 += bd * bd;
         }
     }
-    if (masked_bad) {
-        fc_verdict_fail(v, "masked_row", "%s: %lld elements of rows/columns with no visible key (or query) are not "
-                                         "exactly %s; first at [%lld,%lld,%lld,%lld] = %.9g",
-                        name, (long long)masked_bad, t != FC_T_LSE ? "0" : res_lse_empty_name(blk), (long long)first_masked[0],
-                        (long long)first_masked[1], (long long)first_masked[2], (long long)first_masked[3],
-                        first_masked_got);
-        problems += masked_bad;
-    }
-    ts->ref_norm2 = sqrt(ref2);
-    ts->got_norm2 = sqrt(got2);
-    ts->bound_norm2 = sqrt(bnd2);
-    /* | ||got|| - ||ref|| | <= ||got - ref|| <= ||bound + orc_err||; 1e-12 relative slack
-       covers the rounding of the three double sums of squares (n < 2^31 terms, u = 2^-53). */
-    double slack = 1e-12 * (ts->ref_norm2 + ts->got_norm2);
-    if (fabs(ts->got_norm2 - ts->ref_norm2) > ts->bound_norm2 + slack) {
-        fc_verdict_fail(v, "magnitude", "%s: ||got||_2 = %.6g but ||ref||_2 = %.6g (allowed difference %.3g)", name,
-                        ts->got_norm2, ts->ref_norm2, ts->bound_norm2);
-        problems++;
-    }
-    ts->weak = ts->ref_norm2 > 0 && ts->bound_norm2 >= ts->ref_norm2;
-    return problems;
+    out->ref2 = ref2;
+    out->got2 = got2;
+    out->bnd2 = bnd2;
+}
+
+static int64_t judge(const fc_run *r, const orc_block *blk, const orc_stats *st, int t, fc_verdict *v) {
+    fc_block_norms nm;
+    fc_block_norms_host(r, t, blk, &nm);
+    return fc_judge_tensor(r, t, st, &nm, v);
 }
 
 int64_t fc_check_fwd_outputs(const fc_run *r, const orc_fwd_result *res, fc_verdict *v) {
@@ -371,6 +388,169 @@ int64_t fc_check_bwd_outputs(const fc_run *r, const orc_bwd_result *res, fc_verd
         }
     }
     return n;
+}
+
+/* ---------------------------------------------------------------------------
+ * The device path's chunking (check.h): plan, views, merge, driver
+ * ------------------------------------------------------------------------- */
+int64_t fc_chunk_per(int64_t batch, double bytes_per_batch, double budget) {
+    if (batch <= 0) return 0;
+    if (!(bytes_per_batch > 0)) return batch;
+    double k = floor(budget / bytes_per_batch);
+    if (!(k >= 1)) return 0;
+    return k >= (double)batch ? batch : (int64_t)k;
+}
+
+static void *adv(const void *p, int64_t elems, size_t esz) {
+    return p ? (void *)((const char *)p + (ptrdiff_t)elems * (ptrdiff_t)esz) : NULL;
+}
+
+static fa_tensor tview(fa_tensor t, int64_t b0) {
+    t.ptr = adv(t.ptr, b0 * t.stride[0], 2); /* fp16 / bf16 */
+    return t;
+}
+
+void fc_fwd_args_batch_view(const fa_fwd_args *a, int64_t b0, int64_t nb, fa_fwd_args *out) {
+    *out = *a;
+    out->p.batch = nb;
+    out->q = tview(a->q, b0);
+    out->k = tview(a->k, b0);
+    out->v = tview(a->v, b0);
+    out->o = tview(a->o, b0);
+    out->lse.ptr = adv(a->lse.ptr, b0 * a->lse.stride[0], sizeof(float));
+    out->mask.ptr = adv(a->mask.ptr, b0 * a->mask.stride[0], sizeof(float));
+}
+
+void fc_bwd_args_batch_view(const fa_bwd_args *a, int64_t b0, int64_t nb, fa_bwd_args *out) {
+    *out = *a;
+    out->p.batch = nb;
+    out->q = tview(a->q, b0);
+    out->k = tview(a->k, b0);
+    out->v = tview(a->v, b0);
+    out->o = tview(a->o, b0);
+    out->dout = tview(a->dout, b0);
+    out->dq = tview(a->dq, b0);
+    out->dk = tview(a->dk, b0);
+    out->dv = tview(a->dv, b0);
+    out->lse.ptr = adv(a->lse.ptr, b0 * a->lse.stride[0], sizeof(float));
+    out->mask.ptr = adv(a->mask.ptr, b0 * a->mask.stride[0], sizeof(float));
+}
+
+void fc_stats_chunk_init(orc_stats *acc) {
+    memset(acc, 0, sizeof *acc);
+    for (int k = 0; k < 4; k++) acc->worst_at[k] = acc->first_fail_at[k] = acc->first_ovf_at[k] = -1;
+    acc->median_ratio = NAN;
+}
+
+static void at_shift(int64_t dst[4], const int64_t src[4], int64_t b0) {
+    memcpy(dst, src, 4 * sizeof *dst);
+    if (src[0] >= 0) dst[0] = src[0] + b0;
+}
+
+void fc_stats_chunk_merge(orc_stats *acc, const orc_stats *s, int64_t b0, int first) {
+    acc->checked += s->checked;
+    acc->failed += s->failed;
+    acc->unchecked += s->unchecked;
+    acc->escalations += s->escalations;
+    /* worst: strictly larger ratio wins (a tie keeps the earlier chunk, the smaller index); a
+       chunk with no finite element has worst_at -1 and ratio 0 */
+    if (first || (s->worst_at[0] >= 0 && (acc->worst_at[0] < 0 || s->worst_ratio > acc->worst_ratio))) {
+        acc->worst_ratio = s->worst_ratio;
+        at_shift(acc->worst_at, s->worst_at, b0);
+        acc->worst_kernel = s->worst_kernel;
+        acc->worst_ref = s->worst_ref;
+        acc->worst_bound = s->worst_bound;
+    }
+    acc->nan_unexpected += s->nan_unexpected;
+    acc->nan_missing += s->nan_missing;
+    acc->overflow_inf += s->overflow_inf;
+    acc->overflow_sensitive += s->overflow_sensitive;
+    if (acc->first_ovf_at[0] < 0 && s->first_ovf_at[0] >= 0) at_shift(acc->first_ovf_at, s->first_ovf_at, b0);
+    if (acc->first_fail_at[0] < 0 && s->first_fail_at[0] >= 0) at_shift(acc->first_fail_at, s->first_fail_at, b0);
+    for (int k = 0; k < ORC_HIST_BUCKETS; k++) acc->ratio_hist[k] += s->ratio_hist[k];
+    acc->exact += s->exact;
+    acc->nonfinite_match += s->nonfinite_match;
+    acc->bias_sum += s->bias_sum;
+    acc->bias_zero_sum += s->bias_zero_sum;
+    acc->bias_n += s->bias_n;
+    if (first) {
+        /* the grid's cells are (head block, position block), maxima over the batch: the same
+           layout in every chunk of a call */
+        acc->grid_rows = s->grid_rows;
+        acc->grid_cols = s->grid_cols;
+        acc->grid_hb = s->grid_hb;
+        acc->grid_sb = s->grid_sb;
+        acc->grid_heads = s->grid_heads;
+        acc->grid_seq = s->grid_seq;
+        memcpy(acc->grid, s->grid, sizeof acc->grid);
+    } else {
+        for (int i = 0; i < ORC_GRID_ROWS; i++)
+            for (int j = 0; j < ORC_GRID_COLS; j++)
+                if (s->grid[i][j] > acc->grid[i][j]) acc->grid[i][j] = s->grid[i][j];
+    }
+    if (s->max_err > acc->max_err) acc->max_err = s->max_err;
+    acc->median_ratio = NAN;
+}
+
+void fc_norms_chunk_merge(fc_block_norms *acc, const fc_block_norms *s, int64_t b0) {
+    acc->ref2 += s->ref2;
+    acc->got2 += s->got2;
+    acc->bnd2 += s->bnd2;
+    if (acc->masked_bad == 0 && s->masked_bad > 0) {
+        at_shift(acc->masked_at, s->masked_at, b0);
+        acc->masked_got = s->masked_got;
+    }
+    acc->masked_bad += s->masked_bad;
+    if (isnan(acc->masked_ref)) acc->masked_ref = s->masked_ref;
+}
+
+int fc_check_chunked(int64_t batch, int64_t per, int ntensors, fc_chunk_fn fn, void *user, orc_stats *st,
+                     fc_block_norms *nm, int64_t *nchunks, char *msg, size_t msglen) {
+    orc_stats cs[8];
+    fc_block_norms cn[8];
+    if (ntensors < 1 || ntensors > 8 || per < 1) {
+        snprintf(msg, msglen, "harness: chunked check with %d tensors and %lld batches per chunk", ntensors,
+                 (long long)per);
+        return -1;
+    }
+    for (int k = 0; k < ntensors; k++) {
+        fc_stats_chunk_init(&st[k]);
+        fc_block_norms_init(&nm[k]);
+    }
+    int64_t n = 0;
+    for (int64_t b0 = 0; b0 < batch;) {
+        fc_chunk c = {b0, batch - b0 < per ? batch - b0 : per};
+        for (int k = 0; k < ntensors; k++) {
+            fc_stats_chunk_init(&cs[k]);
+            fc_block_norms_init(&cn[k]);
+        }
+        int r = fn(user, &c, cs, cn, msg, msglen);
+        if (r < 0) return -1;
+        if (r > 0) {
+            if (c.nb == 1) {
+                char why[256];
+                snprintf(why, sizeof why, "%s", msg);
+                snprintf(msg, msglen, "harness: one batch of this call does not fit in device memory for the oracle "
+                                      "(batch %lld%s%s); not judged", (long long)b0, why[0] ? ": " : "", why);
+                return -1;
+            }
+            per = c.nb / 2; /* shrink and retry the same batches */
+            continue;
+        }
+        for (int k = 0; k < ntensors; k++) {
+            fc_stats_chunk_merge(&st[k], &cs[k], c.b0, n == 0);
+            fc_norms_chunk_merge(&nm[k], &cn[k], c.b0);
+        }
+        n++;
+        b0 += c.nb;
+    }
+    if (nchunks) *nchunks = n;
+    return 0;
+}
+
+int fc_check_device_path(const fc_run *r) {
+    if (!r->on_device || fc_case_is_v3(&r->c) || oracle_work(&r->c) < FC_CHECK_DEVICE_WORK) return 0;
+    return fc_oracle_use_gpu(fc_check_oracle(), r->on_device, fc_oracle_gpu_usable(), (double)oracle_work(&r->c));
 }
 
 /* ---------------------------------------------------------------------------
@@ -436,6 +616,7 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
     char msg[512];
     fc_run r1, r2;
     int second = 0; /* r2 initialized */
+    int64_t nch_f = 0, nch_b = 0; /* chunks of the device path (0: host path) */
     memset(&r2, 0, sizeof r2);
     double tm[TM_N] = {0}, t0 = chk_now(), t1;
 #define LAP(k) (t1 = chk_now(), tm[k] += t1 - t0, t0 = t1)
@@ -458,8 +639,17 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
     fc_check_sample_plan(&c, o, &max_rows, &max_cols);
     orc_fwd_result fres;
     const int no_oracle = oracle_v3_refused(&r1, msg, sizeof msg) != 0;
+    /* production size on a CUDA backend: judged on the device in batch chunks (check.h) */
+    const int dev_path = !no_oracle && fc_check_device_path(&r1);
     if (no_oracle) {
         fc_verdict_skip(v, "forward values not judged: %s", msg);
+    } else if (dev_path) {
+        LAP(TM_FCHK);
+        if (fc_check_fwd_device(&r1, fc_check_profile(be), v, &nch_f, msg, sizeof msg)) {
+            fc_verdict_fail(v, "harness", "%s", msg);
+            goto done;
+        }
+        LAP(TM_FORC);
     } else if (LAP(TM_FCHK), fc_oracle_fwd_plan(&r1, fc_check_profile(be), fc_check_oracle(), max_rows, &fres, NULL, msg, sizeof msg)) {
         fc_verdict_fail(v, "harness", "%s", msg);
         goto done;
@@ -501,6 +691,13 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
         orc_bwd_result bres;
         if (no_oracle) {
             fc_verdict_skip(v, "backward values not judged: the oracle of this build has no contract-v3 support");
+        } else if (dev_path) {
+            LAP(TM_BCHK);
+            if (fc_check_bwd_device(&r1, fc_check_profile(be), v, &nch_b, msg, sizeof msg)) {
+                fc_verdict_fail(v, "harness", "%s", msg);
+                goto done;
+            }
+            LAP(TM_BORC);
         } else if (LAP(TM_BCHK), fc_oracle_bwd_plan(&r1, fc_check_profile(be), fc_check_oracle(), max_rows, max_cols, &bres, NULL, msg, sizeof msg)) {
             fc_verdict_fail(v, "harness", "%s", msg);
             goto done;
@@ -528,14 +725,20 @@ done:
     fc_run_free(&r1);
     if (second) fc_run_free(&r2);
     LAP(TM_DET);
+    char dev_note[96];
+    if (nch_f || nch_b)
+        snprintf(dev_note, sizeof dev_note, "device path (oracle and compare on the GPU): %lld + %lld chunks",
+                 (long long)nch_f, (long long)nch_b);
+    else
+        snprintf(dev_note, sizeof dev_note, "host path");
     if (oracle_work(&c) >= TIMED_WORK)
         fprintf(stderr,
                 "check timing B%lld Sq%lld Sk%lld H%lld/%lld D%lld: inputs %.2f s, forward %.2f s (+ buffer checks "
                 "%.2f s), oracle fwd %.2f s, compare fwd %.2f s, backward %.2f s (+ buffer checks %.2f s), oracle bwd "
-                "%.2f s, compare bwd %.2f s, other (determinism run, stress, frees) %.2f s\n",
+                "%.2f s, compare bwd %.2f s, other (determinism run, stress, frees) %.2f s; %s\n",
                 (long long)c.p.batch, (long long)c.p.seqlen_q, (long long)c.p.seqlen_k, (long long)c.p.heads_q,
                 (long long)c.p.heads_kv, (long long)c.p.head_dim_qk, tm[TM_INIT], tm[TM_FWD], tm[TM_FCHK],
-                tm[TM_FORC], tm[TM_FCMP], tm[TM_BWD], tm[TM_BCHK], tm[TM_BORC], tm[TM_BCMP], tm[TM_DET]);
+                tm[TM_FORC], tm[TM_FCMP], tm[TM_BWD], tm[TM_BCHK], tm[TM_BORC], tm[TM_BCMP], tm[TM_DET], dev_note);
 #undef LAP
     if (o->verbose && v->outcome == FC_FAIL) fc_verdict_print(v, stderr);
     return v->outcome;

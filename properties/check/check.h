@@ -280,6 +280,92 @@ int64_t fc_check_fwd_outputs(const fc_run *r, const orc_fwd_result *res, fc_verd
 int64_t fc_check_bwd_outputs(const fc_run *r, const orc_bwd_result *res, fc_verdict *v);
 
 /* ---------------------------------------------------------------------------
+ * The device path: production-size calls judged on the GPU in batch chunks
+ *
+ * For a run whose backend works in device memory (on_device), a dense case (no contract-v3
+ * feature) of oracle work >= FC_CHECK_DEVICE_WORK, and a GPU tier that fc_oracle_use_gpu
+ * allows, fc_check_case judges O, LSE, dQ, dK, dV on the device (fc_check_fwd_device /
+ * fc_check_bwd_device): the run's tensors are uploaded once, the call is cut into chunks of
+ * whole batches (views: pointers advanced by b0 * stride[0], batch nb), each chunk verified by
+ * the GPU tier with its result blocks left on the device (orc_gpu_fwd_dev / orc_gpu_bwd_dev),
+ * judged there (orc_gpu_compare_*_dev: orc_judge.h's rule, MPFR escalation of undecided
+ * vectors on the host) and measured there (orc_gpu_block_norms: masked rows, magnitude); only
+ * statistics come back. Chunk statistics are merged with their indices moved to the full call
+ * (b + b0), so a verdict names elements as a whole-call check does. Device memory holds the
+ * uploaded tensors plus one chunk's oracle blocks; a chunk the device cannot hold is halved
+ * (down to one batch; then a harness error, never a finding). Every element is judged: no
+ * sample. The guards, unwritten, unchanged-input and determinism checks stay on the host copies.
+ * ------------------------------------------------------------------------- */
+/* 2^36: the production shapes (S >= 8k); below it the host path's result blocks are small. */
+#define FC_CHECK_DEVICE_WORK ((int64_t)1 << 36)
+/* Device bytes an element of a chunk's oracle result costs: ref, bound, orc_err (3 doubles),
+ * flags (1), the compare's ratio (8) and index/escalation scratch (rounded up). */
+#define FC_CHECK_DEVICE_ELEM_BYTES 40
+
+/* 1 when fc_check_case takes the device path for run r (the rule above); pure but for the
+ * device probe (orc_gpu_available). */
+int fc_check_device_path(const fc_run *r);
+
+/* The masked-row and magnitude sums of a tensor (what judge adds to orc_stats): as
+ * orc_gpu_norms (oracle/gpu/orc_gpu.h). masked_at the logical index of the first bad
+ * masked-row element ([b, s, h, d]; LSE [b, h, s, 0]), -1 none; masked_ref NaN none. */
+typedef struct {
+    double ref2, got2, bnd2;
+    int64_t masked_bad;
+    int64_t masked_at[4];
+    double masked_got, masked_ref;
+} fc_block_norms;
+void fc_block_norms_init(fc_block_norms *n);
+/* The sums of the elements of host block blk against the kernel's host tensor t of r (what the
+ * host path's judge computes). */
+void fc_block_norms_host(const fc_run *r, int t, const orc_block *blk, fc_block_norms *out);
+
+/* A chunk: batches [b0, b0 + nb). */
+typedef struct {
+    int64_t b0, nb;
+} fc_chunk;
+/* Batches per chunk for `batch` batches of bytes_per_batch device bytes each within budget
+ * bytes: min(batch, floor(budget / bytes_per_batch)); 0 when one batch does not fit. */
+int64_t fc_chunk_per(int64_t batch, double bytes_per_batch, double budget);
+/* Views of args restricted to batches [b0, b0 + nb): every tensor's pointer advanced by
+ * b0 * stride[0] elements (a broadcast mask, stride 0, stays), p.batch = nb. Dense args only. */
+void fc_fwd_args_batch_view(const fa_fwd_args *a, int64_t b0, int64_t nb, fa_fwd_args *out);
+void fc_bwd_args_batch_view(const fa_bwd_args *a, int64_t b0, int64_t nb, fa_bwd_args *out);
+
+/* Merge the statistics of a chunk starting at batch b0 into acc (chunks in batch order; acc from
+ * fc_stats_chunk_init; first: this is the first chunk, whose worst and grid are taken): counts, histograms and sums add; the worst element is the larger ratio
+ * (the earlier chunk on a tie: the smaller element index); first failure / overflow the first
+ * chunk's; grid cells the max; every position's batch index moved by b0. median_ratio is not
+ * mergeable: NaN in acc (the checks do not read it). */
+void fc_stats_chunk_init(orc_stats *acc);
+void fc_stats_chunk_merge(orc_stats *acc, const orc_stats *s, int64_t b0, int first);
+void fc_norms_chunk_merge(fc_block_norms *acc, const fc_block_norms *s, int64_t b0);
+
+/* One chunk's judgement: fill st[k], nm[k] for the ntensors tensors of the pass (forward: O,
+ * LSE; backward: dQ, dK, dV) with positions relative to the chunk. Returns 0, 1 when the chunk
+ * does not fit (the driver halves it), -1 on an error (msg). */
+typedef int (*fc_chunk_fn)(void *user, const fc_chunk *c, orc_stats *st, fc_block_norms *nm, char *msg, size_t msglen);
+/* Run fn over the batches [0, batch) in chunks of at most per batches (halved on a 1 from fn,
+ * never below one batch), merging into st[ntensors], nm[ntensors]. *nchunks (may be NULL): the
+ * chunks judged. 0 on success, -1 with msg (a chunk of one batch that does not fit, or fn's
+ * error). */
+int fc_check_chunked(int64_t batch, int64_t per, int ntensors, fc_chunk_fn fn, void *user, orc_stats *st,
+                     fc_block_norms *nm, int64_t *nchunks, char *msg, size_t msglen);
+
+/* Judge tensor t of r from its merged statistics and sums (the checks "bound", "nan",
+ * "masked_row", "magnitude", the skip and overflow notes, the weak flag): what
+ * fc_check_fwd_outputs / fc_check_bwd_outputs do for a host block. Returns the problems. */
+int64_t fc_judge_tensor(const fc_run *r, int t, const orc_stats *st, const fc_block_norms *nm, fc_verdict *v);
+
+/* The device path's passes (oracle_tier.c): the whole forward (O, LSE) / backward (dQ, dK, dV)
+ * of r judged into v. 0, or -1 with msg: a harness error (no usable device, a chunk of one
+ * batch too large, a CUDA error of the harness), never a finding. *nchunks: chunks used. */
+int fc_check_fwd_device(const fc_run *r, const fa_precision *prec, fc_verdict *v, int64_t *nchunks, char *msg,
+                        size_t msglen);
+int fc_check_bwd_device(const fc_run *r, const fa_precision *prec, fc_verdict *v, int64_t *nchunks, char *msg,
+                        size_t msglen);
+
+/* ---------------------------------------------------------------------------
  * The whole check of one case
  * ------------------------------------------------------------------------- */
 typedef struct {

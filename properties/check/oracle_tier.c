@@ -49,6 +49,9 @@ void fc_oracle_counts_get(fc_oracle_counts *c) {
     c->fallback = atomic_load(&n_fallback);
 }
 
+static int gpu_usable(void);
+int fc_oracle_gpu_usable(void) { return gpu_usable(); }
+
 static int gpu_usable(void) {
     int u = atomic_load(&g_usable);
     if (u < 0) {
@@ -203,4 +206,172 @@ int fc_oracle_bwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier
         atomic_fetch_add(&n_fallback, 1);
     }
     return cpu_bwd(&a, prec, rows, cols, r->c.seed, res, msg, msglen);
+}
+
+// ----------------------------------------------------------------------------
+// the device path (check.h): the run's tensors uploaded once, the call judged on the device
+// in chunks of whole batches
+
+static void mir_release(void) {
+    for (int t = 0; t < FC_T_COUNT; t++) {
+        if (mir[t]) cudaFree(mir[t]);
+        mir[t] = NULL;
+        mir_cap[t] = 0;
+    }
+}
+
+typedef struct {
+    const fa_precision *prec;
+    fa_fwd_args f; /* device args of the whole call */
+    fa_bwd_args b;
+} dev_ctx;
+
+/* A GPU-tier or compare failure of a chunk: 1 (halve the chunk) when the device is still usable
+ * and the cause may be its size (out of memory; a CUDA error that did not poison the context),
+ * -1 when the context is lost. */
+static int chunk_fail(fa_status st, const fa_error *err, const char *what, char *msg, size_t msglen) {
+    int alive = cudaDeviceSynchronize() == cudaSuccess;
+    (void)cudaGetLastError();
+    snprintf(msg, msglen, "%s: %s: %s", what, fa_status_name(st), err->msg);
+    if (st == FA_ERR_INVALID) return -1;
+    return alive ? 1 : -1;
+}
+
+static void norms_of(const orc_gpu_norms *g, fc_block_norms *n) {
+    n->ref2 = g->ref2;
+    n->got2 = g->got2;
+    n->bnd2 = g->bnd2;
+    n->masked_bad = g->masked_bad;
+    memcpy(n->masked_at, g->masked_at, sizeof n->masked_at);
+    n->masked_got = g->masked_got;
+    n->masked_ref = g->masked_ref;
+}
+
+static fa_status block_norms(const orc_block *blk, const void *kv, const int64_t *st, int f32, int bf16,
+                             fc_block_norms *out, fa_error *err) {
+    orc_gpu_norms g;
+    fa_status s = orc_gpu_block_norms(blk, kv, st, f32, bf16, &g, err);
+    if (s == FA_OK) norms_of(&g, out);
+    return s;
+}
+
+static int fwd_chunk(void *user, const fc_chunk *c, orc_stats *st, fc_block_norms *nm, char *msg, size_t msglen) {
+    dev_ctx *x = user;
+    fa_fwd_args a;
+    fc_fwd_args_batch_view(&x->f, c->b0, c->nb, &a);
+    orc_options opt;
+    fc_oracle_options(&opt);
+    fa_error err;
+    memset(&err, 0, sizeof err);
+    orc_gpu_fwd_dres res;
+    fa_status s = orc_gpu_fwd_dev(&a, x->prec, &opt, &res, &err);
+    if (s != FA_OK) return chunk_fail(s, &err, "GPU tier (forward)", msg, msglen);
+    atomic_fetch_add(&n_gpu, 1);
+    const int bf16 = a.p.dtype == FA_BF16;
+    const int64_t ls[4] = {a.lse.stride[0], a.lse.stride[1], a.lse.stride[2], 0};
+    s = orc_gpu_compare_fwd_dev(&res, &a.o, &a.lse, &st[0], &st[1], &err);
+    if (s == FA_OK) s = block_norms(&res.r.o, a.o.ptr, a.o.stride, 0, bf16, &nm[0], &err);
+    if (s == FA_OK) s = block_norms(&res.r.lse, a.lse.ptr, ls, 1, bf16, &nm[1], &err);
+    orc_gpu_fwd_dev_free(&res);
+    return s == FA_OK ? 0 : chunk_fail(s, &err, "GPU compare (forward)", msg, msglen);
+}
+
+static int bwd_chunk(void *user, const fc_chunk *c, orc_stats *st, fc_block_norms *nm, char *msg, size_t msglen) {
+    dev_ctx *x = user;
+    fa_bwd_args a;
+    fc_bwd_args_batch_view(&x->b, c->b0, c->nb, &a);
+    orc_options opt;
+    fc_oracle_options(&opt);
+    fa_error err;
+    memset(&err, 0, sizeof err);
+    orc_gpu_bwd_dres res;
+    fa_status s = orc_gpu_bwd_dev(&a, x->prec, &opt, &res, &err);
+    if (s != FA_OK) return chunk_fail(s, &err, "GPU tier (backward)", msg, msglen);
+    atomic_fetch_add(&n_gpu, 1);
+    const int bf16 = a.p.dtype == FA_BF16;
+    s = orc_gpu_compare_bwd_dev(&res, &a.dq, &a.dk, &a.dv, &st[0], &st[1], &st[2], &err);
+    if (s == FA_OK) s = block_norms(&res.r.dq, a.dq.ptr, a.dq.stride, 0, bf16, &nm[0], &err);
+    if (s == FA_OK) s = block_norms(&res.r.dk, a.dk.ptr, a.dk.stride, 0, bf16, &nm[1], &err);
+    if (s == FA_OK) s = block_norms(&res.r.dv, a.dv.ptr, a.dv.stride, 0, bf16, &nm[2], &err);
+    orc_gpu_bwd_dev_free(&res);
+    return s == FA_OK ? 0 : chunk_fail(s, &err, "GPU compare (backward)", msg, msglen);
+}
+
+/* Batches per chunk: half the device memory free after the uploads, FC_CHECK_DEVICE_ELEM_BYTES
+ * per element of the chunk's result blocks (the other half: the tier's own scratch). */
+static int64_t dev_per(int64_t batch, double elems_per_batch) {
+    size_t fr = 0, tot = 0;
+    if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 1;
+    }
+    int64_t per = fc_chunk_per(batch, elems_per_batch * FC_CHECK_DEVICE_ELEM_BYTES, 0.5 * (double)fr);
+    return per < 1 ? 1 : per; /* one batch is tried; fc_check_chunked reports it if it fails */
+}
+
+static int dev_pass(const fc_run *r, const int *ts, int nt, int bwd, const fa_precision *prec, fc_verdict *v,
+                    int64_t *nchunks, char *msg, size_t msglen) {
+    if (nchunks) *nchunks = 0;
+    if (!gpu_usable()) {
+        snprintf(msg, msglen, "harness: the device path needs a usable CUDA device for the GPU tier of the oracle");
+        return -1;
+    }
+    dev_ctx x;
+    memset(&x, 0, sizeof x);
+    x.prec = prec;
+    int fail = 0;
+    const fa_problem *p = &r->c.p;
+    double epb;
+    if (!bwd) {
+        fc_oracle_host_fwd_args(r, &x.f);
+        x.f.q.ptr = upload(r, FC_T_Q, &fail);
+        x.f.k.ptr = upload(r, FC_T_K, &fail);
+        x.f.v.ptr = upload(r, FC_T_V, &fail);
+        x.f.mask.ptr = upload(r, FC_T_MASK, &fail);
+        x.f.o.ptr = upload(r, FC_T_O, &fail);
+        x.f.lse.ptr = upload(r, FC_T_LSE, &fail);
+        epb = (double)p->seqlen_q * (double)p->heads_q * (double)(p->head_dim_v + 1);
+    } else {
+        fc_oracle_host_bwd_args(r, &x.b);
+        x.b.q.ptr = upload(r, FC_T_Q, &fail);
+        x.b.k.ptr = upload(r, FC_T_K, &fail);
+        x.b.v.ptr = upload(r, FC_T_V, &fail);
+        x.b.mask.ptr = upload(r, FC_T_MASK, &fail);
+        x.b.o.ptr = upload(r, FC_T_O, &fail);
+        x.b.lse.ptr = upload(r, FC_T_LSE, &fail);
+        x.b.dout.ptr = upload(r, FC_T_DO, &fail);
+        x.b.dq.ptr = upload(r, FC_T_DQ, &fail);
+        x.b.dk.ptr = upload(r, FC_T_DK, &fail);
+        x.b.dv.ptr = upload(r, FC_T_DV, &fail);
+        x.b.dsinks = NULL;
+        epb = (double)p->seqlen_q * (double)p->heads_q * (double)p->head_dim_qk +
+              (double)p->seqlen_k * (double)p->heads_kv * (double)(p->head_dim_qk + p->head_dim_v);
+    }
+    if (fail) {
+        mir_release();
+        snprintf(msg, msglen, "harness: the device path could not upload the run's tensors (device memory: %s)",
+                 cudaGetErrorString(cudaGetLastError()));
+        return -1;
+    }
+    orc_stats st[3];
+    fc_block_norms nm[3];
+    int rc = fc_check_chunked(p->batch, dev_per(p->batch, epb), nt, bwd ? bwd_chunk : fwd_chunk, &x, st, nm, nchunks,
+                              msg, msglen);
+    mir_release();
+    orc_gpu_release();
+    if (rc) return -1;
+    for (int k = 0; k < nt; k++) fc_judge_tensor(r, ts[k], &st[k], &nm[k], v);
+    return 0;
+}
+
+int fc_check_fwd_device(const fc_run *r, const fa_precision *prec, fc_verdict *v, int64_t *nchunks, char *msg,
+                        size_t msglen) {
+    static const int ts[2] = {FC_T_O, FC_T_LSE};
+    return dev_pass(r, ts, 2, 0, prec, v, nchunks, msg, msglen);
+}
+
+int fc_check_bwd_device(const fc_run *r, const fa_precision *prec, fc_verdict *v, int64_t *nchunks, char *msg,
+                        size_t msglen) {
+    static const int ts[3] = {FC_T_DQ, FC_T_DK, FC_T_DV};
+    return dev_pass(r, ts, 3, 1, prec, v, nchunks, msg, msglen);
 }

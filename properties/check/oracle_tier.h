@@ -10,5 +10,7 @@ void fc_oracle_host_fwd_args(const fc_run *r, fa_fwd_args *out);
 void fc_oracle_host_bwd_args(const fc_run *r, fa_bwd_args *out);
 /* The options the checks use (orc_options_init, no naive baseline). */
 void fc_oracle_options(orc_options *opt);
+/* 1 if this process can run the GPU tier (orc_gpu_available, asked once). */
+int fc_oracle_gpu_usable(void);
 
 #endif

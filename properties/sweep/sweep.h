@@ -36,10 +36,14 @@
  *               not a multiple of 8 elements, head dim past the limit) and, with
  *               big, a Q/O tensor of more than 2^31 elements.
  *   PRODUCTION  device backends: S >= 8k shapes with GQA and causal masks, and
- *               (with big) one call of more than 2^31 elements in Q, O, dO, dQ.
- * The oracle checks a seeded row/column sample of cases past the oracle work
- * limit (fc_check_sample_plan in check.h); the unwritten-output scan, guards and
- * input checks always cover every element.
+ *               (with big) one call of more than 2^31 elements in Q, O, dO, dQ
+ *               (B640 S1024 H32/4 D128: the batches from 512 on start past element
+ *               2^31; short sequences keep its quadratic oracle work affordable).
+ * On a CUDA backend with a usable GPU every production entry is judged on every
+ * element by the device path (check.h: GPU tier, compare on the device, batch
+ * chunks); elsewhere the oracle checks a seeded row/column sample of cases past
+ * the oracle work limit (fc_check_sample_plan in check.h). The unwritten-output
+ * scan, guards and input checks always cover every element.
  * ------------------------------------------------------------------------- */
 #ifndef FLASHCHECK_SWEEP_H
 #define FLASHCHECK_SWEEP_H

@@ -197,17 +197,29 @@ static void test_production(void) {
     o.sets = FC_SWEEP_SET_PRODUCTION;
     fc_sweep_entry *e;
     int64_t n = fc_sweep_build(&o, &e);
-    int huge = 0, g = 0, causal = 0;
+    int huge = 0, g = 0, causal = 0, long_s = 0;
     CHECK(n >= 4, "production: %lld entries", (long long)n);
     for (int64_t i = 0; i < n; i++) {
         const fa_problem *p = &e[i].c.p;
         char msg[256];
         CHECK(fc_case_check(&e[i].c, msg, sizeof msg) == 0, "production %s: %s", e[i].label, msg);
-        CHECK(e[i].category == FC_SWEEP_PRODUCTION && p->seqlen_q >= 8192 && p->seqlen_k >= 8192, "S >= 8k: %s", e[i].label);
+        CHECK(e[i].category == FC_SWEEP_PRODUCTION, "category: %s", e[i].label);
+        /* every production shape is on the device path of a CUDA backend (every element judged) */
+        CHECK(fc_case_work(&e[i].c) >= FC_CHECK_DEVICE_WORK, "device-path size: %s", e[i].label);
         g += p->heads_q > p->heads_kv;
         causal += p->causal != FA_CAUSAL_NONE;
-        if (numel_q(&e[i].c) > ((int64_t)1 << 31)) {
+        if (numel_q(&e[i].c) <= ((int64_t)1 << 31)) {
+            long_s++;
+            CHECK(p->seqlen_q >= 8192 && p->seqlen_k >= 8192, "S >= 8k: %s", e[i].label);
+        } else {
             huge++;
+            /* a batch offset computed in 32 bits wraps for the batches that start past element
+               2^31 of Q (batch stride Sq Hq D): at least an eighth of them */
+            const int64_t bs = p->seqlen_q * p->heads_q * p->head_dim_qk;
+            int64_t past = 0;
+            for (int64_t b = 0; b < p->batch; b++) past += b * bs >= ((int64_t)1 << 31);
+            CHECK(past * 8 >= p->batch && p->batch > 1, "the huge call has %lld of %lld batches past 2^31", (long long)past,
+                  (long long)p->batch);
             int64_t rows, cols;
             fc_check_sample_plan(&e[i].c, NULL, &rows, &cols);
             CHECK(rows == FC_CHECK_SAMPLE && cols == FC_CHECK_SAMPLE, "the huge call is checked on a row sample");
@@ -216,8 +228,8 @@ static void test_production(void) {
                     CHECK(fc_case_numel(&e[i].c, t) > ((int64_t)1 << 31), "%s past 2^31", fc_tensor_name(t));
         }
     }
-    CHECK(huge == 1 && g >= 2 && causal == n, "one call past 2^31 (%d), GQA (%d), causal (%d of %lld)", huge, g, causal,
-          (long long)n);
+    CHECK(huge == 1 && long_s >= 3 && g >= 2 && causal == n,
+          "one call past 2^31 (%d), S >= 8k (%d), GQA (%d), causal (%d of %lld)", huge, long_s, g, causal, (long long)n);
     free(e);
 }
 
