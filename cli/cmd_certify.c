@@ -28,7 +28,7 @@
 static const char *certify_help =
     "usage: flashcheck certify [--backend B] [--out DIR] [--baseline REPORT.json] [--quick]\n"
     "                          [--fuzz-seconds N] [--jobs N] [--sanitizer] [--timeout SEC] [--quiet]\n"
-    "                          [--profile NAME] [--stress N]\n"
+    "                          [--profile NAME] [--stress N] [--category NAME]\n"
     "\n"
     "Certifies a backend: (1) a fixed sweep of awkward cases, grouped in categories (shapes at tile\n"
     "boundaries +-1, primes, 0 and 1; causal alignments with Sq != Sk; windows; additive masks incl.\n"
@@ -40,9 +40,11 @@ static const char *certify_help =
     "inputs judged row by row, a batch-heavy deterministic backward 30 times, GPU findings in both\n"
     "backward modes, declined layouts, a call past 2^31 elements) and the production shapes\n"
     "(S >= 8k, GQA, causal, one call past 2^31 elements per tensor; host backends: not run, the\n"
-    "report says why); a case whose oracle work B*Hq*Sq*Sk*D passes 2^31 is judged against the oracle\n"
-    "on a seeded 256-row/column sample, every element for the other checks (properties/sweep/sweep.h,\n"
-    "properties/check/check.h); (2) the metamorphic property suite; (3) API misuse (every invalid\n"
+    "report says why); on a CUDA backend with a GPU, a call of oracle work B*Hq*Sq*Sk*D >= 2^36 (the\n"
+    "production shapes) is judged on every element on the device (GPU tier of the oracle, compare on\n"
+    "the GPU, in batch chunks); otherwise a case whose oracle work passes 2^31 is judged against the\n"
+    "oracle on a seeded 256-row/column sample, every element for the other checks (properties/sweep/\n"
+    "sweep.h, properties/check/check.h); (2) the metamorphic property suite; (3) API misuse (every invalid\n"
     "descriptor must be rejected without a write; a device backend must reject host pointers); (4) a\n"
     "fuzz budget; (5) with --sanitizer and a CUDA backend, compute-sanitizer memcheck/racecheck/\n"
     "synccheck/initcheck on a few cases.\n"
@@ -70,6 +72,10 @@ static const char *certify_help =
     "                      blocks (seqlen_k > 256, or seqlen_q > 256 with a backward) that passes is also run N\n"
     "                      times at a size with many CTAs under a concurrent device load and compared bitwise and\n"
     "                      with the oracle (properties/check/check.h \"stress\"); the fuzz step likewise\n"
+    "  --category NAME     certify one category of the fixed sweep alone (e.g. production; names as in the\n"
+    "                      summary): the same sweep, workers and checks, the other categories, the\n"
+    "                      property suite, API misuse, fuzz and sanitizer steps not run; the result line\n"
+    "                      and report.json (\"only_category\") say so\n"
     "  --profile NAME      judge by the named precision preset (tensorcore, fp32, torch-flash, torch-efficient,\n"
     "                      torch-cudnn, torch-math, torch-math-lowp) instead of the backend's profile\n"
     "\n"
@@ -137,6 +143,7 @@ typedef struct {
     fa_memspace mem;
     int has_bwd;
     int stress;              /* --stress N: 0 off, N >= 2 runs (fz_run.h: the jobs' determinism value) */
+    int only;                /* --category NAME: that sweep category alone (its index), -1 all */
     char out[4096];
     cat_result cat[CAT_COUNT];
     fz_iso_job *jobs;
@@ -195,6 +202,15 @@ static int build_sweep(certify_ctx *x, int quick)
         if (k == n)
             snprintf(x->cat[c].note, sizeof x->cat[0].note, "not run: backend %.60s does not claim %s (fa_limits.supports_%s)",
                      x->backend[0] ? x->backend : "(this backend)", feature[c - FC_SWEEP_VARLEN], feature[c - FC_SWEEP_VARLEN]);
+    }
+    if (x->only >= 0) {   /* --category: the entries of that category, in sweep order */
+        int64_t m = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (x->entries[i].category == x->only) x->entries[m++] = x->entries[i];
+        n = m;
+        for (int c = 0; c < CAT_COUNT; c++)
+            if (c != x->only && !x->cat[c].note[0])
+                snprintf(x->cat[c].note, sizeof x->cat[0].note, "not run: --category %s", cat_name(x->only));
     }
     x->jobs = calloc((size_t)(n ? n : 1), sizeof *x->jobs);
     x->job_cat = calloc((size_t)(n ? n : 1), sizeof *x->job_cat);
@@ -480,6 +496,7 @@ static cJSON *report_json(const certify_ctx *x, int verdict, const char *date, c
     cJSON_AddStringToObject(root, "profile", x->profile ? x->profile : "declared by the backend");
     cJSON_AddStringToObject(root, "date", date);
     cJSON_AddStringToObject(root, "result", verdict_json[verdict]);
+    if (x->only >= 0) cJSON_AddStringToObject(root, "only_category", cat_name(x->only));
     cJSON *nj = cJSON_AddObjectToObject(root, "not_judged");   /* category -> cases not judged (harness errors) */
     for (int i = 0; i < CAT_COUNT; i++)
         if (x->cat[i].not_judged) cJSON_AddNumberToObject(nj, cat_name(i), (double)x->cat[i].not_judged);
@@ -649,6 +666,7 @@ static int write_markdown(const certify_ctx *x, const char *path, int verdict, c
 int cli_certify(int argc, char **argv)
 {
     certify_ctx *x = calloc(1, sizeof *x);
+    x->only = -1;
     const char *out = NULL, *baseline = NULL;
     int quick = 0, sanitizer = 0, quiet = 0;
     int64_t jobs = 0;
@@ -671,6 +689,18 @@ int cli_certify(int argc, char **argv)
             x->profile = v;
         }
         else if ((r = cli_opt(argc, argv, &i, "--stress", &v))) { if (r < 0 || cli_parse_i64(v, 2, 1000, &k)) return cli_usage_error("certify", "--stress needs a number of runs in [2, 1000]"); x->stress = (int)k; }
+        else if ((r = cli_opt(argc, argv, &i, "--category", &v))) {
+            int c = r < 0 ? -1 : fc_sweep_cat_by_name(v);
+            if (c < 0) {
+                char names[1024] = "";
+                for (int k = 0; k < FC_SWEEP_CAT_COUNT; k++) {
+                    size_t l = strlen(names);
+                    snprintf(names + l, sizeof names - l, "%s%s", k ? ", " : "", fc_sweep_cat_name(k));
+                }
+                return cli_usage_error("certify", "--category needs a category of the fixed sweep: %s", names);
+            }
+            x->only = c;
+        }
         else if (strcmp(argv[i], "--quick") == 0) quick = 1;
         else if (strcmp(argv[i], "--sanitizer") == 0) sanitizer = 1;
         else if (strcmp(argv[i], "--quiet") == 0) quiet = 1;
@@ -730,10 +760,12 @@ int cli_certify(int argc, char **argv)
     rp_progress_start(&x->prog, stderr, "flashcheck certify", "cases", x->njobs, quiet);
     fz_iso_batch(x->backend_arg, x->jobs, x->njobs, timeout, on_job, x);
     rp_progress_end(&x->prog);
-    run_misuse(x);
-    fprintf(stderr, "flashcheck certify: API misuse done; fuzzing %.0f s\n", fuzz_s);
-    run_fuzz(x, fuzz_s, (int)jobs);
-    run_sanitizer(x, sanitizer);
+    if (x->only < 0) {
+        run_misuse(x);
+        fprintf(stderr, "flashcheck certify: API misuse done; fuzzing %.0f s\n", fuzz_s);
+        run_fuzz(x, fuzz_s, (int)jobs);
+        run_sanitizer(x, sanitizer);
+    }
     rp_progress_end(&x->prog);
 
     int pass = 1;
@@ -784,7 +816,8 @@ int cli_certify(int argc, char **argv)
     }
     if (n_not_judged)
         printf("not judged: %lld case(s) (harness errors, not findings): %s\n", (long long)n_not_judged, njl);
-    printf("result: %s%s\n", verdict_line[verdict], nreg ? " (with regressions against the baseline)" : "");
+    printf("result: %s%s%s%s\n", verdict_line[verdict], nreg ? " (with regressions against the baseline)" : "",
+           x->only >= 0 ? " -- category only: " : "", x->only >= 0 ? cat_name(x->only) : "");
     if (!werr) printf("report: %s\n        %s\n", md, js);
     cJSON_Delete(root);
     if (werr) { fprintf(stderr, "flashcheck certify: cannot write the report: %s (the summary above is the result)\n", msg); return CLI_INTERNAL; }

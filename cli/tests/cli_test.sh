@@ -161,6 +161,14 @@ expect 1 "result: NOT CERTIFIED" "certify --profile fp32 on cpu (P rounded, the 
   "$fc" certify --backend cpu --quick --fuzz-seconds 0 --profile fp32 --out "$tmp/r4"
 expect 1 "masked_row|lse" "certify --profile torch-flash on cpu fails: empty rows' LSE is -inf, the preset says +inf" -- \
   "$fc" certify --backend cpu --quick --fuzz-seconds 0 --profile torch-flash --out "$tmp/r5"
+# --category NAME: one category of the fixed sweep through the same pipeline, nothing else run
+expect 2 "--category needs a category of the fixed sweep: shapes, causal" "certify: unknown --category lists the categories" -- \
+  "$fc" certify --backend cpu --category bogus
+expect 0 "result: CERTIFIED -- category only: empty" "certify --category empty: that category alone" -- \
+  "$fc" certify --backend cpu --category empty --fuzz-seconds 5 --out "$tmp/r6"
+check '/usr/bin/python3 -c "import json,sys; r=json.load(open(sys.argv[1])); c={x[\"name\"]: x for x in r[\"categories\"]}; assert r[\"only_category\"]==\"empty\" and c[\"empty\"][\"status\"]==\"PASS\" and c[\"empty\"][\"cases\"]>0 and all(x[\"status\"]==\"not run\" and x[\"cases\"]==0 for n,x in c.items() if n!=\"empty\"), c" "$tmp/r6/report.json"' "certify --category: report.json names it; every other category (fuzz, misuse too) not run"
+expect 1 "result: NOT CERTIFIED -- category only: causal" "certify --category causal of a broken backend fails" -- \
+  env FLASHCHECK_CPU_MUTANT=causal_off_by_one "$fc" certify --backend cpu --category causal --fuzz-seconds 0 --out "$tmp/r7"
 expect 0 "profile tensorcore" "fuzz --profile tensorcore: the summary names the profile, no finding on cpu" -- \
   "$fc" fuzz --backend cpu --time 2 --jobs 1 --max-seq 32 --max-dim 32 --profile tensorcore --corpus "$tmp/corpus3" --findings "$tmp/findings3"
 expect 2 "--oracle needs auto, cpu or gpu" "fuzz: unknown --oracle tier refused" -- "$fc" fuzz --backend cpu --oracle fast

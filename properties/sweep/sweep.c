@@ -41,7 +41,7 @@ static const char *cat_what[FC_SWEEP_CAT_COUNT] = {
     "past the limit): correct or UNSUPPORTED with nothing written",
     "GPU fuzz findings replayed from their case text (fuzz/gpu_findings, fuzz/regressions)",
     "a Q/O (and dO/dQ) tensor of more than 2^31 elements (64-bit offsets)",
-    "S >= 8k with GQA and causal masks; one call of more than 2^31 elements per tensor",
+    "S >= 8k with GQA and causal masks; one call of more than 2^31 elements per tensor (S = 1024)",
 };
 
 const char *fc_sweep_cat_name(int cat) { return cat >= 0 && cat < FC_SWEEP_CAT_COUNT ? cat_names[cat] : "?"; }
