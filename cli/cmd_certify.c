@@ -253,6 +253,15 @@ static void on_job(void *user, int64_t index, const fz_run_result *r)
     const fz_iso_job *j = &x->jobs[index];
     cr->run = 1;
     cr->cases++;
+    if (x->only >= 0) {   /* --category: a line per case (few, large cases: where the time goes) */
+        static const char *kn[9] = { "PASS", "SKIP", "FAIL", "FAIL (device fault)", "FAIL (crash)", "FAIL (hang)",
+                                     "NOT JUDGED (harness error)", "NOT JUDGED (harness past --timeout)", "OVERFLOW" };
+        printf("case %lld/%lld %s: %s, %lld elements judged, worst ratio %.4g, %.1f s%s%s%s%s\n", (long long)index + 1,
+               (long long)x->njobs, x->entries[index].label, r->klass >= 0 && r->klass < 9 ? kn[r->klass] : "?",
+               (long long)r->elements, r->worst_ratio, r->total_s, r->failure[0] ? " [" : "", r->failure,
+               r->failure[0] ? "] " : "", r->failure[0] && r->v.n_reasons ? r->v.reason[0].text : "");
+        fflush(stdout);
+    }
     if (r->elements > 0) cr->has_ratio = 1;
     if (r->worst_ratio > cr->worst_ratio) cr->worst_ratio = r->worst_ratio;
     switch (r->klass) {

@@ -26,6 +26,15 @@ static double chk_now(void) {
 enum { TM_INIT, TM_FWD, TM_FCHK, TM_FORC, TM_FCMP, TM_DET, TM_BWD, TM_BCHK, TM_BORC, TM_BCMP, TM_N };
 #define TIMED_WORK ((int64_t)1 << 36)
 
+static void lap_note(const fc_case *c, int k, double secs) {
+    static const char *name[TM_N] = {"inputs", "forward call", "forward buffer checks", "oracle forward",
+                                     "compare forward", "determinism/other", "backward call",
+                                     "backward buffer checks", "oracle backward", "compare backward"};
+    fprintf(stderr, "check phase B%lld Sq%lld Sk%lld H%lld/%lld: %s %.2f s\n", (long long)c->p.batch,
+            (long long)c->p.seqlen_q, (long long)c->p.seqlen_k, (long long)c->p.heads_q, (long long)c->p.heads_kv,
+            name[k], secs);
+}
+
 /* ---------------------------------------------------------------------------
  * Oracle glue
  * ------------------------------------------------------------------------- */
@@ -619,7 +628,10 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
     int64_t nch_f = 0, nch_b = 0; /* chunks of the device path (0: host path) */
     memset(&r2, 0, sizeof r2);
     double tm[TM_N] = {0}, t0 = chk_now(), t1;
-#define LAP(k) (t1 = chk_now(), tm[k] += t1 - t0, t0 = t1)
+    /* production-size calls: a line per phase as it ends (a run cut short still shows where its
+       time went) */
+    const int timed = oracle_work(&c) >= TIMED_WORK;
+#define LAP(k) (t1 = chk_now(), tm[k] += t1 - t0, t0 = t1, timed ? lap_note(&c, k, tm[k]) : (void)0)
     if (fc_run_init(&r1, &c, FC_POISON_A, msg, sizeof msg)) {
         fc_verdict_fail(v, "harness", "%s", msg);
         return v->outcome;
