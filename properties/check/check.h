@@ -357,6 +357,10 @@ int fc_check_chunked(int64_t batch, int64_t per, int ntensors, fc_chunk_fn fn, v
  * fc_check_fwd_outputs / fc_check_bwd_outputs do for a host block. Returns the problems. */
 int64_t fc_judge_tensor(const fc_run *r, int t, const orc_stats *st, const fc_block_norms *nm, fc_verdict *v);
 
+/* Test seam: chunks of the device path hold at most max_batches batches (0, the default: as the
+ * memory plan gives). Process-wide. */
+void fc_check_set_device_chunk_cap(int64_t max_batches);
+
 /* The device path's passes (oracle_tier.c): the whole forward (O, LSE) / backward (dQ, dK, dV)
  * of r judged into v. 0, or -1 with msg: a harness error (no usable device, a chunk of one
  * batch too large, a CUDA error of the harness), never a finding. *nchunks: chunks used. */

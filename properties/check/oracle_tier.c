@@ -299,13 +299,19 @@ static int bwd_chunk(void *user, const fc_chunk *c, orc_stats *st, fc_block_norm
 
 /* Batches per chunk: half the device memory free after the uploads, FC_CHECK_DEVICE_ELEM_BYTES
  * per element of the chunk's result blocks (the other half: the tier's own scratch). */
+static atomic_llong g_chunk_cap; /* fc_check_set_device_chunk_cap; 0 none */
+void fc_check_set_device_chunk_cap(int64_t max_batches) { atomic_store(&g_chunk_cap, max_batches > 0 ? max_batches : 0); }
+
 static int64_t dev_per(int64_t batch, double elems_per_batch) {
+    int64_t cap = atomic_load(&g_chunk_cap);
     size_t fr = 0, tot = 0;
     if (cudaMemGetInfo(&fr, &tot) != cudaSuccess) {
         (void)cudaGetLastError();
         return 1;
     }
+    (void)tot;
     int64_t per = fc_chunk_per(batch, elems_per_batch * FC_CHECK_DEVICE_ELEM_BYTES, 0.5 * (double)fr);
+    if (cap > 0 && per > cap) per = cap;
     return per < 1 ? 1 : per; /* one batch is tried; fc_check_chunked reports it if it fails */
 }
 
