@@ -340,14 +340,18 @@ static fa_status gb_run(const fa_bwd_args *args, const fa_precision *prof, const
     int64_t nck = (c.Sq + rc - 1) / rc, nit = 0;
     item *it = malloc((size_t)(c.B * c.Hq * (nck > 0 ? nck : 1) + 1) * sizeof *it);
     if (!it) st = orc_fail(err, FA_ERR_NOMEM, "", "out of host memory for the GPU tier.");
+    /* the group's sampled columns and rows: consecutive runs of ic (sorted by b, hkv, s) and iq
+       (sorted by b, hq, s; hq / G = hkv), found by two cursors advancing with the groups (a
+       linear pass: a scan of the whole index per group costs B^2 Hkv Hq S) */
+    int64_t pc = 0, pq = 0;
     for (int64_t gi = 0, ng = 0; !st && gi < c.B * c.Hkv; gi++) {
         int64_t b = gi / c.Hkv, hk = gi % c.Hkv;
+        while (pc < nc && (ic[pc].b < b || (ic[pc].b == b && ic[pc].h < hk))) pc++;
+        while (pq < nq && (iq[pq].b < b || (iq[pq].b == b && iq[pq].h / c.G < hk))) pq++;
         int64_t c0 = -1, ncs = 0;
-        for (int64_t x = 0; x < nc; x++)
-            if (ic[x].b == b && ic[x].h == hk) { if (c0 < 0) c0 = x; ncs++; }
+        for (int64_t x = pc; x < nc && ic[x].b == b && ic[x].h == hk; x++) { if (c0 < 0) c0 = x; ncs++; }
         int64_t q0 = -1, nqg = 0;
-        for (int64_t x = 0; x < nq; x++)
-            if (iq[x].b == b && iq[x].h / c.G == hk) { if (q0 < 0) q0 = x; nqg++; }
+        for (int64_t x = pq; x < nq && iq[x].b == b && iq[x].h / c.G == hk; x++) { if (q0 < 0) q0 = x; nqg++; }
         if (ncs == 0 && nqg == 0) continue;
         if (c0 < 0) c0 = 0;
         if (q0 < 0) q0 = 0;

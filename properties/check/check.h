@@ -295,6 +295,8 @@ int64_t fc_check_bwd_outputs(const fc_run *r, const orc_bwd_result *res, fc_verd
  * uploaded tensors plus one chunk's oracle blocks; a chunk the device cannot hold is halved
  * (down to one batch; then a harness error, never a finding). Every element is judged: no
  * sample. The guards, unwritten, unchanged-input and determinism checks stay on the host copies.
+ * When the forward of such a call already failed, its backward still runs and gets the buffer
+ * checks, but its values are not judged (a skip reason says so; the verdict stays FAIL).
  * ------------------------------------------------------------------------- */
 /* 2^36: the production shapes (S >= 8k); below it the host path's result blocks are small. */
 #define FC_CHECK_DEVICE_WORK ((int64_t)1 << 36)

@@ -41,7 +41,7 @@ static const char *cat_what[FC_SWEEP_CAT_COUNT] = {
     "past the limit): correct or UNSUPPORTED with nothing written",
     "GPU fuzz findings replayed from their case text (fuzz/gpu_findings, fuzz/regressions)",
     "a Q/O (and dO/dQ) tensor of more than 2^31 elements (64-bit offsets)",
-    "S >= 8k with GQA and causal masks; one call of more than 2^31 elements per tensor (S = 1024)",
+    "S >= 8k with GQA and causal masks; one call of more than 2^31 elements per tensor (S = 2048)",
 };
 
 const char *fc_sweep_cat_name(int cat) { return cat >= 0 && cat < FC_SWEEP_CAT_COUNT ? cat_names[cat] : "?"; }
@@ -904,12 +904,13 @@ static void build_production(sweep_list *s) {
         { 1, 8192, 8192, 16, 2, 128, FA_BF16, FA_CAUSAL_BOTTOM_RIGHT, -1, 0 },   /* GQA 8, causal */
         { 2, 16384, 16384, 8, 8, 64, FA_F16, FA_CAUSAL_TOP_LEFT, -1, 0 },        /* MHA, long */
         { 1, 8192, 12288, 32, 4, 128, FA_BF16, FA_CAUSAL_BOTTOM_RIGHT, 1024, 0 },/* Sq < Sk, causal window */
-        /* > 2^31 elements in Q, O, dO, dQ: 640 * 1024 * 32 * 128 = 2.68e9; batches 512..639 (20% of
+        /* > 2^31 elements in Q, O, dO, dQ: 320 * 2048 * 32 * 128 = 2.68e9; batches 256..319 (20% of
            the rows) start past element 2^31: a batch offset computed in 32 bits reads and writes the
-           wrong rows there. S = 1024 keeps the oracle's quadratic work (B Hq S^2 D = 2.7e12, an
-           eighth of B80 S8192's) within the category's time on the GPU tier; the long sequences
-           are the other entries' */
-        { 640, 1024, 1024, 32, 4, 128, FA_BF16, FA_CAUSAL_BOTTOM_RIGHT, -1, 1 },
+           wrong rows there. S = 2048 keeps the oracle's quadratic work (B Hq S^2 D = 5.5e12, a
+           quarter of B80 S8192's) within the category's time on the GPU tier, whose cost per
+           (batch, head) pair also counts (B640 S1024: twice the pairs, half the work, slower);
+           the long sequences are the other entries' */
+        { 320, 2048, 2048, 32, 4, 128, FA_BF16, FA_CAUSAL_BOTTOM_RIGHT, -1, 1 },
     };
     for (int i = 0; i < 4; i++) {
         const prod_spec *p = &ps[i];

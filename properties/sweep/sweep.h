@@ -37,8 +37,8 @@
  *               big, a Q/O tensor of more than 2^31 elements.
  *   PRODUCTION  device backends: S >= 8k shapes with GQA and causal masks, and
  *               (with big) one call of more than 2^31 elements in Q, O, dO, dQ
- *               (B640 S1024 H32/4 D128: the batches from 512 on start past element
- *               2^31; short sequences keep its quadratic oracle work affordable).
+ *               (B320 S2048 H32/4 D128: the batches from 256 on start past element
+ *               2^31; shorter sequences keep its quadratic oracle work affordable).
  * On a CUDA backend with a usable GPU every production entry is judged on every
  * element by the device path (check.h: GPU tier, compare on the device, batch
  * chunks); elsewhere the oracle checks a seeded row/column sample of cases past

@@ -40,7 +40,7 @@ static void test_per(void) {
     CHECK(fc_chunk_per(10, 100, 1000) == 10, "all batches fit in one chunk");
     CHECK(fc_chunk_per(10, 100, 350) == 3, "350 bytes hold 3 batches of 100");
     CHECK(fc_chunk_per(10, 100, 99) == 0, "one batch does not fit: 0");
-    CHECK(fc_chunk_per(640, 5.24e6 * 40, 15e9) == 71, "the huge production entry's backward: 71 batches in 15 GB");
+    CHECK(fc_chunk_per(320, 10485760.0 * 40, 15e9) == 35, "the huge production entry's backward: 35 batches in 15 GB");
 }
 
 /* ------------------------------------------------------------------------- */
