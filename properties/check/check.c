@@ -626,6 +626,7 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
     fc_run r1, r2;
     int second = 0; /* r2 initialized */
     int64_t nch_f = 0, nch_b = 0; /* chunks of the device path (0: host path) */
+    int dev_b = 1;                /* the backward's device pass: 0 done, 1 not applicable */
     memset(&r2, 0, sizeof r2);
     double tm[TM_N] = {0}, t0 = chk_now(), t1;
     /* production-size calls: a line per phase as it ends (a run cut short still shows where its
@@ -651,17 +652,24 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
     fc_check_sample_plan(&c, o, &max_rows, &max_cols);
     orc_fwd_result fres;
     const int no_oracle = oracle_v3_refused(&r1, msg, sizeof msg) != 0;
-    /* production size on a CUDA backend: judged on the device in batch chunks (check.h) */
-    const int dev_path = !no_oracle && fc_check_device_path(&r1);
-    if (no_oracle) {
-        fc_verdict_skip(v, "forward values not judged: %s", msg);
-    } else if (dev_path) {
+    /* production size on a CUDA backend: judged on the device in batch chunks (check.h); 1: the
+       path does not apply to this call (the host path below) */
+    int dev_path = !no_oracle && fc_check_device_path(&r1);
+    int dev_f = 1;
+    if (dev_path) {
         LAP(TM_FCHK);
-        if (fc_check_fwd_device(&r1, fc_check_profile(be), v, &nch_f, msg, sizeof msg)) {
+        dev_f = fc_check_fwd_device(&r1, fc_check_profile(be), v, &nch_f, msg, sizeof msg);
+        if (dev_f < 0) {
             fc_verdict_fail(v, "harness", "%s", msg);
             goto done;
         }
         LAP(TM_FORC);
+        if (dev_f > 0) dev_path = 0;
+    }
+    if (no_oracle) {
+        fc_verdict_skip(v, "forward values not judged: %s", msg);
+    } else if (dev_f == 0) {
+        /* judged on the device */
     } else if (LAP(TM_FCHK), fc_oracle_fwd_plan(&r1, fc_check_profile(be), fc_check_oracle(), max_rows, &fres, NULL, msg, sizeof msg)) {
         fc_verdict_fail(v, "harness", "%s", msg);
         goto done;
@@ -708,13 +716,13 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
                guards, unwritten outputs, inputs above) but its values are not judged; the
                forward's failure is the finding, the backward's oracle pass would cost minutes */
             fc_verdict_skip(v, "backward values not judged: the forward of this production-size call already failed");
-        } else if (dev_path) {
-            LAP(TM_BCHK);
-            if (fc_check_bwd_device(&r1, fc_check_profile(be), v, &nch_b, msg, sizeof msg)) {
+        } else if (dev_path && (LAP(TM_BCHK), dev_b = fc_check_bwd_device(&r1, fc_check_profile(be), v, &nch_b, msg,
+                                                                           sizeof msg)) <= 0) {
+            LAP(TM_BORC);
+            if (dev_b < 0) {
                 fc_verdict_fail(v, "harness", "%s", msg);
                 goto done;
             }
-            LAP(TM_BORC);
         } else if (LAP(TM_BCHK), fc_oracle_bwd_plan(&r1, fc_check_profile(be), fc_check_oracle(), max_rows, max_cols, &bres, NULL, msg, sizeof msg)) {
             fc_verdict_fail(v, "harness", "%s", msg);
             goto done;

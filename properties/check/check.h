@@ -293,7 +293,8 @@ int64_t fc_check_bwd_outputs(const fc_run *r, const orc_bwd_result *res, fc_verd
  * statistics come back. Chunk statistics are merged with their indices moved to the full call
  * (b + b0), so a verdict names elements as a whole-call check does. Device memory holds the
  * uploaded tensors plus one chunk's oracle blocks; a chunk the device cannot hold is halved
- * (down to one batch; then a harness error, never a finding). Every element is judged: no
+ * (down to one batch; then a harness error, never a finding). A call whose single batch is too
+ * large for the plan (cuda_big: B = 1, 2.5e9 elements) is judged by the host path instead. Every element is judged: no
  * sample. The guards, unwritten, unchanged-input and determinism checks stay on the host copies.
  * When the forward of such a call already failed, its backward still runs and gets the buffer
  * checks, but its values are not judged (a skip reason says so; the verdict stays FAIL).
@@ -364,8 +365,10 @@ int64_t fc_judge_tensor(const fc_run *r, int t, const orc_stats *st, const fc_bl
 void fc_check_set_device_chunk_cap(int64_t max_batches);
 
 /* The device path's passes (oracle_tier.c): the whole forward (O, LSE) / backward (dQ, dK, dV)
- * of r judged into v. 0, or -1 with msg: a harness error (no usable device, a chunk of one
- * batch too large, a CUDA error of the harness), never a finding. *nchunks: chunks used. */
+ * of r judged into v. 0; 1 when the path does not apply (one batch's oracle blocks need more
+ * than half the device memory left after the run's tensors: the caller judges on the host path,
+ * nothing was added to v); or -1 with msg: a harness error (no usable device, a chunk of one
+ * batch that still fails, a CUDA error of the harness), never a finding. *nchunks: chunks used. */
 int fc_check_fwd_device(const fc_run *r, const fa_precision *prec, fc_verdict *v, int64_t *nchunks, char *msg,
                         size_t msglen);
 int fc_check_bwd_device(const fc_run *r, const fa_precision *prec, fc_verdict *v, int64_t *nchunks, char *msg,

@@ -302,6 +302,7 @@ static int bwd_chunk(void *user, const fc_chunk *c, orc_stats *st, fc_block_norm
 static atomic_llong g_chunk_cap; /* fc_check_set_device_chunk_cap; 0 none */
 void fc_check_set_device_chunk_cap(int64_t max_batches) { atomic_store(&g_chunk_cap, max_batches > 0 ? max_batches : 0); }
 
+/* 0: one batch does not fit (the device path does not apply; the host path judges the call). */
 static int64_t dev_per(int64_t batch, double elems_per_batch) {
     int64_t cap = atomic_load(&g_chunk_cap);
     size_t fr = 0, tot = 0;
@@ -312,7 +313,7 @@ static int64_t dev_per(int64_t batch, double elems_per_batch) {
     (void)tot;
     int64_t per = fc_chunk_per(batch, elems_per_batch * FC_CHECK_DEVICE_ELEM_BYTES, 0.5 * (double)fr);
     if (cap > 0 && per > cap) per = cap;
-    return per < 1 ? 1 : per; /* one batch is tried; fc_check_chunked reports it if it fails */
+    return per;
 }
 
 static int dev_pass(const fc_run *r, const int *ts, int nt, int bwd, const fa_precision *prec, fc_verdict *v,
@@ -361,8 +362,14 @@ static int dev_pass(const fc_run *r, const int *ts, int nt, int bwd, const fa_pr
     }
     orc_stats st[3];
     fc_block_norms nm[3];
-    int rc = fc_check_chunked(p->batch, dev_per(p->batch, epb), nt, bwd ? bwd_chunk : fwd_chunk, &x, st, nm, nchunks,
-                              msg, msglen);
+    const int64_t per = dev_per(p->batch, epb);
+    if (per < 1) {
+        /* chunks are whole batches: a call whose one batch needs more than the device has left
+           (one long sequence with many heads) goes the host path */
+        mir_release();
+        return 1;
+    }
+    int rc = fc_check_chunked(p->batch, per, nt, bwd ? bwd_chunk : fwd_chunk, &x, st, nm, nchunks, msg, msglen);
     mir_release();
     orc_gpu_release();
     if (rc) return -1;
