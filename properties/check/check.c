@@ -711,7 +711,7 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
         orc_bwd_result bres;
         if (no_oracle) {
             fc_verdict_skip(v, "backward values not judged: the oracle of this build has no contract-v3 support");
-        } else if (dev_path && v->outcome == FC_FAIL) {
+        } else if (dev_path && v->outcome == FC_FAIL && (LAP(TM_BCHK), 1)) {
             /* a production-size call whose forward already failed: the backward ran (status,
                guards, unwritten outputs, inputs above) but its values are not judged; the
                forward's failure is the finding, the backward's oracle pass would cost minutes */

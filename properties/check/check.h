@@ -365,9 +365,9 @@ int64_t fc_judge_tensor(const fc_run *r, int t, const orc_stats *st, const fc_bl
 void fc_check_set_device_chunk_cap(int64_t max_batches);
 
 /* The device path's passes (oracle_tier.c): the whole forward (O, LSE) / backward (dQ, dK, dV)
- * of r judged into v. 0; 1 when the path does not apply (one batch's oracle blocks need more
- * than half the device memory left after the run's tensors: the caller judges on the host path,
- * nothing was added to v); or -1 with msg: a harness error (no usable device, a chunk of one
+ * of r judged into v. 0; 1 when the path does not apply (the run's tensors cannot be copied to
+ * the device, or one batch's oracle blocks need more than half the device memory left after
+ * them: the caller judges on the host path, nothing was added to v); or -1 with msg: a harness error (no usable device, a chunk of one
  * batch that still fails, a CUDA error of the harness), never a finding. *nchunks: chunks used. */
 int fc_check_fwd_device(const fc_run *r, const fa_precision *prec, fc_verdict *v, int64_t *nchunks, char *msg,
                         size_t msglen);
