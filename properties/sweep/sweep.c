@@ -907,9 +907,10 @@ static void build_production(sweep_list *s) {
         /* > 2^31 elements in Q, O, dO, dQ: 320 * 2048 * 32 * 128 = 2.68e9; batches 256..319 (20% of
            the rows) start past element 2^31: a batch offset computed in 32 bits reads and writes the
            wrong rows there. S = 2048 keeps the oracle's quadratic work (B Hq S^2 D = 5.5e12, a
-           quarter of B80 S8192's) within the category's time on the GPU tier, whose cost per
-           (batch, head) pair also counts (B640 S1024: twice the pairs, half the work, slower);
-           the long sequences are the other entries' */
+           quarter of B80 S8192's) within the category's time on the GPU tier: 182 s for this
+           entry on the H100, forward and backward on every element (B640 S1024 took 160 s: the
+           tier's cost per (batch, head) pair is not negligible there; properties/sweep/
+           RESULTS-2026-11-25.md); the long sequences are the other entries' */
         { 320, 2048, 2048, 32, 4, 128, FA_BF16, FA_CAUSAL_BOTTOM_RIGHT, -1, 1 },
     };
     for (int i = 0; i < 4; i++) {
