@@ -28,7 +28,8 @@
  *              [--decode]
  * --v3: instead of the grid, the contract-v3 problems (bench_v3: packed varlen, paged K/V, decode at
  *       Sq = 1 with caches of 4k..128k keys) beside torch's counterparts, one table; then the varlen
- *       backward (bench_v3_bwd) beside FlashAttention-2's varlen backward and cuDNN's, a second table.
+ *       backward (bench_v3_bwd) beside FlashAttention-2's varlen backward and cuDNN's, a second table
+ *       (not with --pass fwd).
  * --decode: as --v3 with the decode problems only (v3_decode_probs: B 1 and 8, GQA 32/8 and
  *       MHA 32/32, caches 4k..128k, D = 128, bf16), beside the SDPA backends.
  * LIST: comma-separated (--d 64,128 --s 512,2048 --causal 0,1 --dtype bf16,fp16).
@@ -901,7 +902,7 @@ int main(int argc, char **argv) {
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     if (o.v3) { /* only the contract-v3 table (--v3) or its decode table (--decode) */
         int f = o.v3 == 2 ? bench_v3(&o, st, v3_decode_probs, V3_DECODE_N) : bench_v3(&o, st, v3_probs, V3_N);
-        if (o.v3 == 1) f += bench_v3_bwd(&o, st);
+        if (o.v3 == 1 && o.bwd) f += bench_v3_bwd(&o, st); /* --pass fwd: the forward table only */
         CK(cudaStreamDestroy(st));
         return f ? 1 : 0;
     }
