@@ -96,31 +96,43 @@ static __device__ __forceinline__ bool fwd_ws_boundary(int64_t hi_b, int64_t lo_
     return NATURAL || (int64_t)key0 + fwd_ws_bn - 1 > hi_b || (int64_t)key0 < lo_last;
 }
 
-/* One K or V stage (sX) of key block key0 of a (batch, KV head) from its map: dense, packed or
- * paged. Dense: the box at (row0 + key0, hk, kb) with row0 = 0, kb = b; packed (p.cu_k): the
- * batch-1 map, row0 = cu_k[b], kb = 0; paged (pages = the table row of b): BN / box boxes of `box` rows, box | page_size, so each lies in one page: key j0 = key0 +
- * r0 is slot j0 % page_size of page pages[j0 / page_size]. Boxes past Sk_b (j0 >= sk) read no
- * table entry past the sequence's pages: they load page pages[0] (the block is a boundary block:
- * their scores are hidden and the V guard covers their values). Every box lands its full bytes
- * (rows outside a map: zeros), so the stage's transaction count is BN * HD * 2 in every case. */
+/* Where lane `lane` of the producer warp loads its box of paged key block key0 (pages = the table
+ * row of b): box u = lane < BN / box covers keys j0 = key0 + u * box .. + box - 1 (box |
+ * page_size: one page), slot j0 % page_size of page pages[j0 / page_size]. Boxes past Sk_b
+ * (j0 >= sk) read no table entry past the sequence's pages: they load page pages[0] (the block
+ * is a boundary block: their scores are hidden and the V guard covers their values). The lanes
+ * read their table entries at once (one latency per block, for K and V). *page < 0: no box. */
+static __device__ __forceinline__ void fwd_ws_page_of(const int *pages, int page_size, int box, int sk, int key0,
+                                                      int lane, int *page, int *slot) {
+    *page = -1;
+    *slot = 0;
+    if (lane * box >= fwd_ws_bn) return;
+    const int j0 = key0 + lane * box;
+    *page = j0 < sk ? pages[j0 / page_size] : pages[0];
+    *slot = j0 < sk ? j0 % page_size : 0;
+}
+
+/* One K or V stage (sX) of key block key0 of a (batch, KV head) from its map, issued by the
+ * producer warp after lane 0's arrive_tx on bar (every lane calls it). Dense: lane 0 loads the
+ * box at (row0 + key0, hk, kb) with row0 = 0, kb = b; packed (p.cu_k): the batch-1 map, row0 =
+ * cu_k[b], kb = 0; paged (paged = 1): each lane its box of fwd_ws_page_of. Every box lands its
+ * full bytes (rows outside a map: zeros), so the stage's transaction count is BN * HD * 2 in
+ * every case. */
 template <int CB>
-static __device__ __forceinline__ void fwd_ws_load_kv(uint32_t sX, const CUtensorMap *map, uint32_t bar,
-                                                      const int *pages, int page_size, int box, int sk, int row0,
-                                                      int kb, int hk, int key0) {
-    if (pages == NULL) {
+static __device__ __forceinline__ void fwd_ws_load_kv(uint32_t sX, const CUtensorMap *map, uint32_t bar, int paged,
+                                                      int page, int slot, int box, int row0, int kb, int hk, int key0,
+                                                      int lane) {
+    if (!paged) {
+        if (lane == 0)
 #pragma unroll
-        for (int cb = 0; cb < CB; ++cb)
-            gmma_tma_load4(sX + cb * fwd_ws_bn * 128, map, bar, cb * 64, row0 + key0, hk, kb);
+            for (int cb = 0; cb < CB; ++cb)
+                gmma_tma_load4(sX + cb * fwd_ws_bn * 128, map, bar, cb * 64, row0 + key0, hk, kb);
         return;
     }
-    for (int r0 = 0; r0 < fwd_ws_bn; r0 += box) {
-        const int j0 = key0 + r0;
-        const int page = j0 < sk ? pages[j0 / page_size] : pages[0];
-        const int slot = j0 < sk ? j0 % page_size : 0;
+    if (page >= 0)
 #pragma unroll
         for (int cb = 0; cb < CB; ++cb)
-            gmma_tma_load4(sX + cb * fwd_ws_bn * 128 + r0 * 128, map, bar, cb * 64, slot, hk, page);
-    }
+            gmma_tma_load4(sX + cb * fwd_ws_bn * 128 + lane * box * 128, map, bar, cb * 64, slot, hk, page);
 }
 
 /* S = Q K^T for this warpgroup's 64 rows (sQw: its rows of the Q tile) against the K stage sK;
@@ -237,17 +249,24 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
                 const int key0 = n * BN;
                 const bool boundary = fwd_ws_boundary<NATURAL>(hi_b, w.lo_last, key0);
                 const uint32_t sK = sK0 + s * KV_BYTES, sV = sV0 + s * KV_BYTES;
+                const int paged = w.s.pages != NULL;
+                int page = -1, slot = 0;
+                if (paged) fwd_ws_page_of(w.s.pages, p.page_size, maps.page_box, w.s.sk, key0, lane, &page, &slot);
+                const uint32_t bv = boundary ? b_vland : b_vfull + 8 * s;
+                // lane 0 waits for the stage and announces its bytes; then the warp issues the copies
                 if (lane == 0) {
                     gmma_mbar_wait(b_kempty + 8 * s, ph ^ 1u);
                     gmma_mbar_arrive_tx(b_kfull + 8 * s, KV_BYTES);
-                    fwd_ws_load_kv<CB>(sK, &maps.k, b_kfull + 8 * s, w.s.pages, p.page_size, maps.page_box, w.s.sk,
-                                       krow0, kb, hk, key0);
-                    gmma_mbar_wait(b_vempty + 8 * s, ph ^ 1u);
-                    const uint32_t bv = boundary ? b_vland : b_vfull + 8 * s;
-                    gmma_mbar_arrive_tx(bv, KV_BYTES);
-                    fwd_ws_load_kv<CB>(sV, &maps.v, bv, w.s.pages, p.page_size, maps.page_box, w.s.sk, krow0, kb, hk,
-                                       key0);
                 }
+                __syncwarp();
+                fwd_ws_load_kv<CB>(sK, &maps.k, b_kfull + 8 * s, paged, page, slot, maps.page_box, krow0, kb, hk, key0,
+                                   lane);
+                if (lane == 0) {
+                    gmma_mbar_wait(b_vempty + 8 * s, ph ^ 1u);
+                    gmma_mbar_arrive_tx(bv, KV_BYTES);
+                }
+                __syncwarp();
+                fwd_ws_load_kv<CB>(sV, &maps.v, bv, paged, page, slot, maps.page_box, krow0, kb, hk, key0, lane);
                 if (boundary) {
                     // the V guard: scan the landed stage before the consumers may read it
                     __syncwarp();
