@@ -29,6 +29,17 @@
  * too; they lie only in boundary blocks (fwd_cta_work_of: keys below the last row's lower bound
  * or above the first row's upper bound), where the element mask hides their scores and the V
  * guard below covers their values.
+ * Contract v3 (fwd_common.cuh's fwd_seq_of gives each tile its sequence): packed Q or K/V
+ * (cu_seqlens) use batch-1 maps over the packed rows, a tile's box starting at the sequence's
+ * first row (cu[b] + m0, cu[b] + key0); seqused_k and packed K/V bound a sequence's keys by Sk_b,
+ * and the rows a box reads past Sk_b (the next sequence's, or the unused ones) lie in boundary
+ * blocks, handled as above (hidden scores, V guard); query rows past Sq_b are computed and not
+ * stored. Paged K/V: maps over the pools [num_pages, page_size], boxes of gcd(page_size, 128)
+ * rows (a multiple of 8: each box starts a 1024-byte swizzle atom, so the stage's layout is the
+ * dense one), each in one page, issued by the producer warp's lanes together
+ * (fwd_ws_page_of). Page sizes that are not multiples of 8 are declined (the cp.async kernels
+ * gather them). A call with per-sequence lengths runs one CTA per tile (inactive tiles of
+ * short sequences exit at once), like the causal ones.
  * NaN/Inf guard of V (fwd_common.cuh): in a boundary block the producer warp has the copy
  * complete on a separate mbarrier, scans the whole V stage, replaces NaN/Inf halves by +0, fences
  * (generic -> async proxy), raises the host-mapped flag on a hit, and only then arrives on the
