@@ -27,7 +27,9 @@
  *              [--policy default|sm80|nows|fam1] [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]
  *              [--decode]
  * --v3: instead of the grid, the contract-v3 problems (bench_v3: packed varlen, paged K/V, decode at
- *       Sq = 1 with caches of 4k..128k keys) beside torch's counterparts, one table.
+ *       Sq = 1 with caches of 4k..128k keys) beside torch's counterparts, one table; then the varlen
+ *       backward (bench_v3_bwd) beside FlashAttention-2's varlen backward and cuDNN's, a second table
+ *       (not with --pass fwd).
  * --decode: as --v3 with the decode problems only (v3_decode_probs: B 1 and 8, GQA 32/8 and
  *       MHA 32/32, caches 4k..128k, D = 128, bf16), beside the SDPA backends.
  * LIST: comma-separated (--d 64,128 --s 512,2048 --causal 0,1 --dtype bf16,fp16).
@@ -440,9 +442,15 @@ typedef struct {
 /* varlen lengths: deterministic, 256..4096, the same formula in torch_bench.py */
 static int v3_len(int b) { return 256 + (b * 1103 + 517) % 3841; }
 
+/* the varlen lengths of a problem (kinds 0 and 3): Sq == 0: v3_len (256..4096); Sq > 0: many short
+ * sequences, 1..Sq (torch_bench.py v3_seqlen) */
+static int v3_seqlen(int Sq, int b) { return Sq > 0 ? 1 + (b * 1103 + 517) % Sq : v3_len(b); }
+
 static const v3_prob v3_probs[] = {
     {0, 16, 0, 0, 16, 16, 128, 0, 0}, {0, 16, 0, 0, 16, 16, 128, 1, 0}, {0, 16, 0, 0, 32, 8, 128, 1, 0},
-    {1, 8, 4096, 4096, 16, 16, 128, 1, 256}, {1, 8, 4096, 4096, 16, 16, 128, 1, 16},
+    {0, 64, 512, 0, 16, 16, 128, 1, 0},
+    {1, 8, 4096, 4096, 16, 16, 128, 1, 0}, {1, 8, 4096, 4096, 16, 16, 128, 1, 256},
+    {1, 8, 4096, 4096, 16, 16, 128, 1, 64}, {1, 8, 4096, 4096, 16, 16, 128, 1, 16},
     {2, 8, 1, 4096, 32, 8, 128, 0, 0}, {2, 8, 1, 16384, 32, 8, 128, 0, 0}, {2, 8, 1, 65536, 32, 8, 128, 0, 0},
     {2, 8, 1, 131072, 32, 8, 128, 0, 0}, {2, 8, 1, 4096, 16, 16, 128, 0, 0}, {2, 8, 1, 32768, 16, 16, 128, 0, 0},
     {2, 8, 1, 131072, 16, 16, 128, 0, 0}, {2, 8, 1, 16384, 32, 8, 128, 0, 64}, {2, 8, 1, 131072, 32, 8, 128, 0, 64},
@@ -467,11 +475,11 @@ static void v3_spec(const v3_prob *p, char *b, size_t n) {
 }
 
 static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, int nprob) {
-    double ours[V3_MAXN], tf[V3_MAXN], gbs[V3_MAXN], fl[V3_MAXN], cu[V3_MAXN], ef[V3_MAXN];
+    double ours[V3_MAXN], tf[V3_MAXN], gbs[V3_MAXN], fl[V3_MAXN], cu[V3_MAXN], ef[V3_MAXN], cs[V3_MAXN];
     int failed = 0;
     for (int i = 0; i < nprob; i++) {
         const v3_prob *pp = &probs[i];
-        ours[i] = tf[i] = gbs[i] = fl[i] = cu[i] = ef[i] = -1;
+        ours[i] = tf[i] = gbs[i] = fl[i] = cu[i] = ef[i] = cs[i] = -1;
         const int B = pp->B, Hq = pp->Hq, Hkv = pp->Hkv, D = pp->D;
         int32_t cu_s[65];
         int64_t totq, totk, maxs = 0;
@@ -479,7 +487,7 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
         cu_s[0] = 0;
         if (pp->kind == 0) {
             for (int b = 0; b < B; b++) {
-                const int L = v3_len(b);
+                const int L = v3_seqlen(pp->Sq, b);
                 cu_s[b + 1] = cu_s[b] + L;
                 maxs = L > maxs ? L : maxs;
                 flops += 4.0 * Hq * (double)L * L * D * (pp->causal ? 0.5 : 1.0);
@@ -612,6 +620,7 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
             if (!strcmp(be, "flash")) fl[idx] = ms;
             if (!strcmp(be, "cudnn")) cu[idx] = ms;
             if (!strcmp(be, "efficient")) ef[idx] = ms;
+            if (!strcmp(be, "cudnn_seq")) cs[idx] = ms;
         }
         if (f) pclose(f);
     }
@@ -631,12 +640,180 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
         char r[16] = "-";
         if (best > 0 && ours[i] > 0) snprintf(r, sizeof r, "%.2f", best / ours[i]);
         char sqs[16], sks[16];
-        snprintf(sqs, sizeof sqs, "%d", pp->Sq);
+        snprintf(sqs, sizeof sqs, pp->kind == 0 ? "1..%d" : "%d", pp->Sq);
         snprintf(sks, sizeof sks, "%d", pp->Sk);
         printf("| %s | %d | %s | %s | %d/%d | %d | %s | %d | %.4f | %.1f | %.0f | %.4f | %.4f | %.4f | %s |\n",
                pp->kind == 0 ? "varlen" : (pp->kind == 1 ? "paged" : "decode"), pp->B,
-               pp->kind == 0 ? "256..4096" : sqs, pp->kind == 0 ? "=Sq" : sks,
+               pp->kind == 0 ? (pp->Sq > 0 ? sqs : "256..4096") : sqs, pp->kind == 0 ? "=Sq" : sks,
                pp->Hq, pp->Hkv, pp->D, pp->causal ? "br" : "no", pp->page, ours[i], tf[i], gbs[i], fl[i], cu[i], ef[i], r);
+    }
+    /* varlen: cuDNN's dense SDPA once per packed sequence (its varlen entry is not a tuned path) */
+    for (int i = 0; i < nprob; i++)
+        if (cs[i] > 0)
+            printf("\nvarlen #%d (row %d): cuDNN dense SDPA per sequence (B calls on views of the packed tensors): "
+                   "%.4f ms; cuda / that = %.2f\n", i, i + 1, cs[i], ours[i] > 0 ? cs[i] / ours[i] : -1.0);
+    return failed;
+}
+
+/* --v3, second table: the varlen BACKWARD (packed Q/K/V, cu_seqlens_q = cu_seqlens_k, lengths
+ * v3_seqlen(Sq, b), causal bottom-right), bf16, D = 128, default mode (not deterministic), beside
+ * torch_bench.py --v3bwd: aten._flash_attention_backward with cu_seqlens (FlashAttention-2 varlen
+ * backward), aten._cudnn_attention_backward with cu_seqlens, and cuDNN's dense SDPA backward once per
+ * sequence. O and LSE come from our forward; dO uniform in [-1, 1). FLOPs: 2.5x the forward's. */
+static const v3_prob v3_bwd_probs[] = {
+    {3, 16, 0, 0, 16, 16, 128, 0, 0}, {3, 16, 0, 0, 16, 16, 128, 1, 0}, {3, 16, 0, 0, 32, 8, 128, 1, 0},
+    {3, 64, 512, 0, 16, 16, 128, 1, 0}, {3, 64, 512, 0, 16, 16, 128, 0, 0},
+};
+#define V3_BWD_N ((int)(sizeof v3_bwd_probs / sizeof v3_bwd_probs[0]))
+
+static int bench_v3_bwd(const bench_opts *o, cudaStream_t st) {
+    double ours[V3_BWD_N], tf[V3_BWD_N], fl[V3_BWD_N], cu[V3_BWD_N], cs[V3_BWD_N];
+    int failed = 0;
+    for (int i = 0; i < V3_BWD_N; i++) {
+        const v3_prob *pp = &v3_bwd_probs[i];
+        ours[i] = tf[i] = fl[i] = cu[i] = cs[i] = -1;
+        const int B = pp->B, Hq = pp->Hq, Hkv = pp->Hkv, D = pp->D;
+        int32_t cu_s[65];
+        int64_t maxs = 0;
+        double flops = 0;
+        cu_s[0] = 0;
+        for (int b = 0; b < B; b++) {
+            const int L = v3_seqlen(pp->Sq, b);
+            cu_s[b + 1] = cu_s[b] + L;
+            maxs = L > maxs ? L : maxs;
+            flops += 2.5 * 4.0 * Hq * (double)L * L * D * (pp->causal ? 0.5 : 1.0);
+        }
+        const int64_t tot = cu_s[B];
+        uint16_t *q[2], *k[2], *v[2], *out[2], *dout[2], *dq[2], *dk[2], *dv[2];
+        float *lse[2];
+        fa_fwd_args fa[2];
+        fa_bwd_args ba[2];
+        for (int x = 0; x < 2; x++) {
+            CK(cudaMalloc((void **)&q[x], (size_t)tot * Hq * D * 2));
+            CK(cudaMalloc((void **)&out[x], (size_t)tot * Hq * D * 2));
+            CK(cudaMalloc((void **)&dout[x], (size_t)tot * Hq * D * 2));
+            CK(cudaMalloc((void **)&dq[x], (size_t)tot * Hq * D * 2));
+            CK(cudaMalloc((void **)&k[x], (size_t)tot * Hkv * D * 2));
+            CK(cudaMalloc((void **)&v[x], (size_t)tot * Hkv * D * 2));
+            CK(cudaMalloc((void **)&dk[x], (size_t)tot * Hkv * D * 2));
+            CK(cudaMalloc((void **)&dv[x], (size_t)tot * Hkv * D * 2));
+            CK(cudaMalloc((void **)&lse[x], (size_t)tot * Hq * 4));
+            CK(bench_fill(q[x], tot * Hq * D, 401u + x, 1));
+            CK(bench_fill(k[x], tot * Hkv * D, 503u + x, 1));
+            CK(bench_fill(v[x], tot * Hkv * D, 607u + x, 1));
+            CK(bench_fill(dout[x], tot * Hq * D, 709u + x, 1));
+            memset(&fa[x], 0, sizeof fa[x]);
+            fa_problem *p = &fa[x].p;
+            p->batch = B; p->heads_q = Hq; p->heads_kv = Hkv; p->head_dim_qk = p->head_dim_v = D;
+            p->dtype = FA_BF16; p->window_left = p->window_right = -1;
+            p->causal = pp->causal ? FA_CAUSAL_BOTTOM_RIGHT : FA_CAUSAL_NONE;
+            p->seqlen_q = p->seqlen_k = maxs;
+            fa[x].stream = st;
+            fa[x].q = (fa_tensor){q[x], {0, (int64_t)Hq * D, D, 1}};
+            fa[x].o = (fa_tensor){out[x], {0, (int64_t)Hq * D, D, 1}};
+            fa[x].k = (fa_tensor){k[x], {0, (int64_t)Hkv * D, D, 1}};
+            fa[x].v = (fa_tensor){v[x], {0, (int64_t)Hkv * D, D, 1}};
+            fa[x].lse = (fa_lse){lse[x], {0, tot, 1}};
+            fa[x].varlen.cu_seqlens_q = fa[x].varlen.cu_seqlens_k = cu_s;
+            memset(&ba[x], 0, sizeof ba[x]);
+            ba[x].p = fa[x].p;
+            ba[x].q = fa[x].q; ba[x].k = fa[x].k; ba[x].v = fa[x].v; ba[x].o = fa[x].o; ba[x].lse = fa[x].lse;
+            ba[x].dout = (fa_tensor){dout[x], {0, (int64_t)Hq * D, D, 1}};
+            ba[x].dq = (fa_tensor){dq[x], {0, (int64_t)Hq * D, D, 1}};
+            ba[x].dk = (fa_tensor){dk[x], {0, (int64_t)Hkv * D, D, 1}};
+            ba[x].dv = (fa_tensor){dv[x], {0, (int64_t)Hkv * D, D, 1}};
+            ba[x].varlen = fa[x].varlen;
+            ba[x].deterministic = o->deterministic;
+            ba[x].stream = st;
+        }
+        fa_error err;
+        int ok = 1;
+        for (int x = 0; x < 2 && ok; x++)
+            if (fa_cuda_forward_policy(&fa[x], &o->pol, &err) != FA_OK) {
+                fprintf(stderr, "bench v3 bwd #%d forward: %s: %s\n", i, err.arg, err.msg);
+                ok = 0;
+            }
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        double *tk = malloc(sizeof(double) * (size_t)o->iters);
+        for (int it = -o->warmup; ok && it < o->iters; it++) {
+            const int x = (it + o->warmup) & 1;
+            CK(cudaStreamSynchronize(st));
+            CK(bench_spin(st, BENCH_SPIN_US));
+            CK(cudaEventRecord(e0, st));
+            if (fa_cuda_backward_policy(&ba[x], &o->pol, &err) != FA_OK) {
+                fprintf(stderr, "bench v3 bwd #%d: %s: %s\n", i, err.arg, err.msg);
+                ok = 0;
+            }
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            if (it >= 0) tk[it] = ms;
+        }
+        if (ok) {
+            ours[i] = median(tk, o->iters);
+            tf[i] = flops / (ours[i] * 1e-3) / 1e12;
+        } else failed++;
+        char sp[96];
+        v3_spec(pp, sp, sizeof sp);
+        fprintf(stderr, "bench v3 bwd %s: %.4f ms\n", sp, ours[i]);
+        free(tk);
+        CK(cudaEventDestroy(e0));
+        CK(cudaEventDestroy(e1));
+        for (int x = 0; x < 2; x++) {
+            uint16_t *t[8] = {q[x], k[x], v[x], out[x], dout[x], dq[x], dk[x], dv[x]};
+            for (int y = 0; y < 8; y++) CK(cudaFree(t[y]));
+            CK(cudaFree(lse[x]));
+        }
+    }
+    if (o->torch) {
+        char cmd[4096];
+        size_t n = (size_t)snprintf(cmd, sizeof cmd, "python3 '%s' --v3bwd --iters %d --warmup %d --spin-us %d --probs ",
+                                    o->torch, o->iters, o->warmup, BENCH_SPIN_US);
+        for (int i = 0; i < V3_BWD_N && n + 64 < sizeof cmd; i++) {
+            char sp[96];
+            v3_spec(&v3_bwd_probs[i], sp, sizeof sp);
+            n += (size_t)snprintf(cmd + n, sizeof cmd - n, "%s%s", i ? "," : "", sp);
+        }
+        fprintf(stderr, "bench: %s\n", cmd);
+        fflush(NULL);
+        FILE *f = popen(cmd, "r");
+        char line[512];
+        while (f && fgets(line, sizeof line, f)) {
+            int idx;
+            char be[16];
+            double ms;
+            if (sscanf(line, "v3bwd %d %15s %lf", &idx, be, &ms) != 3 || idx < 0 || idx >= V3_BWD_N) {
+                fputs(line, stderr);
+                continue;
+            }
+            if (!strcmp(be, "flash")) fl[idx] = ms;
+            if (!strcmp(be, "cudnn")) cu[idx] = ms;
+            if (!strcmp(be, "cudnn_seq")) cs[idx] = ms;
+        }
+        if (f) pclose(f);
+    }
+    printf("\nVarlen backward (kernel policy %s; bf16, D = 128, %s mode, kernels time behind a spin, median of %d; "
+           "O and LSE from our forward). torch: flash = aten._flash_attention_backward with cu_seqlens "
+           "(FlashAttention-2 varlen), cudnn = aten._cudnn_attention_backward with cu_seqlens, cudnn/seq = cuDNN's "
+           "dense SDPA backward once per sequence. best = the fastest torch column; cuda / best > 1: cuda faster.\n\n",
+           o->policy_name, o->deterministic ? "deterministic" : "default", o->iters);
+    printf("| B | lengths | Hq/Hkv | causal | cuda ms | TFLOP/s | flash ms | cudnn ms | cudnn/seq ms | cuda / best |\n"
+           "|---|---|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < V3_BWD_N; i++) {
+        const v3_prob *pp = &v3_bwd_probs[i];
+        double best = -1;
+        const double t[3] = {fl[i], cu[i], cs[i]};
+        for (int x = 0; x < 3; x++)
+            if (t[x] > 0 && (best < 0 || t[x] < best)) best = t[x];
+        char r[16] = "-", ls[24];
+        if (best > 0 && ours[i] > 0) snprintf(r, sizeof r, "%.2f", best / ours[i]);
+        if (pp->Sq > 0) snprintf(ls, sizeof ls, "1..%d", pp->Sq);
+        else snprintf(ls, sizeof ls, "256..4096");
+        printf("| %d | %s | %d/%d | %s | %.4f | %.1f | %.4f | %.4f | %.4f | %s |\n", pp->B, ls, pp->Hq, pp->Hkv,
+               pp->causal ? "br" : "no", ours[i], tf[i], fl[i], cu[i], cs[i], r);
     }
     return failed;
 }
@@ -724,7 +901,8 @@ int main(int argc, char **argv) {
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     if (o.v3) { /* only the contract-v3 table (--v3) or its decode table (--decode) */
-        const int f = o.v3 == 2 ? bench_v3(&o, st, v3_decode_probs, V3_DECODE_N) : bench_v3(&o, st, v3_probs, V3_N);
+        int f = o.v3 == 2 ? bench_v3(&o, st, v3_decode_probs, V3_DECODE_N) : bench_v3(&o, st, v3_probs, V3_N);
+        if (o.v3 == 1 && o.bwd) f += bench_v3_bwd(&o, st); /* --pass fwd: the forward table only */
         CK(cudaStreamDestroy(st));
         return f ? 1 : 0;
     }

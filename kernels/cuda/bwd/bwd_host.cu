@@ -144,7 +144,11 @@ static cudaError_t bwd_dsinks_run(const fa_bwd_args *a, cudaStream_t st) {
 // ----------------------------------------------------------------------------
 // entry point
 
-static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev) {
+/* One dense backward on a->stream, the workspace lock held. sync_end = 1: returns after the stream
+ * has finished it; 0 (bwd_varlen's sequences): returns once it is queued (the caller synchronizes;
+ * the workspace is reused in stream order, and is only freed after a synchronization). */
+static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev,
+                                int sync_end) {
     const fa_problem *pr = &a->p;
     cudaStream_t st = (cudaStream_t)a->stream;
     cudaError_t e;
@@ -234,6 +238,8 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
     const size_t ws_bytes = 2 * rows_bytes + 256 + dq_bytes;
     if (ws_bytes > bwd_ws_size[dev]) {
         if (bwd_ws_ptr[dev]) {
+            // queued work of this call (earlier sequences of a varlen call) may still use it
+            if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
             if ((e = cudaFree(bwd_ws_ptr[dev])) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaFree");
             bwd_ws_ptr[dev] = NULL;
             bwd_ws_size[dev] = 0;
@@ -277,7 +283,8 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
     e = gmma && !exact ? bwd_sm90_run(&p, hd, bf16, a->deterministic, pol->bwd_sm90_dq, st)
                        : bwd_sm80_run(&p, hd, bf16, a->deterministic, exact, cap, st);
     if (e != cudaSuccess) return bwd_cuda_fail(err, e, "kernel launch");
-    if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
+    if (sync_end && (e = cudaStreamSynchronize(st)) != cudaSuccess)
+        return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
     return FA_OK;
 }
 
@@ -303,7 +310,7 @@ static fa_status bwd_dense(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_e
         return fa_fail(err, FA_ERR_UNSUPPORTED, "", "device %d is beyond the backward's table of %d devices", dev,
                        BWD_MAX_DEVICES);
     pthread_mutex_lock(&bwd_ws_lock);
-    fa_status s = bwd_run_locked(a, pol, err, dev);
+    fa_status s = bwd_run_locked(a, pol, err, dev, 1);
     pthread_mutex_unlock(&bwd_ws_lock);
     return s;
 }
@@ -345,9 +352,27 @@ static fa_tensor bwd_view(const fa_tensor *t, int64_t off) {
  * of a dense call) on the views of its rows, with batch 1, seqlen_q = Sq_b, seqlen_k = Sk_b, so
  * the causal and window diagonals are its own (bottom-right aligns its own ends) and its
  * arithmetic is that of the same sequence run alone, bit for bit. The sequences run one after
- * the other on the stream (the workspace is shared); keys allocated but not used
- * (seqused_k[b] <= j < allocated) get dK = dV = 0. Offsets are int64 (cu[b] * stride). */
+ * the other on the stream (the workspace is shared: the lock is held for the whole call, and the
+ * host waits for the stream once, at the end, or where a sequence's screen is read back); keys
+ * allocated but not used (seqused_k[b] <= j < allocated) get dK = dV = 0. Offsets are int64
+ * (cu[b] * stride). */
+static fa_status bwd_varlen_locked(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev);
+
 static fa_status bwd_varlen(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_error *err) {
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return bwd_cuda_fail(err, e, "cudaGetDevice");
+    if (dev < 0 || dev >= BWD_MAX_DEVICES)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "", "device %d is beyond the backward's table of %d devices", dev,
+                       BWD_MAX_DEVICES);
+    pthread_mutex_lock(&bwd_ws_lock);
+    fa_status s = bwd_varlen_locked(a, pol, err, dev);
+    if (s != FA_OK) cudaStreamSynchronize((cudaStream_t)a->stream);  // nothing queued outlives the lock
+    pthread_mutex_unlock(&bwd_ws_lock);
+    return s;
+}
+
+static fa_status bwd_varlen_locked(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev) {
     const fa_problem *pr = &a->p;
     const int32_t *cq = a->varlen.cu_seqlens_q, *ck = a->varlen.cu_seqlens_k, *used = a->varlen.seqused_k;
     cudaStream_t st = (cudaStream_t)a->stream;
@@ -380,8 +405,10 @@ static fa_status bwd_varlen(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_
             s.mask.ptr = a->mask.ptr + b * a->mask.stride[0];
             s.mask.stride[0] = 0;
         }
-        fa_status r = bwd_dense(&s, pol, err);
-        if (r != FA_OK) return r;
+        if (sq != 0 || sk != 0) { /* bwd_dense's condition: nothing to write otherwise */
+            fa_status r = bwd_run_locked(&s, pol, err, dev, 0);
+            if (r != FA_OK) return r;
+        }
         if (sk < alloc_k) {
             cudaError_t e = bwd_zero_launch(&s.dk, 0, pr->heads_kv, pr->head_dim_qk, sk, alloc_k, st);
             if (e == cudaSuccess) e = bwd_zero_launch(&s.dv, 0, pr->heads_kv, pr->head_dim_v, sk, alloc_k, st);

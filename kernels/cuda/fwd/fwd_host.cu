@@ -352,10 +352,10 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     // the wgmma kernel on sm_90 (its sm_90a code runs there only), else the mma.sync kernels
     const int use_sm90 = !decode && cc_major == 9 && cc_minor == 0 && pol->fwd_sm90 != 0 &&
                          (cfg->hd == 128 || (cfg->hd == 64 && pol->fwd_sm90 == 1));
-    // the warp-specialized kernel at padded head dims 64 and 128 (fwd_sm90_ws.cu; it may decline a call)
-    // dense fixed-length calls only: its tensor maps and tile schedule know no sequences, pages,
-    // softcap, sinks or split-KV
-    const int use_ws = !decode && !cu_q && !cu_k && !used_k && !paged && !softcap && !sinks &&
+    // the warp-specialized kernel at padded head dims 64 and 128 (fwd_sm90_ws.cu; it may decline a
+    // call, e.g. a page size that is not a multiple of 8): dense, packed, seqused_k and paged calls;
+    // not softcap, sinks or split-KV
+    const int use_ws = !decode && !softcap && !sinks &&
                        cc_major == 9 && cc_minor == 0 && pol->fwd_sm90 != 0 && pol->fwd_ws != 0 &&
                        (cfg->hd == 128 || cfg->hd == 64) && (size_t)smem_optin >= fwd_ws_smem_bytes(cfg->hd);
     fwd_kernel_fn kern;
@@ -543,7 +543,8 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     // ---- launch (and, with split-KV, the combine)
     dim3 grid((unsigned)m_blocks, (unsigned)(units < 65535 ? units : 65535), (unsigned)(n_split ? n_split : 1));
     dim3 block((unsigned)launch_threads, 1, 1);
-    if (!use_ws || fwd_ws_launch(&p, cfg->hd, pr->dtype == FA_BF16, natural, stream, &e) != 0) {
+    if (!use_ws || fwd_ws_launch(&p, cfg->hd, pr->dtype == FA_BF16, natural, rows_q, cu_k ? (int64_t)cu_k[B] : 0,
+                                 paged ? a->paged.num_pages : 0, stream, &e) != 0) {
         kern<<<grid, block, smem, stream>>>(p);
         e = cudaGetLastError();
     }

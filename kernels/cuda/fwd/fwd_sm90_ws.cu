@@ -29,18 +29,34 @@
  * too; they lie only in boundary blocks (fwd_cta_work_of: keys below the last row's lower bound
  * or above the first row's upper bound), where the element mask hides their scores and the V
  * guard below covers their values.
+ * Contract v3 (fwd_common.cuh's fwd_seq_of gives each tile its sequence): packed Q or K/V
+ * (cu_seqlens) use batch-1 maps over the packed rows, a tile's box starting at the sequence's
+ * first row (cu[b] + m0, cu[b] + key0); seqused_k and packed K/V bound a sequence's keys by Sk_b,
+ * and the rows a box reads past Sk_b (the next sequence's, or the unused ones) lie in boundary
+ * blocks, handled as above (hidden scores, V guard); query rows past Sq_b are computed and not
+ * stored. Paged K/V: maps over the pools [num_pages, page_size], boxes of gcd(page_size, 128)
+ * rows (a multiple of 8: each box starts a 1024-byte swizzle atom, so the stage's layout is the
+ * dense one), each in one page, issued by the producer warp's lanes together
+ * (fwd_ws_page_of). Page sizes that are not multiples of 8 are declined (the cp.async kernels
+ * gather them). A call with per-sequence lengths runs one CTA per tile (inactive tiles of
+ * short sequences exit at once), like the causal ones.
  * NaN/Inf guard of V (fwd_common.cuh): in a boundary block the producer warp has the copy
  * complete on a separate mbarrier, scans the whole V stage, replaces NaN/Inf halves by +0, fences
  * (generic -> async proxy), raises the host-mapped flag on a hit, and only then arrives on the
  * stage's full barrier. The host's fix-up then adds the exact contribution of visible NaN/Inf V
  * entries, as for the other kernels. */
+#include <string.h>
+
 #include <cuda.h>  // CUtensorMap and the encoder's types (the encoder comes from the driver at run time)
 
 #include "kernels/cuda/fwd/fwd_ws.h"
 
-/* The tensor maps of one call (kernel parameter, __grid_constant__: TMA reads them in place). */
+/* The tensor maps of one call (kernel parameter, __grid_constant__: TMA reads them in place).
+ * page_box: paged K/V (p.block_table != NULL): the rows of one K/V box, gcd(page_size, BN) (a
+ * multiple of 8, so each box starts a 1024-byte swizzle atom); 0 otherwise. */
 typedef struct {
     CUtensorMap q, k, v;
+    int page_box;
 } fwd_ws_maps;
 
 /* Byte offsets inside the (1024-byte aligned) shared memory: Q tile, K ring, V ring, O staging,
@@ -80,11 +96,54 @@ static __device__ __forceinline__ uint32_t fwd_ws_scan_v(uint32_t sV, int lane) 
 }
 
 /* Is key block key0 .. key0 + BN - 1 a boundary block of work w (some key hidden from some row,
- * or past Sk)? The same test as fwd_sm90.cu. */
+ * or past Sk_b, the sequence's used keys)? The test of fwd_sm90.cu with its two upper conditions
+ * (key0 + BN - 1 > w.hi_first, key0 + BN > Sk_b) as one: hi_b = min(w.hi_first, Sk_b - 1)
+ * (fwd_ws_hi_b), which a thread holds instead of both. */
+static __device__ __forceinline__ int64_t fwd_ws_hi_b(const fwd_cta_work &w) {
+    return w.hi_first < (int64_t)w.s.sk - 1 ? w.hi_first : (int64_t)w.s.sk - 1;
+}
 template <bool NATURAL>
-static __device__ __forceinline__ bool fwd_ws_boundary(const fwd_cta_work &w, int key0, int Sk) {
-    return NATURAL || (int64_t)key0 + fwd_ws_bn - 1 > w.hi_first || (int64_t)key0 < w.lo_last ||
-           key0 + fwd_ws_bn > Sk;
+static __device__ __forceinline__ bool fwd_ws_boundary(int64_t hi_b, int64_t lo_last, int key0) {
+    return NATURAL || (int64_t)key0 + fwd_ws_bn - 1 > hi_b || (int64_t)key0 < lo_last;
+}
+
+/* Where lane `lane` of the producer warp loads its box of paged key block key0 (pages = the table
+ * row of b): box u = lane < BN / box covers keys j0 = key0 + u * box .. + box - 1 (box |
+ * page_size: one page), slot j0 % page_size of page pages[j0 / page_size]. Boxes past Sk_b
+ * (j0 >= sk) read no table entry past the sequence's pages: they load page pages[0] (the block
+ * is a boundary block: their scores are hidden and the V guard covers their values). The lanes
+ * read their table entries at once (one latency per block, for K and V). *page < 0: no box. */
+static __device__ __forceinline__ void fwd_ws_page_of(const int *pages, int page_size, int box, int sk, int key0,
+                                                      int lane, int *page, int *slot) {
+    *page = -1;
+    *slot = 0;
+    if (lane * box >= fwd_ws_bn) return;
+    const int j0 = key0 + lane * box;
+    *page = j0 < sk ? pages[j0 / page_size] : pages[0];
+    *slot = j0 < sk ? j0 % page_size : 0;
+}
+
+/* One K or V stage (sX) of key block key0 of a (batch, KV head) from its map, issued by the
+ * producer warp after lane 0's arrive_tx on bar (every lane calls it). Dense: lane 0 loads the
+ * box at (row0 + key0, hk, kb) with row0 = 0, kb = b; packed (p.cu_k): the batch-1 map, row0 =
+ * cu_k[b], kb = 0; paged (paged = 1): each lane its box of fwd_ws_page_of. Every box lands its
+ * full bytes (rows outside a map: zeros), so the stage's transaction count is BN * HD * 2 in
+ * every case. */
+template <int CB>
+static __device__ __forceinline__ void fwd_ws_load_kv(uint32_t sX, const CUtensorMap *map, uint32_t bar, int paged,
+                                                      int page, int slot, int box, int row0, int kb, int hk, int key0,
+                                                      int lane) {
+    if (!paged) {
+        if (lane == 0)
+#pragma unroll
+            for (int cb = 0; cb < CB; ++cb)
+                gmma_tma_load4(sX + cb * fwd_ws_bn * 128, map, bar, cb * 64, row0 + key0, hk, kb);
+        return;
+    }
+    if (page >= 0)
+#pragma unroll
+        for (int cb = 0; cb < CB; ++cb)
+            gmma_tma_load4(sX + cb * fwd_ws_bn * 128 + lane * box * 128, map, bar, cb * 64, slot, hk, page);
 }
 
 /* S = Q K^T for this warpgroup's 64 rows (sQw: its rows of the Q tile) against the K stage sK;
@@ -117,8 +176,8 @@ template <int NT, int DT, int KP, bool BF16, bool NATURAL>
 static __device__ __forceinline__ void fwd_ws_scores_to_p(const fwd_params &p, const fwd_cta_work &w,
                                                           float (&acc_s)[1][NT][4], float (&row_m)[1][2],
                                                           float (&row_l)[1][2], float (&acc_o)[1][DT][4],
-                                                          uint32_t (&pa)[1][KP][4], int key0, int Sk, int row_g, int t) {
-    if (fwd_ws_boundary<NATURAL>(w, key0, Sk)) fwd_mask_scores<1, NT, NATURAL>(p, w.s, acc_s, row_g, key0 + 2 * t);
+                                                          uint32_t (&pa)[1][KP][4], int key0, int64_t hi_b, int row_g, int t) {
+    if (fwd_ws_boundary<NATURAL>(hi_b, w.lo_last, key0)) fwd_mask_scores<1, NT, NATURAL>(p, w.s, acc_s, row_g, key0 + 2 * t);
     fwd_softmax_step<1, NT, DT, NATURAL>(p, acc_s, row_m, row_l, acc_o);
     fwd_pack_p<1, KP, BF16>(acc_s, pa);
 }
@@ -155,7 +214,6 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
     const uint32_t b_qfull = sB + 32 * ST, b_qempty = b_qfull + 8, b_vland = b_qfull + 16;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
-    const int Sk = p.seqlen_k;
     const int m_blocks = (p.seqlen_q + BM - 1) / BM;
     const int64_t tiles = (int64_t)m_blocks * p.bh_total;
 
@@ -177,37 +235,49 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
         // ================= producer =================
         gmma_setmaxnreg_dec<fwd_ws_producer_regs>();
         if (warp != 0) return;
-        uint32_t it = 0, tile = 0, land_phase = 0;
-        for (int64_t tl = blockIdx.x; tl < tiles; tl += gridDim.x, ++tile) {
+        uint32_t it = 0, tile = 0, land_phase = 0;  // tile: active tiles so far (the Q barriers' phase)
+        for (int64_t tl = blockIdx.x; tl < tiles; tl += gridDim.x) {
             int m0, bh;
             fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
             const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
+            if (!w.active) continue;  // a varlen sequence with fewer query blocks than the grid: no work
             const int hk = w.s.h / p.group;
+            const int64_t hi_b = fwd_ws_hi_b(w);
+            const int krow0 = p.cu_k != NULL ? p.cu_k[w.s.b] : 0, kb = p.cu_k != NULL ? 0 : w.s.b;
             if (lane == 0) {
                 gmma_mbar_wait(b_qempty, (tile & 1u) ^ 1u);  // the previous tile's Q reads are done
                 gmma_mbar_arrive_tx(b_qfull, Q_BYTES);
+                // packed Q (p.cu_q): the batch-1 map's rows q_tok0 + m0 (rows past Sq_b belong to the
+                // next sequence: their rows are computed and not stored)
+                const int qrow = w.s.q_tok0 + m0, qb = p.cu_q != NULL ? 0 : w.s.b;
 #pragma unroll
                 for (int cb = 0; cb < CB; ++cb)
-                    gmma_tma_load4(sQ + cb * BM * 128, &maps.q, b_qfull, cb * 64, m0, w.s.h, w.s.b);
+                    gmma_tma_load4(sQ + cb * BM * 128, &maps.q, b_qfull, cb * 64, qrow, w.s.h, qb);
             }
+            ++tile;
             for (int n = w.n_end - 1; n >= w.n_begin; --n, ++it) {
                 const uint32_t s = it % ST, ph = (it / ST) & 1u;
                 const int key0 = n * BN;
-                const bool boundary = fwd_ws_boundary<NATURAL>(w, key0, Sk);
+                const bool boundary = fwd_ws_boundary<NATURAL>(hi_b, w.lo_last, key0);
                 const uint32_t sK = sK0 + s * KV_BYTES, sV = sV0 + s * KV_BYTES;
+                const int paged = w.s.pages != NULL;
+                int page = -1, slot = 0;
+                if (paged) fwd_ws_page_of(w.s.pages, p.page_size, maps.page_box, w.s.sk, key0, lane, &page, &slot);
+                const uint32_t bv = boundary ? b_vland : b_vfull + 8 * s;
+                // lane 0 waits for the stage and announces its bytes; then the warp issues the copies
                 if (lane == 0) {
                     gmma_mbar_wait(b_kempty + 8 * s, ph ^ 1u);
                     gmma_mbar_arrive_tx(b_kfull + 8 * s, KV_BYTES);
-#pragma unroll
-                    for (int cb = 0; cb < CB; ++cb)
-                        gmma_tma_load4(sK + cb * BN * 128, &maps.k, b_kfull + 8 * s, cb * 64, key0, hk, w.s.b);
-                    gmma_mbar_wait(b_vempty + 8 * s, ph ^ 1u);
-                    const uint32_t bv = boundary ? b_vland : b_vfull + 8 * s;
-                    gmma_mbar_arrive_tx(bv, KV_BYTES);
-#pragma unroll
-                    for (int cb = 0; cb < CB; ++cb)
-                        gmma_tma_load4(sV + cb * BN * 128, &maps.v, bv, cb * 64, key0, hk, w.s.b);
                 }
+                __syncwarp();
+                fwd_ws_load_kv<CB>(sK, &maps.k, b_kfull + 8 * s, paged, page, slot, maps.page_box, krow0, kb, hk, key0,
+                                   lane);
+                if (lane == 0) {
+                    gmma_mbar_wait(b_vempty + 8 * s, ph ^ 1u);
+                    gmma_mbar_arrive_tx(bv, KV_BYTES);
+                }
+                __syncwarp();
+                fwd_ws_load_kv<CB>(sV, &maps.v, bv, paged, page, slot, maps.page_box, krow0, kb, hk, key0, lane);
                 if (boundary) {
                     // the V guard: scan the landed stage before the consumers may read it
                     __syncwarp();
@@ -234,11 +304,13 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
     // warpgroup 0 consumes warpgroup 1's last arrival after the last tile. (Per-tile arrivals
     // could let warpgroup 1 arrive twice on barrier 1 before warpgroup 0 syncs on it.)
     if (cwg == 1) gmma_bar_arrive(1, 256);
-    uint32_t it = 0, tile = 0;
-    for (int64_t tl = blockIdx.x; tl < tiles; tl += gridDim.x, ++tile) {
+    uint32_t it = 0, tile = 0;  // tile: active tiles so far, as the producer counts them
+    for (int64_t tl = blockIdx.x; tl < tiles; tl += gridDim.x) {
         int m0, bh;
         fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
         const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
+        if (!w.active) continue;  // the producer skips it too (same test, same order)
+        const int64_t hi_b = fwd_ws_hi_b(w);
 
         float acc_o[1][DT][4];
         float row_m[1][2], row_l[1][2];
@@ -251,6 +323,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
         row_l[0][0] = row_l[0][1] = 0.0f;
 
         gmma_mbar_wait(b_qfull, tile & 1u);
+        ++tile;
         if (w.n_end > w.n_begin) {
             // ---- the first (last-keyed) block: S = Q K^T alone
             uint32_t s = it % ST, ph = (it / ST) & 1u;
@@ -266,7 +339,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
                 gmma_wait<0>();
                 gmma_fence_operands(acc_s[0]);
                 if (lane == 0) gmma_mbar_arrive(b_kempty + 8 * s);
-                fwd_ws_scores_to_p<NT, DT, KP, BF16, NATURAL>(p, w, acc_s, row_m, row_l, acc_o, pa, n * BN, Sk,
+                fwd_ws_scores_to_p<NT, DT, KP, BF16, NATURAL>(p, w, acc_s, row_m, row_l, acc_o, pa, n * BN, hi_b,
                                                               m0 + cw * 16 + g, t);
             }
             // ---- the other blocks: O += P(prev) V(prev) and S = Q K^T in one turn
@@ -293,7 +366,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
                         gmma_mbar_arrive(b_kempty + 8 * s);
                         gmma_mbar_arrive(b_vempty + 8 * sp);
                     }
-                    fwd_ws_scores_to_p<NT, DT, KP, BF16, NATURAL>(p, w, acc_s, row_m, row_l, acc_o, pa, n * BN, Sk,
+                    fwd_ws_scores_to_p<NT, DT, KP, BF16, NATURAL>(p, w, acc_s, row_m, row_l, acc_o, pa, n * BN, hi_b,
                                                                   m0 + cw * 16 + g, t);
                     continue;
                 }
@@ -309,7 +382,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
                 // O of ones instead of acc_o, which yields alpha per row (1 * alpha = alpha);
                 // acc_o is rescaled by the same products once the P V product is complete
                 float alpha[1][1][4] = {{{1.0f, 1.0f, 1.0f, 1.0f}}};
-                if (fwd_ws_boundary<NATURAL>(w, n * BN, Sk))
+                if (fwd_ws_boundary<NATURAL>(hi_b, w.lo_last, n * BN))
                     fwd_mask_scores<1, NT, NATURAL>(p, w.s, acc_s, m0 + cw * 16 + g, n * BN + 2 * t);
                 fwd_softmax_step<1, NT, 1, NATURAL>(p, acc_s, row_m, row_l, alpha);
                 gmma_wait<0>();
@@ -369,10 +442,10 @@ static fwd_ws_encode_fn fwd_ws_encoder(void) {
 }
 
 /* A rank-4 map (head dim, rows, heads, batch) of 16-bit elements, strides in elements; box 64
- * columns x 128 rows, 128-byte swizzle, zeros outside. 0 on success. A dimension of size 1 gets
+ * columns x box_rows rows, 128-byte swizzle, zeros outside. 0 on success. A dimension of size 1 gets
  * the next inner stride (its own is never used, and may be 0 or odd in the caller's view). */
 static int fwd_ws_map(CUtensorMap *m, const void *base, int64_t d, int64_t rows, int64_t heads, int64_t batch,
-                      int64_t s_row, int64_t s_head, int64_t s_batch) {
+                      int64_t s_row, int64_t s_head, int64_t s_batch, int box_rows) {
     fwd_ws_encode_fn enc = fwd_ws_encoder();
     if (enc == NULL) return 1;
     if (rows == 1) s_row = d;
@@ -380,7 +453,7 @@ static int fwd_ws_map(CUtensorMap *m, const void *base, int64_t d, int64_t rows,
     if (batch == 1) s_batch = s_head;
     const cuuint64_t dims[4] = {(cuuint64_t)d, (cuuint64_t)rows, (cuuint64_t)heads, (cuuint64_t)batch};
     const cuuint64_t strides[3] = {(cuuint64_t)s_row * 2, (cuuint64_t)s_head * 2, (cuuint64_t)s_batch * 2};
-    const cuuint32_t box[4] = {64, (cuuint32_t)fwd_ws_bn, 1, 1};
+    const cuuint32_t box[4] = {64, (cuuint32_t)box_rows, 1, 1};
     const cuuint32_t estr[4] = {1, 1, 1, 1};
     for (int i = 0; i < 3; ++i)
         if (strides[i] == 0 || strides[i] % 16 != 0 || strides[i] >= (1ull << 40)) return 1;
@@ -404,14 +477,36 @@ static fwd_ws_kernel_fn fwd_ws_pick(int hd, int bf16, int natural) {
     return NULL;
 }
 
-int fwd_ws_launch(const fwd_params *p, int hd, int bf16, int natural, cudaStream_t st, cudaError_t *e) {
+static int64_t fwd_ws_gcd(int64_t a, int64_t b) {
+    while (b != 0) {
+        const int64_t r = a % b;
+        a = b;
+        b = r;
+    }
+    return a;
+}
+
+int fwd_ws_launch(const fwd_params *p, int hd, int bf16, int natural, int64_t q_rows, int64_t k_rows,
+                  int64_t num_pages, cudaStream_t st, cudaError_t *e) {
     const fwd_ws_kernel_fn kern = fwd_ws_pick(hd, bf16, natural);
     if (kern == NULL) return 1;
     const int64_t batch = p->bh_total / p->heads_q, heads_kv = p->heads_q / p->group;
     fwd_ws_maps maps;
-    if (fwd_ws_map(&maps.q, p->q, p->head_dim, p->seqlen_q, p->heads_q, batch, p->q_ss, p->q_sh, p->q_sb) ||
-        fwd_ws_map(&maps.k, p->k, p->head_dim, p->seqlen_k, heads_kv, batch, p->k_ss, p->k_sh, p->k_sb) ||
-        fwd_ws_map(&maps.v, p->v, p->head_dim, p->seqlen_k, heads_kv, batch, p->v_ss, p->v_sh, p->v_sb))
+    memset(&maps, 0, sizeof(maps));
+    // Q: [B, Sq] rows, or the packed rows as one batch; K/V: [B, Sk], packed, or the page pools
+    // [num_pages, page_size] with boxes of gcd(page_size, BN) rows (at least 8: one swizzle atom)
+    const int paged = p->block_table != NULL;
+    if (paged) {
+        maps.page_box = (int)fwd_ws_gcd(p->page_size, fwd_ws_bn);
+        if (maps.page_box % 8 != 0) return 1;  // page sizes that are not multiples of 8: cp.async gathers
+    }
+    const int kbox = paged ? maps.page_box : fwd_ws_bn;
+    const int64_t kr = paged ? p->page_size : (p->cu_k != NULL ? k_rows : p->seqlen_k);
+    const int64_t kbatch = paged ? num_pages : (p->cu_k != NULL ? 1 : batch);
+    if (fwd_ws_map(&maps.q, p->q, p->head_dim, p->cu_q != NULL ? q_rows : p->seqlen_q, p->heads_q,
+                   p->cu_q != NULL ? 1 : batch, p->q_ss, p->q_sh, p->q_sb, fwd_ws_bm) ||
+        fwd_ws_map(&maps.k, p->k, p->head_dim, kr, heads_kv, kbatch, p->k_ss, p->k_sh, p->k_sb, kbox) ||
+        fwd_ws_map(&maps.v, p->v, p->head_dim, kr, heads_kv, kbatch, p->v_ss, p->v_sh, p->v_sb, kbox))
         return 1;
     const size_t smem = fwd_ws_smem_bytes(hd);
     *e = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -422,8 +517,11 @@ int fwd_ws_launch(const fwd_params *p, int hd, int bf16, int natural, cudaStream
     *e = cudaGetDevice(&dev);
     if (*e == cudaSuccess) *e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (*e != cudaSuccess) return 0;
+    // per-sequence lengths (varlen, seqused_k): one CTA per tile too (tiles of unequal work, and
+    // the inactive tiles of short sequences, are balanced by the hardware's dynamic order)
     const int64_t tiles = ((int64_t)p->seqlen_q + fwd_ws_bm - 1) / fwd_ws_bm * p->bh_total;
-    const int64_t cap = p->reverse_m ? (int64_t)INT32_MAX : (int64_t)sms;
+    const int per_seq = p->cu_q != NULL || p->cu_k != NULL || p->used_k != NULL;
+    const int64_t cap = p->reverse_m || per_seq ? (int64_t)INT32_MAX : (int64_t)sms;
     const unsigned grid = (unsigned)(tiles < cap ? tiles : cap);
     kern<<<grid, dim3(fwd_ws_threads, 1, 1), smem, st>>>(*p, maps);
     *e = cudaGetLastError();

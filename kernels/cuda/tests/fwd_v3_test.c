@@ -22,7 +22,8 @@
  *      (factor 2 for second-order terms); |LSE - ref| <= 2 (max_j ds_j + |lse| 2^-22
  *      + (Sk_b + 16) 2^-23 + 2^-20). Rows without a visible key: O = 0 and LSE = -inf, or
  *      the sink, exactly. These bounds are this test's, stated here, not the oracle's.
- * usage: fwd_v3_test [--threads N] (OpenMP threads of the reference). Exit 0: all passed. */
+ * usage: fwd_v3_test [--threads N] [--ws-only] (OpenMP threads of the reference; --ws-only: the
+ * warp-specialized kernel's cases only, ws_cases). Exit 0: all passed. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -99,6 +100,7 @@ typedef struct {
     fa_align align;
     int sq[MAXB], sk_alloc[MAXB], used[MAXB]; /* used[b] = Sk_b */
     int varlen_q, varlen_k, use_used, page_size; /* page_size 0: not paged */
+    int poison;  /* 1: allocated but unused keys (packed K/V, rows Sk_b .. span - 1) hold NaN/Inf */
     float softcap;
     int sinks;
     double amp; /* |q| amplitude */
@@ -118,7 +120,7 @@ static int v3_max(const int *x, int n) {
     return m;
 }
 
-static fa_cuda_policy pol_exact[3], pol_default;
+static fa_cuda_policy pol_exact[3], pol_default, pol_ws;
 static const char *pol_name[3] = {"sm90/default-tile", "sm80 family 0", "sm80 family 1"};
 static long n_checked = 0, n_failed = 0;
 
@@ -246,6 +248,14 @@ static void run_case(const v3_case *c, const fa_cuda_policy *pol, int exact, int
     const size_t kvn = (size_t)kv_rows * Hkv * D;
     uint16_t *kst = malloc(kvn * 2 + 2), *vst = malloc(kvn * 2 + 2);
     for (size_t x = 0; x < kvn; ++x) kst[x] = d2h(2 * urand() - 1, bf), vst[x] = d2h(2 * urand() - 1, bf);
+    if (c->poison && c->varlen_k) /* keys no sequence uses: NaN in K, +-Inf and NaN in V */
+        for (int b = 0; b < B; ++b)
+            for (int64_t r = cu_k[b] + c->used[b]; r < cu_k[b + 1]; ++r)
+                for (int x = 0; x < Hkv * D; ++x) {
+                    const size_t at = (size_t)r * Hkv * D + x;
+                    kst[at] = bf ? 0x7FC0u : 0x7E00u;
+                    vst[at] = x % 3 == 0 ? (bf ? 0x7F80u : 0x7C00u) : (x % 3 == 1 ? (bf ? 0xFF80u : 0xFC00u) : (bf ? 0x7FC0u : 0x7E00u));
+                }
     /* per-sequence gathered copies (the reference's and the dense runs' K/V) */
     for (int b = 0; b < B; ++b) {
         const int n = c->used[b];
@@ -566,9 +576,60 @@ static int bwd_sinks_case(int bf, int D, int causal) {
     return bad;
 }
 
+/* The warp-specialized Hopper kernel (fwd_sm90_ws.cu; default policy without the decode tile) on
+ * packed, seqused_k and paged calls, exact (each sequence alone, the same policy: the dense
+ * warp-specialized kernel) and against the float64 reference: page sizes it loads by tensor-map
+ * boxes of gcd(page size, 128) rows (8, 16, 24, 64, 128, 192, 256: boxes of 8..128 rows, pages
+ * shuffled and shared, boxes past Sk_b) and page sizes it declines (1, 100: the cp.async kernel
+ * runs); sequences of 0 and 1 rows and keys beside ones of several query and key blocks; GQA
+ * (8/8, 8/2, 8/1); every mask kind; unused packed keys poisoned with NaN/Inf (the producer loads
+ * them in boundary blocks: the mask hides their scores, the V guard their values). On a GPU
+ * other than sm_90 the same cases run on the other kernels. Returns the number of cases. */
+static int ws_cases(void) {
+    static const int wps[9] = {1, 8, 16, 24, 64, 100, 128, 192, 256};
+    static const int wsq[6] = {300, 0, 1, 129, 17, 640}, wsk[6] = {700, 1, 0, 300, 129, 513};
+    struct { fa_causal c; int64_t wl, wr; fa_align al; } masks[5] = {
+        {FA_CAUSAL_NONE, -1, -1, FA_ALIGN_TOP_LEFT},     {FA_CAUSAL_BOTTOM_RIGHT, -1, -1, FA_ALIGN_TOP_LEFT},
+        {FA_CAUSAL_TOP_LEFT, -1, -1, FA_ALIGN_TOP_LEFT}, {FA_CAUSAL_NONE, 150, 40, FA_ALIGN_BOTTOM_RIGHT},
+        {FA_CAUSAL_BOTTOM_RIGHT, 200, -1, FA_ALIGN_TOP_LEFT}};
+    int n = 0, npaged = 0;
+    for (int di = 0; di < 2; ++di)
+        for (int bf = 0; bf < 2; ++bf)
+            for (int mi = 0; mi < 5; ++mi)
+                for (int lay = 0; lay < 3; ++lay) {
+                    v3_case c;
+                    memset(&c, 0, sizeof(c));
+                    c.B = 6, c.Hq = 8, c.Hkv = mi % 3 == 0 ? 8 : (mi % 3 == 1 ? 2 : 1), c.D = di ? 128 : 64, c.bf16 = bf;
+                    c.causal = masks[mi].c, c.wl = masks[mi].wl, c.wr = masks[mi].wr, c.align = masks[mi].al;
+                    for (int b = 0; b < 6; ++b) c.sq[b] = wsq[(b + mi) % 6], c.sk_alloc[b] = wsk[(b + lay + di) % 6];
+                    c.varlen_q = 1;
+                    c.amp = 1.0;
+                    if (lay == 0) {
+                        c.name = "ws varlen q+k";
+                        c.varlen_k = 1;
+                        for (int b = 0; b < 6; ++b) c.used[b] = c.sk_alloc[b];
+                    } else if (lay == 1) {
+                        c.name = "ws varlen q+k, seqused_k, unused keys NaN/Inf";
+                        c.varlen_k = 1, c.use_used = 1, c.poison = 1;
+                        for (int b = 0; b < 6; ++b) c.used[b] = (int)(c.sk_alloc[b] * (0.5 + 0.5 * urand()));
+                    } else {
+                        c.name = "ws paged, seqused_k";
+                        c.page_size = wps[npaged++ % 9];
+                        c.use_used = 1;
+                        for (int b = 0; b < 6; ++b) c.used[b] = c.sk_alloc[b] - (int)(c.sk_alloc[b] * urand() * 0.3);
+                    }
+                    run_case(&c, &pol_ws, 1, 1);
+                    ++n;
+                }
+    return n;
+}
+
 int main(int argc, char **argv) {
-    for (int i = 1; i < argc; ++i)
+    int ws_only = 0;
+    for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) ++i; /* OMP_NUM_THREADS decides; kept for symmetry */
+        else if (!strcmp(argv[i], "--ws-only")) ws_only = 1; /* only ws_cases (a short device call) */
+    }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         fprintf(stderr, "fwd_v3_test: no CUDA device\n");
@@ -582,6 +643,16 @@ int main(int argc, char **argv) {
     pol_exact[0].fwd_sm90 = 1;     /* wgmma kernel at padded 64 and 128 on an sm_90 device */
     pol_exact[1].fwd_sm90 = 0, pol_exact[1].fwd_family = 0;
     pol_exact[2].fwd_sm90 = 0, pol_exact[2].fwd_family = 1;
+    pol_ws = fa_cuda_policy_default;
+    pol_ws.fwd_no_decode = 1;
+    {
+        const int nws = ws_cases();
+        printf("warp-specialized kernel, packed / seqused_k / paged: %d cases, %ld failed so far\n", nws, n_failed);
+        if (ws_only) {
+            printf("fwd_v3_test: %ld calls checked, %ld failed\n", n_checked, n_failed);
+            return n_failed ? 1 : 0;
+        }
+    }
 
     /* ---- exact + reference: packed, seqused, paged; every mask kind; softcap, sinks */
     static const int sqs[5] = {37, 0, 1, 200, 130}, sks[5] = {300, 1, 0, 129, 257};
