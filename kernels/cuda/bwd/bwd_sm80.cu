@@ -834,9 +834,12 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kerne
 // ----------------------------------------------------------------------------
 // launches (the seams of bwd_common.cuh)
 
-/* Column halves of a head-dim pair (the grid's p.nsplit): 2 at padded Qk 256 (registers),
- * else 1. HO = HD / split dK and dQ columns, HOV = HV / split dV columns per CTA. */
-static constexpr int bwd_split_of(int hd) { return hd == 256 ? 2 : 1; }
+/* Column halves of a tile (the grid's p.nsplit): 2 at padded Qk 256 and for the pair (192, 128),
+ * else 1. HO = HD / split dK and dQ columns, HOV = HV / split dV columns per CTA. The pair
+ * unsplit (dK and dV accumulators of 96 + 64 floats a thread) spills 358 bytes in the fast dK/dV
+ * kernel and about 900 in the softcap and exact ones at 255 registers (ptxas, sm_90a); halves
+ * of 96 / 64 columns spill none, for S = K Q^T and dP^T = V dO^T computed once per half. */
+static constexpr int bwd_split_of(int hd) { return hd == 256 || hd == 192 ? 2 : 1; }
 
 /* The dK/dV kernel (NW warps) for one mode. */
 template <int HD, int HV, int NW, int BR, bool BF16, bool DET, bool EXACT, bool CAP>

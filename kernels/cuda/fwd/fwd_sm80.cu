@@ -204,8 +204,8 @@ static fwd_kernel_fn pick_variant(int bf16, int natural) {
  * tile without one. */
 fwd_kernel_fn fwd_sm80_kernel(const fwd_tile *c, int bf16, int natural) {
     if (c->hv != 0 && c->hv != c->hd) {  // fwd_pair_tiles
-        if (c->hd == 192 && c->hv == 128 && c->bm == 128 && c->bn == 64 && c->nw == 4)
-            return pick_variant<192, 128, 128, 64, 4>(bf16, natural);
+        if (c->hd == 192 && c->hv == 128 && c->bm == 128 && c->bn == 64 && c->nw == 8)
+            return pick_variant<192, 128, 128, 64, 8>(bf16, natural);
         if (c->hd == 192 && c->hv == 128 && c->bm == 64 && c->bn == 64 && c->nw == 4)
             return pick_variant<192, 128, 64, 64, 4>(bf16, natural);
         return NULL;

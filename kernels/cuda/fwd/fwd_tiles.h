@@ -29,14 +29,15 @@ static const int fwd_family_default[2][FWD_HEAD_DIMS] = {{0, 3, 0, 0, 0, 0}, {0,
 static constexpr int fwd_short_causal_seqlen = 2048;
 
 /* Tiles of a head-dim pair Dqk != Dv with its own kernel (S = Q K^T over hd, O += P V over hv):
- * the MLA / DeepSeek shape: Dqk in 136..192 (padded to 192), Dv in 72..128 (padded to 128). Family 0: 32 rows per warp and
- * 64-key blocks, as the D = 128 tile (the O accumulator is Dv wide: 128 floats a thread);
- * family 1: 16 rows per warp, BLOCK_M = 64 (short causal problems, decode). Any other pair
+ * the MLA / DeepSeek shape: Dqk in 136..192 (padded to 192), Dv in 72..128 (padded to 128).
+ * 16 rows per warp and 64-key blocks (32 rows per warp spill 1 KB at 255 registers: the 12 k16
+ * steps of Q K^T); family 0: 8 warps, BLOCK_M = 128; family 1: 4 warps, BLOCK_M = 64 (short
+ * causal problems, decode). Any other pair
  * runs the equal-dim tile of max(Dqk, Dv) with the narrower tensor's columns zero-filled
  * (fwd_host.cu). */
 #define FWD_PAIRS 1
 static const fwd_tile fwd_pair_tiles[FWD_PAIRS][2] = {
-    {{192, 128, 64, 4, 128}, {192, 64, 64, 4, 128}},
+    {{192, 128, 64, 8, 128}, {192, 64, 64, 4, 128}},
 };
 
 /* The decode tile (Sq <= 16, head dims padded to 64 or 128): one warp, 16 query rows, 64-key
