@@ -666,6 +666,21 @@ static void build_cuda(sweep_list *s) {
                 grid_label(label, sizeof label, "leak", idx, &g, &c);
                 push(s, FC_SWEEP_CUDA_LEAK, &c, leak, label);
             }
+        /* Dqk != Dv: the MLA pair's kernels (the forward's V guard at Dv, the backward's exact
+           instantiations) under a bottom-right causal mask and a window, both dtypes */
+        for (int dt = 0; dt < 2; ++dt) {
+            if (s->o->sanitize && dt) continue;
+            grid_spec g = spec(200, 300, 192, dt ? FA_BF16 : FA_F16);
+            g.Dv = 128;
+            set_mask_kind(&g, dt ? 2 : 3);
+            g.B = 1; g.Hq = 2; g.Hkv = 1;
+            int64_t idx = 1018 + dt;
+            fc_case c = grid_case(&g, idx, bwd, 0);
+            c.dist[FC_T_Q].amp = 0.5;
+            char label[120];
+            grid_label(label, sizeof label, "leak", idx, &g, &c);
+            push(s, FC_SWEEP_CUDA_LEAK, &c, leak, label);
+        }
     }
     /* determinism: a batch-heavy causal backward, deterministic mode, five runs bitwise equal */
     if (!s->o->sanitize) {

@@ -88,7 +88,7 @@ static void test_cuda(void) {
     int head_dims[2][33] = {{0}}, seq_seen[17] = {0}, causal[3] = {0}, masks[FC_MASK_COUNT] = {0}, gqa[9] = {0};
     int bhsd = 0, pad = 0, qkv = 0, do_bhsd = 0, do_pad = 0, big = 0, neg_scale = 0, empty = 0, pairs = 0, windows = 0;
     int leak = 0, leak_long = 0, det = 0, declined = 0, findings = 0, sq_ne_sk = 0, det_modes[2] = {0, 0};
-    int mla = 0, dqk_ne_dv = 0; /* grid entries at Dqk/Dv 192/128 (the MLA kernels), any Dqk != Dv */
+    int mla = 0, dqk_ne_dv = 0, leak_mla = 0; /* grid entries at Dqk/Dv 192/128 (the MLA kernels), any Dqk != Dv */
     static const int64_t seqlens[17] = {1, 3, 17, 63, 64, 65, 97, 113, 127, 128, 239, 513, 799, 1023, 1025, 2048, 4224};
     for (int64_t i = 0; i < n; i++) {
         const fc_case *c = &e[i].c;
@@ -134,6 +134,7 @@ static void test_cuda(void) {
             int is_leak = e[i].prop >= 0 && strcmp(fc_prop_table[e[i].prop].name, "leak") == 0;
             leak += is_leak;
             leak_long += is_leak && p->seqlen_q >= 2000;
+            leak_mla += is_leak && p->head_dim_qk == 192 && p->head_dim_v == 128;
             CHECK(is_leak || (e[i].prop >= 0 && strcmp(fc_prop_table[e[i].prop].name, "nonfinite") == 0),
                   "cuda_leak entries use the leak or the nonfinite property");
         }
@@ -167,7 +168,7 @@ static void test_cuda(void) {
     CHECK(neg_scale && empty >= 3 && pairs && windows > 20 && sq_ne_sk > 50, "scales, empty, (b, h) pairs, windows, Sq != Sk");
     CHECK(mla >= 13 && dqk_ne_dv >= 17, "Dqk != Dv on the CUDA grid: %d at 192/128, %d in all", mla, dqk_ne_dv);
     CHECK(det_modes[0] > 50 && det_modes[1] > 50, "both backward modes: atomic %d, deterministic %d", det_modes[0], det_modes[1]);
-    CHECK(leak == 18 && leak_long == 2, "leak geometries: %d (long %d)", leak, leak_long);
+    CHECK(leak == 20 && leak_long == 2 && leak_mla == 2, "leak geometries: %d (long %d, 192/128 %d)", leak, leak_long, leak_mla);
     CHECK(det == 6 && declined == 4 && findings == 4 && big == 2, "det %d declined %d findings %d big %d", det, declined,
           findings, big);
     free(e);
