@@ -3,7 +3,7 @@
  * line a (pass, Dqk/Dv, S, causal): median milliseconds of --iters calls after --warmup, and TFLOP/s
  * with the flops of the two products per pass: forward 2 B H Sq Sk (Dqk + Dv) (Q K^T and P V),
  * backward 2 B H Sq Sk (3 Dqk + 2 Dv) (S again, dP, dV, dQ, dK), both halved when causal
- * (Sq == Sk). Each call is the backend's own (fa_cuda_forward / fa_cuda_backward, which
+ * (Sq == Sk); "fwd1": the forward with tile family 1 (testing.h policy). Each call is the backend's own (fa_cuda_forward / fa_cuda_backward, which
  * synchronize), timed with CUDA events around it. PyTorch SDPA on the same problems:
  * pair_bench_torch.py. usage: pair_bench [--iters N] [--warmup N] [--s LIST] */
 #include <cuda_runtime.h>
@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/testing.h"
 
 #define CK(x)                                                                                  \
     do {                                                                                       \
@@ -59,9 +60,11 @@ int main(int argc, char **argv) {
                 CK(cudaMalloc((void **)&dout, nv * 2)); CK(cudaMalloc((void **)&dq, nq * 2));
                 CK(cudaMalloc((void **)&dk, nq * 2)); CK(cudaMalloc((void **)&dv, nv * 2));
                 CK(cudaMalloc((void **)&lse, (size_t)(B * H * S) * 4));
-                /* inputs: small bf16 values (0x3c00 + low bits: about 0.0078 .. 0.0156, signs mixed) */
+                /* inputs: finite bf16 values in [2^-7, 2^-6) (exponent 0x3c0 fixed, 7 pseudo-random
+                   mantissa bits), signs mixed: no NaN/Inf (which would take the fix-up and exact paths) */
                 uint16_t *h = malloc((nq > nv ? nq : nv) * 2);
-                for (size_t x = 0; x < (nq > nv ? nq : nv); ++x) h[x] = (uint16_t)(0x3c00 + (x * 2654435761u >> 25) + ((x & 1) << 15));
+                for (size_t x = 0; x < (nq > nv ? nq : nv); ++x)
+                    h[x] = (uint16_t)(0x3c00u | (((uint32_t)x * 2654435761u >> 13) & 0x7fu) | ((uint32_t)(x & 1) << 15));
                 CK(cudaMemcpy(q, h, nq * 2, cudaMemcpyHostToDevice)); CK(cudaMemcpy(k, h + 1, (nq - 1) * 2, cudaMemcpyHostToDevice));
                 CK(cudaMemcpy(v, h + 2, (nv - 2) * 2, cudaMemcpyHostToDevice)); CK(cudaMemcpy(dout, h + 3, (nv - 3) * 2, cudaMemcpyHostToDevice));
                 free(h);
@@ -79,17 +82,22 @@ int main(int argc, char **argv) {
                 ba.dout = t4(dout, S, H, Dv); ba.dq = t4(dq, S, H, Dqk); ba.dk = t4(dk, S, H, Dqk); ba.dv = t4(dv, S, H, Dv);
                 cudaEvent_t e0, e1;
                 CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-                for (int pass = 0; pass < 2; ++pass) {
+                /* pass 0: forward (default tile), 1: backward, 2: forward with tile family 1 (fwd_tiles.h) */
+                fa_cuda_policy fam1 = fa_cuda_policy_default;
+                fam1.fwd_family = 1;
+                for (int pass = 0; pass < 3; ++pass) {
                     float *ms = malloc(sizeof(float) * iters);
                     fa_error err;
                     int bad = 0;
                     for (int it = -warmup; it < iters && !bad; ++it) {
                         CK(cudaEventRecord(e0, 0));
-                        const fa_status st = pass ? fa_cuda_backward(&ba, &err) : fa_cuda_forward(&a, &err);
+                        const fa_status st = pass == 1 ? fa_cuda_backward(&ba, &err)
+                                             : pass == 2 ? fa_cuda_forward_policy(&a, &fam1, &err)
+                                                         : fa_cuda_forward(&a, &err);
                         CK(cudaEventRecord(e1, 0));
                         CK(cudaEventSynchronize(e1));
                         if (st != FA_OK) {
-                            printf("%-4s %3lld/%-4lld %6lld %6d  %s: %s\n", pass ? "bwd" : "fwd", (long long)Dqk, (long long)Dv,
+                            printf("%-4s %3lld/%-4lld %6lld %6d  %s: %s\n", pass == 1 ? "bwd" : pass ? "fwd1" : "fwd", (long long)Dqk, (long long)Dv,
                                    (long long)S, causal, fa_status_name(st), err.msg);
                             bad = 1;
                         } else if (it >= 0) CK(cudaEventElapsedTime(&ms[it], e0, e1));
@@ -97,9 +105,9 @@ int main(int argc, char **argv) {
                     if (!bad) {
                         qsort(ms, (size_t)iters, sizeof(float), cmpf);
                         const double med = ms[iters / 2];
-                        double flops = 2.0 * B * H * (double)S * (double)S * (double)(pass ? 3 * Dqk + 2 * Dv : Dqk + Dv);
+                        double flops = 2.0 * B * H * (double)S * (double)S * (double)(pass == 1 ? 3 * Dqk + 2 * Dv : Dqk + Dv);
                         if (causal) flops *= 0.5;
-                        printf("%-4s %3lld/%-4lld %6lld %6d %9.3f %8.1f\n", pass ? "bwd" : "fwd", (long long)Dqk,
+                        printf("%-4s %3lld/%-4lld %6lld %6d %9.3f %8.1f\n", pass == 1 ? "bwd" : pass ? "fwd1" : "fwd", (long long)Dqk,
                                (long long)Dv, (long long)S, causal, med, flops / (med * 1e-3) / 1e12);
                     }
                     free(ms);

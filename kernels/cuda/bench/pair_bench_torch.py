@@ -4,11 +4,13 @@ call (flash, efficient, cudnn, math), forward and forward + backward timed apart
 difference), median of --iters after warm-up. Same flop convention as pair_bench.c. Prints the
 backends that decline a problem as `declined`."""
 import argparse
+import warnings
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+warnings.filterwarnings("ignore")
 ap = argparse.ArgumentParser()
 ap.add_argument("--s", default="1024,4096")
 ap.add_argument("--iters", type=int, default=20)

@@ -585,6 +585,7 @@ static int bwd_sinks_case(int bf, int D, int Dv, int causal) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each section's line reaches a log even if the run is cut short */
     for (int i = 1; i < argc; ++i)
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) ++i; /* OMP_NUM_THREADS decides; kept for symmetry */
     int ndev = 0;
