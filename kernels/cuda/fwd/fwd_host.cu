@@ -351,7 +351,7 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
                             : decode                                               ? 1
                                                                                    : fwd_family_default[upper][c];
             cfg = &fwd_tiles[fam][c];
-            if (pair) cfg = &fwd_pair_tiles[0][fam == 1];
+            if (pair) cfg = &fwd_pair_tiles[0][pol->fwd_family != 0];  // [1] unless the policy asks family 0
             else if (decode && pol->fwd_family < 0 && (cfg->hd == 64 || cfg->hd == 128))
                 cfg = &fwd_decode_tiles[cfg->hd == 128];
             break;

@@ -31,8 +31,9 @@ static constexpr int fwd_short_causal_seqlen = 2048;
 /* Tiles of a head-dim pair Dqk != Dv with its own kernel (S = Q K^T over hd, O += P V over hv):
  * the MLA / DeepSeek shape: Dqk in 136..192 (padded to 192), Dv in 72..128 (padded to 128).
  * 16 rows per warp and 64-key blocks (32 rows per warp spill 1 KB at 255 registers: the 12 k16
- * steps of Q K^T); family 0: 8 warps, BLOCK_M = 128; family 1: 4 warps, BLOCK_M = 64 (short
- * causal problems, decode). Any other pair
+ * steps of Q K^T); [0]: 8 warps, BLOCK_M = 128 (the policy's family 0 only); [1]: 4 warps,
+ * BLOCK_M = 64, the default: 4-11% faster than [0] at S = 1024 and 4096, causal or not, on the
+ * H100 (bench/RESULTS-2026-11-25-mla.md). Any other pair
  * runs the equal-dim tile of max(Dqk, Dv) with the narrower tensor's columns zero-filled
  * (fwd_host.cu). */
 #define FWD_PAIRS 1
