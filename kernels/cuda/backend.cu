@@ -29,7 +29,7 @@
  *   P (dP - D) by fl(1 - fl(t t)) before rounding dS to the dtype (ds_rounded: BOUNDS.md 14.3,
  *   "dS rounded after the factor"); no profile field beyond these. The table's limits claim
  *   paged K/V for the forward; the paged backward answers FA_ERR_UNSUPPORTED ("page_size").
- * Limits: common/limits.h (head dims 8..256 in steps of 8, Dqk == Dv, 16-byte aligned
+ * Limits: common/limits.h (head dims 8..256 in steps of 8, any Dqk and Dv, 16-byte aligned
  * pointers: the kernels move 16-byte chunks, unit last-dimension stride). */
 #include <cuda_runtime.h>
 

@@ -390,6 +390,7 @@ static const char *lay_name[LAY_COUNT] = { "bshd", "bhsd", "pad", "qkv" };
 
 typedef struct {
     int64_t B, Sq, Sk, Hq, Hkv, D;
+    int64_t Dv; /* head dim of V, O (0: D) */
     fa_dtype dt;
     fa_causal causal;
     int64_t wl, wr;
@@ -449,7 +450,7 @@ static fc_case grid_case(const grid_spec *g, int64_t idx, int bwd, int big) {
     fc_case_default(&c);
     fa_problem *p = &c.p;
     p->batch = g->B; p->seqlen_q = g->Sq; p->seqlen_k = g->Sk; p->heads_q = g->Hq; p->heads_kv = g->Hkv;
-    p->head_dim_qk = p->head_dim_v = g->D; p->dtype = g->dt; p->softmax_scale = g->scale;
+    p->head_dim_qk = g->D; p->head_dim_v = g->Dv ? g->Dv : g->D; p->dtype = g->dt; p->softmax_scale = g->scale;
     p->causal = g->causal; p->window_left = g->wl; p->window_right = g->wr; p->window_align = g->align;
     switch (g->mask) {
     case MK_FULL: c.mask.kind = FC_MASK_RANDOM_MIXED; c.mask.density = 0.1; c.mask.amp = 3; break;
@@ -458,12 +459,12 @@ static fc_case grid_case(const grid_spec *g, int64_t idx, int bwd, int big) {
     case MK_ROWS: c.mask.kind = FC_MASK_RANDOM_MIXED; c.mask.density = 0.2; c.mask.amp = 3; c.mask.width = 5; c.mask.broadcast_batch = c.mask.broadcast_heads = 1; break;
     default: break;
     }
-    const int64_t Hq = g->Hq, Hkv = g->Hkv, D = g->D;
+    const int64_t Hq = g->Hq, Hkv = g->Hkv, D = g->D, Dv = p->head_dim_v;
     set_layout(&c, FC_T_Q, g->layout, g->Sq, Hq, D, Hq, Hkv);
     set_layout(&c, FC_T_K, g->layout, g->Sk, Hkv, D, Hq, Hkv);
-    set_layout(&c, FC_T_V, g->layout, g->Sk, Hkv, D, Hq, Hkv);
+    set_layout(&c, FC_T_V, g->layout, g->Sk, Hkv, Dv, Hq, Hkv); /* LAY_QKV: equal head dims only */
     const int olay = g->layout == LAY_QKV ? LAY_BSHD : g->layout;
-    set_layout(&c, FC_T_O, olay, g->Sq, Hq, D, Hq, Hkv);
+    set_layout(&c, FC_T_O, olay, g->Sq, Hq, Dv, Hq, Hkv);
     /* dO (and dQ) non-contiguous in two of three cases: the stride assumption on dout */
     const int dolay = big ? LAY_BSHD : idx % 3 == 0 ? LAY_BSHD : idx % 3 == 1 ? LAY_BHSD : LAY_PAD;
     set_layout(&c, FC_T_DO, dolay, g->Sq, Hq, D, Hq, Hkv);
@@ -477,9 +478,11 @@ static fc_case grid_case(const grid_spec *g, int64_t idx, int bwd, int big) {
 }
 
 static void grid_label(char *buf, size_t len, const char *sec, int64_t idx, const grid_spec *g, const fc_case *c) {
-    snprintf(buf, len, "%s#%lld B%lld Sq%lld Sk%lld H%lld/%lld D%lld %s c%d w%lld,%lld a%d m=%s %s dO=%s%s", sec,
+    char dv[24] = "";
+    if (g->Dv && g->Dv != g->D) snprintf(dv, sizeof dv, "/%lld", (long long)g->Dv);
+    snprintf(buf, len, "%s#%lld B%lld Sq%lld Sk%lld H%lld/%lld D%lld%s %s c%d w%lld,%lld a%d m=%s %s dO=%s%s", sec,
              (long long)idx, (long long)g->B, (long long)g->Sq, (long long)g->Sk, (long long)g->Hq, (long long)g->Hkv,
-             (long long)g->D, g->dt == FA_BF16 ? "bf16" : "fp16", (int)g->causal, (long long)g->wl, (long long)g->wr,
+             (long long)g->D, dv, g->dt == FA_BF16 ? "bf16" : "fp16", (int)g->causal, (long long)g->wl, (long long)g->wr,
              (int)g->align, mk_name[g->mask], lay_name[g->layout],
              c->layout[FC_T_DO].order[1] == 2 ? "bhsd" : c->layout[FC_T_DO].pad[2] ? "pad" : "bshd",
              g->scale != 0 ? " scale" : "");
@@ -602,6 +605,32 @@ static void build_cuda(sweep_list *s) {
         g = spec(3, 17, 32, FA_BF16); g.B = 0; add_grid(s, "F", &g);
         g = spec(3, 5, 8, FA_BF16); g.B = 300; g.Hq = 256; g.Hkv = 32; add_grid(s, "F", &g); /* 76800 pairs */
     }
+    /* M: Dqk != Dv. The MLA pair 192/128 (its own tiles: fwd_tiles.h fwd_pair_tiles, bwd_sm80_tile)
+       under every mask kind, both dtypes, GQA, the [B, H, S, D] and padded layouts, ragged and
+       1-row query blocks; and pairs that run the larger dim's tile with zero-filled columns
+       (Dv > Dqk, Dv < Dqk, 136/72 at the edges of the pair's padding) */
+    {
+        static const int64_t mq[4][2] = { { 129, 257 }, { 257, 129 }, { 1, 300 }, { 700, 700 } };
+        for (int kind = 0; kind < 13; ++kind) {
+            if (quick && kind % 2) { grid_idx++; continue; }
+            const int64_t *sqk = mq[kind % 4];
+            grid_spec g = spec(sqk[0], sqk[1], 192, (kind & 1) ? FA_F16 : FA_BF16);
+            g.Dv = 128;
+            set_mask_kind(&g, kind);
+            g.Hkv = 1 + kind % 2; g.Hq = (kind % 3 == 0 ? 4 : 1) * g.Hkv;
+            g.layout = kind % 3 == 2 ? LAY_PAD : (kind % 3 == 1 ? LAY_BHSD : LAY_BSHD);
+            add_grid(s, "M", &g);
+        }
+        static const int64_t pairs[4][2] = { { 136, 72 }, { 64, 128 }, { 128, 64 }, { 256, 32 } };
+        for (int i = 0; i < 4; ++i) {
+            if (quick && i % 2) { grid_idx++; continue; }
+            grid_spec g = spec(97, 161, pairs[i][0], i % 2 ? FA_F16 : FA_BF16);
+            g.Dv = pairs[i][1];
+            set_mask_kind(&g, 2 + 4 * i);
+            g.Hq = 2; g.Hkv = 1;
+            add_grid(s, "M", &g);
+        }
+    }
 
     /* leak: NaN/Inf in K and V at keys hidden from probe rows, inside key blocks other rows of
        the CTA see (causal diagonal, window edges, -inf mask entries, key padding, fully masked
@@ -637,6 +666,21 @@ static void build_cuda(sweep_list *s) {
                 grid_label(label, sizeof label, "leak", idx, &g, &c);
                 push(s, FC_SWEEP_CUDA_LEAK, &c, leak, label);
             }
+        /* Dqk != Dv: the MLA pair's kernels (the forward's V guard at Dv, the backward's exact
+           instantiations) under a bottom-right causal mask and a window, both dtypes */
+        for (int dt = 0; dt < 2; ++dt) {
+            if (s->o->sanitize && dt) continue;
+            grid_spec g = spec(200, 300, 192, dt ? FA_BF16 : FA_F16);
+            g.Dv = 128;
+            set_mask_kind(&g, dt ? 2 : 3);
+            g.B = 1; g.Hq = 2; g.Hkv = 1;
+            int64_t idx = 1018 + dt;
+            fc_case c = grid_case(&g, idx, bwd, 0);
+            c.dist[FC_T_Q].amp = 0.5;
+            char label[120];
+            grid_label(label, sizeof label, "leak", idx, &g, &c);
+            push(s, FC_SWEEP_CUDA_LEAK, &c, leak, label);
+        }
     }
     /* determinism: a batch-heavy causal backward, deterministic mode, five runs bitwise equal */
     if (!s->o->sanitize) {

@@ -61,6 +61,10 @@
  * Tiles (dK/dV kernel): 8 warps, 128 kv rows x 64 query rows (4 warps, 64 x 64 for head
  * dim 256); dQ kernel: 4 warps, 64 x 64. Head dims padded to 64, 128 or 256 with zeros
  * (loads zero-fill), the dK/dV/dQ columns split in halves of 128 for 256.
+ * Dqk != Dv: Q, K, dQ, dK are D = Dqk wide, V, O, dO, dV Dv wide (p.D, p.Dv). The pair
+ * (Dqk padded to 192, Dv to 128) has its own instantiations (HD = 192 for S = K Q^T, dK, dQ;
+ * HV = 128 for dP = V dO^T, dV, Dsum); any other pair runs the kernels of the larger padded
+ * dim with both tensors' columns zero-filled past their own head dim (bwd_sm80_tile).
  * All global offsets are 64-bit. */
 #ifndef FLASHCHECK_CUDA_BWD_COMMON_CUH
 #define FLASHCHECK_CUDA_BWD_COMMON_CUH
@@ -107,7 +111,8 @@ typedef struct {
     unsigned *screen; /* [4], zeroed per call, filled by the preprocess (bwd_prep_kernel) */
     int scan_nf;      /* screen: look for NaN/Inf in Q, dO, K (visibility is row-dependent) */
     int scan_norm;    /* screen: bound |dS| (fp16; bf16 has fp32's range) */
-    int64_t B, Sq, Sk, Hq, Hkv, group, D;
+    int64_t B, Sq, Sk, Hq, Hkv, group, D; /* D: head dim of Q, K (Dqk) */
+    int64_t Dv;                           /* head dim of V, O, dO, dV */
     float scale;
     /* visibility: dj = j - i - off; visible iff (!has_right || dj <= right) && (!has_left || dj >= -left) */
     int64_t off, right, left;
@@ -320,6 +325,11 @@ cudaError_t bwd_sm80_dq_det(const bwd_params *p, int hd, int bf16, cudaStream_t 
 cudaError_t bwd_sm80_convert(const bwd_params *p, int bf16, cudaStream_t st);
 /* shared memory of the largest sm_80 kernel of a call */
 size_t bwd_sm80_smem_bytes(int hd, int deterministic);
+/* the sm_80 tile code of a head-dim pair: 64, 128, 256 (both dims padded to the larger one), or
+ * 192 (the pair's own kernels: Dqk in 136..192 padded to 192, Dv in 72..128 padded to 128) */
+int bwd_sm80_tile(int64_t dqk, int64_t dv);
+/* the column halves (p.nsplit) the sm_80 kernels of tile code hd are launched with */
+int bwd_sm80_nsplit(int hd);
 /* the Hopper kernels (bwd_sm90.cu; hd 64 or 128, fast calls): dK/dV, then the dQ conversion
  * (default) or the deterministic dQ kernel (dq_sm90) or bwd_sm80_dq_det (!dq_sm90) */
 cudaError_t bwd_sm90_run(const bwd_params *p, int hd, int bf16, int deterministic, int dq_sm90, cudaStream_t st);

@@ -152,8 +152,8 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
     const fa_problem *pr = &a->p;
     cudaStream_t st = (cudaStream_t)a->stream;
     cudaError_t e;
-    const int64_t D = pr->head_dim_qk;
-    const int hd = D <= 64 ? 64 : (D <= 128 ? 128 : 256);
+    const int64_t D = pr->head_dim_qk, Dv = pr->head_dim_v;
+    const int hd = bwd_sm80_tile(D, Dv); /* 64, 128, 256, or 192: the pair (192, 128) */
 
     /* shared memory of the largest kernel of this call */
     int optin = 0;
@@ -162,13 +162,13 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
     const size_t need = bwd_sm80_smem_bytes(hd, a->deterministic);
     if ((size_t)optin < need)
         return fa_fail(err, FA_ERR_UNSUPPORTED, "head_dim_qk",
-                       "head_dim_qk %lld needs %zu bytes of shared memory per block in the backward; this GPU "
-                       "allows %d.", (long long)D, need, optin);
+                       "head dims %lld/%lld need %zu bytes of shared memory per block in the backward; this GPU "
+                       "allows %d.", (long long)D, (long long)Dv, need, optin);
 
     bwd_params p;
     memset(&p, 0, sizeof(p));
     p.B = pr->batch; p.Sq = pr->seqlen_q; p.Sk = pr->seqlen_k;
-    p.Hq = pr->heads_q; p.Hkv = pr->heads_kv; p.group = p.Hq / p.Hkv; p.D = D;
+    p.Hq = pr->heads_q; p.Hkv = pr->heads_kv; p.group = p.Hq / p.Hkv; p.D = D; p.Dv = Dv;
     p.scale = fa_effective_scale(pr);
     p.q = (const uint16_t *)a->q.ptr; p.k = (const uint16_t *)a->k.ptr; p.v = (const uint16_t *)a->v.ptr;
     p.o = (const uint16_t *)a->o.ptr; p.dout = (const uint16_t *)a->dout.ptr;
@@ -202,7 +202,7 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
         p.cap_scale = p.scale / pr->softcap; /* fp32 RN */
     }
 
-    p.nsplit = hd == 256 ? 2 : 1;
+    p.nsplit = bwd_sm80_nsplit(hd);
     /* the screen: NaN/Inf can only leak where visibility differs from row to row; the
      * |dS| bound only matters for fp16 (bf16 rounds dS to Inf only at the top of fp32's
      * range, where dP itself has already left the precision profile) */
@@ -227,7 +227,8 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
     if ((e = cudaDeviceGetAttribute(&cc_major, cudaDevAttrComputeCapabilityMajor, dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&cc_minor, cudaDevAttrComputeCapabilityMinor, dev)) != cudaSuccess)
         return bwd_cuda_fail(err, e, "cudaDeviceGetAttribute");
-    const int gmma = pol->bwd_sm90 && !cap && cc_major == 9 && cc_minor == 0 && (hd == 64 || hd == 128) && p.vec_q &&
+    /* (equal head dims only: the wgmma kernels have one head dim) */
+    const int gmma = pol->bwd_sm90 && !cap && D == Dv && cc_major == 9 && cc_minor == 0 && (hd == 64 || hd == 128) && p.vec_q &&
                      p.vec_k && p.vec_v && p.vec_do && (size_t)optin >= bwd_sm90_smem_bytes(hd) &&
                      (!a->deterministic || pol->bwd_sm90_det);
 

@@ -2,6 +2,7 @@
  * and screen, dK/dV (+ dQ partials by atomics), the dQ conversion, the deterministic dQ
  * kernel, and the EXACT slow paths. Design and arithmetic: bwd_common.cuh. */
 #include "kernels/cuda/bwd/bwd_common.cuh"
+#include "kernels/cuda/common/pairs.h"
 
 // ----------------------------------------------------------------------------
 // non-finite inputs and dS overflow: the exact slow path's triggers
@@ -185,7 +186,7 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params p) {
             if (p.scan_nf) bwd_row_sq<BF16>(p.k + b * p.ks[0] + j * p.ks[1] + hkv * p.ks[2], p.D, p.vec_k, lane, &bad);
             if (p.scan_norm) {
                 uint32_t unused = 0;
-                float v2 = bwd_row_sq<BF16>(p.v + b * p.vs[0] + j * p.vs[1] + hkv * p.vs[2], p.D, p.vec_v, lane, &unused);
+                float v2 = bwd_row_sq<BF16>(p.v + b * p.vs[0] + j * p.vs[1] + hkv * p.vs[2], p.Dv, p.vec_v, lane, &unused);
 #pragma unroll
                 for (int m = 16; m >= 1; m >>= 1) v2 += __shfl_xor_sync(0xffffffffu, v2, m);
                 nan_norm |= v2 != v2;
@@ -200,7 +201,7 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params p) {
         const uint16_t *g = p.dout + b * p.dos[0] + i * p.dos[1] + hq * p.dos[2];
         float acc = 0.f;
         if (p.vec_o_prep && p.vec_do_prep) {
-            for (int64_t d = lane * 8; d < p.D; d += 256) {
+            for (int64_t d = lane * 8; d < p.Dv; d += 256) {
                 uint4 ov = *reinterpret_cast<const uint4 *>(o + d);
                 uint4 gv = *reinterpret_cast<const uint4 *>(g + d);
                 const uint32_t ow[4] = {ov.x, ov.y, ov.z, ov.w}, gw[4] = {gv.x, gv.y, gv.z, gv.w};
@@ -212,7 +213,7 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params p) {
                 }
             }
         } else {
-            for (int64_t d = lane; d < p.D; d += 32) acc = fmaf(ptx_to_float<BF16>(o[d]), ptx_to_float<BF16>(g[d]), acc);
+            for (int64_t d = lane; d < p.Dv; d += 32) acc = fmaf(ptx_to_float<BF16>(o[d]), ptx_to_float<BF16>(g[d]), acc);
         }
 #pragma unroll
         for (int m = 16; m >= 1; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
@@ -222,7 +223,7 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params p) {
             p.dsum_ws[row] = acc;
         }
         if (screening) {
-            float g2 = bwd_row_sq<BF16>(g, p.D, p.vec_do_prep, lane, &bad); /* dO again: from L1/L2 */
+            float g2 = bwd_row_sq<BF16>(g, p.Dv, p.vec_do_prep, lane, &bad); /* dO again: from L1/L2 */
             if (p.scan_nf) bwd_row_sq<BF16>(p.q + b * p.qs[0] + i * p.qs[1] + hq * p.qs[2], p.D, p.vec_q, lane, &bad);
 #pragma unroll
             for (int m = 16; m >= 1; m >>= 1) g2 += __shfl_xor_sync(0xffffffffu, g2, m);
@@ -256,27 +257,32 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params p) {
 // ----------------------------------------------------------------------------
 // 2. dK, dV (and dQ partials by atomics when !DET)
 
-/* NW warps, each owning 16 kv rows: BC = 16 NW kv rows per block. */
-template <int HD, int NW, int BR>
+/* NW warps, each owning 16 kv rows: BC = 16 NW kv rows per block. HD: padded head dim of Q
+ * and K (sK, sQ rows), HV: of V and dO (sV, sdO rows); HV == HD for equal head dims. */
+template <int HD, int HV, int NW, int BR>
 struct bwd_dkdv_smem {
     static constexpr int BC = 16 * NW;
-    static constexpr size_t kv = (size_t)BC * HD;  /* elements of sK or sV */
-    static constexpr size_t qo = (size_t)BR * HD;  /* elements of one sQ or sdO buffer */
+    static constexpr size_t kv = (size_t)BC * HD;  /* elements of sK */
+    static constexpr size_t vv = (size_t)BC * HV;  /* elements of sV */
+    static constexpr size_t qo = (size_t)BR * HD;  /* elements of one sQ buffer */
+    static constexpr size_t go = (size_t)BR * HV;  /* elements of one sdO buffer */
     /* sdS is [BC][64] (64-wide rows keep the 8-chunk swizzle) whatever BR is; then
      * sLse, sDsum [2][BR] fp32, then the slow path's fp32 scratch sdSf [BC][BR] */
-    static constexpr size_t bytes = (2 * kv + 4 * qo + (size_t)BC * 64) * 2 + 4 * BR * 4 + (size_t)BC * BR * 4;
+    static constexpr size_t bytes = (kv + vv + 2 * qo + 2 * go + (size_t)BC * 64) * 2 + 4 * BR * 4 + (size_t)BC * BR * 4;
 };
 
-template <int HD, int HO, int NW, int BR, bool BF16, bool DET, bool EXACT, bool CAP>
+/* HO: the dK (and dQ) columns of a CTA, HOV: its dV columns; column half `split` of the grid
+ * owns dK columns [split HO, (split + 1) HO) and dV columns [split HOV, (split + 1) HOV). */
+template <int HD, int HV, int HO, int HOV, int NW, int BR, bool BF16, bool DET, bool EXACT, bool CAP>
 __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_dkdv_kernel(const bwd_params p) {
     extern __shared__ __align__(128) unsigned char bwd_smem_raw[];
-    typedef bwd_dkdv_smem<HD, NW, BR> L;
+    typedef bwd_dkdv_smem<HD, HV, NW, BR> L;
     constexpr int BC = L::BC, NT = NW * 32;
     uint16_t *sK = reinterpret_cast<uint16_t *>(bwd_smem_raw);
     uint16_t *sV = sK + L::kv;
-    uint16_t *sQ = sV + L::kv;       /* [2][BR][HD] */
-    uint16_t *sdO = sQ + 2 * L::qo;  /* [2][BR][HD] */
-    uint16_t *sdS = sdO + 2 * L::qo; /* [BC][BR]: dS^T */
+    uint16_t *sQ = sV + L::vv;       /* [2][BR][HD] */
+    uint16_t *sdO = sQ + 2 * L::qo;  /* [2][BR][HV] */
+    uint16_t *sdS = sdO + 2 * L::go; /* [BC][BR]: dS^T */
     float *sLse = reinterpret_cast<float *>(sdS + BC * 64); /* [2][BR] */
     float *sDsum = sLse + 2 * BR;                                /* [2][BR] */
     float *sdSf = sDsum + 2 * BR; /* [BC][BR]: slow path only: P^T, then dS^T, fp32, -0 = hidden */
@@ -292,7 +298,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
     const int split = (int)(bid % p.nsplit);
     bid /= p.nsplit;
     const int64_t hkv = bid % p.Hkv, b = bid / p.Hkv;
-    const int d_off = split * HO;
+    const int d_off = split * HO, dv_off = split * HOV;
     const int64_t j0 = kb * BC;
     const int64_t kv_rows = p.Sk - j0 < BC ? p.Sk - j0 : BC;
 
@@ -307,7 +313,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
     /* K, V of this block */
     bwd_load_tile<BC, HD, NT>(sK, p.k + b * p.ks[0] + j0 * p.ks[1] + hkv * p.ks[2], p.ks[1], kv_rows, p.D,
                               p.vec_k, tid);
-    bwd_load_tile<BC, HD, NT>(sV, p.v + b * p.vs[0] + j0 * p.vs[1] + hkv * p.vs[2], p.vs[1], kv_rows, p.D,
+    bwd_load_tile<BC, HV, NT>(sV, p.v + b * p.vs[0] + j0 * p.vs[1] + hkv * p.vs[2], p.vs[1], kv_rows, p.Dv,
                               p.vec_v, tid);
 
     /* issue the loads of iteration it into buffer buf */
@@ -317,8 +323,8 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
         const int64_t rows = p.Sq - i0 < BR ? p.Sq - i0 : BR;
         bwd_load_tile<BR, HD, NT>(sQ + buf * L::qo, p.q + b * p.qs[0] + i0 * p.qs[1] + hq * p.qs[2], p.qs[1],
                                   rows, p.D, p.vec_q, tid);
-        bwd_load_tile<BR, HD, NT>(sdO + buf * L::qo, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2],
-                                  p.dos[1], rows, p.D, p.vec_do, tid);
+        bwd_load_tile<BR, HV, NT>(sdO + buf * L::go, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2],
+                                  p.dos[1], rows, p.Dv, p.vec_do, tid);
         const int64_t ws = (b * p.Hq + hq) * p.Sq + i0;
         if (tid < BR) {
             bool ok = tid < rows;
@@ -332,11 +338,15 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
     if (n_it > 0) issue(0, 0);
     ptx_cp_commit();
 
-    float acc_dk[HO / 8][4], acc_dv[HO / 8][4];
+    float acc_dk[HO / 8][4], acc_dv[HOV / 8][4];
 #pragma unroll
     for (int n = 0; n < HO / 8; n++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) acc_dk[n][e] = acc_dv[n][e] = 0.f;
+        for (int e = 0; e < 4; e++) acc_dk[n][e] = 0.f;
+#pragma unroll
+    for (int n = 0; n < HOV / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc_dv[n][e] = 0.f;
 
     int kbad = 0; /* the K block holds a NaN/Inf (the dQ product's summed operand) */
     float *myf = sdSf + warp * 16 * BR; /* this warp's 16 rows of the scratch */
@@ -352,7 +362,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
         const int64_t hq = hkv * p.group + it / nqb;
         const int64_t i0 = (qb_lo + it % nqb) * BR;
         const uint16_t *sQb = sQ + buf * L::qo;
-        const uint16_t *sdOb = sdO + buf * L::qo;
+        const uint16_t *sdOb = sdO + buf * L::go;
         const float *lse_b = sLse + buf * BR;
         const float *dsum_b = sDsum + buf * BR;
 
@@ -361,7 +371,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
         int nf = 0;
         if (EXACT && (tm.partial || p.mask))
             nf = __syncthreads_or(kbad || bwd_tile_nonfinite<BF16, BR * HD, NT>(sQb, tid) ||
-                                  bwd_tile_nonfinite<BF16, BR * HD, NT>(sdOb, tid));
+                                  bwd_tile_nonfinite<BF16, BR * HV, NT>(sdOb, tid));
 
         const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
         /* S^T (16 kv rows of this warp x 64 query rows) = K Q^T, then
@@ -401,13 +411,13 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
 #pragma unroll
                 for (int e = 0; e < 4; e++) acc_s[n][e] = 0.f;
 #pragma unroll
-            for (int ks = 0; ks < HD / 16; ks++) {
+            for (int ks = 0; ks < HV / 16; ks++) {
                 uint32_t a[4];
-                ptx_ldsm4(a, ptx_smem(sV + bwd_swz<HD>(warp * 16 + ptx_ldsm_row_A(lane), ks * 16 + ptx_ldsm_col_A(lane))));
+                ptx_ldsm4(a, ptx_smem(sV + bwd_swz<HV>(warp * 16 + ptx_ldsm_row_A(lane), ks * 16 + ptx_ldsm_col_A(lane))));
 #pragma unroll
                 for (int np = 0; np < BR / 16; np++) {
                     uint32_t bb[4];
-                    ptx_ldsm4(bb, ptx_smem(sdOb + bwd_swz<HD>(np * 16 + ptx_ldsm_row_Bn(lane), ks * 16 + ptx_ldsm_col_Bn(lane))));
+                    ptx_ldsm4(bb, ptx_smem(sdOb + bwd_swz<HV>(np * 16 + ptx_ldsm_row_Bn(lane), ks * 16 + ptx_ldsm_col_Bn(lane))));
                     ptx_mma16816<BF16>(acc_s[2 * np], a, bb[0], bb[1]);
                     ptx_mma16816<BF16>(acc_s[2 * np + 1], a, bb[2], bb[3]);
                 }
@@ -416,14 +426,14 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
         uint32_t pa[BR / 16][4];
         compute_p(pa);
 
-        /* dV += P^T dO (columns d_off .. d_off + HO) */
+        /* dV += P^T dO (columns dv_off .. dv_off + HOV) */
         if (!EXACT || !nf) {
 #pragma unroll
             for (int kk = 0; kk < BR / 16; kk++) {
 #pragma unroll
-                for (int np = 0; np < HO / 16; np++) {
+                for (int np = 0; np < HOV / 16; np++) {
                     uint32_t bb[4];
-                    ptx_ldsm4_t(bb, ptx_smem(sdOb + bwd_swz<HD>(kk * 16 + ptx_ldsm_row_Bk(lane), d_off + np * 16 + ptx_ldsm_col_Bk(lane))));
+                    ptx_ldsm4_t(bb, ptx_smem(sdOb + bwd_swz<HV>(kk * 16 + ptx_ldsm_row_Bk(lane), dv_off + np * 16 + ptx_ldsm_col_Bk(lane))));
                     ptx_mma16816<BF16>(acc_dv[2 * np], pa[kk], bb[0], bb[1]);
                     ptx_mma16816<BF16>(acc_dv[2 * np + 1], pa[kk], bb[2], bb[3]);
                 }
@@ -437,14 +447,14 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
                     *reinterpret_cast<float2 *>(myf + (g + 8 * h) * BR + nt * 8 + 2 * t) =
                         ptx_unpack2<BF16>(pa[nt >> 1][(nt & 1) * 2 + h]);
             __syncwarp();
-            float mem[HO / 2];
+            float mem[HOV / 2];
 #pragma unroll
-            for (int n = 0; n < HO / 8; n++)
+            for (int n = 0; n < HOV / 8; n++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) mem[n * 4 + e] = acc_dv[n][e];
-            bwd_rows_slow<HD, HO, BR, BF16>(mem, myf, sdOb, lane, d_off);
+            bwd_rows_slow<HV, HOV, BR, BF16>(mem, myf, sdOb, lane, dv_off);
 #pragma unroll
-            for (int n = 0; n < HO / 8; n++)
+            for (int n = 0; n < HOV / 8; n++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) acc_dv[n][e] = mem[n * 4 + e];
             __syncwarp();
@@ -571,7 +581,7 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
 
     ptx_cp_wait<0>(); /* no copy may be left in flight at exit (n_it == 0 leaves K, V pending) */
 
-    /* write dK = scale * acc, dV = acc (rows of this warp, columns of this half) */
+    /* write dK = scale * acc (Dqk columns), dV = acc (Dv columns) (rows of this warp, columns of this half) */
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int64_t j = j0 + warp * 16 + g + h * 8;
@@ -581,10 +591,13 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
 #pragma unroll
             for (int nt = 0; nt < HO / 8; nt++) {
                 const int64_t d = d_off + nt * 8 + 2 * t;
-                if (d < p.D) {
+                if (d < p.D)
                     bwd_store_pair<BF16>(dk + d, acc_dk[nt][2 * h] * p.scale, acc_dk[nt][2 * h + 1] * p.scale, p.w32_dk);
-                    bwd_store_pair<BF16>(dv + d, acc_dv[nt][2 * h], acc_dv[nt][2 * h + 1], p.w32_dv);
-                }
+            }
+#pragma unroll
+            for (int nt = 0; nt < HOV / 8; nt++) {
+                const int64_t d = dv_off + nt * 8 + 2 * t;
+                if (d < p.Dv) bwd_store_pair<BF16>(dv + d, acc_dv[nt][2 * h], acc_dv[nt][2 * h + 1], p.w32_dv);
             }
         }
     }
@@ -610,22 +623,23 @@ __global__ void __launch_bounds__(256) bwd_dq_convert_kernel(const bwd_params p)
 // ----------------------------------------------------------------------------
 // 3b. deterministic mode: dQ per query block, kv blocks summed in order
 
-template <int HD>
+template <int HD, int HV>
 struct bwd_dq_smem {
-    static constexpr size_t t = (size_t)BWD_BR * HD; /* BR == BC */
+    static constexpr size_t t = (size_t)BWD_BR * HD;  /* sQ, one sK buffer (BR == BC) */
+    static constexpr size_t tv = (size_t)BWD_BR * HV; /* sdO, one sV buffer */
     /* sQ, sdO, sK[2], sV[2]; then the slow path's fp32 scratch [BWD_WARPS][16][BWD_BC] */
-    static constexpr size_t bytes = 6 * t * 2 + (size_t)BWD_WARPS * 16 * BWD_BC * 4;
+    static constexpr size_t bytes = (3 * t + 3 * tv) * 2 + (size_t)BWD_WARPS * 16 * BWD_BC * 4;
 };
 
-template <int HD, int HO, bool BF16, bool EXACT, bool CAP>
+template <int HD, int HV, int HO, bool BF16, bool EXACT, bool CAP>
 __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kernel(const bwd_params p) {
     extern __shared__ __align__(128) unsigned char bwd_smem_raw[];
-    typedef bwd_dq_smem<HD> L;
+    typedef bwd_dq_smem<HD, HV> L;
     uint16_t *sQ = reinterpret_cast<uint16_t *>(bwd_smem_raw);
     uint16_t *sdO = sQ + L::t;
-    uint16_t *sK = sdO + L::t; /* [2] */
+    uint16_t *sK = sdO + L::tv; /* [2] */
     uint16_t *sV = sK + 2 * L::t; /* [2] */
-    float *sdSf = reinterpret_cast<float *>(sV + 2 * L::t); /* [warp][16][BC], slow path only */
+    float *sdSf = reinterpret_cast<float *>(sV + 2 * L::tv); /* [warp][16][BC], slow path only */
 
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -651,15 +665,15 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kerne
     if (j_lo < j_hi) { kb_lo = j_lo / BWD_BC; nkb = (j_hi + BWD_BC - 1) / BWD_BC - kb_lo; }
 
     bwd_load_tile<BWD_BR, HD, BWD_THREADS>(sQ, p.q + b * p.qs[0] + i0 * p.qs[1] + hq * p.qs[2], p.qs[1], q_rows, p.D, p.vec_q, tid);
-    bwd_load_tile<BWD_BR, HD, BWD_THREADS>(sdO, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2], p.dos[1], q_rows, p.D,
+    bwd_load_tile<BWD_BR, HV, BWD_THREADS>(sdO, p.dout + b * p.dos[0] + i0 * p.dos[1] + hq * p.dos[2], p.dos[1], q_rows, p.Dv,
                               p.vec_do, tid);
     auto issue = [&](int64_t it, int buf) {
         const int64_t j0 = (kb_lo + it) * BWD_BC;
         const int64_t rows = p.Sk - j0 < BWD_BC ? p.Sk - j0 : BWD_BC;
         bwd_load_tile<BWD_BC, HD, BWD_THREADS>(sK + buf * L::t, p.k + b * p.ks[0] + j0 * p.ks[1] + hkv * p.ks[2], p.ks[1], rows,
                                   p.D, p.vec_k, tid);
-        bwd_load_tile<BWD_BC, HD, BWD_THREADS>(sV + buf * L::t, p.v + b * p.vs[0] + j0 * p.vs[1] + hkv * p.vs[2], p.vs[1], rows,
-                                  p.D, p.vec_v, tid);
+        bwd_load_tile<BWD_BC, HV, BWD_THREADS>(sV + buf * L::tv, p.v + b * p.vs[0] + j0 * p.vs[1] + hkv * p.vs[2], p.vs[1], rows,
+                                  p.Dv, p.vec_v, tid);
     };
     if (nkb > 0) issue(0, 0);
     ptx_cp_commit();
@@ -686,7 +700,7 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kerne
         ptx_cp_commit();
         const int64_t j0 = (kb_lo + it) * BWD_BC;
         const uint16_t *sKb = sK + buf * L::t;
-        const uint16_t *sVb = sV + buf * L::t;
+        const uint16_t *sVb = sV + buf * L::tv;
 
         /* slow path for dQ += dS K: row-dependent visibility and a NaN/Inf in this K block */
         const bwd_tile tm = bwd_tile_make<BWD_BC, BWD_BR>(p, i0, j0);
@@ -727,13 +741,13 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kerne
 #pragma unroll
                 for (int e = 0; e < 4; e++) acc_s[n][e] = 0.f;
 #pragma unroll
-            for (int ks = 0; ks < HD / 16; ks++) {
+            for (int ks = 0; ks < HV / 16; ks++) {
                 uint32_t a[4];
-                ptx_ldsm4(a, ptx_smem(sdO + bwd_swz<HD>(warp * 16 + ptx_ldsm_row_A(lane), ks * 16 + ptx_ldsm_col_A(lane))));
+                ptx_ldsm4(a, ptx_smem(sdO + bwd_swz<HV>(warp * 16 + ptx_ldsm_row_A(lane), ks * 16 + ptx_ldsm_col_A(lane))));
 #pragma unroll
                 for (int np = 0; np < 4; np++) {
                     uint32_t bb[4];
-                    ptx_ldsm4(bb, ptx_smem(sVb + bwd_swz<HD>(np * 16 + ptx_ldsm_row_Bn(lane), ks * 16 + ptx_ldsm_col_Bn(lane))));
+                    ptx_ldsm4(bb, ptx_smem(sVb + bwd_swz<HV>(np * 16 + ptx_ldsm_row_Bn(lane), ks * 16 + ptx_ldsm_col_Bn(lane))));
                     ptx_mma16816<BF16>(acc_s[2 * np], a, bb[0], bb[1]);
                     ptx_mma16816<BF16>(acc_s[2 * np + 1], a, bb[2], bb[3]);
                 }
@@ -820,18 +834,26 @@ __global__ void __launch_bounds__(BWD_THREADS, (HD <= 128 ? 2 : 1)) bwd_dq_kerne
 // ----------------------------------------------------------------------------
 // launches (the seams of bwd_common.cuh)
 
+/* Column halves of a tile (the grid's p.nsplit): 2 at padded Qk 256 and for the pair (192, 128),
+ * else 1. HO = HD / split dK and dQ columns, HOV = HV / split dV columns per CTA. The pair
+ * unsplit (dK and dV accumulators of 96 + 64 floats a thread) spills 358 bytes in the fast dK/dV
+ * kernel and about 900 in the softcap and exact ones at 255 registers (ptxas, sm_90a); halves
+ * of 96 / 64 columns spill none, for S = K Q^T and dP^T = V dO^T computed once per half. */
+static constexpr int bwd_split_of(int hd) { return hd == 256 || hd == 192 ? 2 : 1; }
+
 /* The dK/dV kernel (NW warps) for one mode. */
-template <int HD, int NW, int BR, bool BF16, bool DET, bool EXACT, bool CAP>
+template <int HD, int HV, int NW, int BR, bool BF16, bool DET, bool EXACT, bool CAP>
 static cudaError_t bwd_launch_dkdv(const bwd_params &p, cudaStream_t st) {
-    constexpr int HO = HD < 128 ? HD : 128;
-    typedef bwd_dkdv_smem<HD, NW, BR> L;
+    constexpr int HO = HD / bwd_split_of(HD), HOV = HV / bwd_split_of(HD);
+    typedef bwd_dkdv_smem<HD, HV, NW, BR> L;
+    if (p.nsplit != bwd_split_of(HD)) return cudaErrorInvalidValue;
     const int64_t grid = (p.Sk + L::BC - 1) / L::BC * p.nsplit * p.Hkv * p.B;
     if (grid > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
     if (grid == 0) return cudaSuccess;
-    cudaError_t e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, HO, NW, BR, BF16, DET, EXACT, CAP>,
+    cudaError_t e = cudaFuncSetAttribute(bwd_dkdv_kernel<HD, HV, HO, HOV, NW, BR, BF16, DET, EXACT, CAP>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes);
     if (e != cudaSuccess) return e;
-    bwd_dkdv_kernel<HD, HO, NW, BR, BF16, DET, EXACT, CAP><<<(unsigned)grid, NW * 32, L::bytes, st>>>(p);
+    bwd_dkdv_kernel<HD, HV, HO, HOV, NW, BR, BF16, DET, EXACT, CAP><<<(unsigned)grid, NW * 32, L::bytes, st>>>(p);
     return cudaGetLastError();
 }
 
@@ -847,29 +869,30 @@ static cudaError_t bwd_launch_convert(const bwd_params &p, cudaStream_t st) {
 }
 
 /* deterministic mode, after the dK/dV kernel: dQ per query block (section 3b) */
-template <int HD, bool BF16, bool EXACT, bool CAP = false>
+template <int HD, int HV, bool BF16, bool EXACT, bool CAP = false>
 static cudaError_t bwd_launch_dq_det(const bwd_params &p, cudaStream_t st) {
-    constexpr int HO = HD < 128 ? HD : 128;
+    constexpr int HO = HD / bwd_split_of(HD);
+    if (p.nsplit != bwd_split_of(HD)) return cudaErrorInvalidValue;
     const int64_t grid_q = (p.Sq + BWD_BR - 1) / BWD_BR * p.nsplit * p.Hq * p.B;
     if (grid_q > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
     if (grid_q == 0) return cudaSuccess;
-    const size_t smem_q = bwd_dq_smem<HD>::bytes;
-    cudaError_t e = cudaFuncSetAttribute(bwd_dq_kernel<HD, HO, BF16, EXACT, CAP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)smem_q);
+    const size_t smem_q = bwd_dq_smem<HD, HV>::bytes;
+    cudaError_t e = cudaFuncSetAttribute(bwd_dq_kernel<HD, HV, HO, BF16, EXACT, CAP>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_q);
     if (e != cudaSuccess) return e;
-    bwd_dq_kernel<HD, HO, BF16, EXACT, CAP><<<(unsigned)grid_q, BWD_THREADS, smem_q, st>>>(p);
+    bwd_dq_kernel<HD, HV, HO, BF16, EXACT, CAP><<<(unsigned)grid_q, BWD_THREADS, smem_q, st>>>(p);
     return cudaGetLastError();
 }
 
-template <int HD, int NW, int BR, bool BF16, bool EXACT, bool CAP = false>
+template <int HD, int HV, int NW, int BR, bool BF16, bool EXACT, bool CAP = false>
 static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaStream_t st) {
     cudaError_t e;
     if (!deterministic) {
-        if ((e = bwd_launch_dkdv<HD, NW, BR, BF16, false, EXACT, CAP>(p, st)) != cudaSuccess) return e;
+        if ((e = bwd_launch_dkdv<HD, HV, NW, BR, BF16, false, EXACT, CAP>(p, st)) != cudaSuccess) return e;
         if ((e = bwd_launch_convert<BF16>(p, st)) != cudaSuccess) return e;
     } else {
-        if ((e = bwd_launch_dkdv<HD, NW, BR, BF16, true, EXACT, CAP>(p, st)) != cudaSuccess) return e;
-        if ((e = bwd_launch_dq_det<HD, BF16, EXACT, CAP>(p, st)) != cudaSuccess) return e;
+        if ((e = bwd_launch_dkdv<HD, HV, NW, BR, BF16, true, EXACT, CAP>(p, st)) != cudaSuccess) return e;
+        if ((e = bwd_launch_dq_det<HD, HV, BF16, EXACT, CAP>(p, st)) != cudaSuccess) return e;
     }
     return cudaSuccess;
 }
@@ -884,23 +907,28 @@ static cudaError_t bwd_launch_prep(const bwd_params &p, cudaStream_t st) {
     return cudaGetLastError();
 }
 
-/* dK/dV kernel: 8 warps (128 kv rows x 64 query rows per step) for head dims <= 128,
- * 4 warps for 256; query blocks of 64 rows (32 was measured slower, bench/RESULTS-2026-11-23-bwd.md) */
+/* dK/dV kernel: 8 warps (128 kv rows x 64 query rows per step) for head dims <= 128 and the
+ * pair (192, 128), 4 warps for 256; query blocks of 64 rows (32 was measured slower,
+ * bench/RESULTS-2026-11-23-bwd.md). hd: the tile code of bwd_sm80_tile (64, 128, 256; 192:
+ * the pair Qk 192, V 128). */
 template <bool BF16>
 static cudaError_t bwd_launch_body(const bwd_params &p, int hd, int deterministic, int exact, int cap,
                                    cudaStream_t st) {
     if (cap) { /* softcap: fast instantiations only (the host never asks for exact with a cap) */
         if (exact) return cudaErrorInvalidValue;
-        if (hd == 64) return bwd_launch_main<64, 8, 64, BF16, false, true>(p, deterministic, st);
-        if (hd == 128) return bwd_launch_main<128, 8, 64, BF16, false, true>(p, deterministic, st);
-        return bwd_launch_main<256, 4, 64, BF16, false, true>(p, deterministic, st);
+        if (hd == 64) return bwd_launch_main<64, 64, 8, 64, BF16, false, true>(p, deterministic, st);
+        if (hd == 128) return bwd_launch_main<128, 128, 8, 64, BF16, false, true>(p, deterministic, st);
+        if (hd == 192) return bwd_launch_main<192, 128, 8, 64, BF16, false, true>(p, deterministic, st);
+        return bwd_launch_main<256, 256, 4, 64, BF16, false, true>(p, deterministic, st);
     }
-    if (hd == 64) return exact ? bwd_launch_main<64, 8, 64, BF16, true>(p, deterministic, st)
-                               : bwd_launch_main<64, 8, 64, BF16, false>(p, deterministic, st);
-    if (hd == 128) return exact ? bwd_launch_main<128, 8, 64, BF16, true>(p, deterministic, st)
-                                : bwd_launch_main<128, 8, 64, BF16, false>(p, deterministic, st);
-    return exact ? bwd_launch_main<256, 4, 64, BF16, true>(p, deterministic, st)
-                 : bwd_launch_main<256, 4, 64, BF16, false>(p, deterministic, st);
+    if (hd == 64) return exact ? bwd_launch_main<64, 64, 8, 64, BF16, true>(p, deterministic, st)
+                               : bwd_launch_main<64, 64, 8, 64, BF16, false>(p, deterministic, st);
+    if (hd == 128) return exact ? bwd_launch_main<128, 128, 8, 64, BF16, true>(p, deterministic, st)
+                                : bwd_launch_main<128, 128, 8, 64, BF16, false>(p, deterministic, st);
+    if (hd == 192) return exact ? bwd_launch_main<192, 128, 8, 64, BF16, true>(p, deterministic, st)
+                                : bwd_launch_main<192, 128, 8, 64, BF16, false>(p, deterministic, st);
+    return exact ? bwd_launch_main<256, 256, 4, 64, BF16, true>(p, deterministic, st)
+                 : bwd_launch_main<256, 256, 4, 64, BF16, false>(p, deterministic, st);
 }
 
 extern "C" cudaError_t bwd_sm80_prep(const bwd_params *p, int bf16, cudaStream_t st) {
@@ -914,19 +942,27 @@ extern "C" cudaError_t bwd_sm80_run(const bwd_params *p, int hd, int bf16, int d
 }
 
 extern "C" cudaError_t bwd_sm80_dq_det(const bwd_params *p, int hd, int bf16, cudaStream_t st) {
-    if (hd == 64) return bf16 ? bwd_launch_dq_det<64, true, false>(*p, st) : bwd_launch_dq_det<64, false, false>(*p, st);
-    return bf16 ? bwd_launch_dq_det<128, true, false>(*p, st) : bwd_launch_dq_det<128, false, false>(*p, st);
+    if (hd == 64) return bf16 ? bwd_launch_dq_det<64, 64, true, false>(*p, st) : bwd_launch_dq_det<64, 64, false, false>(*p, st);
+    return bf16 ? bwd_launch_dq_det<128, 128, true, false>(*p, st) : bwd_launch_dq_det<128, 128, false, false>(*p, st);
 }
 
 extern "C" cudaError_t bwd_sm80_convert(const bwd_params *p, int bf16, cudaStream_t st) {
     return bf16 ? bwd_launch_convert<true>(*p, st) : bwd_launch_convert<false>(*p, st);
 }
 
+extern "C" int bwd_sm80_tile(int64_t dqk, int64_t dv) { return fa_cuda_bwd_tile(dqk, dv); }
+
+extern "C" int bwd_sm80_nsplit(int hd) { return bwd_split_of(hd); }
+
 extern "C" size_t bwd_sm80_smem_bytes(int hd, int deterministic) {
-    size_t need = hd == 64 ? bwd_dkdv_smem<64, 8, 64>::bytes
-                  : hd == 128 ? bwd_dkdv_smem<128, 8, 64>::bytes
-                              : bwd_dkdv_smem<256, 4, 64>::bytes;
-    size_t need_q = hd == 64 ? bwd_dq_smem<64>::bytes : hd == 128 ? bwd_dq_smem<128>::bytes : bwd_dq_smem<256>::bytes;
+    size_t need = hd == 64    ? bwd_dkdv_smem<64, 64, 8, 64>::bytes
+                  : hd == 128 ? bwd_dkdv_smem<128, 128, 8, 64>::bytes
+                  : hd == 192 ? bwd_dkdv_smem<192, 128, 8, 64>::bytes
+                              : bwd_dkdv_smem<256, 256, 4, 64>::bytes;
+    size_t need_q = hd == 64    ? bwd_dq_smem<64, 64>::bytes
+                    : hd == 128 ? bwd_dq_smem<128, 128>::bytes
+                    : hd == 192 ? bwd_dq_smem<192, 128>::bytes
+                                : bwd_dq_smem<256, 256>::bytes;
     if (deterministic && need_q > need) need = need_q;
     return need;
 }

@@ -7,7 +7,7 @@
 
 #define FA_CUDA_MAX_HEAD_DIM 256     /* head dims 8..256 */
 #define FA_CUDA_HEAD_DIM_MULTIPLE 8  /* in steps of 8 (16-byte chunks) */
-#define FA_CUDA_DQK_MUST_EQUAL_DV 1
+#define FA_CUDA_DQK_MUST_EQUAL_DV 0 /* any pair (Dqk, Dv) of head dims: fwd_tiles.h, bwd_common.cuh */
 #define FA_CUDA_PTR_ALIGN_BYTES 16   /* the forward moves 16-byte chunks (table value) */
 #define FA_CUDA_BWD_PTR_ALIGN_BYTES 2 /* the backward has scalar paths: the element size */
 #define FA_CUDA_UNIT_LAST_STRIDE 1

@@ -98,7 +98,8 @@ typedef struct {
     int seqlen_q, seqlen_k;
     int heads_q, group;         /* group = heads_q / heads_kv */
     int bh_total;               /* batch * heads_q */
-    int head_dim;               /* the real head dim (<= the tile's HD, multiple of 8) */
+    int head_dim;               /* the real head dim of Q and K, Dqk (<= the tile's HD, multiple of 8) */
+    int head_dim_v;             /* the real head dim of V and O, Dv (<= the tile's HV, multiple of 8) */
     float scale;                /* softmax scale */
     float scale_log2;           /* scale * log2(e) */
     /* visibility of key j to row i: lo(i) <= j <= hi(i), with
@@ -609,7 +610,8 @@ static __device__ __forceinline__ void fwd_pack_p(const float (&acc_s)[MT][2 * K
 /* Epilogue of one query block: O / l rounded (RN) to the dtype, staged in this
  * warp's own WM rows of the tile at sO (rows of HD elements, swz layout; the
  * caller's barrier has retired every read of it), then 16-byte stores; LSE by
- * the t == 0 lane of each row. l == 0: no visible key (O = 0, LSE = -inf);
+ * the t == 0 lane of each row; HD here is the O tile's padded width (the kernel's HV), columns
+ * < head_dim_v stored. l == 0: no visible key (O = 0, LSE = -inf);
  * l = NaN (a visible NaN score) stays NaN. */
 template <int HD, int MT, int WM, bool BF16, bool NATURAL, bool PACK = false>
 static __device__ __forceinline__ void fwd_store_o_lse(const fwd_params &p, const fwd_seq &sq,
@@ -653,7 +655,7 @@ static __device__ __forceinline__ void fwd_store_o_lse(const fwd_params &p, cons
         const int r = warp * WM + idx / NCH, c = idx % NCH;
         int dh;
         const int i = fwd_row_of<PACK>(p, m0, r, &dh);
-        if (i < Sq && c * 8 < p.head_dim) {
+        if (i < Sq && c * 8 < p.head_dim_v) {
             uint4 v;
             ptx_ld_shared16(sO + swz<HD>(r, c), &v);
             ptx_st_global16(o_base + (int64_t)dh * p.o_sh + (int64_t)i * p.o_ss + c * 8, v);
@@ -661,7 +663,7 @@ static __device__ __forceinline__ void fwd_store_o_lse(const fwd_params &p, cons
     }
 }
 
-/* Split-KV epilogue: the unnormalized partials of split z = blockIdx.z for rows i < Sq_b:
+/* Split-KV epilogue (HD: the O tile's padded width, HV of the kernel): the unnormalized partials of split z = blockIdx.z for rows i < Sq_b:
  * acc (fp32, as accumulated), m (the kernel's units) and l (the quad's sum), for
  * fwd_host.cu's combine, which rescales them exactly as the key loop rescales (one more
  * rescale per row) and then divides and rounds as fwd_store_o_lse does. */
@@ -684,11 +686,11 @@ static __device__ __forceinline__ void fwd_store_partial(const fwd_params &p, co
             const int i = fwd_row_of<PACK>(p, m0, warp * WM + mt * 16 + g + hf * 8, &dh);
             if (i >= sq.sq) continue;
             const int64_t row = row0 + (int64_t)dh * p.seqlen_q + i;  // the pair bh + dh
-            float *po = p.part_o + row * p.head_dim;
+            float *po = p.part_o + row * p.head_dim_v;
 #pragma unroll
             for (int dt = 0; dt < DT; ++dt) {
                 const int d = dt * 8 + 2 * t;
-                if (d < p.head_dim) *(float2 *)(po + d) = make_float2(acc_o[mt][dt][hf * 2], acc_o[mt][dt][hf * 2 + 1]);
+                if (d < p.head_dim_v) *(float2 *)(po + d) = make_float2(acc_o[mt][dt][hf * 2], acc_o[mt][dt][hf * 2 + 1]);
             }
             if (t == 0) *(float2 *)(p.part_ml + row * 2) = make_float2(row_m[mt][hf], l);
         }

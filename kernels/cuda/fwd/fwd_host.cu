@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/cuda/common/pairs.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/fwd/fwd_common.cuh"
 #include "kernels/cuda/fwd/fwd_ws.h"
@@ -34,7 +35,7 @@ __global__ void flash_fwd_mark_nonfinite_v(const fwd_params p, int heads_kv, uns
     int any = 0;
     if (j < s.sk) {
         const uint16_t *vrow = fwd_kv_row(s.v_base, p.v_ss, p.v_sb, s.pages, p.page_size, j);
-        for (int d = lane; d < p.head_dim; d += 32) any |= half_nonfinite(vrow[d], bf16);
+        for (int d = lane; d < p.head_dim_v; d += 32) any |= half_nonfinite(vrow[d], bf16);
     }
     any = __any_sync(0xffffffffu, any);
     if (lane == 0) mark[w] = (unsigned char)any;
@@ -73,7 +74,7 @@ __global__ void flash_fwd_fix_nonfinite_v(const fwd_params p, int heads_kv, cons
 #pragma unroll
             for (int c = 0; c < COLS; ++c) {
                 const int d = (int)threadIdx.x + 64 * c;
-                if (d >= p.head_dim) break;
+                if (d >= p.head_dim_v) break;
                 const uint32_t v = vrow[d];
                 if (!half_nonfinite(v, bf16)) continue;
                 const uint32_t mant = v & (bf16 ? 0x007Fu : 0x03FFu);
@@ -85,7 +86,7 @@ __global__ void flash_fwd_fix_nonfinite_v(const fwd_params p, int heads_kv, cons
 #pragma unroll
         for (int c = 0; c < COLS; ++c) {
             const int d = (int)threadIdx.x + 64 * c;
-            if (d >= p.head_dim || cls[c] == 0) continue;
+            if (d >= p.head_dim_v || cls[c] == 0) continue;
             const float add = (cls[c] & 4u) || cls[c] == 3u ? __int_as_float(0x7FC00000) : (cls[c] == 1u ? INFINITY : -INFINITY);
             const uint32_t ob = orow[d];
             const float o = (bf16 ? __uint_as_float(ob << 16) : __half2float(__ushort_as_half((unsigned short)ob))) + add;
@@ -133,11 +134,11 @@ __global__ void flash_fwd_combine(const fwd_params p, int natural, int bf16) {
                             : natural       ? ptx_ex2((ml.x - m) * LOG2E)
                                             : ptx_ex2(ml.x * p.scale_log2 - m_scaled);
         l = __fadd_rn(l, __fmul_rn(ml.y, alpha));
-        const float *po = p.part_o + row * p.head_dim;
+        const float *po = p.part_o + row * p.head_dim_v;
 #pragma unroll
         for (int c = 0; c < PAIRS; ++c) {
             const int d = 2 * lane + 64 * c;
-            if (d < p.head_dim) {
+            if (d < p.head_dim_v) {
                 const float2 v = *(const float2 *)(po + d);
                 acc[c][0] = __fadd_rn(acc[c][0], __fmul_rn(v.x, alpha));
                 acc[c][1] = __fadd_rn(acc[c][1], __fmul_rn(v.y, alpha));
@@ -150,7 +151,7 @@ __global__ void flash_fwd_combine(const fwd_params p, int natural, int bf16) {
 #pragma unroll
     for (int c = 0; c < PAIRS; ++c) {
         const int d = 2 * lane + 64 * c;
-        if (d < p.head_dim) {
+        if (d < p.head_dim_v) {
             const uint32_t v = bf16 ? ptx_pack2<true>(acc[c][0] * inv, acc[c][1] * inv)
                                     : ptx_pack2<false>(acc[c][0] * inv, acc[c][1] * inv);
             *(uint32_t *)(orow + d) = v;
@@ -170,8 +171,10 @@ static size_t fwd_sm90_smem_bytes(int hd) {
     return (size_t)(fwd_sm90_bm + 4 * fwd_sm90_bn) * (size_t)hd * 2 + 1024;  // + alignment to 1024
 }
 
+/* Q [bm][hd], K [2][bn][hd], V [2][bn][hv] (fwd_sm80.cu, fwd_cta_bytes) */
 static size_t fwd_smem_bytes(const fwd_tile *c) {
-    return (size_t)(c->bm + 4 * c->bn) * (size_t)c->hd * 2;
+    const size_t hv = c->hv ? (size_t)c->hv : (size_t)c->hd;
+    return (size_t)(c->bm + 2 * c->bn) * (size_t)c->hd * 2 + (size_t)(2 * c->bn) * hv * 2;
 }
 
 // ----------------------------------------------------------------------------
@@ -285,11 +288,14 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         return fa_fail(err, FA_ERR_UNSUPPORTED, "heads_q",
                        "batch * heads_q = %lld exceeds 2^31 - 1, which the CUDA forward does not support.",
                        (long long)(pr->batch * pr->heads_q));
-    if (pr->head_dim_qk != pr->head_dim_v || pr->head_dim_qk <= 0 || pr->head_dim_qk % 8 != 0 ||
-        pr->head_dim_qk > FA_CUDA_MAX_HEAD_DIM)
-        return fa_fail(err, FA_ERR_UNSUPPORTED, "head_dim_qk",
-                       "head dims %lld/%lld: the CUDA forward needs Dqk == Dv, a multiple of 8, at most %d.",
-                       (long long)pr->head_dim_qk, (long long)pr->head_dim_v, FA_CUDA_MAX_HEAD_DIM);
+    // head dims: Dqk and Dv each a multiple of 8 in 8..256 (any pair: fwd_tiles.h, fwd_pair_tiles)
+    for (int t = 0; t < 2; ++t) {
+        const int64_t d = t ? pr->head_dim_v : pr->head_dim_qk;
+        if (d <= 0 || d % 8 != 0 || d > FA_CUDA_MAX_HEAD_DIM)
+            return fa_fail(err, FA_ERR_UNSUPPORTED, t ? "head_dim_v" : "head_dim_qk",
+                           "head dims %lld/%lld: the CUDA forward needs Dqk and Dv multiples of 8, at most %d.",
+                           (long long)pr->head_dim_qk, (long long)pr->head_dim_v, FA_CUDA_MAX_HEAD_DIM);
+    }
     if (paged && (a->paged.block_table == NULL || cu_k != NULL))
         return fa_fail(err, FA_ERR_INVALID, a->paged.block_table == NULL ? "paged.block_table" : "varlen.cu_seqlens_k",
                        "page_size %lld needs a block table and no cu_seqlens_k.", (long long)pr->page_size);
@@ -331,16 +337,22 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
 
     // ---- tile configuration and its shared memory; decode (Sq <= 16): the 64-row family
     const int decode = pr->seqlen_q <= fwd_decode_max_sq && !pol->fwd_no_decode;
+    // Dqk != Dv: the pair's own tile (fwd_pair_tiles: Dqk padded to 192, Dv to 128), else the
+    // equal-dim tile of max(Dqk, Dv), whose loads zero-fill the narrower tensor's columns past
+    // its head dim (nothing read) and whose epilogue stores Dv columns
+    const int64_t Dqk = pr->head_dim_qk, Dv = pr->head_dim_v, Dmax = Dqk > Dv ? Dqk : Dv;
+    const int pair = fa_cuda_pair_native(Dqk, Dv);
     const fwd_tile *cfg = NULL;
     for (int c = 0; c < FWD_HEAD_DIMS; ++c)
-        if (fwd_tiles[0][c].hd >= pr->head_dim_qk) {
+        if (fwd_tiles[0][c].hd >= Dmax) {
             const int upper = (pr->causal != FA_CAUSAL_NONE || pr->window_right >= 0) &&
                               pr->seqlen_q <= fwd_short_causal_seqlen;
             const int fam = pol->fwd_family >= 0 && pol->fwd_family < FWD_FAMILIES ? pol->fwd_family
                             : decode                                               ? 1
                                                                                    : fwd_family_default[upper][c];
             cfg = &fwd_tiles[fam][c];
-            if (decode && pol->fwd_family < 0 && (cfg->hd == 64 || cfg->hd == 128))
+            if (pair) cfg = &fwd_pair_tiles[0][pol->fwd_family != 0];  // [1] unless the policy asks family 0
+            else if (decode && pol->fwd_family < 0 && (cfg->hd == 64 || cfg->hd == 128))
                 cfg = &fwd_decode_tiles[cfg->hd == 128];
             break;
         }
@@ -350,12 +362,13 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     const int natural = a->mask.ptr != NULL || !(scale > 0.0f) || softcap || sinks;
 
     // the wgmma kernel on sm_90 (its sm_90a code runs there only), else the mma.sync kernels
-    const int use_sm90 = !decode && cc_major == 9 && cc_minor == 0 && pol->fwd_sm90 != 0 &&
+    // (equal head dims only: the wgmma kernels have one head dim)
+    const int use_sm90 = !decode && Dqk == Dv && cc_major == 9 && cc_minor == 0 && pol->fwd_sm90 != 0 &&
                          (cfg->hd == 128 || (cfg->hd == 64 && pol->fwd_sm90 == 1));
     // the warp-specialized kernel at padded head dims 64 and 128 (fwd_sm90_ws.cu; it may decline a
-    // call, e.g. a page size that is not a multiple of 8): dense, packed, seqused_k and paged calls;
-    // not softcap, sinks or split-KV
-    const int use_ws = !decode && !softcap && !sinks &&
+    // call, e.g. a page size that is not a multiple of 8): dense, packed, seqused_k and paged calls
+    // with equal head dims; not softcap, sinks or split-KV
+    const int use_ws = !decode && Dqk == Dv && !softcap && !sinks &&
                        cc_major == 9 && cc_minor == 0 && pol->fwd_sm90 != 0 && pol->fwd_ws != 0 &&
                        (cfg->hd == 128 || cfg->hd == 64) && (size_t)smem_optin >= fwd_ws_smem_bytes(cfg->hd);
     fwd_kernel_fn kern;
@@ -377,8 +390,8 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     if (kern == NULL) return fa_fail(err, FA_ERR_INTERNAL, "head_dim_qk", "no kernel for the tile configuration");
     if ((size_t)smem_optin < smem)
         return fa_fail(err, FA_ERR_UNSUPPORTED, "head_dim_qk",
-                       "head dim %lld needs %zu bytes of shared memory per block; this GPU allows %d.",
-                       (long long)pr->head_dim_qk, smem, smem_optin);
+                       "head dims %lld/%lld need %zu bytes of shared memory per block; this GPU allows %d.",
+                       (long long)Dqk, (long long)Dv, smem, smem_optin);
     e = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaFuncSetAttribute");
 
@@ -403,7 +416,8 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     p.heads_q = (int)pr->heads_q;
     p.group = (int)(pr->heads_q / pr->heads_kv);
     p.bh_total = (int)(pr->batch * pr->heads_q);
-    p.head_dim = (int)pr->head_dim_qk;
+    p.head_dim = (int)Dqk;
+    p.head_dim_v = (int)Dv;
     p.scale = scale;
     p.scale_log2 = (float)((double)p.scale * 1.4426950408889634);
     if (softcap) {
@@ -473,7 +487,7 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     const size_t meta_ints = (cu_q ? (size_t)(B + 1) : 0) + (cu_k ? (size_t)(B + 1) : 0) + (used_k ? (size_t)B : 0) +
                              (paged ? (size_t)((B - 1) * a->paged.table_stride + a->paged.max_pages_per_seq) : 0);
     const size_t part_rows = n_split ? (size_t)n_split * (size_t)p.bh_total * (size_t)Sq : 0;
-    const size_t ws_bytes = fwd_align256(meta_ints * 4) + fwd_align256(part_rows * (size_t)p.head_dim * 4) +
+    const size_t ws_bytes = fwd_align256(meta_ints * 4) + fwd_align256(part_rows * (size_t)p.head_dim_v * 4) +
                             fwd_align256(part_rows * 8);
     cudaStream_t stream = (cudaStream_t)a->stream;
     if (ws_bytes > 0) {
@@ -521,7 +535,7 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
             p.n_split = n_split;
             p.blocks_per_split = bps;
             p.part_o = (float *)(ws + fwd_align256(meta_ints * 4));
-            p.part_ml = (float *)(ws + fwd_align256(meta_ints * 4) + fwd_align256(part_rows * (size_t)p.head_dim * 4));
+            p.part_ml = (float *)(ws + fwd_align256(meta_ints * 4) + fwd_align256(part_rows * (size_t)p.head_dim_v * 4));
         }
     }
 

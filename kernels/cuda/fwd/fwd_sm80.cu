@@ -7,28 +7,34 @@
 
 /* CTAs per SM the register cap is sized for: as many as shared memory admits
  * (H100: 227 KB per SM for blocks), at most 3; two for 32 rows per warp (255
- * registers for the 128-float O accumulator), one for 8-warp CTAs. */
-static constexpr int fwd_min_blocks(int hd, int bm, int bn, int nw) {
-    return nw == 1 ? 3 : nw == 8 ? 1 : (bm / nw == 32 ? 2 : ((232448 / ((bm + 4 * bn) * hd * 2)) >= 3 ? 3 : ((232448 / ((bm + 4 * bn) * hd * 2)) >= 2 ? 2 : 1)));
+ * registers for the 128-float O accumulator), one for 8-warp CTAs. Bytes per CTA:
+ * fwd_smem_bytes (fwd_host.cu): (BM + 2 BN) HD 2 + 2 BN HV 2. */
+static constexpr int fwd_cta_bytes(int hd, int hv, int bm, int bn) { return (bm + 2 * bn) * hd * 2 + 2 * bn * hv * 2; }
+static constexpr int fwd_min_blocks(int hd, int hv, int bm, int bn, int nw) {
+    return nw == 1 ? 3 : nw == 8 ? 1 : (bm / nw == 32 ? 2 : ((232448 / fwd_cta_bytes(hd, hv, bm, bn)) >= 3 ? 3 : ((232448 / fwd_cta_bytes(hd, hv, bm, bn)) >= 2 ? 2 : 1)));
 }
 
-template <int HD, int BM, int BN, int NW, bool BF16, bool NATURAL>
-__global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash_fwd_kernel(const fwd_params p) {
+/* HD: padded head dim of Q and K (the k extent of S = Q K^T); HV: padded head dim of V and O
+ * (the n extent of O += P V), HV <= HD (O is staged in the Q tile's bytes). HV == HD for equal
+ * head dims; fwd_tiles.h lists the pairs with their own tile. */
+template <int HD, int HV, int BM, int BN, int NW, bool BF16, bool NATURAL>
+__global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, HV, BM, BN, NW)) flash_fwd_kernel(const fwd_params p) {
     constexpr int THREADS = NW * 32;
     constexpr int WM = BM / NW;  // rows per warp
     constexpr int MT = WM / 16;  // m16 tiles per warp
     constexpr int NT = BN / 8;   // n8 tiles of S per warp
-    constexpr int DT = HD / 8;   // n8 tiles of O per warp
+    constexpr int DT = HV / 8;   // n8 tiles of O per warp
     constexpr int KQ = HD / 16;  // k16 steps of Q K^T
     constexpr int KP = BN / 16;  // k16 steps of P V
     static_assert(WM == 16 || WM == 32, "a warp owns 16 or 32 rows");
     static_assert(NT % 2 == 0 && DT % 2 == 0, "tiles are loaded in pairs");
+    static_assert(HV <= HD, "O is staged in the Q tile");
 
     extern __shared__ __align__(128) unsigned char smem[];
     const uint32_t sQ = ptx_smem(smem);
     const uint32_t sK0 = sQ + BM * HD * 2;
     const uint32_t sV0 = sK0 + 2 * BN * HD * 2;
-    constexpr uint32_t KV_STAGE_BYTES = BN * HD * 2;
+    constexpr uint32_t K_STAGE_BYTES = BN * HD * 2, V_STAGE_BYTES = BN * HV * 2;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane >> 2, t = lane & 3;  // mma fragment row group, thread in group
@@ -59,8 +65,8 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
             load_kv_tile<BN, HD, THREADS>(sK0, k_base, p.k_ss, p.k_sb, sq.pages, p.page_size, (n_end - 1) * BN, kv_lo,
                                           kv_hi, p.head_dim);
             ptx_cp_commit();
-            load_kv_tile<BN, HD, THREADS>(sV0, v_base, p.v_ss, p.v_sb, sq.pages, p.page_size, (n_end - 1) * BN, kv_lo,
-                                          kv_hi, p.head_dim);
+            load_kv_tile<BN, HV, THREADS>(sV0, v_base, p.v_ss, p.v_sb, sq.pages, p.page_size, (n_end - 1) * BN, kv_lo,
+                                          kv_hi, p.head_dim_v);
             ptx_cp_commit();
         }
 
@@ -78,7 +84,7 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
         // ---- main loop over key blocks, from the last to the first
         int stage = 0;
         for (int n = n_end - 1; n >= n_begin; --n, stage ^= 1) {
-            const uint32_t sK = opaque(sK0 + stage * KV_STAGE_BYTES), sV = opaque(sV0 + stage * KV_STAGE_BYTES);
+            const uint32_t sK = opaque(sK0 + stage * K_STAGE_BYTES), sV = opaque(sV0 + stage * V_STAGE_BYTES);
             const bool prefetch = n - 1 >= n_begin;
             // boundary block: some key of it hidden from some row of the CTA
             // (diagonal, window edge, tail, additive mask): needs the element mask
@@ -94,19 +100,18 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
                 // contribution, flash_fwd_fix_nonfinite_v). Interior blocks need
                 // no test. Done here, before S = Q K^T, where few registers live.
                 ptx_cp_wait<0>();
-                if (__syncthreads_or((int)sanitize_own_chunks<BN, HD, THREADS, BF16>(sV)) && tid == 0)
+                if (__syncthreads_or((int)sanitize_own_chunks<BN, HV, THREADS, BF16>(sV)) && tid == 0)
                     *p.nonfinite_flag = 1;
             } else {
                 ptx_cp_wait<1>();  // K(n) (and Q) landed; V(n) may fly
                 __syncthreads();
             }
             if (prefetch) {
-                const uint32_t off = (stage ^ 1) * KV_STAGE_BYTES;
-                load_kv_tile<BN, HD, THREADS>(sK0 + off, k_base, p.k_ss, p.k_sb, sq.pages, p.page_size, (n - 1) * BN,
-                                              kv_lo, kv_hi, p.head_dim);
+                load_kv_tile<BN, HD, THREADS>(sK0 + (stage ^ 1) * K_STAGE_BYTES, k_base, p.k_ss, p.k_sb, sq.pages,
+                                              p.page_size, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
                 ptx_cp_commit();
-                load_kv_tile<BN, HD, THREADS>(sV0 + off, v_base, p.v_ss, p.v_sb, sq.pages, p.page_size, (n - 1) * BN,
-                                              kv_lo, kv_hi, p.head_dim);
+                load_kv_tile<BN, HV, THREADS>(sV0 + (stage ^ 1) * V_STAGE_BYTES, v_base, p.v_ss, p.v_sb, sq.pages,
+                                              p.page_size, (n - 1) * BN, kv_lo, kv_hi, p.head_dim_v);
                 ptx_cp_commit();
             }
 
@@ -155,7 +160,7 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
             fwd_pack_p<MT, KP, BF16>(acc_s, pa);
 
             // ---- O += P V
-            const uint32_t v_row = swz_row_base<HD>(sV, lane & 15, lane >> 4);
+            const uint32_t v_row = swz_row_base<HV>(sV, lane & 15, lane >> 4);
             if (prefetch) ptx_cp_wait<2>();  // V(n) landed
             else ptx_cp_wait<0>();
             __syncthreads();
@@ -164,7 +169,7 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
 #pragma unroll
                 for (int dp = 0; dp < DT / 2; ++dp) {
                     uint32_t vb[4];
-                    ptx_ldsm4_t(vb, swz_at<HD>(v_row + kk * 16 * HD * 2, dp * 2));
+                    ptx_ldsm4_t(vb, swz_at<HV>(v_row + kk * 16 * HV * 2, dp * 2));
 #pragma unroll
                     for (int mt = 0; mt < MT; ++mt) {
                         ptx_mma16816<BF16>(acc_o[mt][2 * dp], pa[mt][kk], vb[0], vb[1]);
@@ -176,8 +181,8 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
         __syncthreads();
 
         // ---- epilogue: O / l rounded to the dtype, staged in this warp's Q rows, then stored
-        if (p.n_split > 0) fwd_store_partial<HD, MT, WM, PACK>(p, sq, bh, acc_o, row_m, row_l, m0, warp, lane);
-        else fwd_store_o_lse<HD, MT, WM, BF16, NATURAL, PACK>(p, sq, acc_o, row_m, row_l, sQ, m0, warp, lane);
+        if (p.n_split > 0) fwd_store_partial<HV, MT, WM, PACK>(p, sq, bh, acc_o, row_m, row_l, m0, warp, lane);
+        else fwd_store_o_lse<HV, MT, WM, BF16, NATURAL, PACK>(p, sq, acc_o, row_m, row_l, sQ, m0, warp, lane);
         __syncthreads();  // smem is reused by the next (batch, head) of this CTA
     }
 }
@@ -185,14 +190,26 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, BM, BN, NW)) flash
 // ----------------------------------------------------------------------------
 // instantiations
 
+template <int HD, int HV, int BM, int BN, int NW>
+static fwd_kernel_fn pick_variant(int bf16, int natural) {
+    if (bf16) return natural ? flash_fwd_kernel<HD, HV, BM, BN, NW, true, true> : flash_fwd_kernel<HD, HV, BM, BN, NW, true, false>;
+    return natural ? flash_fwd_kernel<HD, HV, BM, BN, NW, false, true> : flash_fwd_kernel<HD, HV, BM, BN, NW, false, false>;
+}
 template <int HD, int BM, int BN, int NW>
 static fwd_kernel_fn pick_variant(int bf16, int natural) {
-    if (bf16) return natural ? flash_fwd_kernel<HD, BM, BN, NW, true, true> : flash_fwd_kernel<HD, BM, BN, NW, true, false>;
-    return natural ? flash_fwd_kernel<HD, BM, BN, NW, false, true> : flash_fwd_kernel<HD, BM, BN, NW, false, false>;
+    return pick_variant<HD, HD, BM, BN, NW>(bf16, natural);
 }
 
-/* The kernel for tile c (a row of fwd_tiles), NULL for a tile without one. */
+/* The kernel for tile c (a row of fwd_tiles, fwd_decode_tiles or fwd_pair_tiles), NULL for a
+ * tile without one. */
 fwd_kernel_fn fwd_sm80_kernel(const fwd_tile *c, int bf16, int natural) {
+    if (c->hv != 0 && c->hv != c->hd) {  // fwd_pair_tiles
+        if (c->hd == 192 && c->hv == 128 && c->bm == 128 && c->bn == 64 && c->nw == 8)
+            return pick_variant<192, 128, 128, 64, 8>(bf16, natural);
+        if (c->hd == 192 && c->hv == 128 && c->bm == 64 && c->bn == 64 && c->nw == 4)
+            return pick_variant<192, 128, 64, 64, 4>(bf16, natural);
+        return NULL;
+    }
     if (c->bm == 16 && c->bn == 64 && c->nw == 1) {  // fwd_decode_tiles
         switch (c->hd) {
         case 64: return pick_variant<64, 16, 64, 1>(bf16, natural);

@@ -3,9 +3,10 @@
 #ifndef FLASHCHECK_CUDA_FWD_TILES_H
 #define FLASHCHECK_CUDA_FWD_TILES_H
 
-/* An mma.sync tile: padded head dim, query rows per CTA, keys per block, warps. */
+/* An mma.sync tile: padded head dim of Q and K, query rows per CTA, keys per block, warps,
+ * and the padded head dim of V and O (0: the same as hd). */
 typedef struct {
-    int hd, bm, bn, nw;
+    int hd, bm, bn, nw, hv;
 } fwd_tile;
 
 /* Tiles per padded head dim (32, 64, 96, 128, 192, 256). Family 0: 32 rows per warp
@@ -26,6 +27,19 @@ static const fwd_tile fwd_tiles[FWD_FAMILIES][FWD_HEAD_DIMS] = {
  * blocks balance short causal problems better. */
 static const int fwd_family_default[2][FWD_HEAD_DIMS] = {{0, 3, 0, 0, 0, 0}, {0, 3, 1, 1, 0, 0}};
 static constexpr int fwd_short_causal_seqlen = 2048;
+
+/* Tiles of a head-dim pair Dqk != Dv with its own kernel (S = Q K^T over hd, O += P V over hv):
+ * the MLA / DeepSeek shape: Dqk in 136..192 (padded to 192), Dv in 72..128 (padded to 128).
+ * 16 rows per warp and 64-key blocks (32 rows per warp spill 1 KB at 255 registers: the 12 k16
+ * steps of Q K^T); [0]: 8 warps, BLOCK_M = 128 (the policy's family 0 only); [1]: 4 warps,
+ * BLOCK_M = 64, the default: 4-11% faster than [0] at S = 1024 and 4096, causal or not, on the
+ * H100 (bench/RESULTS-2026-11-25-mla.md). Any other pair
+ * runs the equal-dim tile of max(Dqk, Dv) with the narrower tensor's columns zero-filled
+ * (fwd_host.cu). */
+#define FWD_PAIRS 1
+static const fwd_tile fwd_pair_tiles[FWD_PAIRS][2] = {
+    {{192, 128, 64, 8, 128}, {192, 64, 64, 4, 128}},
+};
 
 /* The decode tile (Sq <= 16, head dims padded to 64 or 128): one warp, 16 query rows, 64-key
  * blocks. A decode call streams K/V once; 16 rows keep the wasted tensor-core work of rows past

@@ -27,7 +27,7 @@
  *      two roundings times x (1 - tanh^2 x) <= 0.45, the two fp32 roundings), times P |dP - D|:
  *      2^-19 leaves a factor 2.8 for second-order terms. Scores are made to saturate (|q| up
  *      to 4, cap 1.5 and 5) so that 1 - t^2 spans (0, 1].
- * Variants: fp16 / bf16, D 64 / 128 / 96, GQA (Hkv 2 of Hq 4) and MHA, masks none, causal
+ * Variants: fp16 / bf16, D 64 / 128 / 96, Dqk/Dv 192/128, 136/72, 128/64, 64/128, GQA (Hkv 2 of Hq 4) and MHA, masks none, causal
  * bottom-right / top-left, window (17, 5) bottom-right, causal + window left 40, an additive
  * mask (dense Q/K with seqused_k only: the contract forbids a mask with cu_seqlens), layouts
  * varlen q+k, varlen q+k + seqused_k, dense + seqused_k; every policy family (default: sm_90
@@ -92,6 +92,7 @@ static long n_cases = 0, n_failed = 0;
 
 typedef struct {
     int Hq, Hkv, D, bf16, det;
+    int Dv; /* head dim of V, O, dO, dV (0: D, the head dim of Q, K) */
     fa_causal causal;
     int64_t wl, wr;
     fa_align align;
@@ -106,8 +107,8 @@ typedef struct {
 static void failf(const bcase *c, const char *fmt, int b, const char *what, double x) {
     ++n_failed;
     if (n_failed > 40) return;
-    fprintf(stderr, "FAIL [lay%d Hq%d Hkv%d D%d %s %s causal%d wl%lld wr%lld mask%d cap%g %s] seq %d: ", c->layout,
-            c->Hq, c->Hkv, c->D, c->bf16 ? "bf16" : "fp16", c->det ? "det" : "default", (int)c->causal, (long long)c->wl,
+    fprintf(stderr, "FAIL [lay%d Hq%d Hkv%d D%d/%d %s %s causal%d wl%lld wr%lld mask%d cap%g %s] seq %d: ", c->layout,
+            c->Hq, c->Hkv, c->D, c->Dv ? c->Dv : c->D, c->bf16 ? "bf16" : "fp16", c->det ? "det" : "default", (int)c->causal, (long long)c->wl,
             (long long)c->wr, c->mask, (double)c->cap, c->pname, b);
     fprintf(stderr, fmt, what, x);
     fprintf(stderr, "\n");
@@ -130,7 +131,7 @@ static int visible(const bcase *c, int64_t sq, int64_t sk, int64_t i, int64_t j)
 }
 
 static void run_case(const bcase *c) {
-    const int Hq = c->Hq, Hkv = c->Hkv, D = c->D, bf = c->bf16, g = Hq / Hkv;
+    const int Hq = c->Hq, Hkv = c->Hkv, D = c->D, Dv = c->Dv ? c->Dv : c->D, bf = c->bf16, g = Hq / Hkv;
     const int vq = c->layout <= 1, vk = c->layout <= 1, useu = c->layout >= 1;
     int32_t cuq[NB + 1], cuk[NB + 1], used[NB];
     int sqmax = 0, skmax = 0;
@@ -153,40 +154,50 @@ static void run_case(const bcase *c) {
         if (useu && used[b] > skab[b]) used[b] = skab[b];
     }
     const int64_t tq = vq ? cuq[NB] : (int64_t)NB * sqmax, tk = vk ? cuk[NB] : (int64_t)NB * skmax;
-    const size_t qn = (size_t)tq * Hq * D, kn = (size_t)tk * Hkv * D;
-    uint16_t *hq = malloc(qn * 2 + 2), *hk = malloc(kn * 2 + 2), *hv = malloc(kn * 2 + 2), *hdo = malloc(qn * 2 + 2);
-    uint16_t *ho = malloc(qn * 2 + 2), *hdq = malloc(qn * 2 + 2), *hdk = malloc(kn * 2 + 2), *hdv = malloc(kn * 2 + 2);
+    /* Q, dQ: D wide; O, dO: Dv; K, dK: D; V, dV: Dv */
+    const size_t qn = (size_t)tq * Hq * D, kn = (size_t)tk * Hkv * D, on = (size_t)tq * Hq * Dv, vn = (size_t)tk * Hkv * Dv;
+    uint16_t *hq = malloc(qn * 2 + 2), *hk = malloc(kn * 2 + 2), *hv = malloc(vn * 2 + 2), *hdo = malloc(on * 2 + 2);
+    uint16_t *ho = malloc(on * 2 + 2), *hdq = malloc(qn * 2 + 2), *hdk = malloc(kn * 2 + 2), *hdv = malloc(vn * 2 + 2);
     float *hl = malloc(sizeof(float) * (size_t)(tq * Hq + 1));
     const double amp = c->cap > 0 ? 4.0 : 1.0; /* q in [-4, 4) with a cap: saturated scores */
-    for (size_t x = 0; x < qn; ++x) hq[x] = d2h_exact(amp * rval(), bf), hdo[x] = d2h_exact(rval(), bf);
-    for (size_t x = 0; x < kn; ++x) hk[x] = d2h_exact(rval(), bf), hv[x] = d2h_exact(rval(), bf);
+    for (size_t x = 0; x < (qn > on ? qn : on); ++x) {
+        const double xq = amp * rval(), xo = rval();
+        if (x < qn) hq[x] = d2h_exact(xq, bf);
+        if (x < on) hdo[x] = d2h_exact(xo, bf);
+    }
+    for (size_t x = 0; x < (kn > vn ? kn : vn); ++x) {
+        const double xk = rval(), xv = rval();
+        if (x < kn) hk[x] = d2h_exact(xk, bf);
+        if (x < vn) hv[x] = d2h_exact(xv, bf);
+    }
     /* additive mask [B, Hq, sqmax, skmax]: finite values, 20% -inf */
     const size_t mn = c->mask ? (size_t)NB * Hq * sqmax * skmax : 0;
     float *hm = malloc(sizeof(float) * (mn + 1));
     for (size_t x = 0; x < mn; ++x) hm[x] = urand() < 0.2 ? -INFINITY : (float)(2 * urand() - 1);
-    uint16_t *q = dalloc(qn * 2), *k = dalloc(kn * 2), *v = dalloc(kn * 2), *dout = dalloc(qn * 2), *o = dalloc(qn * 2);
-    uint16_t *dq = dalloc(qn * 2), *dk = dalloc(kn * 2), *dv = dalloc(kn * 2);
+    uint16_t *q = dalloc(qn * 2), *k = dalloc(kn * 2), *v = dalloc(vn * 2), *dout = dalloc(on * 2), *o = dalloc(on * 2);
+    uint16_t *dq = dalloc(qn * 2), *dk = dalloc(kn * 2), *dv = dalloc(vn * 2);
     float *l = dalloc(sizeof(float) * (size_t)tq * Hq), *m = dalloc(sizeof(float) * mn);
     CK(cudaMemcpy(q, hq, qn * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(k, hk, kn * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(v, hv, kn * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dout, hdo, qn * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(v, hv, vn * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dout, hdo, on * 2, cudaMemcpyHostToDevice));
     if (mn) CK(cudaMemcpy(m, hm, sizeof(float) * mn, cudaMemcpyHostToDevice));
     CK(cudaMemset(dq, 0xFF, qn * 2));
     CK(cudaMemset(dk, 0xFF, kn * 2));
-    CK(cudaMemset(dv, 0xFF, kn * 2));
+    CK(cudaMemset(dv, 0xFF, vn * 2));
 
     fa_fwd_args a;
     memset(&a, 0, sizeof(a));
     a.p.batch = NB; a.p.seqlen_q = sqmax; a.p.seqlen_k = skmax; a.p.heads_q = Hq; a.p.heads_kv = Hkv;
-    a.p.head_dim_qk = a.p.head_dim_v = D; a.p.dtype = bf ? FA_BF16 : FA_F16;
+    a.p.head_dim_qk = D; a.p.head_dim_v = Dv; a.p.dtype = bf ? FA_BF16 : FA_F16;
     a.p.causal = c->causal; a.p.window_left = c->wl; a.p.window_right = c->wr; a.p.window_align = c->align;
     a.p.softcap = c->cap;
     const int64_t qs0 = vq ? 0 : (int64_t)sqmax * Hq * D, ks0 = vk ? 0 : (int64_t)skmax * Hkv * D;
+    const int64_t os0 = vq ? 0 : (int64_t)sqmax * Hq * Dv, vs0 = vk ? 0 : (int64_t)skmax * Hkv * Dv;
     a.q = (fa_tensor){q, {qs0, (int64_t)Hq * D, D, 1}};
-    a.o = (fa_tensor){o, {qs0, (int64_t)Hq * D, D, 1}};
+    a.o = (fa_tensor){o, {os0, (int64_t)Hq * Dv, Dv, 1}};
     a.k = (fa_tensor){k, {ks0, (int64_t)Hkv * D, D, 1}};
-    a.v = (fa_tensor){v, {ks0, (int64_t)Hkv * D, D, 1}};
+    a.v = (fa_tensor){v, {vs0, (int64_t)Hkv * Dv, Dv, 1}};
     a.lse = vq ? (fa_lse){l, {0, tq, 1}} : (fa_lse){l, {(int64_t)Hq * sqmax, sqmax, 1}};
     if (mn) a.mask = (fa_mask){m, {(int64_t)Hq * sqmax * skmax, (int64_t)sqmax * skmax, skmax, 1}};
     a.varlen.cu_seqlens_q = vq ? cuq : NULL;
@@ -201,43 +212,52 @@ static void run_case(const bcase *c) {
     memset(&ba, 0, sizeof(ba));
     ba.p = a.p;
     ba.q = a.q; ba.k = a.k; ba.v = a.v; ba.o = a.o; ba.lse = a.lse; ba.mask = a.mask; ba.varlen = a.varlen;
-    ba.dout = (fa_tensor){dout, {qs0, (int64_t)Hq * D, D, 1}};
+    ba.dout = (fa_tensor){dout, {os0, (int64_t)Hq * Dv, Dv, 1}};
     ba.dq = (fa_tensor){dq, {qs0, (int64_t)Hq * D, D, 1}};
     ba.dk = (fa_tensor){dk, {ks0, (int64_t)Hkv * D, D, 1}};
-    ba.dv = (fa_tensor){dv, {ks0, (int64_t)Hkv * D, D, 1}};
+    ba.dv = (fa_tensor){dv, {vs0, (int64_t)Hkv * Dv, Dv, 1}};
     ba.deterministic = c->det;
     if (fa_cuda_backward_policy(&ba, c->pol, &err) != FA_OK) {
         failf(c, "backward: %s %g", -1, err.msg, 0);
         goto out;
     }
-    CK(cudaMemcpy(ho, o, qn * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(ho, o, on * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hl, l, sizeof(float) * (size_t)tq * Hq, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hdq, dq, qn * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hdk, dk, kn * 2, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(hdv, dv, kn * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hdv, dv, vn * 2, cudaMemcpyDeviceToHost));
     const double u = bf ? 0x1p-8 : 0x1p-11, scale = 1.0 / sqrt((double)D);
     /* the reference reads float64 copies of the dtype values (converted once) */
-    double *Fq = malloc(sizeof(double) * (qn + 1)), *Fdo = malloc(sizeof(double) * (qn + 1)),
-           *Fo = malloc(sizeof(double) * (qn + 1)), *Fk = malloc(sizeof(double) * (kn + 1)),
-           *Fv = malloc(sizeof(double) * (kn + 1));
-    for (size_t x = 0; x < qn; ++x) Fq[x] = h2d(hq[x], bf), Fdo[x] = h2d(hdo[x], bf), Fo[x] = h2d(ho[x], bf);
-    for (size_t x = 0; x < kn; ++x) Fk[x] = h2d(hk[x], bf), Fv[x] = h2d(hv[x], bf);
+    double *Fq = malloc(sizeof(double) * (qn + 1)), *Fdo = malloc(sizeof(double) * (on + 1)),
+           *Fo = malloc(sizeof(double) * (on + 1)), *Fk = malloc(sizeof(double) * (kn + 1)),
+           *Fv = malloc(sizeof(double) * (vn + 1));
+    for (size_t x = 0; x < qn; ++x) Fq[x] = h2d(hq[x], bf);
+    for (size_t x = 0; x < on; ++x) Fdo[x] = h2d(hdo[x], bf), Fo[x] = h2d(ho[x], bf);
+    for (size_t x = 0; x < kn; ++x) Fk[x] = h2d(hk[x], bf);
+    for (size_t x = 0; x < vn; ++x) Fv[x] = h2d(hv[x], bf);
 #define E(p, i) h2d((p)[i], bf)
     for (int b = 0; b < NB; ++b) {
         const int64_t sq = sqb[b], sk = used[b], ska = skab[b];
         const size_t bq = (size_t)sq * Hq * D, bk = (size_t)ska * Hkv * D;
+        const size_t bo = (size_t)sq * Hq * Dv, bv = (size_t)ska * Hkv * Dv;
         const size_t q0 = (size_t)qrow[b] * Hq * D, k0 = (size_t)krow[b] * Hkv * D;
+        const size_t o0 = (size_t)qrow[b] * Hq * Dv, v0 = (size_t)krow[b] * Hkv * Dv;
         /* 2. unused keys */
         for (size_t x = (size_t)sk * Hkv * D; x < bk; ++x)
-            if (hdk[k0 + x] != 0 || hdv[k0 + x] != 0) {
-                failf(c, "%s unused key element %g not +0", b, "dK/dV", (double)x);
+            if (hdk[k0 + x] != 0) {
+                failf(c, "%s unused key element %g not +0", b, "dK", (double)x);
+                break;
+            }
+        for (size_t x = (size_t)sk * Hkv * Dv; x < bv; ++x)
+            if (hdv[v0 + x] != 0) {
+                failf(c, "%s unused key element %g not +0", b, "dV", (double)x);
                 break;
             }
         /* 1. the sequence alone, dense */
         if (sq > 0 || sk > 0) {
-            uint16_t *sdq = dalloc(bq * 2), *sdk = dalloc(bk * 2), *sdv = dalloc(bk * 2);
+            uint16_t *sdq = dalloc(bq * 2), *sdk = dalloc(bk * 2), *sdv = dalloc(bv * 2);
             float *sl = dalloc(sizeof(float) * (size_t)sq * Hq + 4);
-            uint16_t *gdq = malloc(bq * 2 + 2), *gdk = malloc(bk * 2 + 2), *gdv = malloc(bk * 2 + 2);
+            uint16_t *gdq = malloc(bq * 2 + 2), *gdk = malloc(bk * 2 + 2), *gdv = malloc(bv * 2 + 2);
             float *slh = malloc(sizeof(float) * ((size_t)sq * Hq + 1));
             for (int h = 0; h < Hq; ++h)
                 for (int64_t i = 0; i < sq; ++i)
@@ -245,49 +265,49 @@ static void run_case(const bcase *c) {
             CK(cudaMemcpy(sl, slh, sizeof(float) * (size_t)sq * Hq, cudaMemcpyHostToDevice));
             CK(cudaMemset(sdq, 0x7F, bq * 2));
             CK(cudaMemset(sdk, 0x7F, bk * 2));
-            CK(cudaMemset(sdv, 0x7F, bk * 2));
+            CK(cudaMemset(sdv, 0x7F, bv * 2));
             fa_bwd_args sa;
             memset(&sa, 0, sizeof(sa));
             sa.p = a.p;
             sa.p.batch = 1; sa.p.seqlen_q = sq; sa.p.seqlen_k = sk;
             sa.q = (fa_tensor){q + q0, {0, (int64_t)Hq * D, D, 1}};
-            sa.o = (fa_tensor){o + q0, {0, (int64_t)Hq * D, D, 1}};
-            sa.dout = (fa_tensor){dout + q0, {0, (int64_t)Hq * D, D, 1}};
+            sa.o = (fa_tensor){o + o0, {0, (int64_t)Hq * Dv, Dv, 1}};
+            sa.dout = (fa_tensor){dout + o0, {0, (int64_t)Hq * Dv, Dv, 1}};
             sa.k = (fa_tensor){k + k0, {0, (int64_t)Hkv * D, D, 1}};
-            sa.v = (fa_tensor){v + k0, {0, (int64_t)Hkv * D, D, 1}};
+            sa.v = (fa_tensor){v + v0, {0, (int64_t)Hkv * Dv, Dv, 1}};
             sa.lse = (fa_lse){sl, {0, sq, 1}};
             if (mn) sa.mask = (fa_mask){m + (size_t)b * Hq * sqmax * skmax, {0, (int64_t)sqmax * skmax, skmax, 1}};
             sa.dq = (fa_tensor){sdq, {0, (int64_t)Hq * D, D, 1}};
             sa.dk = (fa_tensor){sdk, {0, (int64_t)Hkv * D, D, 1}};
-            sa.dv = (fa_tensor){sdv, {0, (int64_t)Hkv * D, D, 1}};
+            sa.dv = (fa_tensor){sdv, {0, (int64_t)Hkv * Dv, Dv, 1}};
             sa.deterministic = c->det;
             if (fa_cuda_backward_policy(&sa, c->pol, &err) != FA_OK) {
                 failf(c, "dense alone: %s %g", b, err.msg, 0);
             } else {
                 CK(cudaMemcpy(gdq, sdq, bq * 2, cudaMemcpyDeviceToHost));
                 CK(cudaMemcpy(gdk, sdk, bk * 2, cudaMemcpyDeviceToHost));
-                CK(cudaMemcpy(gdv, sdv, bk * 2, cudaMemcpyDeviceToHost));
-                const size_t bku = (size_t)sk * Hkv * D;
+                CK(cudaMemcpy(gdv, sdv, bv * 2, cudaMemcpyDeviceToHost));
+                const size_t bku = (size_t)sk * Hkv * D, bvu = (size_t)sk * Hkv * Dv;
                 if (c->det && memcmp(gdq, hdq + q0, bq * 2)) failf(c, "%s differs from the sequence alone %g", b, "dQ", 0);
                 if (memcmp(gdk, hdk + k0, bku * 2)) failf(c, "%s differs from the sequence alone %g", b, "dK", 0);
-                if (memcmp(gdv, hdv + k0, bku * 2)) failf(c, "%s differs from the sequence alone %g", b, "dV", 0);
+                if (memcmp(gdv, hdv + v0, bvu * 2)) failf(c, "%s differs from the sequence alone %g", b, "dV", 0);
             }
             cudaFree(sdq); cudaFree(sdk); cudaFree(sdv); cudaFree(sl);
             free(gdq); free(gdk); free(gdv); free(slh);
         }
         /* 3. float64 reference of sequence b */
-        double *rq = calloc(bq + 1, sizeof(double)), *rk = calloc(bk + 1, sizeof(double)), *rv = calloc(bk + 1, sizeof(double));
-        double *aq = calloc(bq + 1, sizeof(double)), *ak = calloc(bk + 1, sizeof(double)), *av = calloc(bk + 1, sizeof(double));
+        double *rq = calloc(bq + 1, sizeof(double)), *rk = calloc(bk + 1, sizeof(double)), *rv = calloc(bv + 1, sizeof(double));
+        double *aq = calloc(bq + 1, sizeof(double)), *ak = calloc(bk + 1, sizeof(double)), *av = calloc(bv + 1, sizeof(double));
         double *cq = calloc(bq + 1, sizeof(double)), *ck = calloc(bk + 1, sizeof(double));
         double *P = malloc(sizeof(double) * (sk + 1)), *dP = malloc(sizeof(double) * (sk + 1));
         double *CF = malloc(sizeof(double) * (sk + 1));
         for (int h = 0; h < Hq; ++h) {
             const int hkv = h / g;
             for (int64_t i = 0; i < sq; ++i) {
-                const size_t qo = q0 + ((size_t)i * Hq + h) * D;
+                const size_t qo = q0 + ((size_t)i * Hq + h) * D, oo = o0 + ((size_t)i * Hq + h) * Dv;
                 const double lse = hl[vq ? (size_t)(h * tq + qrow[b] + i) : ((size_t)b * Hq + h) * sqmax + i];
                 double Dd = 0;
-                for (int e = 0; e < D; ++e) Dd += Fdo[qo + e] * Fo[qo + e];
+                for (int e = 0; e < Dv; ++e) Dd += Fdo[oo + e] * Fo[oo + e];
                 for (int64_t j = 0; j < sk; ++j) {
                     P[j] = 0, dP[j] = 0;
                     double mv = 0;
@@ -296,9 +316,10 @@ static void run_case(const bcase *c) {
                         mv = hm[(((size_t)b * Hq + h) * sqmax + i) * skmax + j];
                         if (mv == -INFINITY) continue;
                     }
-                    const size_t ko = k0 + ((size_t)j * Hkv + hkv) * D;
+                    const size_t ko = k0 + ((size_t)j * Hkv + hkv) * D, vo = v0 + ((size_t)j * Hkv + hkv) * Dv;
                     double s = 0, dp = 0;
-                    for (int e = 0; e < D; ++e) s += Fq[qo + e] * Fk[ko + e], dp += Fdo[qo + e] * Fv[ko + e];
+                    for (int e = 0; e < D; ++e) s += Fq[qo + e] * Fk[ko + e];
+                    for (int e = 0; e < Dv; ++e) dp += Fdo[oo + e] * Fv[vo + e];
                     CF[j] = 1;
                     if (c->cap > 0) {
                         const double th = tanh(scale * s / c->cap);
@@ -311,24 +332,26 @@ static void run_case(const bcase *c) {
                 }
                 for (int64_t j = 0; j < sk; ++j) {
                     if (P[j] == 0) continue;
-                    const size_t ko = k0 + ((size_t)j * Hkv + hkv) * D;
+                    const size_t ko = k0 + ((size_t)j * Hkv + hkv) * D, vo = v0 + ((size_t)j * Hkv + hkv) * Dv;
                     const double dS = P[j] * (dP[j] - Dd) * CF[j], dC = P[j] * fabs(dP[j] - Dd);
                     for (int e = 0; e < D; ++e) {
                         rq[qo - q0 + e] += scale * dS * Fk[ko + e];
                         rk[ko - k0 + e] += scale * dS * Fq[qo + e];
-                        rv[ko - k0 + e] += P[j] * Fdo[qo + e];
                         aq[qo - q0 + e] += scale * fabs(dS * Fk[ko + e]);
                         ak[ko - k0 + e] += scale * fabs(dS * Fq[qo + e]);
-                        av[ko - k0 + e] += P[j] * fabs(Fdo[qo + e]);
                         cq[qo - q0 + e] += scale * dC * fabs(Fk[ko + e]);
                         ck[ko - k0 + e] += scale * dC * fabs(Fq[qo + e]);
+                    }
+                    for (int e = 0; e < Dv; ++e) {
+                        rv[vo - v0 + e] += P[j] * Fdo[oo + e];
+                        av[vo - v0 + e] += P[j] * fabs(Fdo[oo + e]);
                     }
                 }
             }
         }
         const double *refs[3] = {rq, rk, rv}, *abss[3] = {aq, ak, av}, *caps[3] = {cq, ck, NULL};
-        const uint16_t *got[3] = {hdq + q0, hdk + k0, hdv + k0};
-        const size_t ns[3] = {bq, (size_t)sk * Hkv * D, (size_t)sk * Hkv * D};
+        const uint16_t *got[3] = {hdq + q0, hdk + k0, hdv + v0};
+        const size_t ns[3] = {bq, (size_t)sk * Hkv * D, (size_t)sk * Hkv * Dv};
         static const char *nm[3] = {"dQ", "dK", "dV"};
         for (int t = 0; t < 3; ++t) {
             double en = 0, an = 0, cn = 0;
@@ -592,6 +615,33 @@ int main(void) {
                 run_case(&c);
                 ++n;
             }
+    /* Dqk != Dv: the MLA pair 192/128 (its own kernels: bwd_sm80_tile), 136/72 (the same kernels,
+     * zero-filled columns), 128/64 and 64/128 (the larger dim's kernels); every mask kind and
+     * layout, both modes, softcap on every third case; the sm_90 kernels never take a pair, so the
+     * policy does not matter */
+    static const int pq[4] = {192, 136, 128, 64}, pv[4] = {128, 72, 64, 128};
+    for (int di = 0; di < 4; ++di)
+        for (int det = 0; det < 2; ++det)
+            for (int mi = 0; mi < 5; ++mi)
+                for (int lay = 0; lay < 3; ++lay) {
+                    if (di > 0 && (mi + lay + det) % 3) continue; /* the other pairs: a third of the grid */
+                    bcase c;
+                    memset(&c, 0, sizeof(c));
+                    c.Hq = 4, c.Hkv = (mi + lay) & 1 ? 2 : 4, c.D = pq[di], c.Dv = pv[di], c.bf16 = n & 1, c.det = det;
+                    c.causal = masks[mi].c, c.wl = masks[mi].wl, c.wr = masks[mi].wr, c.align = masks[mi].al;
+                    c.layout = lay;
+                    c.mask = lay == 2 && (mi % 2) == 0;
+                    c.cap = (n % 3) == 1 ? 1.5f : 0.0f;
+                    for (int b = 0; b < NB; ++b) {
+                        c.sq[b] = sqs[(b + mi) % NB];
+                        c.ska[b] = sks[(b + lay + det) % NB];
+                        c.used[b] = lay == 0 ? c.ska[b] : (int)(c.ska[b] * urand());
+                    }
+                    c.pol = &pols[n % 2];
+                    c.pname = pnames[n % 2];
+                    run_case(&c);
+                    ++n;
+                }
     unsupported_case();
     zero_elements_case();
     printf("bwd_v3_test: %ld cases, %ld failed\n", n_cases, n_failed);

@@ -95,6 +95,7 @@ static double urand(void) { /* [0, 1) */
 /* ---- one problem ---------------------------------------------------------- */
 typedef struct {
     int B, Hq, Hkv, D, bf16;
+    int Dv; /* head dim of V and O (0: D, the head dim of Q and K) */
     fa_causal causal;
     int64_t wl, wr;
     fa_align align;
@@ -127,15 +128,15 @@ static long n_checked = 0, n_failed = 0;
 static void fail(const v3_case *c, const char *what) {
     ++n_failed;
     if (n_failed < 40)
-        fprintf(stderr, "FAIL %s [B%d Hq%d Hkv%d D%d %s causal%d wl%lld wr%lld ps%d cap%g sinks%d]: %s\n", c->name, c->B,
-                c->Hq, c->Hkv, c->D, c->bf16 ? "bf16" : "fp16", (int)c->causal, (long long)c->wl, (long long)c->wr,
+        fprintf(stderr, "FAIL %s [B%d Hq%d Hkv%d D%d/%d %s causal%d wl%lld wr%lld ps%d cap%g sinks%d]: %s\n", c->name, c->B,
+                c->Hq, c->Hkv, c->D, c->Dv ? c->Dv : c->D, c->bf16 ? "bf16" : "fp16", (int)c->causal, (long long)c->wl, (long long)c->wr,
                 c->page_size, c->softcap, c->sinks, what);
 }
 
-/* float64 reference of sequence b, head h, row i: o[D], *lse; returns the per-element bounds. */
+/* float64 reference of sequence b, head h, row i: o[Dv], *lse; returns the per-element bounds. */
 static void ref_row(const v3_case *c, const v3_data *d, int b, int h, int i, double *o, double *lse, double *ob,
                     double *lb, int *empty) {
-    const int D = c->D, Sq = c->sq[b], Sk = c->used[b], hk = h / (c->Hq / c->Hkv);
+    const int D = c->D, Dv = c->Dv ? c->Dv : c->D, Sq = c->sq[b], Sk = c->used[b], hk = h / (c->Hq / c->Hkv);
     const double scale = 1.0 / sqrt((double)D);
     const double u = c->bf16 ? 0x1p-8 : 0x1p-11;
     const int br = c->causal == FA_CAUSAL_BOTTOM_RIGHT || (c->causal == FA_CAUSAL_NONE && c->align == FA_ALIGN_BOTTOM_RIGHT);
@@ -176,9 +177,9 @@ static void ref_row(const v3_case *c, const v3_data *d, int b, int h, int i, dou
             if (ds[j] > dsmax) dsmax = ds[j];
         }
     *empty = m == -INFINITY;
-    for (int e = 0; e < D; ++e) o[e] = 0;
-    double *spv = calloc((size_t)D, sizeof(double)), *sepv = calloc((size_t)D, sizeof(double));
-    double *sav = calloc((size_t)D, sizeof(double));
+    for (int e = 0; e < Dv; ++e) o[e] = 0;
+    double *spv = calloc((size_t)Dv, sizeof(double)), *sepv = calloc((size_t)Dv, sizeof(double));
+    double *sav = calloc((size_t)Dv, sizeof(double));
     /* the sink's weight in l: exponent rounding as for a key */
     double pe_sum = has_sink && l > 0 ? exp(sink - mm) / l * (fabs(sink - mm) * 0x1p-23 + 0x1p-20) : 0;
     for (int j = 0; j < Sk; ++j) {
@@ -186,8 +187,8 @@ static void ref_row(const v3_case *c, const v3_data *d, int b, int h, int i, dou
         const double P = exp(s[j] - mm) / l;
         const double ej = u + 2 * ds[j] + fabs(s[j] - mm) * 0x1p-23 + 0x1p-20;
         pe_sum += P * ej;
-        const uint16_t *vr = d->vseq[b] + ((int64_t)j * c->Hkv + hk) * D;
-        for (int e = 0; e < D; ++e) {
+        const uint16_t *vr = d->vseq[b] + ((int64_t)j * c->Hkv + hk) * Dv;
+        for (int e = 0; e < Dv; ++e) {
             const double vv = h2d(vr[e], c->bf16);
             o[e] += P * vv;
             spv[e] += P * fabs(vv);
@@ -199,7 +200,7 @@ static void ref_row(const v3_case *c, const v3_data *d, int b, int h, int i, dou
     /* absolute floor of the dtype: P (unnormalized, <= 1) and O below the normal range round with
        absolute error <= sub (fp16: half the subnormal spacing 2^-24; bf16: flushed below 2^-126) */
     const double sub = c->bf16 ? 0x1p-126 : 0x1p-25;
-    for (int e = 0; e < D; ++e)
+    for (int e = 0; e < Dv; ++e)
         ob[e] = 2 * (sepv[e] + pe_sum * fabs(o[e]) + u * fabs(o[e]) + (Sk + 16) * 0x1p-23 * spv[e] +
                      (l > 0 ? sub * sav[e] / l : 0) + sub) + 0x1p-120;
     *lb = 2 * (dsmax + fabs(*lse) * 0x1p-22 + (Sk + 16) * 0x1p-23 + 0x1p-20);
@@ -215,7 +216,7 @@ static void *dalloc(size_t n) {
 /* Runs case c: the packed/paged call (policy pol), then (exact = 1) each sequence alone, bitwise;
  * and the float64 reference on every row (ref = 1). */
 static void run_case(const v3_case *c, const fa_cuda_policy *pol, int exact, int ref) {
-    const int B = c->B, Hq = c->Hq, Hkv = c->Hkv, D = c->D, bf = c->bf16;
+    const int B = c->B, Hq = c->Hq, Hkv = c->Hkv, D = c->D, Dv = c->Dv ? c->Dv : c->D, bf = c->bf16;
     const int Sqmax = v3_max(c->sq, B), Skmax = v3_max(c->sk_alloc, B);
     v3_data d;
     memset(&d, 0, sizeof(d));
@@ -228,7 +229,7 @@ static void run_case(const v3_case *c, const fa_cuda_policy *pol, int exact, int
     }
     const int64_t qrows = c->varlen_q ? cu_q[B] : (int64_t)B * Sqmax;
     for (int b = 0; b < B; ++b) d.qrow0[b] = c->varlen_q ? cu_q[b] : b * Sqmax;
-    const size_t qn = (size_t)qrows * Hq * D;
+    const size_t qn = (size_t)qrows * Hq * D, on = (size_t)qrows * Hq * Dv;
     d.q = malloc(qn * 2 + 2);
     for (size_t x = 0; x < qn; ++x) d.q[x] = d2h(c->amp * (2 * urand() - 1), bf);
     /* K/V storage: packed [tot_k, Hkv, D], dense [B, Skmax, Hkv, D], or a page pool */
@@ -245,28 +246,32 @@ static void run_case(const v3_case *c, const fa_cuda_policy *pol, int exact, int
     } else {
         kv_rows = c->varlen_k ? cu_k[B] : (int64_t)B * Skmax;
     }
-    const size_t kvn = (size_t)kv_rows * Hkv * D;
-    uint16_t *kst = malloc(kvn * 2 + 2), *vst = malloc(kvn * 2 + 2);
-    for (size_t x = 0; x < kvn; ++x) kst[x] = d2h(2 * urand() - 1, bf), vst[x] = d2h(2 * urand() - 1, bf);
+    const size_t kvn = (size_t)kv_rows * Hkv * D, vn = (size_t)kv_rows * Hkv * Dv;
+    uint16_t *kst = malloc(kvn * 2 + 2), *vst = malloc(vn * 2 + 2);
+    for (size_t x = 0; x < (kvn > vn ? kvn : vn); ++x) {
+        const double xk = 2 * urand() - 1, xv = 2 * urand() - 1;
+        if (x < kvn) kst[x] = d2h(xk, bf);
+        if (x < vn) vst[x] = d2h(xv, bf);
+    }
     if (c->poison && c->varlen_k) /* keys no sequence uses: NaN in K, +-Inf and NaN in V */
         for (int b = 0; b < B; ++b)
-            for (int64_t r = cu_k[b] + c->used[b]; r < cu_k[b + 1]; ++r)
-                for (int x = 0; x < Hkv * D; ++x) {
-                    const size_t at = (size_t)r * Hkv * D + x;
-                    kst[at] = bf ? 0x7FC0u : 0x7E00u;
-                    vst[at] = x % 3 == 0 ? (bf ? 0x7F80u : 0x7C00u) : (x % 3 == 1 ? (bf ? 0xFF80u : 0xFC00u) : (bf ? 0x7FC0u : 0x7E00u));
-                }
+            for (int64_t r = cu_k[b] + c->used[b]; r < cu_k[b + 1]; ++r) {
+                for (int x = 0; x < Hkv * D; ++x) kst[(size_t)r * Hkv * D + x] = bf ? 0x7FC0u : 0x7E00u;
+                for (int x = 0; x < Hkv * Dv; ++x)
+                    vst[(size_t)r * Hkv * Dv + x] =
+                        x % 3 == 0 ? (bf ? 0x7F80u : 0x7C00u) : (x % 3 == 1 ? (bf ? 0xFF80u : 0xFC00u) : (bf ? 0x7FC0u : 0x7E00u));
+            }
     /* per-sequence gathered copies (the reference's and the dense runs' K/V) */
     for (int b = 0; b < B; ++b) {
         const int n = c->used[b];
         d.kseq[b] = malloc((size_t)n * Hkv * D * 2 + 2);
-        d.vseq[b] = malloc((size_t)n * Hkv * D * 2 + 2);
+        d.vseq[b] = malloc((size_t)n * Hkv * Dv * 2 + 2);
         for (int j = 0; j < n; ++j) {
             int64_t row;
             if (c->page_size > 0) row = (int64_t)table[b * (mpp + 1) + j / c->page_size] * c->page_size + j % c->page_size;
             else row = c->varlen_k ? cu_k[b] + j : (int64_t)b * Skmax + j;
             memcpy(d.kseq[b] + (size_t)j * Hkv * D, kst + (size_t)row * Hkv * D, (size_t)Hkv * D * 2);
-            memcpy(d.vseq[b] + (size_t)j * Hkv * D, vst + (size_t)row * Hkv * D, (size_t)Hkv * D * 2);
+            memcpy(d.vseq[b] + (size_t)j * Hkv * Dv, vst + (size_t)row * Hkv * Dv, (size_t)Hkv * Dv * 2);
         }
     }
     float *sinks_h = NULL, *sinks_d = NULL;
@@ -278,13 +283,13 @@ static void run_case(const v3_case *c, const fa_cuda_policy *pol, int exact, int
         CK(cudaMemcpy(sinks_d, sinks_h, sizeof(float) * Hq, cudaMemcpyHostToDevice));
     }
     /* the packed / paged call */
-    uint16_t *dq = dalloc(qn * 2), *dk = dalloc(kvn * 2), *dv = dalloc(kvn * 2), *dO = dalloc(qn * 2);
+    uint16_t *dq = dalloc(qn * 2), *dk = dalloc(kvn * 2), *dv = dalloc(vn * 2), *dO = dalloc(on * 2);
     const size_t lsen = (size_t)Hq * qrows;
     float *dl = dalloc(lsen * 4);
     CK(cudaMemcpy(dq, d.q, qn * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dk, kst, kvn * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dv, vst, kvn * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemset(dO, 0xFF, qn * 2)); /* NaN pattern 0xFFFF */
+    CK(cudaMemcpy(dv, vst, vn * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemset(dO, 0xFF, on * 2)); /* NaN pattern 0xFFFF */
     CK(cudaMemset(dl, 0xFF, lsen * 4));
     fa_fwd_args a;
     memset(&a, 0, sizeof(a));
@@ -293,7 +298,8 @@ static void run_case(const v3_case *c, const fa_cuda_policy *pol, int exact, int
     a.p.seqlen_k = c->page_size > 0 ? (int64_t)mpp * c->page_size < Skmax ? Skmax : Skmax : Skmax;
     a.p.heads_q = Hq;
     a.p.heads_kv = Hkv;
-    a.p.head_dim_qk = a.p.head_dim_v = D;
+    a.p.head_dim_qk = D;
+    a.p.head_dim_v = Dv;
     a.p.dtype = bf ? FA_BF16 : FA_F16;
     a.p.causal = c->causal;
     a.p.window_left = c->wl;
@@ -302,12 +308,13 @@ static void run_case(const v3_case *c, const fa_cuda_policy *pol, int exact, int
     a.p.softcap = c->softcap;
     a.p.has_sinks = c->sinks;
     a.p.page_size = c->page_size;
-    const int64_t qs1 = (int64_t)Hq * D, ks1 = (int64_t)Hkv * D;
+    const int64_t qs1 = (int64_t)Hq * D, ks1 = (int64_t)Hkv * D, os1 = (int64_t)Hq * Dv, vs1 = (int64_t)Hkv * Dv;
     a.q = (fa_tensor){dq, {c->varlen_q ? 0 : Sqmax * qs1, qs1, D, 1}};
-    a.o = (fa_tensor){dO, {c->varlen_q ? 0 : Sqmax * qs1, qs1, D, 1}};
+    a.o = (fa_tensor){dO, {c->varlen_q ? 0 : Sqmax * os1, os1, Dv, 1}};
     const int64_t kb = c->page_size > 0 ? (int64_t)c->page_size * ks1 : (c->varlen_k ? 0 : Skmax * ks1);
+    const int64_t vb = c->page_size > 0 ? (int64_t)c->page_size * vs1 : (c->varlen_k ? 0 : Skmax * vs1);
     a.k = (fa_tensor){dk, {kb, ks1, D, 1}};
-    a.v = (fa_tensor){dv, {kb, ks1, D, 1}};
+    a.v = (fa_tensor){dv, {vb, vs1, Dv, 1}};
     if (c->varlen_q) a.lse = (fa_lse){dl, {0, qrows, 1}};
     else a.lse = (fa_lse){dl, {(int64_t)Hq * Sqmax, Sqmax, 1}};
     a.varlen.cu_seqlens_q = c->varlen_q ? cu_q : NULL;
@@ -330,9 +337,9 @@ static void run_case(const v3_case *c, const fa_cuda_policy *pol, int exact, int
         fail(c, msg);
         goto out;
     }
-    uint16_t *O = malloc(qn * 2 + 2);
+    uint16_t *O = malloc(on * 2 + 2);
     float *L = malloc(lsen * 4 + 4);
-    CK(cudaMemcpy(O, dO, qn * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(O, dO, on * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(L, dl, lsen * 4, cudaMemcpyDeviceToHost));
 #define LSE_AT(b, h, i) (c->varlen_q ? L[(int64_t)(h) * qrows + cu_q[b] + (i)] : L[((int64_t)(b) * Hq + (h)) * Sqmax + (i)])
 #define LSE_PTR(b, h) (c->varlen_q ? &L[(int64_t)(h) * qrows + cu_q[b]] : &L[((int64_t)(b) * Hq + (h)) * Sqmax])
@@ -342,14 +349,14 @@ static void run_case(const v3_case *c, const fa_cuda_policy *pol, int exact, int
             const int sq = c->sq[b], sk = c->used[b];
             if (sq == 0) continue;
             uint16_t *q1 = dalloc((size_t)sq * qs1 * 2), *k1 = dalloc((size_t)sk * ks1 * 2 + 16),
-                     *v1 = dalloc((size_t)sk * ks1 * 2 + 16), *o1 = dalloc((size_t)sq * qs1 * 2);
+                     *v1 = dalloc((size_t)sk * vs1 * 2 + 16), *o1 = dalloc((size_t)sq * os1 * 2);
             float *l1 = dalloc((size_t)Hq * sq * 4);
             CK(cudaMemcpy(q1, d.q + (size_t)d.qrow0[b] * qs1, (size_t)sq * qs1 * 2, cudaMemcpyHostToDevice));
             if (sk) {
                 CK(cudaMemcpy(k1, d.kseq[b], (size_t)sk * ks1 * 2, cudaMemcpyHostToDevice));
-                CK(cudaMemcpy(v1, d.vseq[b], (size_t)sk * ks1 * 2, cudaMemcpyHostToDevice));
+                CK(cudaMemcpy(v1, d.vseq[b], (size_t)sk * vs1 * 2, cudaMemcpyHostToDevice));
             }
-            CK(cudaMemset(o1, 0xFE, (size_t)sq * qs1 * 2)); /* another NaN pattern: 0xFEFE */
+            CK(cudaMemset(o1, 0xFE, (size_t)sq * os1 * 2)); /* another NaN pattern: 0xFEFE */
             CK(cudaMemset(l1, 0xFE, (size_t)Hq * sq * 4));
             fa_fwd_args a1 = a;
             memset(&a1.varlen, 0, sizeof(a1.varlen));
@@ -359,9 +366,9 @@ static void run_case(const v3_case *c, const fa_cuda_policy *pol, int exact, int
             a1.p.seqlen_k = sk;
             a1.p.page_size = 0;
             a1.q = (fa_tensor){q1, {sq * qs1, qs1, D, 1}};
-            a1.o = (fa_tensor){o1, {sq * qs1, qs1, D, 1}};
+            a1.o = (fa_tensor){o1, {sq * os1, os1, Dv, 1}};
             a1.k = (fa_tensor){k1, {sk * ks1, ks1, D, 1}};
-            a1.v = (fa_tensor){v1, {sk * ks1, ks1, D, 1}};
+            a1.v = (fa_tensor){v1, {sk * vs1, vs1, Dv, 1}};
             a1.lse = (fa_lse){l1, {(int64_t)Hq * sq, sq, 1}};
             st = fa_cuda_forward_policy(&a1, pol, &err);
             if (st != FA_OK) {
@@ -369,11 +376,11 @@ static void run_case(const v3_case *c, const fa_cuda_policy *pol, int exact, int
                 snprintf(msg, sizeof(msg), "dense forward of sequence %d returned %s: %s", b, fa_status_name(st), err.msg);
                 fail(c, msg);
             } else {
-                uint16_t *O1 = malloc((size_t)sq * qs1 * 2);
+                uint16_t *O1 = malloc((size_t)sq * os1 * 2);
                 float *L1 = malloc((size_t)Hq * sq * 4);
-                CK(cudaMemcpy(O1, o1, (size_t)sq * qs1 * 2, cudaMemcpyDeviceToHost));
+                CK(cudaMemcpy(O1, o1, (size_t)sq * os1 * 2, cudaMemcpyDeviceToHost));
                 CK(cudaMemcpy(L1, l1, (size_t)Hq * sq * 4, cudaMemcpyDeviceToHost));
-                if (memcmp(O1, O + (size_t)d.qrow0[b] * qs1, (size_t)sq * qs1 * 2) != 0) {
+                if (memcmp(O1, O + (size_t)d.qrow0[b] * os1, (size_t)sq * os1 * 2) != 0) {
                     char msg[128];
                     snprintf(msg, sizeof(msg), "O of sequence %d (Sq %d Sk %d) differs from its dense run", b, sq, sk);
                     fail(c, msg);
@@ -398,14 +405,14 @@ static void run_case(const v3_case *c, const fa_cuda_policy *pol, int exact, int
 #pragma omp parallel for schedule(dynamic) collapse(2) reduction(+ : bad) reduction(max : worst, worst_l)
         for (int b = 0; b < B; ++b)
             for (int h = 0; h < Hq; ++h) {
-                double *o = malloc(sizeof(double) * D * 2), *ob = o + D;
+                double *o = malloc(sizeof(double) * Dv * 2), *ob = o + Dv;
                 for (int i = 0; i < c->sq[b]; ++i) {
                     double lse, lb;
                     int empty;
                     ref_row(c, &d, b, h, i, o, &lse, ob, &lb, &empty);
-                    const uint16_t *orow = O + ((size_t)(d.qrow0[b] + i) * Hq + h) * D;
+                    const uint16_t *orow = O + ((size_t)(d.qrow0[b] + i) * Hq + h) * Dv;
                     const double gl = LSE_AT(b, h, i);
-                    for (int e = 0; e < D; ++e) {
+                    for (int e = 0; e < Dv; ++e) {
                         const double g = h2d(orow[e], bf);
                         const double r = empty ? fabs(g) : fabs(g - o[e]) / ob[e];
                         if (!(r <= 1.0) || (empty && g != 0)) {
@@ -450,35 +457,45 @@ out:
  * float64 backward from the same O, LSE (P = exp(s - lse): the sink only enters through the LSE),
  * normwise ||x - ref|| <= 8 u ||ref|| (u: the dtype's unit roundoff; first order: P and dS rounded
  * to the dtype, the output rounding, factor 2). Returns the number of failures. */
-static int bwd_sinks_case(int bf, int D, int causal) {
+static int bwd_sinks_case(int bf, int D, int Dv, int causal) {
     const int B = 2, S = 97, Hq = 4, Hkv = 2, g = Hq / Hkv;
     const double u = bf ? 0x1p-8 : 0x1p-11, scale = 1.0 / sqrt((double)D);
+    /* q, dq [B, S, Hq, D]; k, dk [B, S, Hkv, D]; o, dout [B, S, Hq, Dv]; v, dv [B, S, Hkv, Dv] */
     const size_t qn = (size_t)B * S * Hq * D, kn = (size_t)B * S * Hkv * D;
-    uint16_t *hq = malloc(qn * 2), *hk = malloc(kn * 2), *hv = malloc(kn * 2), *hdo = malloc(qn * 2), *ho = malloc(qn * 2);
-    uint16_t *hdq = malloc(qn * 2), *hdk = malloc(kn * 2), *hdv = malloc(kn * 2);
+    const size_t on = (size_t)B * S * Hq * Dv, vn = (size_t)B * S * Hkv * Dv;
+    uint16_t *hq = malloc(qn * 2), *hk = malloc(kn * 2), *hv = malloc(vn * 2), *hdo = malloc(on * 2), *ho = malloc(on * 2);
+    uint16_t *hdq = malloc(qn * 2), *hdk = malloc(kn * 2), *hdv = malloc(vn * 2);
     float sinks[4] = {0.5f, -1.0f, 2.5f, -INFINITY}, *hl = malloc(sizeof(float) * B * Hq * S), ds[4];
-    for (size_t x = 0; x < qn; ++x) hq[x] = d2h(2 * urand() - 1, bf), hdo[x] = d2h(2 * urand() - 1, bf);
-    for (size_t x = 0; x < kn; ++x) hk[x] = d2h(2 * urand() - 1, bf), hv[x] = d2h(2 * urand() - 1, bf);
-    uint16_t *q = dalloc(qn * 2), *k = dalloc(kn * 2), *v = dalloc(kn * 2), *o = dalloc(qn * 2), *dout = dalloc(qn * 2);
-    uint16_t *dq = dalloc(qn * 2), *dk = dalloc(kn * 2), *dv = dalloc(kn * 2);
+    for (size_t x = 0; x < (qn > on ? qn : on); ++x) {
+        const double xq = 2 * urand() - 1, xo = 2 * urand() - 1;
+        if (x < qn) hq[x] = d2h(xq, bf);
+        if (x < on) hdo[x] = d2h(xo, bf);
+    }
+    for (size_t x = 0; x < (kn > vn ? kn : vn); ++x) {
+        const double xk = 2 * urand() - 1, xv = 2 * urand() - 1;
+        if (x < kn) hk[x] = d2h(xk, bf);
+        if (x < vn) hv[x] = d2h(xv, bf);
+    }
+    uint16_t *q = dalloc(qn * 2), *k = dalloc(kn * 2), *v = dalloc(vn * 2), *o = dalloc(on * 2), *dout = dalloc(on * 2);
+    uint16_t *dq = dalloc(qn * 2), *dk = dalloc(kn * 2), *dv = dalloc(vn * 2);
     float *l = dalloc(sizeof(float) * B * Hq * S), *sk = dalloc(16), *dsk = dalloc(16);
     CK(cudaMemcpy(q, hq, qn * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(k, hk, kn * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(v, hv, kn * 2, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dout, hdo, qn * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(v, hv, vn * 2, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dout, hdo, on * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(sk, sinks, 16, cudaMemcpyHostToDevice));
     CK(cudaMemset(dsk, 0xFF, 16));
     fa_fwd_args a;
     memset(&a, 0, sizeof(a));
     a.p.batch = B; a.p.seqlen_q = a.p.seqlen_k = S; a.p.heads_q = Hq; a.p.heads_kv = Hkv;
-    a.p.head_dim_qk = a.p.head_dim_v = D; a.p.dtype = bf ? FA_BF16 : FA_F16;
+    a.p.head_dim_qk = D; a.p.head_dim_v = Dv; a.p.dtype = bf ? FA_BF16 : FA_F16;
     a.p.causal = causal ? FA_CAUSAL_BOTTOM_RIGHT : FA_CAUSAL_NONE;
     a.p.window_left = a.p.window_right = -1;
     a.p.has_sinks = 1;
     a.q = (fa_tensor){q, {(int64_t)S * Hq * D, (int64_t)Hq * D, D, 1}};
-    a.o = (fa_tensor){o, {(int64_t)S * Hq * D, (int64_t)Hq * D, D, 1}};
+    a.o = (fa_tensor){o, {(int64_t)S * Hq * Dv, (int64_t)Hq * Dv, Dv, 1}};
     a.k = (fa_tensor){k, {(int64_t)S * Hkv * D, (int64_t)Hkv * D, D, 1}};
-    a.v = (fa_tensor){v, {(int64_t)S * Hkv * D, (int64_t)Hkv * D, D, 1}};
+    a.v = (fa_tensor){v, {(int64_t)S * Hkv * Dv, (int64_t)Hkv * Dv, Dv, 1}};
     a.lse = (fa_lse){l, {(int64_t)Hq * S, S, 1}};
     a.sinks = sk;
     fa_error err;
@@ -491,23 +508,23 @@ static int bwd_sinks_case(int bf, int D, int causal) {
     memset(&ba, 0, sizeof(ba));
     ba.p = a.p;
     ba.q = a.q; ba.k = a.k; ba.v = a.v; ba.o = a.o; ba.lse = a.lse;
-    ba.dout = (fa_tensor){dout, {(int64_t)S * Hq * D, (int64_t)Hq * D, D, 1}};
+    ba.dout = (fa_tensor){dout, {(int64_t)S * Hq * Dv, (int64_t)Hq * Dv, Dv, 1}};
     ba.dq = (fa_tensor){dq, {(int64_t)S * Hq * D, (int64_t)Hq * D, D, 1}};
     ba.dk = (fa_tensor){dk, {(int64_t)S * Hkv * D, (int64_t)Hkv * D, D, 1}};
-    ba.dv = (fa_tensor){dv, {(int64_t)S * Hkv * D, (int64_t)Hkv * D, D, 1}};
+    ba.dv = (fa_tensor){dv, {(int64_t)S * Hkv * Dv, (int64_t)Hkv * Dv, Dv, 1}};
     ba.sinks = sk;
     ba.dsinks = dsk;
     if (fa_cuda_backward(&ba, &err) != FA_OK) {
         fprintf(stderr, "FAIL bwd sinks: backward: %s: %s\n", err.arg, err.msg);
         return 1;
     }
-    CK(cudaMemcpy(ho, o, qn * 2, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(ho, o, on * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hl, l, sizeof(float) * B * Hq * S, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(ds, dsk, 16, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hdq, dq, qn * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(hdk, dk, kn * 2, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(hdv, dv, kn * 2, cudaMemcpyDeviceToHost));
-    double *rq = calloc(qn, sizeof(double)), *rk = calloc(kn, sizeof(double)), *rv = calloc(kn, sizeof(double));
+    CK(cudaMemcpy(hdv, dv, vn * 2, cudaMemcpyDeviceToHost));
+    double *rq = calloc(qn, sizeof(double)), *rk = calloc(kn, sizeof(double)), *rv = calloc(vn, sizeof(double));
     double *P = malloc(sizeof(double) * S), *dP = malloc(sizeof(double) * S);
 #define E(p, i) h2d((p)[i], bf)
     for (int h = 0; h < Hq; ++h) {
@@ -515,46 +532,47 @@ static int bwd_sinks_case(int bf, int D, int causal) {
         const int hkv = h / g;
         for (int b = 0; b < B; ++b)
             for (int i = 0; i < S; ++i) {
-                const size_t qo = (((size_t)b * S + i) * Hq + h) * D;
+                const size_t qo = (((size_t)b * S + i) * Hq + h) * D, oo = (((size_t)b * S + i) * Hq + h) * Dv;
                 double Dd = 0, ad = 0;
-                for (int e = 0; e < D; ++e) Dd += E(hdo, qo + e) * E(ho, qo + e), ad += fabs(E(hdo, qo + e) * E(ho, qo + e));
+                for (int e = 0; e < Dv; ++e) Dd += E(hdo, oo + e) * E(ho, oo + e), ad += fabs(E(hdo, oo + e) * E(ho, oo + e));
                 const double lse = hl[((size_t)b * Hq + h) * S + i];
                 const double w = exp((double)sinks[h] - lse);
                 const double t = -w * Dd;
                 ref += t;
                 sumt += fabs(t);
-                bound += fabs(t) * (0x1p-21 + (isfinite(sinks[h]) ? fabs(sinks[h] - lse) : 0) * 0x1p-23) + w * (D + 32) * 0x1p-24 * ad;
+                bound += fabs(t) * (0x1p-21 + (isfinite(sinks[h]) ? fabs(sinks[h] - lse) : 0) * 0x1p-23) + w * (Dv + 32) * 0x1p-24 * ad;
                 /* float64 backward of this row */
                 for (int j = 0; j < S; ++j) {
                     P[j] = 0, dP[j] = 0;
                     if (causal && j > i) continue;
-                    const size_t ko = (((size_t)b * S + j) * Hkv + hkv) * D;
+                    const size_t ko = (((size_t)b * S + j) * Hkv + hkv) * D, vo = (((size_t)b * S + j) * Hkv + hkv) * Dv;
                     double s = 0, dp = 0;
-                    for (int e = 0; e < D; ++e) s += E(hq, qo + e) * E(hk, ko + e), dp += E(hdo, qo + e) * E(hv, ko + e);
+                    for (int e = 0; e < D; ++e) s += E(hq, qo + e) * E(hk, ko + e);
+                    for (int e = 0; e < Dv; ++e) dp += E(hdo, oo + e) * E(hv, vo + e);
                     P[j] = exp(scale * s - lse);
                     dP[j] = dp;
                 }
                 for (int j = 0; j < S; ++j) {
                     if (P[j] == 0) continue;
-                    const size_t ko = (((size_t)b * S + j) * Hkv + hkv) * D;
+                    const size_t ko = (((size_t)b * S + j) * Hkv + hkv) * D, vo = (((size_t)b * S + j) * Hkv + hkv) * Dv;
                     const double dS = P[j] * (dP[j] - Dd);
                     for (int e = 0; e < D; ++e) {
                         rq[qo + e] += scale * dS * E(hk, ko + e);
                         rk[ko + e] += scale * dS * E(hq, qo + e);
-                        rv[ko + e] += P[j] * E(hdo, qo + e);
                     }
+                    for (int e = 0; e < Dv; ++e) rv[vo + e] += P[j] * E(hdo, oo + e);
                 }
             }
         bound = 2 * bound + 2 * (double)(B * S) * 0x1p-24 * sumt;
         if (!(fabs(ds[h] - ref) <= bound)) {
-            fprintf(stderr, "FAIL bwd sinks %s D%d causal%d: dsinks[%d] = %.9g, ref %.9g, bound %.3g\n", bf ? "bf16" : "fp16",
-                    D, causal, h, ds[h], ref, bound);
+            fprintf(stderr, "FAIL bwd sinks %s D%d/%d causal%d: dsinks[%d] = %.9g, ref %.9g, bound %.3g\n", bf ? "bf16" : "fp16",
+                    D, Dv, causal, h, ds[h], ref, bound);
             bad++;
         }
     }
     const double *refs[3] = {rq, rk, rv};
     const uint16_t *got[3] = {hdq, hdk, hdv};
-    const size_t ns[3] = {qn, kn, kn};
+    const size_t ns[3] = {qn, kn, vn};
     for (int t = 0; t < 3; ++t) {
         double en = 0, rn = 0;
         for (size_t x = 0; x < ns[t]; ++x) {
@@ -563,8 +581,8 @@ static int bwd_sinks_case(int bf, int D, int causal) {
             rn += refs[t][x] * refs[t][x];
         }
         if (!(sqrt(en) <= 8 * u * sqrt(rn))) {
-            fprintf(stderr, "FAIL bwd sinks %s D%d causal%d: d%c normwise error %.3g > 8u = %.3g\n", bf ? "bf16" : "fp16", D,
-                    causal, "QKV"[t], sqrt(en) / sqrt(rn), 8 * u);
+            fprintf(stderr, "FAIL bwd sinks %s D%d/%d causal%d: d%c normwise error %.3g > 8u = %.3g\n", bf ? "bf16" : "fp16", D,
+                    Dv, causal, "QKV"[t], sqrt(en) / sqrt(rn), 8 * u);
             bad++;
         }
     }
@@ -625,6 +643,7 @@ static int ws_cases(void) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* each section's line reaches a log even if the run is cut short */
     int ws_only = 0;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) ++i; /* OMP_NUM_THREADS decides; kept for symmetry */
@@ -700,6 +719,77 @@ int main(int argc, char **argv) {
     printf("exact + reference: %d cases (%s / %s / %s), %ld failed so far\n", ncase, pol_name[0], pol_name[1],
            pol_name[2], n_failed);
 
+    /* ---- Dqk != Dv: the MLA pair 192/128 (fwd_pair_tiles, both families; the sm90 policy runs the
+       default family there) and pairs on the larger dim's tile (128/64, 64/128, 136/72): exact +
+       reference, every mask kind and layout, softcap and sinks rotating */
+    int npair = 0;
+    static const int pdq[4] = {192, 192, 128, 64}, pdv[4] = {128, 128, 64, 128};
+    for (int pk = 0; pk < 3; ++pk)
+        for (int di = 0; di < 4; ++di) {
+            if ((di >= 2 && pk != 1) || (pk == 0 && di != 0)) continue;
+            for (int bf = 0; bf < 2; ++bf)
+                for (int mi = 0; mi < 5; ++mi)
+                    for (int lay = 0; lay < 3; ++lay) {
+                        if (di == 1 && (mi + lay) % 2) continue; /* 136/72: half the grid */
+                        if (di >= 2 && lay == 1) continue;
+                        v3_case c;
+                        memset(&c, 0, sizeof(c));
+                        c.B = 5, c.Hq = 4, c.Hkv = (mi & 1) ? 2 : 4, c.bf16 = bf;
+                        c.D = di == 1 ? 136 : pdq[di], c.Dv = di == 1 ? 72 : pdv[di];
+                        c.causal = masks[mi].c, c.wl = masks[mi].wl, c.wr = masks[mi].wr, c.align = masks[mi].al;
+                        for (int b = 0; b < 5; ++b) c.sq[b] = sqs[(b + mi) % 5], c.sk_alloc[b] = sks[(b + lay) % 5];
+                        c.varlen_q = 1;
+                        c.amp = 1.0;
+                        c.softcap = (npair % 3 == 1) ? 1.5f : 0.0f;
+                        c.sinks = (npair % 4) == 2;
+                        if (c.softcap > 0) c.amp = 4.0;
+                        if (lay == 0) {
+                            c.name = "Dqk != Dv, varlen q+k";
+                            c.varlen_k = 1;
+                            for (int b = 0; b < 5; ++b) c.used[b] = c.sk_alloc[b];
+                        } else if (lay == 1) {
+                            c.name = "Dqk != Dv, varlen q+k, seqused_k";
+                            c.varlen_k = 1, c.use_used = 1;
+                            for (int b = 0; b < 5; ++b) c.used[b] = (int)(c.sk_alloc[b] * urand());
+                        } else {
+                            c.name = "Dqk != Dv, paged, seqused_k";
+                            c.page_size = pss[(npair + di) % 6];
+                            c.use_used = 1;
+                            for (int b = 0; b < 5; ++b) c.used[b] = c.sk_alloc[b] - (int)(c.sk_alloc[b] * urand() * 0.3);
+                        }
+                        run_case(&c, &pol_exact[pk], 1, 1);
+                        ++npair;
+                    }
+        }
+    /* decode at 192/128 (default policy: the pair's 64-row tile with split-KV and the combine) and
+       128/64 (the decode tile of 128 with Dv 64) */
+    for (int di = 0; di < 2; ++di)
+        for (int qi = 0; qi < 3; ++qi)
+            for (int lay = 0; lay < 2; ++lay) {
+                v3_case c;
+                memset(&c, 0, sizeof(c));
+                c.B = 3, c.Hq = 8, c.Hkv = (npair % 2) ? 1 : 2, c.bf16 = npair & 1;
+                c.D = di ? 128 : 192, c.Dv = di ? 64 : 128;
+                c.causal = (npair % 3 == 0) ? FA_CAUSAL_NONE : FA_CAUSAL_BOTTOM_RIGHT;
+                c.wl = -1, c.wr = -1;
+                c.amp = 1.0;
+                c.softcap = (npair % 4 == 1) ? 2.0f : 0.0f;
+                if (c.softcap > 0) c.amp = 4.0;
+                c.sinks = (npair % 3) == 1;
+                static const int dq3[3] = {1, 4, 16};
+                for (int b = 0; b < 3; ++b) {
+                    c.sq[b] = dq3[qi];
+                    c.sk_alloc[b] = 3000;
+                    c.used[b] = b == 2 ? 700 : 3000 - 7 * b;
+                }
+                c.use_used = 1;
+                if (lay == 0) c.name = "Dqk != Dv, decode dense", c.varlen_q = 0;
+                else c.name = "Dqk != Dv, decode paged", c.page_size = (npair % 2) ? 16 : 256, c.varlen_q = 1;
+                run_case(&c, &pol_default, 0, 1);
+                ++npair;
+            }
+    printf("Dqk != Dv (192/128, 136/72, 128/64, 64/128): %d cases, %ld failed so far\n", npair, n_failed);
+
     /* ---- decode (default policy: decode tile, split-KV, combine) against the float64 reference */
     int ndec = 0;
     static const int dsq[3] = {1, 4, 16}, dsk[3] = {1000, 4096, 20000};
@@ -737,9 +827,15 @@ int main(int argc, char **argv) {
     for (int bf = 0; bf < 2; ++bf)
         for (int di = 0; di < 2; ++di)
             for (int causal = 0; causal < 2; ++causal) {
-                n_failed += bwd_sinks_case(bf, di ? 128 : 64, causal);
+                n_failed += bwd_sinks_case(bf, di ? 128 : 64, di ? 128 : 64, causal);
                 ++n_checked, ++nb;
             }
+    /* the MLA pair 192/128 (its own backward kernels) */
+    for (int bf = 0; bf < 2; ++bf)
+        for (int causal = 0; causal < 2; ++causal) {
+            n_failed += bwd_sinks_case(bf, 192, 128, causal);
+            ++n_checked, ++nb;
+        }
     printf("backward with sinks: %d cases\n", nb);
     printf("fwd_v3_test: %ld calls checked, %ld failed\n", n_checked, n_failed);
     return n_failed ? 1 : 0;

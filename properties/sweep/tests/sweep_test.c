@@ -88,6 +88,7 @@ static void test_cuda(void) {
     int head_dims[2][33] = {{0}}, seq_seen[17] = {0}, causal[3] = {0}, masks[FC_MASK_COUNT] = {0}, gqa[9] = {0};
     int bhsd = 0, pad = 0, qkv = 0, do_bhsd = 0, do_pad = 0, big = 0, neg_scale = 0, empty = 0, pairs = 0, windows = 0;
     int leak = 0, leak_long = 0, det = 0, declined = 0, findings = 0, sq_ne_sk = 0, det_modes[2] = {0, 0};
+    int mla = 0, dqk_ne_dv = 0, leak_mla = 0; /* grid entries at Dqk/Dv 192/128 (the MLA kernels), any Dqk != Dv */
     static const int64_t seqlens[17] = {1, 3, 17, 63, 64, 65, 97, 113, 127, 128, 239, 513, 799, 1023, 1025, 2048, 4224};
     for (int64_t i = 0; i < n; i++) {
         const fc_case *c = &e[i].c;
@@ -113,6 +114,8 @@ static void test_cuda(void) {
             windows += p->window_left >= 0 || p->window_right >= 0;
             sq_ne_sk += p->seqlen_q != p->seqlen_k;
             det_modes[c->deterministic != 0]++;
+            mla += p->head_dim_qk == 192 && p->head_dim_v == 128;
+            dqk_ne_dv += p->head_dim_qk != p->head_dim_v;
             if (c->layout[FC_T_K].offset > 0 && c->layout[FC_T_Q].pad[1] > 0) {
                 /* fused QKV: Q, K, V are head slices of one [B, S, Hq + 2 Hkv, D] buffer */
                 int64_t sq[4], sk[4], sv[4], Ht = p->heads_q + 2 * p->heads_kv, D = p->head_dim_qk;
@@ -131,6 +134,7 @@ static void test_cuda(void) {
             int is_leak = e[i].prop >= 0 && strcmp(fc_prop_table[e[i].prop].name, "leak") == 0;
             leak += is_leak;
             leak_long += is_leak && p->seqlen_q >= 2000;
+            leak_mla += is_leak && p->head_dim_qk == 192 && p->head_dim_v == 128;
             CHECK(is_leak || (e[i].prop >= 0 && strcmp(fc_prop_table[e[i].prop].name, "nonfinite") == 0),
                   "cuda_leak entries use the leak or the nonfinite property");
         }
@@ -162,8 +166,9 @@ static void test_cuda(void) {
     CHECK(bhsd >= 3 && pad >= 3 && qkv >= 3, "layouts bhsd %d pad %d qkv %d", bhsd, pad, qkv);
     CHECK(do_bhsd > 10 && do_pad > 10, "dO in its own layout: bhsd %d pad %d", do_bhsd, do_pad);
     CHECK(neg_scale && empty >= 3 && pairs && windows > 20 && sq_ne_sk > 50, "scales, empty, (b, h) pairs, windows, Sq != Sk");
+    CHECK(mla >= 13 && dqk_ne_dv >= 17, "Dqk != Dv on the CUDA grid: %d at 192/128, %d in all", mla, dqk_ne_dv);
     CHECK(det_modes[0] > 50 && det_modes[1] > 50, "both backward modes: atomic %d, deterministic %d", det_modes[0], det_modes[1]);
-    CHECK(leak == 18 && leak_long == 2, "leak geometries: %d (long %d)", leak, leak_long);
+    CHECK(leak == 20 && leak_long == 2 && leak_mla == 2, "leak geometries: %d (long %d, 192/128 %d)", leak, leak_long, leak_mla);
     CHECK(det == 6 && declined == 4 && findings == 4 && big == 2, "det %d declined %d findings %d big %d", det, declined,
           findings, big);
     free(e);

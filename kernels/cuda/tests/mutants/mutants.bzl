@@ -36,6 +36,7 @@ BACKEND_HDRS = [
     "//kernels/cuda:bwd/bwd_common.cuh",
     "//kernels/cuda:common/gmma.h",
     "//kernels/cuda:common/limits.h",
+    "//kernels/cuda:common/pairs.h",
     "//kernels/cuda:common/ptx.h",
     "//kernels/cuda:fwd/fwd_common.cuh",
     "//kernels/cuda:fwd/fwd_tiles.h",
