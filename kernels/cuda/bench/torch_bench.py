@@ -13,11 +13,11 @@ Output: one line per (pass, D, S, causal, dtype, backend): "pass D S causal dtyp
 kernel_ms" (a backend that rejects a shape prints a comment line instead).
 
 --v3 --probs SPEC,SPEC,...: bench.c --v3's contract-v3 problems (SPEC = kind:B:Sq:Sk:Hq:Hkv:D:causal:page,
-bench.c v3_probs), bf16, kernels time only: kind 0 (packed varlen, lengths v3_len, causal bottom-right
+bench.c v3_probs), bf16, both timings: kind 0 (packed varlen, lengths v3_len, causal bottom-right
 = top-left since Sq = Sk per sequence): aten._flash_attention_forward with cu_seqlens (FlashAttention-2
 varlen) and aten._cudnn_attention_forward with cu_seqlens where this torch has it; kind 1 (paged prefill):
 SDPA flash / cuDNN on the dense K/V of the same problem; kind 2 (decode, Sq = 1, no mask): SDPA flash /
-cuDNN / efficient, enable_gqa when Hq != Hkv. Output: "v3 INDEX BACKEND kernel_ms".
+cuDNN / efficient, enable_gqa when Hq != Hkv. Output: "v3 INDEX BACKEND kernel_ms call_ms".
 """
 import argparse
 import statistics
@@ -98,8 +98,8 @@ def v3_main(a, spin_cycles):
                 fns[name] = f
         for name in backends:
             try:
-                _, kern = time_one(fns[name], a.warmup, a.iters, spin_cycles)
-                print(f"v3 {idx} {name} {kern:.5f}", flush=True)
+                call, kern = time_one(fns[name], a.warmup, a.iters, spin_cycles)
+                print(f"v3 {idx} {name} {kern:.5f} {call:.5f}", flush=True)
             except Exception as ex:  # a backend may reject a problem: say so, keep going
                 print(f"# v3 {idx} {spec} {name} failed: {type(ex).__name__}: {ex}"[:240], flush=True)
         del sets
