@@ -122,6 +122,11 @@ __global__ void __launch_bounds__(fwd_combine_threads) flash_fwd_combine(const f
     constexpr int T = fwd_combine_threads, U = fwd_combine_unroll;
     constexpr int PAIRS = FA_CUDA_MAX_HEAD_DIM / (2 * T);  // column pairs per thread: d = 2 tid + 2 T c
     __shared__ float s_alpha[fwd_split_max], s_l[fwd_split_max], s_m[T / 32];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // launched as a programmatic dependent of the split kernel (sm_90): its partials are
+    // complete and visible once this returns
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
     const int64_t w = blockIdx.x;  // the row, (bh, i)
     const int tid = (int)threadIdx.x, lane = tid % 32;
     const int bh = (int)(w / p.seqlen_q), i = (int)(w % p.seqlen_q);
@@ -265,13 +270,15 @@ static size_t fwd_align256(size_t x) { return (x + 255) & ~(size_t)255; }
  * tiles, fwd_tiles.h), at least fwd_split_min_blocks blocks per split, so a row's rescales stay
  * below the profile's max_rescales (33 per 1000 keys, + 1): one per block and one per split in
  * the combine, <= ceil(Sk/64) + ceil(Sk/64)/2 <= 1.5 (Sk/64 + 1) = 23.5 Sk/1000 + 1.5, within
- * 33 Sk/1000 + 1 for Sk >= 53 (splitting needs Sk > 192). The split count fills whole waves
- * of the SMs best, up to fwd_split_waves waves (CTAs per SM from the occupancy calculator): a
- * partly filled last wave leaves HBM bandwidth unused while it runs. */
+ * 33 Sk/1000 + 1 for Sk >= 53 (splitting needs Sk > 192). The split count: the most splits
+ * whose CTAs fit one wave of fwd_split_ctas_per_sm CTAs on every SM (at most what the occupancy
+ * calculator admits). Measured on the H100 (bench/RESULTS-2026-11-25-decode.md): two one-warp
+ * CTAs an SM already keep HBM busy; more CTAs, or more waves, only add per-split start-up
+ * (the Q load, the first block's latency, the partials) and combine work. */
 static constexpr int fwd_decode_max_sq = 16;
 static constexpr int fwd_decode_bn = 64;
 static constexpr int fwd_split_min_blocks = 2;
-static constexpr int fwd_split_waves = 3;
+static constexpr int fwd_split_ctas_per_sm = 2;
 
 static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev);
 
@@ -503,24 +510,14 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     const int64_t m_blocks = (Sq + launch_bm - 1) / launch_bm;
     const int64_t n_blocks = (Sk + launch_bn - 1) / launch_bn;
     const int64_t ctas = m_blocks * units;
-    const int64_t slots = (int64_t)(per_sm > 0 ? per_sm : 1) * n_sms;
+    const int64_t slots = (int64_t)(per_sm < fwd_split_ctas_per_sm ? per_sm : fwd_split_ctas_per_sm) * n_sms;
     int n_split = 0, bps = 0;
-    if (decode && !use_sm90 && launch_bn == fwd_decode_bn && ctas < fwd_split_waves * slots &&
-        n_blocks >= 2 * fwd_split_min_blocks) {
-        // the split count that fills whole waves best: for w = 1..fwd_split_waves waves, the most
-        // splits with ctas * splits <= w * slots; the highest fill wins (the fewer waves on ties)
+    if (decode && !use_sm90 && launch_bn == fwd_decode_bn && n_blocks >= 2 * fwd_split_min_blocks) {
         int64_t most = n_blocks / fwd_split_min_blocks;
         if (most > fwd_split_max) most = fwd_split_max;
-        int64_t want = 1;
-        double best = 0.0;
-        for (int w = 1; w <= fwd_split_waves; ++w) {
-            int64_t n = (int64_t)w * slots / ctas;
-            if (n > most) n = most;
-            if (n < 1) n = 1;
-            const int64_t used = ctas * n, waves = (used + slots - 1) / slots;
-            const double fill = (double)used / (double)(waves * slots);
-            if (fill > best + 1e-9) best = fill, want = n;
-        }
+        int64_t want = slots / ctas;
+        if (want > most) want = most;
+        if (want < 1) want = 1;
         if (pol->fwd_split > 0) want = pol->fwd_split < most ? pol->fwd_split : most;  // test hook
         if (pol->fwd_split < 0) want = 1;
         bps = (int)((n_blocks + want - 1) / want);
@@ -608,8 +605,19 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_kernel launch");
     if (n_split) {
         const int64_t rows = (int64_t)p.bh_total * Sq;
-        flash_fwd_combine<<<(unsigned)rows, fwd_combine_threads, 0, stream>>>(p, natural, pr->dtype == FA_BF16);
-        e = cudaGetLastError();
+        // sm_90: a programmatic dependent launch (its launch overlaps the split kernel's tail;
+        // the combine waits for that grid's completion in griddepcontrol.wait)
+        cudaLaunchConfig_t lc;
+        memset(&lc, 0, sizeof(lc));
+        lc.gridDim = dim3((unsigned)rows, 1, 1);
+        lc.blockDim = dim3(fwd_combine_threads, 1, 1);
+        lc.stream = stream;
+        cudaLaunchAttribute la[1];
+        la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        la[0].val.programmaticStreamSerializationAllowed = 1;
+        lc.attrs = la;
+        lc.numAttrs = cc_major >= 9 ? 1 : 0;
+        e = cudaLaunchKernelEx(&lc, flash_fwd_combine, p, natural, (int)(pr->dtype == FA_BF16));
         if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_combine launch");
     }
     e = cudaStreamSynchronize(stream);
