@@ -29,7 +29,7 @@ static constexpr int fwd_short_causal_seqlen = 2048;
 
 /* The decode tile (Sq <= 16, head dims padded to 64 or 128): one warp, 16 query rows, 64-key
  * blocks. A decode call streams K/V once; 16 rows keep the wasted tensor-core work of rows past
- * Sq at most 16x (the 64-row tile: 64x). Its kernel is fwd_decode.cu's (a 3-stage K/V ring). */
+ * Sq at most 16x (the 64-row tile: 64x), and three CTAs fit an SM's shared memory. */
 static const fwd_tile fwd_decode_tiles[2] = {{64, 16, 64, 1}, {128, 16, 64, 1}};
 
 /* Unroll factor of the k loop of S = Q K^T in the mma.sync kernel (register pressure vs. ILP). */
