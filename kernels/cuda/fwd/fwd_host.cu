@@ -282,11 +282,6 @@ static constexpr int fwd_split_ctas_per_sm = 2;
 
 static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev);
 
-/* The decode kernel (fwd_decode.cu) for padded head dim 64 or 128 (NULL for another), and its
- * dynamic shared memory. */
-fwd_kernel_fn fwd_decode_kernel(int hd, int bf16, int natural);
-size_t fwd_decode_smem_bytes(int hd);
-
 /* Per (device, kernel): its dynamic shared memory attribute set once and its CTAs per SM at
  * that size (occupancy calculator), kept for the process (both are fixed for a kernel, a block
  * size and a shared memory size on a device), so a call does not query them again. */
@@ -441,11 +436,8 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         launch_bn = fwd_sm90_bn;
         launch_threads = fwd_sm90_threads;
     } else {
-        // the decode tile runs the decode kernel (fwd_decode.cu: its ring of fwd_decode_stages)
-        const int dec_tile = cfg->nw == 1 && cfg->bm == 16;
-        kern = dec_tile ? fwd_decode_kernel(cfg->hd, pr->dtype == FA_BF16, natural)
-                        : fwd_sm80_kernel(cfg, pr->dtype == FA_BF16, natural);
-        smem = dec_tile ? fwd_decode_smem_bytes(cfg->hd) : fwd_smem_bytes(cfg);
+        kern = fwd_sm80_kernel(cfg, pr->dtype == FA_BF16, natural);
+        smem = fwd_smem_bytes(cfg);
         launch_bm = cfg->bm;
         launch_bn = cfg->bn;
         launch_threads = cfg->nw * 32;
@@ -615,7 +607,8 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         const int64_t rows = (int64_t)p.bh_total * Sq;
         // sm_90: a programmatic dependent launch (its launch overlaps the split kernel's tail;
         // the combine waits for that grid's completion in griddepcontrol.wait)
-        cudaLaunchConfig_t lc = {};
+        cudaLaunchConfig_t lc;
+        memset(&lc, 0, sizeof(lc));
         lc.gridDim = dim3((unsigned)rows, 1, 1);
         lc.blockDim = dim3(fwd_combine_threads, 1, 1);
         lc.stream = stream;
