@@ -607,8 +607,7 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         const int64_t rows = (int64_t)p.bh_total * Sq;
         // sm_90: a programmatic dependent launch (its launch overlaps the split kernel's tail;
         // the combine waits for that grid's completion in griddepcontrol.wait)
-        cudaLaunchConfig_t lc;
-        memset(&lc, 0, sizeof(lc));
+        cudaLaunchConfig_t lc = {};
         lc.gridDim = dim3((unsigned)rows, 1, 1);
         lc.blockDim = dim3(fwd_combine_threads, 1, 1);
         lc.stream = stream;
