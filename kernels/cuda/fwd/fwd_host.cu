@@ -512,7 +512,9 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     const int64_t ctas = m_blocks * units;
     const int64_t slots = (int64_t)(per_sm < fwd_split_ctas_per_sm ? per_sm : fwd_split_ctas_per_sm) * n_sms;
     int n_split = 0, bps = 0;
-    if (decode && !use_sm90 && launch_bn == fwd_decode_bn && n_blocks >= 2 * fwd_split_min_blocks) {
+    // (the combine's grid is one CTA a row: rows within a grid dimension)
+    if (decode && !use_sm90 && launch_bn == fwd_decode_bn && n_blocks >= 2 * fwd_split_min_blocks &&
+        (int64_t)p.bh_total * Sq <= INT32_MAX) {
         int64_t most = n_blocks / fwd_split_min_blocks;
         if (most > fwd_split_max) most = fwd_split_max;
         int64_t want = slots / ctas;
