@@ -22,9 +22,12 @@ typedef struct {
     int fwd_ws;       /* 1: the warp-specialized wgmma forward where it applies (default); 0: never */
     int fwd_no_decode; /* 0: default; 1: no decode path (Sq <= 16 keeps the general tile rule, no
                           split-KV): the same kernel and tile for every Sq, for bitwise comparisons */
+    int fwd_split;    /* decode split-KV count: 0: the host's rule (fwd_host.cu); -1: no split; n > 0:
+                         n splits, cut down to what the profile's split rule admits (at least
+                         fwd_split_min_blocks key blocks a split) and to one split per block pair */
 } fa_cuda_policy;
 
-/* {-1, -1, 1, 1, 1, 1, 0} (backend.cu) */
+/* {-1, -1, 1, 1, 1, 1, 0, 0} (backend.cu) */
 extern const fa_cuda_policy fa_cuda_policy_default;
 
 fa_status fa_cuda_forward_policy(const fa_fwd_args *args, const fa_cuda_policy *policy, fa_error *err);

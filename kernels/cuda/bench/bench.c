@@ -25,13 +25,17 @@
  * usage: bench [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST]
  *              [--iters N] [--warmup N] [--tokens N] [--hidden N] [--deterministic]
  *              [--policy default|sm80|nows|fam1] [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]
- *              [--decode]
+ *              [--decode] [--pick LIST] [--split N]
  * --v3: instead of the grid, the contract-v3 problems (bench_v3: packed varlen, paged K/V, decode at
  *       Sq = 1 with caches of 4k..128k keys) beside torch's counterparts, one table; then the varlen
  *       backward (bench_v3_bwd) beside FlashAttention-2's varlen backward and cuDNN's, a second table
  *       (not with --pass fwd).
  * --decode: as --v3 with the decode problems only (v3_decode_probs: B 1 and 8, GQA 32/8 and
  *       MHA 32/32, caches 4k..128k, D = 128, bf16), beside the SDPA backends.
+ * --pick LIST: only these problems of the --v3 / --decode list (0-based indices).
+ * --split N: the decode split count pinned (kernels/cuda/testing.h fwd_split; -1: no split).
+ * The --v3 / --decode tables time both ways (call and kernels) and print the sync floor: the
+ * latency of returning from a synchronous call, part of our kernels time, not of torch's.
  * LIST: comma-separated (--d 64,128 --s 512,2048 --causal 0,1 --dtype bf16,fp16).
  * --policy sm80: the mma.sync kernels everywhere (kernels/cuda/testing.h), for comparisons;
  * --policy nows: the plain wgmma forward instead of the warp-specialized one;
@@ -76,6 +80,7 @@ typedef struct {
     int fwd, bwd;
     bench_list d, s, causal, dtype; /* dtype: 1 bf16, 0 fp16 */
     int iters, warmup, deterministic, check, v3;
+    bench_list pick; /* --pick: indices into the --v3 / --decode problem list (n = 0: all) */
     int64_t tokens, hidden;
     fa_cuda_policy pol;
     const char *policy_name, *torch, *out;
@@ -474,12 +479,46 @@ static void v3_spec(const v3_prob *p, char *b, size_t n) {
     snprintf(b, n, "%d:%d:%d:%d:%d:%d:%d:%d:%d", p->kind, p->B, p->Sq, p->Sk, p->Hq, p->Hkv, p->D, p->causal, p->page);
 }
 
-static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, int nprob) {
+/* The latency a synchronous call adds to the kernels timing (which torch's asynchronous calls
+ * do not pay): events around an internal cudaStreamSynchronize of a stream whose last work is
+ * the spin, i.e. the time from the spin's end to the host's next record reaching the GPU. */
+static double bench_sync_floor(const bench_opts *o, cudaStream_t st) {
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    double t[64];
+    const int n = o->iters < 64 ? o->iters : 64;
+    for (int it = -2; it < n; it++) {
+        CK(cudaStreamSynchronize(st));
+        CK(bench_spin(st, BENCH_SPIN_US));
+        CK(cudaEventRecord(e0, st));
+        CK(cudaStreamSynchronize(st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        if (it >= 0) t[it] = ms;
+    }
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    return median(t, n);
+}
+
+static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, int nprob_all) {
     double ours[V3_MAXN], tf[V3_MAXN], gbs[V3_MAXN], fl[V3_MAXN], cu[V3_MAXN], ef[V3_MAXN], cs[V3_MAXN];
-    int failed = 0;
+    double call[V3_MAXN], tcall[V3_MAXN];
+    v3_prob pick[V3_MAXN];
+    int nprob = 0, failed = 0;
+    for (int i = 0; i < nprob_all; i++) {
+        int take = o->pick.n == 0;
+        for (int j = 0; j < o->pick.n; j++) take |= o->pick.v[j] == i;
+        if (take) pick[nprob++] = probs[i];
+    }
+    probs = pick;
+    const double floor_ms = bench_sync_floor(o, st);
     for (int i = 0; i < nprob; i++) {
         const v3_prob *pp = &probs[i];
-        ours[i] = tf[i] = gbs[i] = fl[i] = cu[i] = ef[i] = cs[i] = -1;
+        ours[i] = tf[i] = gbs[i] = fl[i] = cu[i] = ef[i] = cs[i] = call[i] = tcall[i] = -1;
         const int B = pp->B, Hq = pp->Hq, Hkv = pp->Hkv, D = pp->D;
         int32_t cu_s[65];
         int64_t totq, totk, maxs = 0;
@@ -561,33 +600,36 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
         cudaEvent_t e0, e1;
         CK(cudaEventCreate(&e0));
         CK(cudaEventCreate(&e1));
-        double *tk = malloc(sizeof(double) * (size_t)o->iters);
+        double *tk = malloc(sizeof(double) * (size_t)o->iters), *tc = malloc(sizeof(double) * (size_t)o->iters);
         int ok = 1;
         fa_error err;
-        for (int it = -o->warmup; ok && it < o->iters; it++) {
-            const int x = (it + o->warmup) & 1;
-            CK(cudaStreamSynchronize(st));
-            CK(bench_spin(st, BENCH_SPIN_US));
-            CK(cudaEventRecord(e0, st));
-            if (fa_cuda_forward_policy(&fa[x], &o->pol, &err) != FA_OK) {
-                fprintf(stderr, "bench v3 #%d: %s: %s\n", i, err.arg, err.msg);
-                ok = 0;
+        for (int it = -o->warmup; ok && it < o->iters; it++)
+            for (int mode = 0; mode < 2 && ok; mode++) { /* 0: call (stream idle), 1: kernels (behind the spin) */
+                const int x = (it + o->warmup) & 1;
+                CK(cudaStreamSynchronize(st));
+                if (mode == 1) CK(bench_spin(st, BENCH_SPIN_US));
+                CK(cudaEventRecord(e0, st));
+                if (fa_cuda_forward_policy(&fa[x], &o->pol, &err) != FA_OK) {
+                    fprintf(stderr, "bench v3 #%d: %s: %s\n", i, err.arg, err.msg);
+                    ok = 0;
+                }
+                CK(cudaEventRecord(e1, st));
+                CK(cudaEventSynchronize(e1));
+                float ms;
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                if (it >= 0) (mode ? tk : tc)[it] = ms;
             }
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (it >= 0) tk[it] = ms;
-        }
         if (ok) {
+            call[i] = median(tc, o->iters);
             ours[i] = median(tk, o->iters);
             tf[i] = flops / (ours[i] * 1e-3) / 1e12;
             gbs[i] = (double)(pp->kind == 2 ? (int64_t)B * pp->Sk : totk) * Hkv * D * 2 * 2 / (ours[i] * 1e-3) / 1e9;
         } else failed++;
         char sp[96];
         v3_spec(pp, sp, sizeof sp);
-        fprintf(stderr, "bench v3 %s: %.4f ms\n", sp, ours[i]);
+        fprintf(stderr, "bench v3 %s: kernels %.4f ms, call %.4f ms\n", sp, ours[i], call[i]);
         free(tk);
+        free(tc);
         free(table);
         CK(cudaEventDestroy(e0));
         CK(cudaEventDestroy(e1));
@@ -612,8 +654,8 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
         while (f && fgets(line, sizeof line, f)) {
             int idx;
             char be[16];
-            double ms;
-            if (sscanf(line, "v3 %d %15s %lf", &idx, be, &ms) != 3 || idx < 0 || idx >= nprob) {
+            double ms, cms = -1;
+            if (sscanf(line, "v3 %d %15s %lf %lf", &idx, be, &ms, &cms) < 3 || idx < 0 || idx >= nprob) {
                 fputs(line, stderr);
                 continue;
             }
@@ -621,31 +663,40 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
             if (!strcmp(be, "cudnn")) cu[idx] = ms;
             if (!strcmp(be, "efficient")) ef[idx] = ms;
             if (!strcmp(be, "cudnn_seq")) cs[idx] = ms;
+            if (cms > 0 && (tcall[idx] < 0 || cms < tcall[idx])) tcall[idx] = cms;
         }
         if (f) pclose(f);
     }
-    printf("\nContract v3 problems (kernel policy %s; bf16, kernels time behind a spin, median of %d): kind 0 varlen (B sequences of "
+    char split[32] = "";
+    if (o->pol.fwd_split) snprintf(split, sizeof split, ", split count %d", o->pol.fwd_split);
+    printf("\nContract v3 problems (kernel policy %s%s; bf16, median of %d): kind 0 varlen (B sequences of "
            "256..4096 tokens, packed), 1 paged prefill, 2 decode (Sq = 1). torch: varlen = aten._flash_attention_forward "
            "(cu_seqlens) / cuDNN; paged = SDPA on the dense K/V; decode = SDPA backends (enable_gqa when Hq != Hkv). "
-           "best = the fastest torch column; cuda / best > 1: cuda faster.\n\n",
-           o->policy_name, o->iters);
+           "ms columns: kernels time behind a spin (ours includes the return from the call's internal synchronization: "
+           "the sync floor, %.4f ms on this machine, which torch's asynchronous calls do not pay); best = the fastest "
+           "torch column; cuda / best > 1: cuda faster. call: the whole call with the stream idle before it (torch: "
+           "the call and torch.cuda.synchronize(); best call = the fastest backend's).\n\n",
+           o->policy_name, split, o->iters, floor_ms);
     printf("| kind | B | Sq | Sk | Hq/Hkv | D | causal | page | cuda ms | TFLOP/s | K+V GB/s | flash ms | cudnn ms | "
-           "efficient ms | cuda / best |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "efficient ms | cuda / best | cuda call ms | best call ms | call: cuda / best |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < nprob; i++) {
         const v3_prob *pp = &probs[i];
         double best = -1;
         const double t[3] = {fl[i], cu[i], ef[i]};
         for (int x = 0; x < 3; x++)
             if (t[x] > 0 && (best < 0 || t[x] < best)) best = t[x];
-        char r[16] = "-";
+        char r[16] = "-", rc[16] = "-";
         if (best > 0 && ours[i] > 0) snprintf(r, sizeof r, "%.2f", best / ours[i]);
+        if (tcall[i] > 0 && call[i] > 0) snprintf(rc, sizeof rc, "%.2f", tcall[i] / call[i]);
         char sqs[16], sks[16];
         snprintf(sqs, sizeof sqs, pp->kind == 0 ? "1..%d" : "%d", pp->Sq);
         snprintf(sks, sizeof sks, "%d", pp->Sk);
-        printf("| %s | %d | %s | %s | %d/%d | %d | %s | %d | %.4f | %.1f | %.0f | %.4f | %.4f | %.4f | %s |\n",
+        printf("| %s | %d | %s | %s | %d/%d | %d | %s | %d | %.4f | %.1f | %.0f | %.4f | %.4f | %.4f | %s | %.4f | %.4f | %s |\n",
                pp->kind == 0 ? "varlen" : (pp->kind == 1 ? "paged" : "decode"), pp->B,
                pp->kind == 0 ? (pp->Sq > 0 ? sqs : "256..4096") : sqs, pp->kind == 0 ? "=Sq" : sks,
-               pp->Hq, pp->Hkv, pp->D, pp->causal ? "br" : "no", pp->page, ours[i], tf[i], gbs[i], fl[i], cu[i], ef[i], r);
+               pp->Hq, pp->Hkv, pp->D, pp->causal ? "br" : "no", pp->page, ours[i], tf[i], gbs[i], fl[i], cu[i], ef[i], r,
+               call[i], tcall[i], rc);
     }
     /* varlen: cuDNN's dense SDPA once per packed sequence (its varlen entry is not a tuned path) */
     for (int i = 0; i < nprob; i++)
@@ -825,7 +876,8 @@ static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST] [--iters N]\n"
             "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80|nows|fam1]\n"
-            "          [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3] [--decode]\n",
+            "          [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3] [--decode] [--pick LIST]\n"
+            "          [--split N]\n",
             argv0);
 }
 
@@ -870,6 +922,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-check")) o.check = 0;
         else if (!strcmp(a, "--v3")) o.v3 = 1;
         else if (!strcmp(a, "--decode")) o.v3 = 2;
+        else if (!strcmp(a, "--pick") && v) ok = parse_list(argv[++i], &o.pick, 0);
+        else if (!strcmp(a, "--split") && v) ok = (o.pol.fwd_split = atoi(argv[++i])) >= -1;
         else if (!strcmp(a, "--no-torch")) o.torch = NULL;
         else if (!strcmp(a, "--torch") && v) o.torch = argv[++i];
         else if (!strcmp(a, "--out") && v) o.out = argv[++i];

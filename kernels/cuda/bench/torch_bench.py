@@ -13,11 +13,11 @@ Output: one line per (pass, D, S, causal, dtype, backend): "pass D S causal dtyp
 kernel_ms" (a backend that rejects a shape prints a comment line instead).
 
 --v3 --probs SPEC,SPEC,...: bench.c --v3's contract-v3 problems (SPEC = kind:B:Sq:Sk:Hq:Hkv:D:causal:page,
-bench.c v3_probs), bf16, kernels time only: kind 0 (packed varlen, lengths v3_len, causal bottom-right
+bench.c v3_probs), bf16, both timings: kind 0 (packed varlen, lengths v3_len, causal bottom-right
 = top-left since Sq = Sk per sequence): aten._flash_attention_forward with cu_seqlens (FlashAttention-2
 varlen) and aten._cudnn_attention_forward with cu_seqlens where this torch has it; kind 1 (paged prefill):
 SDPA flash / cuDNN on the dense K/V of the same problem; kind 2 (decode, Sq = 1, no mask): SDPA flash /
-cuDNN / efficient, enable_gqa when Hq != Hkv. Output: "v3 INDEX BACKEND kernel_ms". Kind 0 also: cudnn_seq
+cuDNN / efficient, enable_gqa when Hq != Hkv. Output: "v3 INDEX BACKEND kernel_ms call_ms". Kind 0 also: cudnn_seq
 (cuDNN's dense SDPA once per sequence, on views of the packed tensors) and, as a comment line, the cuDNN
 varlen call's kernels alone (torch.profiler) and its host time, which tell where its time goes.
 
@@ -225,8 +225,8 @@ def v3_main(a, spin_cycles):
                 fns[name] = f
         for name in backends:
             try:
-                _, kern = time_one(fns[name], a.warmup, a.iters, spin_cycles)
-                print(f"v3 {idx} {name} {kern:.5f}", flush=True)
+                call, kern = time_one(fns[name], a.warmup, a.iters, spin_cycles)
+                print(f"v3 {idx} {name} {kern:.5f} {call:.5f}", flush=True)
                 if kind == 0 and name == "cudnn":
                     g, h = gpu_ms_profiled(fns[name])
                     print(f"# v3 {idx} cudnn varlen: kernels alone {g:.4f} ms (profiler), host {h:.3f} ms per call",

@@ -102,46 +102,78 @@ __global__ void flash_fwd_fix_nonfinite_v(const fwd_params p, int heads_kv, cons
 // ----------------------------------------------------------------------------
 // split-KV combine (decode): the partials of fwd_store_partial -> O, LSE
 
-/* One warp per query row (bh, i < Sq_b); every such row is written, also when no split
- * saw a visible key (m = -inf everywhere: O = 0, LSE = -inf, or the sink's value, which
- * split 0 carries as m = sink, l = 1). Arithmetic: the key loop's rescale, once per split
- * in split order: m = max_z m_z, alpha_z = 2^((m_z - m) log2 e) (natural units) or
- * 2^(m_z scale log2 e - m scale log2 e) (raw q.k units), l = sum_z l_z alpha_z,
- * acc_d = sum_z acc_zd alpha_z (fp32 RN multiplies and adds); then fwd_store_o_lse's
- * epilogue: O = RN_dtype(acc_d * (1 / l)), LSE = m (* scale) + logf(l), l == 0: O = 0,
- * LSE = -inf. */
-__global__ void flash_fwd_combine(const fwd_params p, int natural, int bf16) {
+/* Split counts are at most fwd_split_max (the combine keeps a split's m, l and alpha in shared
+ * memory). */
+static constexpr int fwd_split_max = 256;
+static constexpr int fwd_combine_threads = 64;  // a column pair each: head dims up to 256
+static constexpr int fwd_combine_unroll = 16;   // splits whose partials are in flight at once
+
+/* One CTA per query row (bh, i < Sq_b); every such row is written, also when no split saw a
+ * visible key (m = -inf everywhere: O = 0, LSE = -inf, or the sink's value, which split 0
+ * carries as m = sink, l = 1). Arithmetic: the key loop's rescale, once per split in split
+ * order: m = max_z m_z (exact, in any order), alpha_z = 2^((m_z - m) log2 e) (natural units)
+ * or 2^(m_z scale log2 e - m scale log2 e) (raw q.k units), l = sum_z l_z alpha_z,
+ * acc_d = sum_z acc_zd alpha_z (fp32 RN multiplies, then RN adds in split order z = 0, 1, ...);
+ * then fwd_store_o_lse's epilogue: O = RN_dtype(acc_d * (1 / l)), LSE = m (* scale) + logf(l),
+ * l == 0: O = 0, LSE = -inf. Only the loads run in parallel (the partials of
+ * fwd_combine_unroll splits in flight per thread, m and alpha by split across the threads);
+ * every sum keeps its order, so the result is that of the serial loop. */
+__global__ void __launch_bounds__(fwd_combine_threads) flash_fwd_combine(const fwd_params p, int natural, int bf16) {
     constexpr float LOG2E = 1.4426950408889634f;
-    constexpr int PAIRS = FA_CUDA_MAX_HEAD_DIM / 64;  // column pairs per lane: d = 2 lane + 64 c
-    const int64_t nrows = (int64_t)p.bh_total * p.seqlen_q;
-    const int64_t w = (int64_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    const int lane = (int)threadIdx.x % 32;
-    if (w >= nrows) return;
+    constexpr int T = fwd_combine_threads, U = fwd_combine_unroll;
+    constexpr int PAIRS = FA_CUDA_MAX_HEAD_DIM / (2 * T);  // column pairs per thread: d = 2 tid + 2 T c
+    __shared__ float s_alpha[fwd_split_max], s_l[fwd_split_max], s_m[T / 32];
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // launched as a programmatic dependent of the split kernel (sm_90): its partials are
+    // complete and visible once this returns
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+    const int64_t w = blockIdx.x;  // the row, (bh, i)
+    const int tid = (int)threadIdx.x, lane = tid % 32;
     const int bh = (int)(w / p.seqlen_q), i = (int)(w % p.seqlen_q);
     const fwd_seq s = fwd_seq_of(p, bh);
-    if (i >= s.sq) return;
+    if (i >= s.sq) return;  // CTA-uniform
+    const int nz = p.n_split;
     const int64_t zstride = (int64_t)p.bh_total * p.seqlen_q;
+    // m = max_z m_z: a max is exact, so the threads' partial maxima combine in any order
     float m = -INFINITY;
-    for (int z = 0; z < p.n_split; ++z) m = fmaxf(m, p.part_ml[(w + z * zstride) * 2]);
+    for (int z = tid; z < nz; z += T) m = fmaxf(m, p.part_ml[(w + z * zstride) * 2]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if (lane == 0) s_m[tid / 32] = m;
+    __syncthreads();
+#pragma unroll
+    for (int x = 0; x < T / 32; ++x) m = fmaxf(m, s_m[x]);
     const float m_scaled = m == -INFINITY ? 0.0f : m * p.scale_log2;
+    for (int z = tid; z < nz; z += T) {
+        const float2 ml = *(const float2 *)(p.part_ml + (w + z * zstride) * 2);
+        s_alpha[z] = m == -INFINITY ? 1.0f : natural ? ptx_ex2((ml.x - m) * LOG2E) : ptx_ex2(ml.x * p.scale_log2 - m_scaled);
+        s_l[z] = ml.y;
+    }
+    __syncthreads();
     float l = 0.0f, acc[PAIRS][2];
 #pragma unroll
     for (int c = 0; c < PAIRS; ++c) acc[c][0] = acc[c][1] = 0.0f;
-    for (int z = 0; z < p.n_split; ++z) {
-        const int64_t row = w + z * zstride;
-        const float2 ml = *(const float2 *)(p.part_ml + row * 2);
-        const float alpha = m == -INFINITY ? 1.0f
-                            : natural       ? ptx_ex2((ml.x - m) * LOG2E)
-                                            : ptx_ex2(ml.x * p.scale_log2 - m_scaled);
-        l = __fadd_rn(l, __fmul_rn(ml.y, alpha));
-        const float *po = p.part_o + row * p.head_dim_v;
+    const float *po = p.part_o + w * p.head_dim_v;
+    for (int z0 = 0; z0 < nz; z0 += U) {
+        float2 v[U][PAIRS];
 #pragma unroll
-        for (int c = 0; c < PAIRS; ++c) {
-            const int d = 2 * lane + 64 * c;
-            if (d < p.head_dim_v) {
-                const float2 v = *(const float2 *)(po + d);
-                acc[c][0] = __fadd_rn(acc[c][0], __fmul_rn(v.x, alpha));
-                acc[c][1] = __fadd_rn(acc[c][1], __fmul_rn(v.y, alpha));
+        for (int u = 0; u < U; ++u)
+#pragma unroll
+            for (int c = 0; c < PAIRS; ++c) {
+                const int d = 2 * tid + 2 * T * c;
+                v[u][c] = z0 + u < nz && d < p.head_dim_v ? *(const float2 *)(po + (z0 + u) * zstride * p.head_dim_v + d)
+                                                        : make_float2(0.0f, 0.0f);
+            }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (z0 + u >= nz) break;
+            const float alpha = s_alpha[z0 + u];
+            l = __fadd_rn(l, __fmul_rn(s_l[z0 + u], alpha));
+#pragma unroll
+            for (int c = 0; c < PAIRS; ++c) {
+                acc[c][0] = __fadd_rn(acc[c][0], __fmul_rn(v[u][c].x, alpha));
+                acc[c][1] = __fadd_rn(acc[c][1], __fmul_rn(v[u][c].y, alpha));
             }
         }
     }
@@ -150,14 +182,14 @@ __global__ void flash_fwd_combine(const fwd_params p, int natural, int bf16) {
                      (int64_t)i * p.o_ss + (int64_t)s.h * p.o_sh;
 #pragma unroll
     for (int c = 0; c < PAIRS; ++c) {
-        const int d = 2 * lane + 64 * c;
+        const int d = 2 * tid + 2 * T * c;
         if (d < p.head_dim_v) {
             const uint32_t v = bf16 ? ptx_pack2<true>(acc[c][0] * inv, acc[c][1] * inv)
                                     : ptx_pack2<false>(acc[c][0] * inv, acc[c][1] * inv);
             *(uint32_t *)(orow + d) = v;
         }
     }
-    if (lane == 0) {
+    if (tid == 0) {
         const float lse = l == 0.0f ? -INFINITY : (natural ? m : m * p.scale) + logf(l);
         const int64_t lse_b = p.cu_q != NULL ? (int64_t)s.q_tok0 * p.lse_ss : (int64_t)s.b * p.lse_sb;
         p.lse[lse_b + (int64_t)s.h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
@@ -241,15 +273,56 @@ static size_t fwd_align256(size_t x) { return (x + 255) & ~(size_t)255; }
  * tiles, fwd_tiles.h), at least fwd_split_min_blocks blocks per split, so a row's rescales stay
  * below the profile's max_rescales (33 per 1000 keys, + 1): one per block and one per split in
  * the combine, <= ceil(Sk/64) + ceil(Sk/64)/2 <= 1.5 (Sk/64 + 1) = 23.5 Sk/1000 + 1.5, within
- * 33 Sk/1000 + 1 for Sk >= 53 (splitting needs Sk > 192). The split count fills whole waves
- * of the SMs best, up to fwd_split_waves waves (CTAs per SM from the occupancy calculator): a
- * partly filled last wave leaves HBM bandwidth unused while it runs. */
+ * 33 Sk/1000 + 1 for Sk >= 53 (splitting needs Sk > 192). The split count: the most splits
+ * whose CTAs fit one wave of fwd_split_ctas_per_sm CTAs on every SM (at most what the occupancy
+ * calculator admits). Measured on the H100 (bench/RESULTS-2026-11-25-decode.md): two one-warp
+ * CTAs an SM already keep HBM busy; more CTAs, or more waves, only add per-split start-up
+ * (the Q load, the first block's latency, the partials) and combine work. */
 static constexpr int fwd_decode_max_sq = 16;
 static constexpr int fwd_decode_bn = 64;
 static constexpr int fwd_split_min_blocks = 2;
-static constexpr int fwd_split_waves = 3;
+static constexpr int fwd_split_ctas_per_sm = 2;
 
 static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev);
+
+/* Per (device, kernel): its dynamic shared memory attribute set once and its CTAs per SM at
+ * that size (occupancy calculator), kept for the process (both are fixed for a kernel, a block
+ * size and a shared memory size on a device), so a call does not query them again. */
+#define FWD_KERNEL_CACHE 128
+typedef struct {
+    int dev, threads, per_sm;
+    size_t smem;
+    fwd_kernel_fn kern;
+} fwd_kernel_info;
+static pthread_mutex_t fwd_kc_lock = PTHREAD_MUTEX_INITIALIZER;
+static fwd_kernel_info fwd_kc[FWD_KERNEL_CACHE];
+static int fwd_kc_n;
+
+static cudaError_t fwd_kernel_ready(int dev, fwd_kernel_fn kern, int threads, size_t smem, int *per_sm) {
+    pthread_mutex_lock(&fwd_kc_lock);
+    for (int x = 0; x < fwd_kc_n; ++x)
+        if (fwd_kc[x].dev == dev && fwd_kc[x].kern == kern && fwd_kc[x].threads == threads && fwd_kc[x].smem == smem) {
+            *per_sm = fwd_kc[x].per_sm;
+            pthread_mutex_unlock(&fwd_kc_lock);
+            return cudaSuccess;
+        }
+    // the attribute only grows (the largest size any cached entry of this kernel needs), so
+    // every cached entry's launch stays allowed whatever order the sizes come in
+    size_t attr = smem;
+    for (int x = 0; x < fwd_kc_n; ++x)
+        if (fwd_kc[x].dev == dev && fwd_kc[x].kern == kern && fwd_kc[x].smem > attr) attr = fwd_kc[x].smem;
+    cudaError_t e = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)attr);
+    int n = 1;
+    if (e == cudaSuccess && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, (const void *)kern, threads, smem) != cudaSuccess) {
+        cudaGetLastError();
+        n = 0;  // unknown: not cached, 1 this call
+    }
+    *per_sm = n > 0 ? n : 1;
+    if (e == cudaSuccess && n > 0 && fwd_kc_n < FWD_KERNEL_CACHE)
+        fwd_kc[fwd_kc_n++] = (fwd_kernel_info){dev, threads, n, smem, kern};
+    pthread_mutex_unlock(&fwd_kc_lock);
+    return e;
+}
 
 extern "C" fa_status fa_cuda_forward_policy(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_error *err) {
     const fa_backend *be = fa_backend_cuda();
@@ -392,7 +465,8 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         return fa_fail(err, FA_ERR_UNSUPPORTED, "head_dim_qk",
                        "head dims %lld/%lld need %zu bytes of shared memory per block; this GPU allows %d.",
                        (long long)Dqk, (long long)Dv, smem, smem_optin);
-    e = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    int per_sm = 1;  // CTAs of kern per SM (occupancy calculator), for the split rule
+    e = fwd_kernel_ready(dev, kern, launch_threads, smem, &per_sm);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaFuncSetAttribute");
 
     // ---- parameters
@@ -455,30 +529,18 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     const int64_t m_blocks = (Sq + launch_bm - 1) / launch_bm;
     const int64_t n_blocks = (Sk + launch_bn - 1) / launch_bn;
     const int64_t ctas = m_blocks * units;
-    int per_sm = 1;
-    if (decode && cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, (const void *)kern, launch_threads, smem) !=
-                      cudaSuccess) {
-        cudaGetLastError();
-        per_sm = 1;
-    }
-    const int64_t slots = (int64_t)(per_sm > 0 ? per_sm : 1) * n_sms;
+    const int64_t slots = (int64_t)(per_sm < fwd_split_ctas_per_sm ? per_sm : fwd_split_ctas_per_sm) * n_sms;
     int n_split = 0, bps = 0;
-    if (decode && !use_sm90 && launch_bn == fwd_decode_bn && ctas < fwd_split_waves * slots &&
-        n_blocks >= 2 * fwd_split_min_blocks) {
-        // the split count that fills whole waves best: for w = 1..fwd_split_waves waves, the most
-        // splits with ctas * splits <= w * slots; the highest fill wins (the fewer waves on ties)
+    // (the combine's grid is one CTA a row: rows within a grid dimension)
+    if (decode && !use_sm90 && launch_bn == fwd_decode_bn && n_blocks >= 2 * fwd_split_min_blocks &&
+        (int64_t)p.bh_total * Sq <= INT32_MAX) {
         int64_t most = n_blocks / fwd_split_min_blocks;
-        if (most > 256) most = 256;
-        int64_t want = 1;
-        double best = 0.0;
-        for (int w = 1; w <= fwd_split_waves; ++w) {
-            int64_t n = (int64_t)w * slots / ctas;
-            if (n > most) n = most;
-            if (n < 1) n = 1;
-            const int64_t used = ctas * n, waves = (used + slots - 1) / slots;
-            const double fill = (double)used / (double)(waves * slots);
-            if (fill > best + 1e-9) best = fill, want = n;
-        }
+        if (most > fwd_split_max) most = fwd_split_max;
+        int64_t want = slots / ctas;
+        if (want > most) want = most;
+        if (want < 1) want = 1;
+        if (pol->fwd_split > 0) want = pol->fwd_split < most ? pol->fwd_split : most;  // test hook
+        if (pol->fwd_split < 0) want = 1;
         bps = (int)((n_blocks + want - 1) / want);
         n_split = (int)((n_blocks + bps - 1) / bps);
         if (n_split < 2) n_split = bps = 0;
@@ -565,8 +627,18 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_kernel launch");
     if (n_split) {
         const int64_t rows = (int64_t)p.bh_total * Sq;
-        flash_fwd_combine<<<(unsigned)((rows + 7) / 8), 256, 0, stream>>>(p, natural, pr->dtype == FA_BF16);
-        e = cudaGetLastError();
+        // sm_90: a programmatic dependent launch (its launch overlaps the split kernel's tail;
+        // the combine waits for that grid's completion in griddepcontrol.wait)
+        cudaLaunchConfig_t lc = {};
+        lc.gridDim = dim3((unsigned)rows, 1, 1);
+        lc.blockDim = dim3(fwd_combine_threads, 1, 1);
+        lc.stream = stream;
+        cudaLaunchAttribute la[1];
+        la[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        la[0].val.programmaticStreamSerializationAllowed = 1;
+        lc.attrs = la;
+        lc.numAttrs = cc_major >= 9 ? 1 : 0;
+        e = cudaLaunchKernelEx(&lc, flash_fwd_combine, p, natural, (int)(pr->dtype == FA_BF16));
         if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_combine launch");
     }
     e = cudaStreamSynchronize(stream);

@@ -45,6 +45,11 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, HV, BM, BN, NW)) f
     // CTA streams each K/V block once for all of them. Its grid has one query block (m0 = 0).
     constexpr bool PACK = NW == 1 && BM == 16;
     const int units = PACK ? p.bh_total / p.pack : p.bh_total;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    // split-KV: the combine (launched as a programmatic dependent, fwd_host.cu) may be scheduled
+    // once every CTA of this grid has started; it waits for this grid's completion before reading
+    if (p.n_split > 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
 
     for (int u = blockIdx.y; u < units; u += gridDim.y) {
         const int bh = PACK ? u * p.pack : u;  // the (batch, first query head) of this CTA

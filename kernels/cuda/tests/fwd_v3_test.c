@@ -822,6 +822,29 @@ int main(int argc, char **argv) {
                     ++ndec;
                 }
     printf("decode (split-KV + combine): %d cases\n", ndec);
+    /* ---- decode with the split count pinned (testing.h fwd_split): no split, a few splits, more
+     * splits than the combine has threads, the most the rule admits (fwd_split_max = 256 at
+     * 33000 keys: 516 blocks of 64, 2 a split); one cache shorter (its last splits see no key) */
+    static const int forced[6] = {-1, 2, 7, 65, 130, 256};
+    int nforced = 0;
+    for (int fi = 0; fi < 6; ++fi)
+        for (int qi = 0; qi < 2; ++qi) {
+            fa_cuda_policy pol = fa_cuda_policy_default;
+            pol.fwd_split = forced[fi];
+            v3_case c;
+            memset(&c, 0, sizeof(c));
+            c.B = 2, c.Hq = 8, c.Hkv = qi ? 8 : 2, c.D = (fi & 1) ? 64 : 128, c.bf16 = (fi + qi) & 1;
+            c.causal = qi ? FA_CAUSAL_BOTTOM_RIGHT : FA_CAUSAL_NONE;
+            c.wl = c.wr = -1;
+            c.amp = 1.0;
+            c.sinks = fi == 3;
+            for (int b = 0; b < 2; ++b) c.sq[b] = qi ? 3 : 1, c.sk_alloc[b] = 33000, c.used[b] = b ? 20000 : 33000;
+            c.use_used = 1;
+            c.name = "decode, split count pinned";
+            run_case(&c, &pol, 0, 1);
+            ++nforced;
+        }
+    printf("decode (split count pinned: -1, 2, 7, 65, 130, 256): %d cases\n", nforced);
     /* ---- backward with sinks: dsinks and dQ, dK, dV */
     int nb = 0;
     for (int bf = 0; bf < 2; ++bf)
