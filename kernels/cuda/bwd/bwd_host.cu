@@ -147,8 +147,11 @@ static cudaError_t bwd_dsinks_run(const fa_bwd_args *a, cudaStream_t st) {
 /* One dense backward on a->stream, the workspace lock held. sync_end = 1: returns after the stream
  * has finished it; 0 (bwd_varlen's sequences): returns once it is queued (the caller synchronizes;
  * the workspace is reused in stream order, and is only freed after a synchronization). */
+/* screen_only: the preprocess and the screen only (workspace writes, no output written): FA_OK,
+ * or the softcap decline below; bwd_varlen_locked screens every sequence of a softcap call this
+ * way before the first one writes, so a declined call writes nothing. */
 static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev,
-                                int sync_end) {
+                                int sync_end, int screen_only) {
     const fa_problem *pr = &a->p;
     cudaStream_t st = (cudaStream_t)a->stream;
     cudaError_t e;
@@ -280,6 +283,7 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
         return fa_fail(err, FA_ERR_UNSUPPORTED, "softcap",
                        "the CUDA backward does not run softcap with non-finite Q, dO or K under a mask or window, "
                        "or with fp16 dS beyond the fp16 range (no exact softcap kernels).");
+    if (screen_only) return FA_OK;
     /* the Hopper kernels have no exact and no softcap instantiation: such calls run the sm_80 ones */
     e = gmma && !exact ? bwd_sm90_run(&p, hd, bf16, a->deterministic, pol->bwd_sm90_dq, st)
                        : bwd_sm80_run(&p, hd, bf16, a->deterministic, exact, cap, st);
@@ -311,7 +315,7 @@ static fa_status bwd_dense(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_e
         return fa_fail(err, FA_ERR_UNSUPPORTED, "", "device %d is beyond the backward's table of %d devices", dev,
                        BWD_MAX_DEVICES);
     pthread_mutex_lock(&bwd_ws_lock);
-    fa_status s = bwd_run_locked(a, pol, err, dev, 1);
+    fa_status s = bwd_run_locked(a, pol, err, dev, 1, 0);
     pthread_mutex_unlock(&bwd_ws_lock);
     return s;
 }
@@ -377,6 +381,9 @@ static fa_status bwd_varlen_locked(const fa_bwd_args *a, const fa_cuda_policy *p
     const fa_problem *pr = &a->p;
     const int32_t *cq = a->varlen.cu_seqlens_q, *ck = a->varlen.cu_seqlens_k, *used = a->varlen.seqused_k;
     cudaStream_t st = (cudaStream_t)a->stream;
+    /* softcap: its decline depends on each sequence's screen; every sequence is screened (pass 0)
+     * before any writes (pass 1), so a declined call leaves every output untouched */
+    for (int pass = pr->softcap > 0.0f ? 0 : 1; pass < 2; pass++)
     for (int64_t b = 0; b < pr->batch; b++) {
         const int64_t sq = cq ? (int64_t)cq[b + 1] - cq[b] : pr->seqlen_q;
         const int64_t alloc_k = ck ? (int64_t)ck[b + 1] - ck[b] : pr->seqlen_k;
@@ -407,9 +414,10 @@ static fa_status bwd_varlen_locked(const fa_bwd_args *a, const fa_cuda_policy *p
             s.mask.stride[0] = 0;
         }
         if (sq != 0 || sk != 0) { /* bwd_dense's condition: nothing to write otherwise */
-            fa_status r = bwd_run_locked(&s, pol, err, dev, 0);
+            fa_status r = bwd_run_locked(&s, pol, err, dev, 0, pass == 0);
             if (r != FA_OK) return r;
         }
+        if (pass == 0) continue;
         if (sk < alloc_k) {
             cudaError_t e = bwd_zero_launch(&s.dk, 0, pr->heads_kv, pr->head_dim_qk, sk, alloc_k, st);
             if (e == cudaSuccess) e = bwd_zero_launch(&s.dv, 0, pr->heads_kv, pr->head_dim_v, sk, alloc_k, st);
