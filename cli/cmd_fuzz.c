@@ -18,6 +18,7 @@ static const char *fuzz_help =
     "                       [--max-batch N] [--max-heads N] [--max-work N] [--budget small|production]\n"
     "                       [--forward-only] [--timeout SEC] [--seed S]\n"
     "                       [--no-determinism] [--stress N] [--quiet] [--profile NAME] [--oracle auto|cpu|gpu]\n"
+    "                       [--device-lock auto|off|FILE]\n"
     "\n"
     "A coverage- and error-guided campaign: each worker mutates cases from the shared corpus\n"
     "(shapes at tile boundaries +-1, 0, 1, primes; permuted/padded/offset layouts; masks with\n"
@@ -61,6 +62,12 @@ static const char *fuzz_help =
     "                   backend's large calls, B*Hq*Sq*Sk*max(D) >= 2^24, when a device is usable; else the\n"
     "                   CPU tier), cpu, gpu (the GPU tier for every call of any backend); a GPU-tier failure\n"
     "                   falls back to the CPU tier (counted in the summary)\n"
+    "  --device-lock L  auto (default): the workers of a CUDA backend take turns on the device, one\n"
+    "                   holding a lock private to the campaign around each device section (copies, call,\n"
+    "                   copy-back, GPU oracle tier) instead of time-slicing it; off: no lock; FILE: an\n"
+    "                   flock(2) on FILE, for any backend, shared with other processes locking it (e.g.\n"
+    "                   several campaigns on one GPU). Time waiting for the lock never counts toward\n"
+    "                   --timeout; the summary's \"device\" line shows the time held and waited\n"
     "  --profile NAME   judge by the named precision preset (tensorcore, fp32, torch-flash, torch-efficient,\n"
     "                   torch-cudnn, torch-math, torch-math-lowp) instead of the backend's profile\n"
     "\n"
@@ -113,6 +120,7 @@ int cli_fuzz(int argc, char **argv)
     /* --max-* given on the command line (-1: not given); applied over --budget after parsing */
     int64_t max_seq = -1, max_dim = -1, max_batch = -1, max_heads = -1, max_work = -1;
     const char *budget = NULL;
+    const char *device_lock = "auto";
     for (int i = 1; i < argc; i++) {
         const char *v;
         int r;
@@ -153,6 +161,7 @@ int cli_fuzz(int argc, char **argv)
         else if (strcmp(argv[i], "--no-determinism") == 0) cfg.determinism = 0;
         else if ((r = cli_opt(argc, argv, &i, "--stress", &v))) { NEED(!cli_parse_i64(v, 2, 1000, &x), "--stress needs a number of runs in [2, 1000]"); stress = (int)x; }
         else if (strcmp(argv[i], "--quiet") == 0) cfg.quiet = 1;
+        else if ((r = cli_opt(argc, argv, &i, "--device-lock", &v))) { NEED(v && *v, "--device-lock needs auto, off or a file"); device_lock = v; }
         else return cli_usage_error("fuzz", "unknown option or argument '%s'", argv[i]);
 #undef NEED
     }
@@ -202,6 +211,11 @@ int cli_fuzz(int argc, char **argv)
         fprintf(stderr, "flashcheck fuzz: backend %s runs on CUDA but no GPU is visible (CUDA_VISIBLE_DEVICES, /dev/nvidia*)\n", bname);
         return CLI_BACKEND;
     }
+    /* a CUDA backend's workers take turns on the device and wait for it without spinning */
+    cfg.blocking_sync = mem == FA_MEM_CUDA;
+    if (strcmp(device_lock, "off") == 0) cfg.device_lock = 0;
+    else if (strcmp(device_lock, "auto") == 0) cfg.device_lock = mem == FA_MEM_CUDA;
+    else { cfg.device_lock = 1; cfg.device_lock_path = cli_path(device_lock); }
     if (jobs == 0) jobs = fz_camp_default_workers(sysconf(_SC_NPROCESSORS_ONLN));
     cfg.workers = (int)jobs;
     for (int i = 0; i < cfg.workers; i++) cfg.gpu[i] = nids ? ids[i % nids] : NULL;
@@ -244,6 +258,16 @@ int cli_fuzz(int argc, char **argv)
     if (st.check_s > 0)
         printf("  time       %.1f worker-s checking: %.1f%% inside the backend, %.1f%% harness (inputs, oracle, checks)\n",
                st.check_s, 100.0 * st.backend_s / st.check_s, 100.0 * (st.check_s - st.backend_s) / st.check_s);
+    if (cfg.device_lock)
+        printf("  device     lock %s: %lld sections, held %.1f s (%.0f%% of the wall time; %.3f ms per checked case), "
+               "workers waited %.1f worker-s (%.1f%% of the checking time)%s\n",
+               cfg.device_lock_path ? cfg.device_lock_path : "(campaign)", (long long)st.lock_sections, st.lock_held_s,
+               st.seconds > 0 ? 100.0 * st.lock_held_s / st.seconds : 0.0,
+               st.cases > 0 ? 1e3 * st.lock_held_s / (double)st.cases : 0.0, st.lock_wait_s,
+               st.check_s > 0 ? 100.0 * st.lock_wait_s / st.check_s : 0.0,
+               st.blocking_failed ? "; CUDA refused blocking synchronization in some workers (they spin)" : "");
+    else
+        printf("  device     no device lock%s\n", st.blocking_failed ? "; CUDA refused blocking synchronization in some workers" : "");
     printf("  worst      error/bound %.4g\n", st.worst_ratio);
     printf("  corpus     +%lld inputs in %s\n", (long long)st.corpus, cfg.corpus_dir);
     printf("  findings   %lld new, %lld duplicates (%lld crashes, %lld hangs) in %s\n", (long long)st.findings_new,

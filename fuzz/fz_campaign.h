@@ -63,6 +63,12 @@ typedef struct {
     int omp_threads;            /* > 0: each worker calls omp_set_num_threads(omp_threads) before its
                                    first case (OMP_NUM_THREADS set by the caller after program start
                                    is not seen: libgomp reads it when it loads); 0: leave as is */
+    int device_lock;            /* 1: the workers take turns on the device (fz_devlock.h): every device
+                                   section of a case runs holding the campaign's lock; 0: none */
+    const char *device_lock_path; /* with device_lock: a lock file shared with other processes, or
+                                   NULL: a lock private to this campaign */
+    int blocking_sync;          /* 1: each worker makes its CUDA synchronizations block instead of spin
+                                   (fc_run_device_blocking_sync) before its first CUDA call */
 } fz_camp_cfg;
 
 typedef struct {
@@ -92,6 +98,11 @@ typedef struct {
     int64_t backward_cases;     /* checked cases that ran the backward too */
     int64_t oracle_gpu, oracle_cpu; /* oracle calls (forward and backward) by the GPU / CPU tier */
     int64_t oracle_fallback;    /* GPU-tier calls that fell back to the CPU tier (harness events) */
+    int64_t lock_sections;      /* device sections run holding the device lock */
+    double lock_wait_s;         /* worker seconds waiting for the device lock (not counted in check_s's
+                                   cases' timeouts; part of check_s) */
+    double lock_held_s;         /* worker seconds holding it (at most the wall time: one holder) */
+    int64_t blocking_failed;    /* workers where CUDA refused the blocking synchronization */
     double seconds;
     double cases_per_s, execs_per_s;
 } fz_camp_stats;

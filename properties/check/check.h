@@ -183,6 +183,27 @@ fa_status fc_run_forward(fc_run *r, const fa_backend *be);
 /* Run the backward with the run's current O and LSE (normally the forward's). */
 fa_status fc_run_backward(fc_run *r, const fa_backend *be);
 
+/* The device gate: a process that shares its device with others (the worker processes of a
+ * fuzz campaign, fuzz/fz_devlock.h) serializes its device work through it. When a gate is set,
+ * fc_run_forward / fc_run_backward call enter() before their first device operation (the
+ * mirrors' copies) and leave() after their last (the copy-back), around the backend call for a
+ * host backend too, and the GPU oracle tier calls them around its uploads and passes. enter()
+ * blocks until the device is this process's; no device work of this process runs outside an
+ * enter/leave pair. NULL (the default): no gate. Process-wide (a forked child inherits it). */
+typedef struct {
+    void (*enter)(void *user);
+    void (*leave)(void *user);
+    void *user;
+} fc_device_gate;
+void fc_run_set_device_gate(const fc_device_gate *g);
+void fc_device_enter(void);
+void fc_device_leave(void);
+/* Make this process's CUDA synchronizations (cudaDeviceSynchronize, cudaStreamSynchronize,
+ * synchronous copies) block on the OS instead of spinning a core
+ * (cudaDeviceScheduleBlockingSync) for the current device. Call before the process's first
+ * CUDA call. 0 on success (or built without CUDA: nothing to do), -1 when CUDA refused. */
+int fc_run_device_blocking_sync(void);
+
 /* Whose failure is a CUDA error after a backend call on device buffers (fc_run_forward /
  * fc_run_backward mirror the buffers, call, synchronize, copy back)?
  *   FC_BLAME_KEEP     an error was already reported (by the backend, or by the harness before

@@ -137,7 +137,8 @@ int fc_oracle_fwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier
     fc_oracle_host_fwd_args(r, &a);
     if (used_gpu) *used_gpu = 0;
     if (fc_oracle_use_gpu(t, r->on_device, gpu_usable(), run_work(r))) {
-        int fail = 0;
+        int fail = 0, ok = 0;
+        fc_device_enter(); /* the uploads and the passes are device work (check.h, the device gate) */
         fa_fwd_args d = a;
         d.q.ptr = upload(r, FC_T_Q, &fail);
         d.k.ptr = upload(r, FC_T_K, &fail);
@@ -149,12 +150,14 @@ int fc_oracle_fwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier
             fc_oracle_options(&opt);
             fa_error err;
             memset(&err, 0, sizeof err);
-            if (orc_gpu_fwd(&d, prec, &opt, res, &err) == FA_OK) {
-                orc_gpu_fwd_rehost(res, &a);
-                atomic_fetch_add(&n_gpu, 1);
-                if (used_gpu) *used_gpu = 1;
-                return 0;
-            }
+            ok = orc_gpu_fwd(&d, prec, &opt, res, &err) == FA_OK;
+        }
+        fc_device_leave();
+        if (ok) {
+            orc_gpu_fwd_rehost(res, &a);
+            atomic_fetch_add(&n_gpu, 1);
+            if (used_gpu) *used_gpu = 1;
+            return 0;
         }
         atomic_fetch_add(&n_fallback, 1);
     } else if (t == FC_ORACLE_GPU) {
@@ -176,7 +179,8 @@ int fc_oracle_bwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier
     fc_oracle_host_bwd_args(r, &a);
     if (used_gpu) *used_gpu = 0;
     if (fc_oracle_use_gpu(t, r->on_device, gpu_usable(), run_work(r))) {
-        int fail = 0;
+        int fail = 0, ok = 0;
+        fc_device_enter();
         fa_bwd_args d = a;
         d.q.ptr = upload(r, FC_T_Q, &fail);
         d.k.ptr = upload(r, FC_T_K, &fail);
@@ -191,12 +195,14 @@ int fc_oracle_bwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier
             fc_oracle_options(&opt);
             fa_error err;
             memset(&err, 0, sizeof err);
-            if (orc_gpu_bwd(&d, prec, &opt, res, &err) == FA_OK) {
-                orc_gpu_bwd_rehost(res, &a);
-                atomic_fetch_add(&n_gpu, 1);
-                if (used_gpu) *used_gpu = 1;
-                return 0;
-            }
+            ok = orc_gpu_bwd(&d, prec, &opt, res, &err) == FA_OK;
+        }
+        fc_device_leave();
+        if (ok) {
+            orc_gpu_bwd_rehost(res, &a);
+            atomic_fetch_add(&n_gpu, 1);
+            if (used_gpu) *used_gpu = 1;
+            return 0;
         }
         atomic_fetch_add(&n_fallback, 1);
     } else if (t == FC_ORACLE_GPU) {
