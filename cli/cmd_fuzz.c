@@ -62,6 +62,8 @@ static const char *fuzz_help =
     "                   backend's large calls, B*Hq*Sq*Sk*max(D) >= 2^24, when a device is usable; else the\n"
     "                   CPU tier), cpu, gpu (the GPU tier for every call of any backend); a GPU-tier failure\n"
     "                   falls back to the CPU tier (counted in the summary)\n"
+    "  --oracle-gpu-min-work W  with --oracle auto, the smallest call (B*Hq*Sq*Sk*max(D)) of a CUDA\n"
+    "                   backend verified on the GPU tier (default 2^24 = 16777216)\n"
     "  --device-lock L  auto (default): the workers of a CUDA backend take turns on the device, one\n"
     "                   holding a lock private to the campaign around each device section (copies, call,\n"
     "                   copy-back, GPU oracle tier) instead of time-slicing it; off: no lock; FILE: an\n"
@@ -121,6 +123,7 @@ int cli_fuzz(int argc, char **argv)
     int64_t max_seq = -1, max_dim = -1, max_batch = -1, max_heads = -1, max_work = -1;
     const char *budget = NULL;
     const char *device_lock = "auto";
+    double gpu_min_work = 0;   /* 0: check.h FC_ORACLE_GPU_MIN_WORK */
     for (int i = 1; i < argc; i++) {
         const char *v;
         int r;
@@ -151,6 +154,7 @@ int cli_fuzz(int argc, char **argv)
         else if ((r = cli_opt(argc, argv, &i, "--oracle", &v))) {
             NEED(v && !fc_oracle_tier_parse(v, &oracle), "--oracle needs auto, cpu or gpu");
         }
+        else if ((r = cli_opt(argc, argv, &i, "--oracle-gpu-min-work", &v))) { NEED(!cli_parse_double(v, &d) && d >= 1, "--oracle-gpu-min-work needs a work >= 1"); gpu_min_work = d; }
         else if ((r = cli_opt(argc, argv, &i, "--profile", &v))) {
             fa_error perr;
             NEED(1, "--profile needs a preset name");
@@ -232,6 +236,7 @@ int cli_fuzz(int argc, char **argv)
 
     if (profile) fc_check_set_profile(&prof); /* workers are forked: they inherit it */
     fc_check_set_oracle(oracle);             /* likewise */
+    fc_check_set_oracle_gpu_min_work(gpu_min_work);
     fprintf(stderr, "flashcheck fuzz: profile %s\n", profile ? profile : "declared by the backend");
     fprintf(stderr, "flashcheck fuzz: backend %s, %d worker%s%s, budget S<=%lld D<=%lld B<=%lld Hq<=%lld work<=%lld%s, corpus %s, findings %s\n",
             bname, cfg.workers, cfg.workers == 1 ? "" : "s", nids ? " (GPUs round-robin)" : "",
@@ -249,8 +254,8 @@ int cli_fuzz(int argc, char **argv)
     printf("  cases      %lld checked (%.1f cases/s), %lld executions (%.1f/s), %lld unsupported\n",
            (long long)st.cases, st.cases_per_s, (long long)st.execs, st.execs_per_s, (long long)st.skipped);
     printf("  elements   %lld output elements compared with the oracle\n", (long long)st.elements);
-    printf("  oracle     --oracle %s: %lld calls on the GPU tier, %lld on the CPU tier, %lld GPU-tier fallbacks\n",
-           fc_oracle_tier_name(oracle), (long long)st.oracle_gpu, (long long)st.oracle_cpu,
+    printf("  oracle     --oracle %s (GPU tier from work %.4g): %lld calls on the GPU tier, %lld on the CPU tier, %lld GPU-tier fallbacks\n",
+           fc_oracle_tier_name(oracle), fc_check_oracle_gpu_min_work(), (long long)st.oracle_gpu, (long long)st.oracle_cpu,
            (long long)st.oracle_fallback);
     if (st.cases > 0)
         printf("  size       mean B*Hq*Sq*Sk*max(Dqk,Dv) %.4g per checked case; %.0f%% with backward\n",

@@ -257,12 +257,18 @@ typedef enum { FC_ORACLE_AUTO = 0, FC_ORACLE_CPU = 1, FC_ORACLE_GPU = 2 } fc_ora
  * 163 cases/s on the GPU tier against 297 on the CPU tier; at 2.1e9 the GPU tier was 4-6x
  * faster than the 16-thread CPU tier. The crossover itself was not measured. */
 #define FC_ORACLE_GPU_MIN_WORK 16777216.0
+/* AUTO's threshold in this process (and the processes it forks): w > 0, or w <= 0 for
+ * FC_ORACLE_GPU_MIN_WORK. A caller that knows its balance of host and device work (a fuzz
+ * campaign: fuzz --oracle-gpu-min-work) sets it; the rule below reads it. */
+void fc_check_set_oracle_gpu_min_work(double w);
+double fc_check_oracle_gpu_min_work(void);
 void fc_check_set_oracle(fc_oracle_tier t);
 fc_oracle_tier fc_check_oracle(void);
 /* "auto", "cpu", "gpu" -> *t; 0 on success, -1 for another name. */
 int fc_oracle_tier_parse(const char *name, fc_oracle_tier *t);
 const char *fc_oracle_tier_name(fc_oracle_tier t);
-/* The selection rule above, pure: 1 = try the GPU tier; work = B*Hq*Sq*Sk*max(Dqk, Dv). */
+/* The selection rule above (AUTO's threshold: fc_check_oracle_gpu_min_work()): 1 = try the GPU
+ * tier; work = B*Hq*Sq*Sk*max(Dqk, Dv). */
 int fc_oracle_use_gpu(fc_oracle_tier t, int backend_on_device, int gpu_usable, double work);
 /* Calls verified by each tier in this process, and GPU-tier calls that fell back. */
 typedef struct {

@@ -32,9 +32,14 @@ const char *fc_oracle_tier_name(fc_oracle_tier t) {
     return t == FC_ORACLE_CPU ? "cpu" : t == FC_ORACLE_GPU ? "gpu" : "auto";
 }
 
+static _Atomic double g_min_work = FC_ORACLE_GPU_MIN_WORK;
+
+void fc_check_set_oracle_gpu_min_work(double w) { atomic_store(&g_min_work, w > 0 ? w : FC_ORACLE_GPU_MIN_WORK); }
+double fc_check_oracle_gpu_min_work(void) { return atomic_load(&g_min_work); }
+
 int fc_oracle_use_gpu(fc_oracle_tier t, int backend_on_device, int gpu_usable, double work) {
     if (!gpu_usable || t == FC_ORACLE_CPU) return 0;
-    return t == FC_ORACLE_GPU || (backend_on_device && work >= FC_ORACLE_GPU_MIN_WORK);
+    return t == FC_ORACLE_GPU || (backend_on_device && work >= atomic_load(&g_min_work));
 }
 
 static double run_work(const fc_run *r) {
