@@ -18,7 +18,7 @@ static const char *fuzz_help =
     "                       [--max-batch N] [--max-heads N] [--max-work N] [--budget small|production]\n"
     "                       [--forward-only] [--timeout SEC] [--seed S]\n"
     "                       [--no-determinism] [--stress N] [--quiet] [--profile NAME] [--oracle auto|cpu|gpu]\n"
-    "                       [--device-lock auto|off|FILE]\n"
+    "                       [--device-lock auto|off|FILE] [--device-wait auto|spin|yield|block]\n"
     "\n"
     "A coverage- and error-guided campaign: each worker mutates cases from the shared corpus\n"
     "(shapes at tile boundaries +-1, 0, 1, primes; permuted/padded/offset layouts; masks with\n"
@@ -70,6 +70,10 @@ static const char *fuzz_help =
     "                   flock(2) on FILE, for any backend, shared with other processes locking it (e.g.\n"
     "                   several campaigns on one GPU). Time waiting for the lock never counts toward\n"
     "                   --timeout; the summary's \"device\" line shows the time held and waited\n"
+    "  --device-wait W  how a CUDA worker waits for the device in its synchronizations: spin (a core,\n"
+    "                   the lowest latency), yield (spins, giving the core to others), block (sleeps;\n"
+    "                   a wake-up per wait); auto (default): spin while holding the device lock, block\n"
+    "                   without one\n"
     "  --profile NAME   judge by the named precision preset (tensorcore, fp32, torch-flash, torch-efficient,\n"
     "                   torch-cudnn, torch-math, torch-math-lowp) instead of the backend's profile\n"
     "\n"
@@ -122,7 +126,7 @@ int cli_fuzz(int argc, char **argv)
     /* --max-* given on the command line (-1: not given); applied over --budget after parsing */
     int64_t max_seq = -1, max_dim = -1, max_batch = -1, max_heads = -1, max_work = -1;
     const char *budget = NULL;
-    const char *device_lock = "auto";
+    const char *device_lock = "auto", *device_wait = "auto";
     double gpu_min_work = 0;   /* 0: check.h FC_ORACLE_GPU_MIN_WORK */
     for (int i = 1; i < argc; i++) {
         const char *v;
@@ -166,6 +170,11 @@ int cli_fuzz(int argc, char **argv)
         else if ((r = cli_opt(argc, argv, &i, "--stress", &v))) { NEED(!cli_parse_i64(v, 2, 1000, &x), "--stress needs a number of runs in [2, 1000]"); stress = (int)x; }
         else if (strcmp(argv[i], "--quiet") == 0) cfg.quiet = 1;
         else if ((r = cli_opt(argc, argv, &i, "--device-lock", &v))) { NEED(v && *v, "--device-lock needs auto, off or a file"); device_lock = v; }
+        else if ((r = cli_opt(argc, argv, &i, "--device-wait", &v))) {
+            NEED(v && (!strcmp(v, "auto") || !strcmp(v, "spin") || !strcmp(v, "yield") || !strcmp(v, "block")),
+                 "--device-wait needs auto, spin, yield or block");
+            device_wait = v;
+        }
         else return cli_usage_error("fuzz", "unknown option or argument '%s'", argv[i]);
 #undef NEED
     }
@@ -215,11 +224,17 @@ int cli_fuzz(int argc, char **argv)
         fprintf(stderr, "flashcheck fuzz: backend %s runs on CUDA but no GPU is visible (CUDA_VISIBLE_DEVICES, /dev/nvidia*)\n", bname);
         return CLI_BACKEND;
     }
-    /* a CUDA backend's workers take turns on the device and wait for it without spinning */
-    cfg.blocking_sync = mem == FA_MEM_CUDA;
+    /* a CUDA backend's workers take turns on the device; the one holding it spins in its
+       synchronizations (the device is its alone), the others block on the lock; without a
+       lock every worker blocks in its synchronizations (fuzz/RESULTS-2026-11-25-rate2.md) */
     if (strcmp(device_lock, "off") == 0) cfg.device_lock = 0;
     else if (strcmp(device_lock, "auto") == 0) cfg.device_lock = mem == FA_MEM_CUDA;
     else { cfg.device_lock = 1; cfg.device_lock_path = cli_path(device_lock); }
+    if (strcmp(device_wait, "auto") == 0)
+        cfg.device_wait = mem != FA_MEM_CUDA ? 0 : cfg.device_lock ? FC_DEVICE_WAIT_SPIN : FC_DEVICE_WAIT_BLOCK;
+    else
+        cfg.device_wait = !strcmp(device_wait, "spin") ? FC_DEVICE_WAIT_SPIN : !strcmp(device_wait, "yield")
+                          ? FC_DEVICE_WAIT_YIELD : FC_DEVICE_WAIT_BLOCK;
     if (jobs == 0) jobs = fz_camp_default_workers(sysconf(_SC_NPROCESSORS_ONLN));
     cfg.workers = (int)jobs;
     for (int i = 0; i < cfg.workers; i++) cfg.gpu[i] = nids ? ids[i % nids] : NULL;
@@ -270,9 +285,12 @@ int cli_fuzz(int argc, char **argv)
                st.seconds > 0 ? 100.0 * st.lock_held_s / st.seconds : 0.0,
                st.cases > 0 ? 1e3 * st.lock_held_s / (double)st.cases : 0.0, st.lock_wait_s,
                st.check_s > 0 ? 100.0 * st.lock_wait_s / st.check_s : 0.0,
-               st.blocking_failed ? "; CUDA refused blocking synchronization in some workers (they spin)" : "");
+               st.wait_failed ? "; CUDA refused --device-wait in some workers" : "");
     else
-        printf("  device     no device lock%s\n", st.blocking_failed ? "; CUDA refused blocking synchronization in some workers" : "");
+        printf("  device     no device lock%s\n", st.wait_failed ? "; CUDA refused --device-wait in some workers" : "");
+    if (cfg.device_wait)
+        printf("  device     synchronizations %s\n", cfg.device_wait == FC_DEVICE_WAIT_SPIN ? "spin" :
+               cfg.device_wait == FC_DEVICE_WAIT_YIELD ? "spin and yield" : "block");
     printf("  worst      error/bound %.4g\n", st.worst_ratio);
     printf("  corpus     +%lld inputs in %s\n", (long long)st.corpus, cfg.corpus_dir);
     printf("  findings   %lld new, %lld duplicates (%lld crashes, %lld hangs) in %s\n", (long long)st.findings_new,

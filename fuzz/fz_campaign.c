@@ -39,7 +39,7 @@ typedef struct {
     int64_t oracle_gpu, oracle_cpu, oracle_fallback; /* oracle calls by tier (fc_oracle_counts) */
     int64_t lock_n;             /* device lock: sections, seconds waiting and holding (fz_lock) */
     double lock_wait_s, lock_held_s;
-    int blocking_failed;        /* CUDA refused the blocking synchronization in this slot's worker */
+    int wait_failed;            /* CUDA refused cfg->device_wait in this slot's worker */
     int state;                  /* 0 idle, 1 running the case in `text` */
     int phase;                  /* FZ_PHASE_*: inside the backend or the harness */
     int64_t case_start_ns;      /* CLOCK_MONOTONIC when the case started */
@@ -250,8 +250,7 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index, pid_
        (no mmap per allocation, no trimming) instead of faulting fresh pages in each time. */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
-    /* the campaign's workers wait for the device without spinning a core each */
-    if (cfg->blocking_sync && fc_run_device_blocking_sync() != 0) slot->blocking_failed = 1;
+    if (cfg->device_wait > 0 && fc_run_device_wait((fc_device_wait)cfg->device_wait) != 0) slot->wait_failed = 1;
     const fa_backend *be = fz_iso_backend(cfg->backend);
     if (!be) _exit(3);
     fz_run_set_phase_hook(&slot->phase);
@@ -450,7 +449,7 @@ static void sum_slots(camp_slot *slots, int n, fz_camp_stats *st, const fz_camp_
         st->lock_sections += slots[i].lock_n;
         st->lock_wait_s += slots[i].lock_wait_s;
         st->lock_held_s += slots[i].lock_held_s;
-        st->blocking_failed += slots[i].blocking_failed;
+        st->wait_failed += slots[i].wait_failed;
         st->findings_new += slots[i].findings_new;
         st->findings_dup += slots[i].findings_dup;
         st->findings_unsaved += slots[i].findings_unsaved;

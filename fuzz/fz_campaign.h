@@ -67,8 +67,8 @@ typedef struct {
                                    section of a case runs holding the campaign's lock; 0: none */
     const char *device_lock_path; /* with device_lock: a lock file shared with other processes, or
                                    NULL: a lock private to this campaign */
-    int blocking_sync;          /* 1: each worker makes its CUDA synchronizations block instead of spin
-                                   (fc_run_device_blocking_sync) before its first CUDA call */
+    int device_wait;            /* > 0: how each worker's CUDA synchronizations wait (check.h fc_device_wait,
+                                   set before its first CUDA call); 0: CUDA's default */
 } fz_camp_cfg;
 
 typedef struct {
@@ -102,7 +102,7 @@ typedef struct {
     double lock_wait_s;         /* worker seconds waiting for the device lock (not counted in check_s's
                                    cases' timeouts; part of check_s) */
     double lock_held_s;         /* worker seconds holding it (at most the wall time: one holder) */
-    int64_t blocking_failed;    /* workers where CUDA refused the blocking synchronization */
+    int64_t wait_failed;        /* workers where CUDA refused cfg.device_wait */
     double seconds;
     double cases_per_s, execs_per_s;
 } fz_camp_stats;

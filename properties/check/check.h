@@ -198,11 +198,14 @@ typedef struct {
 void fc_run_set_device_gate(const fc_device_gate *g);
 void fc_device_enter(void);
 void fc_device_leave(void);
-/* Make this process's CUDA synchronizations (cudaDeviceSynchronize, cudaStreamSynchronize,
- * synchronous copies) block on the OS instead of spinning a core
- * (cudaDeviceScheduleBlockingSync) for the current device. Call before the process's first
- * CUDA call. 0 on success (or built without CUDA: nothing to do), -1 when CUDA refused. */
-int fc_run_device_blocking_sync(void);
+/* How this process's CUDA synchronizations (cudaDeviceSynchronize, cudaStreamSynchronize,
+ * synchronous copies) wait for the current device: SPIN a core (cudaDeviceScheduleSpin: the
+ * lowest latency), YIELD it while spinning (cudaDeviceScheduleYield), or BLOCK on the OS
+ * (cudaDeviceScheduleBlockingSync: no core used, a wake-up's latency per wait). Call before
+ * the process's first CUDA call. 0 on success (or built without CUDA: nothing to do), -1 when
+ * CUDA refused. */
+typedef enum { FC_DEVICE_WAIT_SPIN = 1, FC_DEVICE_WAIT_YIELD = 2, FC_DEVICE_WAIT_BLOCK = 3 } fc_device_wait;
+int fc_run_device_wait(fc_device_wait w);
 
 /* Whose failure is a CUDA error after a backend call on device buffers (fc_run_forward /
  * fc_run_backward mirror the buffers, call, synchronize, copy back)?

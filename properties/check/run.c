@@ -270,8 +270,10 @@ void fc_device_leave(void) {
 }
 
 #if FC_HAVE_CUDA
-int fc_run_device_blocking_sync(void) {
-    cudaError_t e = cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync);
+int fc_run_device_wait(fc_device_wait w) {
+    unsigned flags = w == FC_DEVICE_WAIT_BLOCK ? cudaDeviceScheduleBlockingSync
+                     : w == FC_DEVICE_WAIT_YIELD ? cudaDeviceScheduleYield : cudaDeviceScheduleSpin;
+    cudaError_t e = cudaSetDeviceFlags(flags);
     if (e != cudaSuccess) (void)cudaGetLastError();
     return e == cudaSuccess ? 0 : -1;
 }
@@ -336,7 +338,7 @@ static int pack_layout(const fc_run *r, call_mem *m) {
     return at <= FC_RUN_PACK_MAX ? 0 : -1;
 }
 #else
-int fc_run_device_blocking_sync(void) { return 0; }
+int fc_run_device_wait(fc_device_wait w) { (void)w; return 0; }
 #endif
 
 static fa_status mem_setup(fc_run *r, const fa_backend *be, call_mem *m) {
