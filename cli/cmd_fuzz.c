@@ -269,9 +269,10 @@ int cli_fuzz(int argc, char **argv)
     printf("  cases      %lld checked (%.1f cases/s), %lld executions (%.1f/s), %lld unsupported\n",
            (long long)st.cases, st.cases_per_s, (long long)st.execs, st.execs_per_s, (long long)st.skipped);
     printf("  elements   %lld output elements compared with the oracle\n", (long long)st.elements);
-    printf("  oracle     --oracle %s (GPU tier from work %.4g): %lld calls on the GPU tier, %lld on the CPU tier, %lld GPU-tier fallbacks\n",
-           fc_oracle_tier_name(oracle), fc_check_oracle_gpu_min_work(), (long long)st.oracle_gpu, (long long)st.oracle_cpu,
-           (long long)st.oracle_fallback);
+    printf("  oracle     --oracle %s: %lld calls on the GPU tier, %lld on the CPU tier, %lld GPU-tier fallbacks%s",
+           fc_oracle_tier_name(oracle), (long long)st.oracle_gpu, (long long)st.oracle_cpu,
+           (long long)st.oracle_fallback, oracle == FC_ORACLE_AUTO ? "; GPU tier for a CUDA backend's calls of work >= " : "\n");
+    if (oracle == FC_ORACLE_AUTO) printf("%.4g\n", fc_check_oracle_gpu_min_work());
     if (st.cases > 0)
         printf("  size       mean B*Hq*Sq*Sk*max(Dqk,Dv) %.4g per checked case; %.0f%% with backward\n",
                st.work / (double)st.cases, 100.0 * (double)st.backward_cases / (double)st.cases);
@@ -286,7 +287,7 @@ int cli_fuzz(int argc, char **argv)
                st.cases > 0 ? 1e3 * st.lock_held_s / (double)st.cases : 0.0, st.lock_wait_s,
                st.check_s > 0 ? 100.0 * st.lock_wait_s / st.check_s : 0.0,
                st.wait_failed ? "; CUDA refused --device-wait in some workers" : "");
-    else
+    else if (cfg.device_wait)
         printf("  device     no device lock%s\n", st.wait_failed ? "; CUDA refused --device-wait in some workers" : "");
     if (cfg.device_wait)
         printf("  device     synchronizations %s\n", cfg.device_wait == FC_DEVICE_WAIT_SPIN ? "spin" :
