@@ -506,6 +506,7 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
     memset(&base, 0, sizeof base);
     int64_t t0 = mono_ns(), last_print = 0;
     int64_t prev_cases = 0, prev_t = t0;
+    int64_t warm_ns = 0, warm_cases = 0;   /* when every slot had run a case, and the cases then */
     double rate = 0;
     int backend_failures = 0;
     for (;;) {
@@ -517,6 +518,11 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
                    (cfg->max_cases > 0 && cur.execs >= cfg->max_cases) || backend_failures >= n ||
                    cur.findings_unsaved > 0;
         if (done) break;
+        if (!warm_ns) {
+            int all = 1;
+            for (int i = 0; i < n && all; i++) all = __atomic_load_n(&slots[i].execs, __ATOMIC_RELAXED) > 0;
+            if (all) { warm_ns = now; warm_cases = cur.cases; }
+        }
 
         for (int i = 0; i < n; i++) {
             int status;
@@ -637,6 +643,11 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
     stats->seconds = (double)(mono_ns() - t0) * 1e-9;
     stats->cases_per_s = stats->seconds > 0 ? (double)stats->cases / stats->seconds : 0;
     stats->execs_per_s = stats->seconds > 0 ? (double)stats->execs / stats->seconds : 0;
+    if (warm_ns) {
+        int64_t end = t0 + (int64_t)(stats->seconds * 1e9);
+        stats->startup_s = (double)(warm_ns - t0) * 1e-9;
+        if (end > warm_ns) stats->warm_cases_per_s = (double)(stats->cases - warm_cases) / ((double)(end - warm_ns) * 1e-9);
+    }
     if (cfg->status_line) fprintf(stderr, "\n");
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);

@@ -99,12 +99,15 @@ typedef struct {
     int64_t oracle_gpu, oracle_cpu; /* oracle calls (forward and backward) by the GPU / CPU tier */
     int64_t oracle_fallback;    /* GPU-tier calls that fell back to the CPU tier (harness events) */
     int64_t lock_sections;      /* device sections run holding the device lock */
-    double lock_wait_s;         /* worker seconds waiting for the device lock (not counted in check_s's
-                                   cases' timeouts; part of check_s) */
+    double lock_wait_s;         /* worker seconds waiting for the device lock (part of check_s; never
+                                   counted toward a case's timeout) */
     double lock_held_s;         /* worker seconds holding it (at most the wall time: one holder) */
     int64_t wait_failed;        /* workers where CUDA refused cfg.device_wait */
     double seconds;
     double cases_per_s, execs_per_s;
+    double startup_s;           /* from the start until every worker had finished a case (its process,
+                                   backend, CUDA context started): 0 if that never happened */
+    double warm_cases_per_s;    /* checked cases per second after startup_s (0 if none) */
 } fz_camp_stats;
 
 void fz_camp_cfg_default(fz_camp_cfg *cfg);

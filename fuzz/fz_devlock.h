@@ -1,8 +1,9 @@
-/* fz_devlock.h: the device lock of a fuzz campaign (prefix fz_lock_): the worker
- * processes of a campaign on a CUDA backend take turns on the device instead of
- * time-slicing it (one CUDA context per process: N contexts with work pending make
- * the GPU switch between them, and every process spins in its synchronizations
- * while the others run; fuzz/RESULTS-2026-11-25-rate2.md).
+/* fz_devlock.h: the device lock of a fuzz campaign (prefix fz_lock_, `fuzz --device-lock
+ * on|FILE`): the worker processes of a campaign take turns on the device instead of
+ * time-slicing it (one CUDA context per process). Off by default: on an H100 host each
+ * hand-over costs a GPU context switch, and small calls run slower in turns than
+ * time-sliced (fuzz/RESULTS-2026-11-25-rate2.md); it serves campaigns that share one
+ * GPU with other processes (FILE), or large calls.
  *
  * The lock is an exclusive flock(2) on a file: the campaign's own anonymous file
  * (fz_lock_file(NULL): a memfd, each worker opening it afresh through
