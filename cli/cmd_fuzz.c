@@ -72,7 +72,7 @@ static const char *fuzz_help =
     "                   \"device\" line shows the time held and waited\n"
     "  --device-wait W  how a CUDA worker waits for the device in its synchronizations: spin (a core,\n"
     "                   the lowest latency), yield (spins, giving the core to others), block (sleeps;\n"
-    "                   a wake-up per wait); auto (default): spin while holding the device lock, block\n"
+    "                   a wake-up per wait); auto (default): spin while holding the device lock, yield\n"
     "                   without one\n"
     "  --profile NAME   judge by the named precision preset (tensorcore, fp32, torch-flash, torch-efficient,\n"
     "                   torch-cudnn, torch-math, torch-math-lowp) instead of the backend's profile\n"
@@ -224,8 +224,8 @@ int cli_fuzz(int argc, char **argv)
         fprintf(stderr, "flashcheck fuzz: backend %s runs on CUDA but no GPU is visible (CUDA_VISIBLE_DEVICES, /dev/nvidia*)\n", bname);
         return CLI_BACKEND;
     }
-    /* CUDA workers share the device time-sliced and block in their synchronizations (no core
-       spinning while another context runs); with --device-lock they take turns, the holder
+    /* CUDA workers share the device time-sliced and yield their core while they wait in their
+       synchronizations (to the other workers' host work); with --device-lock they take turns, the holder
        spinning (the device is its alone), the others blocked on the lock. Measured on an H100
        host (fuzz/RESULTS-2026-11-25-rate2.md): turns cost a GPU context switch per hand-over,
        more than time-slicing small calls, so the lock is off by default. */
@@ -233,7 +233,7 @@ int cli_fuzz(int argc, char **argv)
     else if (strcmp(device_lock, "on") == 0) cfg.device_lock = 1;
     else { cfg.device_lock = 1; cfg.device_lock_path = cli_path(device_lock); }
     if (strcmp(device_wait, "auto") == 0)
-        cfg.device_wait = mem != FA_MEM_CUDA ? 0 : cfg.device_lock ? FC_DEVICE_WAIT_SPIN : FC_DEVICE_WAIT_BLOCK;
+        cfg.device_wait = mem != FA_MEM_CUDA ? 0 : cfg.device_lock ? FC_DEVICE_WAIT_SPIN : FC_DEVICE_WAIT_YIELD;
     else
         cfg.device_wait = !strcmp(device_wait, "spin") ? FC_DEVICE_WAIT_SPIN : !strcmp(device_wait, "yield")
                           ? FC_DEVICE_WAIT_YIELD : FC_DEVICE_WAIT_BLOCK;

@@ -247,6 +247,7 @@ typedef struct {
     int device;
     int gated;              /* inside fc_device_enter: leave in mem_finish */
     int packed;             /* the buffers travel in one staging block (pack_* below) */
+    unsigned char input[FC_T_COUNT]; /* the call's inputs (their bytes must come back unchanged) */
     size_t off[FC_T_COUNT + 1], total; /* packed: offset of each buffer (FC_T_COUNT: the sinks) */
     float *sinks, *dsinks;  /* the run's sinks / dsinks, or their device copies */
 } call_mem;
@@ -341,9 +342,15 @@ static int pack_layout(const fc_run *r, call_mem *m) {
 int fc_run_device_wait(fc_device_wait w) { (void)w; return 0; }
 #endif
 
-static fa_status mem_setup(fc_run *r, const fa_backend *be, call_mem *m) {
+/* Mirror r's buffers for a call of be whose inputs are inputs[0..ninputs). The inputs' bytes are
+ * kept for fc_check_inputs_unchanged: a snapshot taken now (host backends, per-buffer mirrors), or,
+ * for a packed call, the host buffer itself: it is not touched by the call, and mem_finish
+ * compares it with what came back, making the snapshot (the old bytes) only when they differ. */
+static fa_status mem_setup(fc_run *r, const fa_backend *be, call_mem *m, const int *inputs, int ninputs) {
     memset(m, 0, sizeof *m);
+    for (int i = 0; i < ninputs; i++) m->input[inputs[i]] = 1;
     if (be->memspace == FA_MEM_HOST) {
+        for (int i = 0; i < ninputs; i++) take_snapshot(r, inputs[i]);
         for (int t = 0; t < FC_T_COUNT; t++) m->base[t] = r->buf[t].alloc;
         m->sinks = r->sinks;
         m->dsinks = r->dsinks;
@@ -366,6 +373,14 @@ static fa_status mem_setup(fc_run *r, const fa_backend *be, call_mem *m) {
             m->packed = 1;
         } else {
             pack_broken = 1; /* no page-locked memory here: the per-buffer mirrors from now on */
+        }
+    }
+    for (int i = 0; i < ninputs; i++) {
+        if (!m->packed) {
+            take_snapshot(r, inputs[i]);
+        } else { /* made in mem_finish if the call changed the input */
+            free(r->snapshot[inputs[i]]);
+            r->snapshot[inputs[i]] = NULL;
         }
     }
     fc_device_enter();
@@ -434,8 +449,23 @@ static fa_status mem_finish(fc_run *r, call_mem *m, fa_status before) {
             if (m->gated) fc_device_leave();
             m->gated = 0;
             if (ec == cudaSuccess) {
-                for (int t = 0; t < FC_T_COUNT; t++)
-                    if (r->buf[t].alloc) memcpy(r->buf[t].alloc, (char *)pack_host + m->off[t], buf_bytes(&r->buf[t]));
+                for (int t = 0; t < FC_T_COUNT; t++) {
+                    if (!r->buf[t].alloc) continue;
+                    const char *back = (const char *)pack_host + m->off[t];
+                    size_t n = buf_bytes(&r->buf[t]);
+                    if (m->input[t]) {
+                        if (memcmp(r->buf[t].alloc, back, n) == 0) continue; /* unchanged: nothing to copy */
+                        r->snapshot[t] = malloc(n);                           /* the bytes before the call */
+                        if (!r->snapshot[t]) {
+                            if (st == FA_OK)
+                                st = fa_fail(&r->err, FA_ERR_DEVICE, fc_tensor_name(t), "harness: out of memory for the "
+                                             "snapshot of input %s", fc_tensor_name(t));
+                        } else {
+                            memcpy(r->snapshot[t], r->buf[t].alloc, n);
+                        }
+                    }
+                    memcpy(r->buf[t].alloc, back, n);
+                }
                 if (r->sinks)
                     memcpy(r->dsinks, (char *)pack_host + m->off[FC_T_COUNT] + sizeof(float) * (size_t)r->c.p.heads_q,
                            sizeof(float) * (size_t)r->c.p.heads_q);
@@ -482,10 +512,9 @@ static fa_status mem_finish(fc_run *r, call_mem *m, fa_status before) {
 fa_status fc_run_forward(fc_run *r, const fa_backend *be) {
     memset(&r->err, 0, sizeof r->err);
     const int inputs[4] = {FC_T_Q, FC_T_K, FC_T_V, FC_T_MASK};
-    for (int i = 0; i < 4; i++) take_snapshot(r, inputs[i]);
     call_mem m;
     r->on_device = be->memspace != FA_MEM_HOST;
-    fa_status st = mem_setup(r, be, &m);
+    fa_status st = mem_setup(r, be, &m, inputs, 4);
     if (st == FA_OK) {
         fa_fwd_args a;
         memset(&a, 0, sizeof a);
@@ -520,12 +549,11 @@ fa_status fc_run_backward(fc_run *r, const fa_backend *be) {
         return r->status;
     }
     const int inputs[7] = {FC_T_Q, FC_T_K, FC_T_V, FC_T_MASK, FC_T_O, FC_T_LSE, FC_T_DO};
-    for (int i = 0; i < 7; i++) take_snapshot(r, inputs[i]);
     if (r->dsinks)
         for (int64_t h = 0; h < r->c.p.heads_q; h++) r->dsinks[h] = NAN;
     call_mem m;
     r->on_device = be->memspace != FA_MEM_HOST;
-    fa_status st = mem_setup(r, be, &m);
+    fa_status st = mem_setup(r, be, &m, inputs, 7);
     if (st == FA_OK) {
         fa_bwd_args a;
         memset(&a, 0, sizeof a);
