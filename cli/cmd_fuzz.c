@@ -18,6 +18,7 @@ static const char *fuzz_help =
     "                       [--max-batch N] [--max-heads N] [--max-work N] [--budget small|production]\n"
     "                       [--forward-only] [--timeout SEC] [--seed S]\n"
     "                       [--no-determinism] [--stress N] [--quiet] [--profile NAME] [--oracle auto|cpu|gpu]\n"
+    "                       [--device-lock off|on|FILE] [--device-wait auto|spin|yield|block]\n"
     "\n"
     "A coverage- and error-guided campaign: each worker mutates cases from the shared corpus\n"
     "(shapes at tile boundaries +-1, 0, 1, primes; permuted/padded/offset layouts; masks with\n"
@@ -61,6 +62,18 @@ static const char *fuzz_help =
     "                   backend's large calls, B*Hq*Sq*Sk*max(D) >= 2^24, when a device is usable; else the\n"
     "                   CPU tier), cpu, gpu (the GPU tier for every call of any backend); a GPU-tier failure\n"
     "                   falls back to the CPU tier (counted in the summary)\n"
+    "  --oracle-gpu-min-work W  with --oracle auto, the smallest call (B*Hq*Sq*Sk*max(D)) of a CUDA\n"
+    "                   backend verified on the GPU tier (default 2^24 = 16777216)\n"
+    "  --device-lock L  off (default): CUDA workers share the device time-sliced; on: they take turns,\n"
+    "                   one holding a lock private to the campaign around each device section (copies,\n"
+    "                   call, copy-back, GPU oracle tier); FILE: the same with an flock(2) on FILE, for\n"
+    "                   any backend, shared with other processes locking it (e.g. several campaigns on\n"
+    "                   one GPU). Time waiting for the lock never counts toward --timeout; the summary's\n"
+    "                   \"device\" line shows the time held and waited\n"
+    "  --device-wait W  how a CUDA worker waits for the device in its synchronizations: spin (a core,\n"
+    "                   the lowest latency), yield (spins, giving the core to others), block (sleeps;\n"
+    "                   a wake-up per wait); auto (default): spin while holding the device lock, yield\n"
+    "                   without one\n"
     "  --profile NAME   judge by the named precision preset (tensorcore, fp32, torch-flash, torch-efficient,\n"
     "                   torch-cudnn, torch-math, torch-math-lowp) instead of the backend's profile\n"
     "\n"
@@ -113,6 +126,8 @@ int cli_fuzz(int argc, char **argv)
     /* --max-* given on the command line (-1: not given); applied over --budget after parsing */
     int64_t max_seq = -1, max_dim = -1, max_batch = -1, max_heads = -1, max_work = -1;
     const char *budget = NULL;
+    const char *device_lock = "off", *device_wait = "auto";
+    double gpu_min_work = 0;   /* 0: check.h FC_ORACLE_GPU_MIN_WORK */
     for (int i = 1; i < argc; i++) {
         const char *v;
         int r;
@@ -143,6 +158,7 @@ int cli_fuzz(int argc, char **argv)
         else if ((r = cli_opt(argc, argv, &i, "--oracle", &v))) {
             NEED(v && !fc_oracle_tier_parse(v, &oracle), "--oracle needs auto, cpu or gpu");
         }
+        else if ((r = cli_opt(argc, argv, &i, "--oracle-gpu-min-work", &v))) { NEED(!cli_parse_double(v, &d) && d >= 1, "--oracle-gpu-min-work needs a work >= 1"); gpu_min_work = d; }
         else if ((r = cli_opt(argc, argv, &i, "--profile", &v))) {
             fa_error perr;
             NEED(1, "--profile needs a preset name");
@@ -153,6 +169,12 @@ int cli_fuzz(int argc, char **argv)
         else if (strcmp(argv[i], "--no-determinism") == 0) cfg.determinism = 0;
         else if ((r = cli_opt(argc, argv, &i, "--stress", &v))) { NEED(!cli_parse_i64(v, 2, 1000, &x), "--stress needs a number of runs in [2, 1000]"); stress = (int)x; }
         else if (strcmp(argv[i], "--quiet") == 0) cfg.quiet = 1;
+        else if ((r = cli_opt(argc, argv, &i, "--device-lock", &v))) { NEED(v && *v, "--device-lock needs off, on or a file"); device_lock = v; }
+        else if ((r = cli_opt(argc, argv, &i, "--device-wait", &v))) {
+            NEED(v && (!strcmp(v, "auto") || !strcmp(v, "spin") || !strcmp(v, "yield") || !strcmp(v, "block")),
+                 "--device-wait needs auto, spin, yield or block");
+            device_wait = v;
+        }
         else return cli_usage_error("fuzz", "unknown option or argument '%s'", argv[i]);
 #undef NEED
     }
@@ -202,6 +224,19 @@ int cli_fuzz(int argc, char **argv)
         fprintf(stderr, "flashcheck fuzz: backend %s runs on CUDA but no GPU is visible (CUDA_VISIBLE_DEVICES, /dev/nvidia*)\n", bname);
         return CLI_BACKEND;
     }
+    /* CUDA workers share the device time-sliced and yield their core while they wait in their
+       synchronizations (to the other workers' host work); with --device-lock they take turns, the holder
+       spinning (the device is its alone), the others blocked on the lock. Measured on an H100
+       host (fuzz/RESULTS-2026-11-25-rate2.md): turns cost a GPU context switch per hand-over,
+       more than time-slicing small calls, so the lock is off by default. */
+    if (strcmp(device_lock, "off") == 0) cfg.device_lock = 0;
+    else if (strcmp(device_lock, "on") == 0) cfg.device_lock = 1;
+    else { cfg.device_lock = 1; cfg.device_lock_path = cli_path(device_lock); }
+    if (strcmp(device_wait, "auto") == 0)
+        cfg.device_wait = mem != FA_MEM_CUDA ? 0 : cfg.device_lock ? FC_DEVICE_WAIT_SPIN : FC_DEVICE_WAIT_YIELD;
+    else
+        cfg.device_wait = !strcmp(device_wait, "spin") ? FC_DEVICE_WAIT_SPIN : !strcmp(device_wait, "yield")
+                          ? FC_DEVICE_WAIT_YIELD : FC_DEVICE_WAIT_BLOCK;
     if (jobs == 0) jobs = fz_camp_default_workers(sysconf(_SC_NPROCESSORS_ONLN));
     cfg.workers = (int)jobs;
     for (int i = 0; i < cfg.workers; i++) cfg.gpu[i] = nids ? ids[i % nids] : NULL;
@@ -218,6 +253,7 @@ int cli_fuzz(int argc, char **argv)
 
     if (profile) fc_check_set_profile(&prof); /* workers are forked: they inherit it */
     fc_check_set_oracle(oracle);             /* likewise */
+    fc_check_set_oracle_gpu_min_work(gpu_min_work);
     fprintf(stderr, "flashcheck fuzz: profile %s\n", profile ? profile : "declared by the backend");
     fprintf(stderr, "flashcheck fuzz: backend %s, %d worker%s%s, budget S<=%lld D<=%lld B<=%lld Hq<=%lld work<=%lld%s, corpus %s, findings %s\n",
             bname, cfg.workers, cfg.workers == 1 ? "" : "s", nids ? " (GPUs round-robin)" : "",
@@ -234,16 +270,35 @@ int cli_fuzz(int argc, char **argv)
            profile ? profile : "declared by the backend");
     printf("  cases      %lld checked (%.1f cases/s), %lld executions (%.1f/s), %lld unsupported\n",
            (long long)st.cases, st.cases_per_s, (long long)st.execs, st.execs_per_s, (long long)st.skipped);
+    if (st.startup_s > 0)
+        printf("  rate       %.1f checked cases/s after the start-up (%.1f s until every worker had run a case)\n",
+               st.warm_cases_per_s, st.startup_s);
     printf("  elements   %lld output elements compared with the oracle\n", (long long)st.elements);
-    printf("  oracle     --oracle %s: %lld calls on the GPU tier, %lld on the CPU tier, %lld GPU-tier fallbacks\n",
+    printf("  oracle     --oracle %s: %lld calls on the GPU tier, %lld on the CPU tier, %lld GPU-tier fallbacks%s",
            fc_oracle_tier_name(oracle), (long long)st.oracle_gpu, (long long)st.oracle_cpu,
-           (long long)st.oracle_fallback);
+           (long long)st.oracle_fallback, oracle == FC_ORACLE_AUTO ? "; GPU tier for a CUDA backend's calls of work >= " : "\n");
+    if (oracle == FC_ORACLE_AUTO) printf("%.4g\n", fc_check_oracle_gpu_min_work());
     if (st.cases > 0)
         printf("  size       mean B*Hq*Sq*Sk*max(Dqk,Dv) %.4g per checked case; %.0f%% with backward\n",
                st.work / (double)st.cases, 100.0 * (double)st.backward_cases / (double)st.cases);
     if (st.check_s > 0)
-        printf("  time       %.1f worker-s checking: %.1f%% inside the backend, %.1f%% harness (inputs, oracle, checks)\n",
-               st.check_s, 100.0 * st.backend_s / st.check_s, 100.0 * (st.check_s - st.backend_s) / st.check_s);
+        printf("  time       %.1f worker-s checking: %.1f%% inside the backend, %.1f%% waiting for the device lock, "
+               "%.1f%% harness (inputs, oracle, checks, device copies)\n",
+               st.check_s, 100.0 * st.backend_s / st.check_s, 100.0 * st.lock_wait_s / st.check_s,
+               100.0 * (st.check_s - st.backend_s - st.lock_wait_s) / st.check_s);
+    if (cfg.device_lock)
+        printf("  device     lock %s: %lld sections, held %.1f s (%.0f%% of the wall time; %.3f ms per checked case), "
+               "workers waited %.1f worker-s (%.1f%% of the checking time)%s\n",
+               cfg.device_lock_path ? cfg.device_lock_path : "(campaign)", (long long)st.lock_sections, st.lock_held_s,
+               st.seconds > 0 ? 100.0 * st.lock_held_s / st.seconds : 0.0,
+               st.cases > 0 ? 1e3 * st.lock_held_s / (double)st.cases : 0.0, st.lock_wait_s,
+               st.check_s > 0 ? 100.0 * st.lock_wait_s / st.check_s : 0.0,
+               st.wait_failed ? "; CUDA refused --device-wait in some workers" : "");
+    else if (cfg.device_wait)
+        printf("  device     no device lock%s\n", st.wait_failed ? "; CUDA refused --device-wait in some workers" : "");
+    if (cfg.device_wait)
+        printf("  device     synchronizations %s\n", cfg.device_wait == FC_DEVICE_WAIT_SPIN ? "spin" :
+               cfg.device_wait == FC_DEVICE_WAIT_YIELD ? "spin and yield" : "block");
     printf("  worst      error/bound %.4g\n", st.worst_ratio);
     printf("  corpus     +%lld inputs in %s\n", (long long)st.corpus, cfg.corpus_dir);
     printf("  findings   %lld new, %lld duplicates (%lld crashes, %lld hangs) in %s\n", (long long)st.findings_new,

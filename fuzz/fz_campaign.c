@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fuzz/fz_devlock.h"
 #include "fuzz/fz_feat.h"
 #include "fuzz/fz_isolate.h"
 #include "fuzz/fz_run.h"
@@ -36,6 +37,9 @@ typedef struct {
     double work;                /* sum of fz_camp_case_work over checked cases */
     int64_t backward_cases;     /* checked cases with the backward */
     int64_t oracle_gpu, oracle_cpu, oracle_fallback; /* oracle calls by tier (fc_oracle_counts) */
+    int64_t lock_n;             /* device lock: sections, seconds waiting and holding (fz_lock) */
+    double lock_wait_s, lock_held_s;
+    int wait_failed;            /* CUDA refused cfg->device_wait in this slot's worker */
     int state;                  /* 0 idle, 1 running the case in `text` */
     int phase;                  /* FZ_PHASE_*: inside the backend or the harness */
     int64_t case_start_ns;      /* CLOCK_MONOTONIC when the case started */
@@ -66,6 +70,9 @@ static int64_t mono_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
+
+/* the campaign's device lock file (fz_lock_file), inherited by the workers; -1: none */
+static int camp_lock_fd = -1;
 
 static volatile sig_atomic_t camp_interrupted;
 static volatile sig_atomic_t camp_signal;
@@ -243,9 +250,23 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index, pid_
        (no mmap per allocation, no trimming) instead of faulting fresh pages in each time. */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    if (cfg->device_wait > 0 && fc_run_device_wait((fc_device_wait)cfg->device_wait) != 0) slot->wait_failed = 1;
     const fa_backend *be = fz_iso_backend(cfg->backend);
     if (!be) _exit(3);
     fz_run_set_phase_hook(&slot->phase);
+    static fz_lock lock;   /* the device gate's state: lives as long as the process */
+    lock.fd = -1;
+    if (cfg->device_lock) {
+        char msg[512];
+        if (fz_lock_open(&lock, cfg->device_lock_path, camp_lock_fd, msg, sizeof msg) != 0) {
+            fprintf(stderr, "\nflashcheck fuzz: worker %d: %s\n", index, msg);
+            _exit(3);
+        }
+        lock.phase = &slot->phase;
+        lock.start_ns = (volatile int64_t *)&slot->case_start_ns;
+        fc_device_gate g = { fz_lock_gate_enter, fz_lock_gate_leave, &lock };
+        fc_run_set_device_gate(&g);
+    }
     snprintf(slot->backend, sizeof slot->backend, "%s", be->name);
     int has_bwd = be->backward != NULL;
 
@@ -262,6 +283,7 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index, pid_
     int error_lines = 0;
     fc_oracle_counts oc_prev;
     fc_oracle_counts_get(&oc_prev);
+    fz_lock lock_prev = lock;
 
     while (!__atomic_load_n(&slot->stop, __ATOMIC_ACQUIRE)) {
         /* next case */
@@ -304,6 +326,10 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index, pid_
             slot->oracle_cpu += oc.cpu - oc_prev.cpu;
             slot->oracle_fallback += oc.fallback - oc_prev.fallback;
             oc_prev = oc;
+            slot->lock_n += lock.n - lock_prev.n;        /* deltas: the slot's totals outlive restarts */
+            slot->lock_wait_s += lock.wait_s - lock_prev.wait_s;
+            slot->lock_held_s += lock.held_s - lock_prev.held_s;
+            lock_prev = lock;
         }
         slot->execs++;
         if (r.klass == FZ_OUT_SKIP) slot->skipped++;
@@ -420,6 +446,10 @@ static void sum_slots(camp_slot *slots, int n, fz_camp_stats *st, const fz_camp_
         st->oracle_gpu += slots[i].oracle_gpu;
         st->oracle_cpu += slots[i].oracle_cpu;
         st->oracle_fallback += slots[i].oracle_fallback;
+        st->lock_sections += slots[i].lock_n;
+        st->lock_wait_s += slots[i].lock_wait_s;
+        st->lock_held_s += slots[i].lock_held_s;
+        st->wait_failed += slots[i].wait_failed;
         st->findings_new += slots[i].findings_new;
         st->findings_dup += slots[i].findings_dup;
         st->findings_unsaved += slots[i].findings_unsaved;
@@ -444,9 +474,17 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
     }
     if (fz_mkdirs(cfg->corpus_dir, msg, msglen) != 0 || fz_mkdirs(cfg->findings_dir, msg, msglen) != 0) return -1;
 
+    camp_lock_fd = -1;
+    if (cfg->device_lock && (camp_lock_fd = fz_lock_file(cfg->device_lock_path, msg, msglen)) < 0) return -1;
+
     camp_slot *slots = mmap(NULL, sizeof(camp_slot) * (size_t)n, PROT_READ | PROT_WRITE,
                             MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (slots == MAP_FAILED) { snprintf(msg, msglen, "mmap of the shared status failed"); return -1; }
+    if (slots == MAP_FAILED) {
+        snprintf(msg, msglen, "mmap of the shared status failed");
+        if (camp_lock_fd >= 0) close(camp_lock_fd);
+        camp_lock_fd = -1;
+        return -1;
+    }
     memset(slots, 0, sizeof(camp_slot) * (size_t)n);
 
     /* SIGINT, SIGTERM, SIGHUP (a closed terminal) stop the campaign cleanly: workers are told
@@ -468,6 +506,7 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
     memset(&base, 0, sizeof base);
     int64_t t0 = mono_ns(), last_print = 0;
     int64_t prev_cases = 0, prev_t = t0;
+    int64_t warm_ns = 0, warm_cases = 0;   /* when every slot had run a case, and the cases then */
     double rate = 0;
     int backend_failures = 0;
     for (;;) {
@@ -479,6 +518,11 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
                    (cfg->max_cases > 0 && cur.execs >= cfg->max_cases) || backend_failures >= n ||
                    cur.findings_unsaved > 0;
         if (done) break;
+        if (!warm_ns) {
+            int all = 1;
+            for (int i = 0; i < n && all; i++) all = __atomic_load_n(&slots[i].execs, __ATOMIC_RELAXED) > 0;
+            if (all) { warm_ns = now; warm_cases = cur.cases; }
+        }
 
         for (int i = 0; i < n; i++) {
             int status;
@@ -523,7 +567,8 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
                 if (++deaths_window[i] > 20) usleep(200000);   /* crash loop: slow down */
                 pid[i] = spawn(cfg, &slots[i], i);
             } else if (pid[i] > 0 && running && cfg->case_timeout_s > 0 &&
-                       (double)(now - slots[i].case_start_ns) * 1e-9 >
+                       __atomic_load_n(&slots[i].phase, __ATOMIC_SEQ_CST) != FZ_PHASE_WAIT &&
+                       (double)(now - __atomic_load_n(&slots[i].case_start_ns, __ATOMIC_SEQ_CST)) * 1e-9 >
                            cfg->case_timeout_s * (slots[i].confirm == CONFIRM_TIMEOUT ? CAMP_CONFIRM_FACTOR : 1.0)) {
                 int phase = __atomic_load_n(&slots[i].phase, __ATOMIC_ACQUIRE);
                 kill(pid[i], SIGKILL);
@@ -598,12 +643,19 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
     stats->seconds = (double)(mono_ns() - t0) * 1e-9;
     stats->cases_per_s = stats->seconds > 0 ? (double)stats->cases / stats->seconds : 0;
     stats->execs_per_s = stats->seconds > 0 ? (double)stats->execs / stats->seconds : 0;
+    if (warm_ns) {
+        int64_t end = t0 + (int64_t)(stats->seconds * 1e9);
+        stats->startup_s = (double)(warm_ns - t0) * 1e-9;
+        if (end > warm_ns) stats->warm_cases_per_s = (double)(stats->cases - warm_cases) / ((double)(end - warm_ns) * 1e-9);
+    }
     if (cfg->status_line) fprintf(stderr, "\n");
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
     sigaction(SIGHUP, &old_hup, NULL);
     stats->stop_signal = camp_signal;
     munmap(slots, sizeof(camp_slot) * (size_t)n);
+    if (camp_lock_fd >= 0) close(camp_lock_fd);
+    camp_lock_fd = -1;
     free(pid);
     free(deaths_window);
     if (backend_failures >= n && stats->execs == 0) {

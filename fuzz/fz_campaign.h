@@ -63,6 +63,12 @@ typedef struct {
     int omp_threads;            /* > 0: each worker calls omp_set_num_threads(omp_threads) before its
                                    first case (OMP_NUM_THREADS set by the caller after program start
                                    is not seen: libgomp reads it when it loads); 0: leave as is */
+    int device_lock;            /* 1: the workers take turns on the device (fz_devlock.h): every device
+                                   section of a case runs holding the campaign's lock; 0: none */
+    const char *device_lock_path; /* with device_lock: a lock file shared with other processes, or
+                                   NULL: a lock private to this campaign */
+    int device_wait;            /* > 0: how each worker's CUDA synchronizations wait (check.h fc_device_wait,
+                                   set before its first CUDA call); 0: CUDA's default */
 } fz_camp_cfg;
 
 typedef struct {
@@ -92,8 +98,16 @@ typedef struct {
     int64_t backward_cases;     /* checked cases that ran the backward too */
     int64_t oracle_gpu, oracle_cpu; /* oracle calls (forward and backward) by the GPU / CPU tier */
     int64_t oracle_fallback;    /* GPU-tier calls that fell back to the CPU tier (harness events) */
+    int64_t lock_sections;      /* device sections run holding the device lock */
+    double lock_wait_s;         /* worker seconds waiting for the device lock (part of check_s; never
+                                   counted toward a case's timeout) */
+    double lock_held_s;         /* worker seconds holding it (at most the wall time: one holder) */
+    int64_t wait_failed;        /* workers where CUDA refused cfg.device_wait */
     double seconds;
     double cases_per_s, execs_per_s;
+    double startup_s;           /* from the start until every worker had finished a case (its process,
+                                   backend, CUDA context started): 0 if that never happened */
+    double warm_cases_per_s;    /* checked cases per second after startup_s (0 if none) */
 } fz_camp_stats;
 
 void fz_camp_cfg_default(fz_camp_cfg *cfg);

@@ -54,7 +54,9 @@ void fz_run_case(const fa_backend *be, const fc_case *c, int determinism, fz_run
 /* Where a running case is: set through the hook so that a watchdog in another
  * process can tell a hung BACKEND (a kernel that never returns: a finding)
  * from a slow HARNESS (oracle, checks: not a kernel bug). */
-enum { FZ_PHASE_IDLE = 0, FZ_PHASE_HARNESS = 1, FZ_PHASE_BACKEND = 2 };
+/* FZ_PHASE_WAIT: waiting for the campaign's device lock (fz_devlock.h): neither the case's
+ * time nor a hang. */
+enum { FZ_PHASE_IDLE = 0, FZ_PHASE_HARNESS = 1, FZ_PHASE_BACKEND = 2, FZ_PHASE_WAIT = 3 };
 /* phase: shared memory the watchdog reads, or NULL (off). fz_run_case then
  * calls the backend through a shim that stores FZ_PHASE_BACKEND around every
  * forward/backward call. */

@@ -95,5 +95,29 @@ else
 fi
 [ "$cores" -gt 1 ] || echo "note: 1 online core here: the default-workers check cannot tell one per core from one per GPU"
 
+# issue 17: time spent waiting for the device lock is never a case's: with --timeout 1, workers
+# that wait about 6 s for a lock held by another process (flock(1)) record no hang and no slow
+# harness case, the summary shows the wait, and the campaign goes on once the lock is free
+d="$tmp/lockwait"; mkdir -p "$d"
+if command -v flock >/dev/null; then
+  flock "$d/lock" sleep 6 & holder=$!
+  sleep 0.5
+  "$fc" fuzz "${small[@]}" --time 10 --jobs 2 --timeout 1 --device-lock "$d/lock" --corpus "$d/c" --findings "$d/f" \
+    >"$d.log" 2>&1; rc=$?
+  wait $holder
+  waited=$(sed -n 's/.*workers waited \([0-9][0-9]*\)\.[0-9]* worker-s.*/\1/p' "$d.log")
+  cases=$(sed -n 's/^  cases *\([0-9][0-9]*\) checked.*/\1/p' "$d.log")
+  # (overflow-sensitive cases are saved under f/overflow-sensitive/: a class apart, not findings)
+  if [ $rc -eq 0 ] && [ "$(nfiles "$d/f" -not -path '*/overflow-sensitive/*')" -eq 0 ] && grep -q "(0 crashes, 0 hangs)" "$d.log" &&
+     ! grep -q "slow harness\|timeouts not confirmed\|timeout" "$d.log" && [ "${waited:-0}" -ge 8 ] && [ "${cases:-0}" -gt 0 ] &&
+     grep -q "^  rate .* after the start-up" "$d.log"; then
+    ok "issue17 devlock_wait_not_hang: workers waited ${waited} worker-s for the lock under --timeout 1: no hang, no slow case, $cases cases after"
+  else
+    bad "issue17 devlock_wait_not_hang: exit $rc, findings $(nfiles "$d/f" -not -path '*/overflow-sensitive/*'), waited '${waited:-}', cases '${cases:-}'"; tail -12 "$d.log"
+  fi
+else
+  echo "note: no flock(1) here: issue17 devlock_wait_not_hang not run"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

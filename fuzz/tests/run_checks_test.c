@@ -214,8 +214,25 @@ static void test_input_cache(void)
     }
 }
 
+/* fuzz --oracle-gpu-min-work: AUTO's threshold is the process's (fc_check_set_oracle_gpu_min_work),
+ * FC_ORACLE_GPU_MIN_WORK by default and again after a value <= 0; CPU and GPU tiers unaffected */
+static void test_oracle_min_work(void)
+{
+    CHECK(fc_check_oracle_gpu_min_work() == FC_ORACLE_GPU_MIN_WORK, "default threshold %g", fc_check_oracle_gpu_min_work());
+    CHECK(!fc_oracle_use_gpu(FC_ORACLE_AUTO, 1, 1, 1 << 20), "2^20 on the GPU tier by default");
+    fc_check_set_oracle_gpu_min_work(1 << 18);
+    CHECK(fc_oracle_use_gpu(FC_ORACLE_AUTO, 1, 1, 1 << 20), "2^20 not on the GPU tier past a threshold of 2^18");
+    CHECK(!fc_oracle_use_gpu(FC_ORACLE_AUTO, 1, 1, (1 << 18) - 1), "below the threshold on the GPU tier");
+    CHECK(!fc_oracle_use_gpu(FC_ORACLE_AUTO, 0, 1, 1 << 20), "a host backend's call on the GPU tier under AUTO");
+    CHECK(!fc_oracle_use_gpu(FC_ORACLE_AUTO, 1, 0, 1 << 20), "GPU tier without a usable device");
+    CHECK(!fc_oracle_use_gpu(FC_ORACLE_CPU, 1, 1, 1 << 20), "--oracle cpu on the GPU tier");
+    fc_check_set_oracle_gpu_min_work(0);
+    CHECK(fc_check_oracle_gpu_min_work() == FC_ORACLE_GPU_MIN_WORK, "threshold not restored by 0");
+}
+
 int main(void)
 {
+    test_oracle_min_work();
     test_guards();
     test_written_and_same_bits();
     test_input_cache();

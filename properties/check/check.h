@@ -183,6 +183,30 @@ fa_status fc_run_forward(fc_run *r, const fa_backend *be);
 /* Run the backward with the run's current O and LSE (normally the forward's). */
 fa_status fc_run_backward(fc_run *r, const fa_backend *be);
 
+/* The device gate: a process that shares its device with others (the worker processes of a
+ * fuzz campaign, fuzz/fz_devlock.h) serializes its device work through it. When a gate is set,
+ * fc_run_forward / fc_run_backward call enter() before their first device operation (the
+ * mirrors' copies) and leave() after their last (the copy-back), around the backend call for a
+ * host backend too, and the GPU oracle tier calls them around its uploads and passes. enter()
+ * blocks until the device is this process's; no device work of this process runs outside an
+ * enter/leave pair. NULL (the default): no gate. Process-wide (a forked child inherits it). */
+typedef struct {
+    void (*enter)(void *user);
+    void (*leave)(void *user);
+    void *user;
+} fc_device_gate;
+void fc_run_set_device_gate(const fc_device_gate *g);
+void fc_device_enter(void);
+void fc_device_leave(void);
+/* How this process's CUDA synchronizations (cudaDeviceSynchronize, cudaStreamSynchronize,
+ * synchronous copies) wait for the current device: SPIN a core (cudaDeviceScheduleSpin: the
+ * lowest latency), YIELD it while spinning (cudaDeviceScheduleYield), or BLOCK on the OS
+ * (cudaDeviceScheduleBlockingSync: no core used, a wake-up's latency per wait). Call before
+ * the process's first CUDA call. 0 on success (or built without CUDA: nothing to do), -1 when
+ * CUDA refused. */
+typedef enum { FC_DEVICE_WAIT_SPIN = 1, FC_DEVICE_WAIT_YIELD = 2, FC_DEVICE_WAIT_BLOCK = 3 } fc_device_wait;
+int fc_run_device_wait(fc_device_wait w);
+
 /* Whose failure is a CUDA error after a backend call on device buffers (fc_run_forward /
  * fc_run_backward mirror the buffers, call, synchronize, copy back)?
  *   FC_BLAME_KEEP     an error was already reported (by the backend, or by the harness before
@@ -236,12 +260,18 @@ typedef enum { FC_ORACLE_AUTO = 0, FC_ORACLE_CPU = 1, FC_ORACLE_GPU = 2 } fc_ora
  * 163 cases/s on the GPU tier against 297 on the CPU tier; at 2.1e9 the GPU tier was 4-6x
  * faster than the 16-thread CPU tier. The crossover itself was not measured. */
 #define FC_ORACLE_GPU_MIN_WORK 16777216.0
+/* AUTO's threshold in this process (and the processes it forks): w > 0, or w <= 0 for
+ * FC_ORACLE_GPU_MIN_WORK. A caller that knows its balance of host and device work (a fuzz
+ * campaign: fuzz --oracle-gpu-min-work) sets it; the rule below reads it. */
+void fc_check_set_oracle_gpu_min_work(double w);
+double fc_check_oracle_gpu_min_work(void);
 void fc_check_set_oracle(fc_oracle_tier t);
 fc_oracle_tier fc_check_oracle(void);
 /* "auto", "cpu", "gpu" -> *t; 0 on success, -1 for another name. */
 int fc_oracle_tier_parse(const char *name, fc_oracle_tier *t);
 const char *fc_oracle_tier_name(fc_oracle_tier t);
-/* The selection rule above, pure: 1 = try the GPU tier; work = B*Hq*Sq*Sk*max(Dqk, Dv). */
+/* The selection rule above (AUTO's threshold: fc_check_oracle_gpu_min_work()): 1 = try the GPU
+ * tier; work = B*Hq*Sq*Sk*max(Dqk, Dv). */
 int fc_oracle_use_gpu(fc_oracle_tier t, int backend_on_device, int gpu_usable, double work);
 /* Calls verified by each tier in this process, and GPU-tier calls that fell back. */
 typedef struct {

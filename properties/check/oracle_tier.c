@@ -32,9 +32,14 @@ const char *fc_oracle_tier_name(fc_oracle_tier t) {
     return t == FC_ORACLE_CPU ? "cpu" : t == FC_ORACLE_GPU ? "gpu" : "auto";
 }
 
+static _Atomic double g_min_work = FC_ORACLE_GPU_MIN_WORK;
+
+void fc_check_set_oracle_gpu_min_work(double w) { atomic_store(&g_min_work, w > 0 ? w : FC_ORACLE_GPU_MIN_WORK); }
+double fc_check_oracle_gpu_min_work(void) { return atomic_load(&g_min_work); }
+
 int fc_oracle_use_gpu(fc_oracle_tier t, int backend_on_device, int gpu_usable, double work) {
     if (!gpu_usable || t == FC_ORACLE_CPU) return 0;
-    return t == FC_ORACLE_GPU || (backend_on_device && work >= FC_ORACLE_GPU_MIN_WORK);
+    return t == FC_ORACLE_GPU || (backend_on_device && work >= atomic_load(&g_min_work));
 }
 
 static double run_work(const fc_run *r) {
@@ -140,7 +145,8 @@ int fc_oracle_fwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier
     fc_oracle_host_fwd_args(r, &a);
     if (used_gpu) *used_gpu = 0;
     if (fc_oracle_use_gpu(t, r->on_device, gpu_usable(), run_work(r))) {
-        int fail = 0;
+        int fail = 0, ok = 0;
+        fc_device_enter(); /* the uploads and the passes are device work (check.h, the device gate) */
         fa_fwd_args d = a;
         d.q.ptr = upload(r, FC_T_Q, &fail);
         d.k.ptr = upload(r, FC_T_K, &fail);
@@ -152,12 +158,14 @@ int fc_oracle_fwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier
             fc_oracle_options(&opt);
             fa_error err;
             memset(&err, 0, sizeof err);
-            if (orc_gpu_fwd(&d, prec, &opt, res, &err) == FA_OK) {
-                orc_gpu_fwd_rehost(res, &a);
-                atomic_fetch_add(&n_gpu, 1);
-                if (used_gpu) *used_gpu = 1;
-                return 0;
-            }
+            ok = orc_gpu_fwd(&d, prec, &opt, res, &err) == FA_OK;
+        }
+        fc_device_leave();
+        if (ok) {
+            orc_gpu_fwd_rehost(res, &a);
+            atomic_fetch_add(&n_gpu, 1);
+            if (used_gpu) *used_gpu = 1;
+            return 0;
         }
         atomic_fetch_add(&n_fallback, 1);
     } else if (t == FC_ORACLE_GPU) {
@@ -179,7 +187,8 @@ int fc_oracle_bwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier
     fc_oracle_host_bwd_args(r, &a);
     if (used_gpu) *used_gpu = 0;
     if (fc_oracle_use_gpu(t, r->on_device, gpu_usable(), run_work(r))) {
-        int fail = 0;
+        int fail = 0, ok = 0;
+        fc_device_enter();
         fa_bwd_args d = a;
         d.q.ptr = upload(r, FC_T_Q, &fail);
         d.k.ptr = upload(r, FC_T_K, &fail);
@@ -194,12 +203,14 @@ int fc_oracle_bwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier
             fc_oracle_options(&opt);
             fa_error err;
             memset(&err, 0, sizeof err);
-            if (orc_gpu_bwd(&d, prec, &opt, res, &err) == FA_OK) {
-                orc_gpu_bwd_rehost(res, &a);
-                atomic_fetch_add(&n_gpu, 1);
-                if (used_gpu) *used_gpu = 1;
-                return 0;
-            }
+            ok = orc_gpu_bwd(&d, prec, &opt, res, &err) == FA_OK;
+        }
+        fc_device_leave();
+        if (ok) {
+            orc_gpu_bwd_rehost(res, &a);
+            atomic_fetch_add(&n_gpu, 1);
+            if (used_gpu) *used_gpu = 1;
+            return 0;
         }
         atomic_fetch_add(&n_fallback, 1);
     } else if (t == FC_ORACLE_GPU) {

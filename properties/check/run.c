@@ -245,18 +245,60 @@ static fa_mask mask_of(const fc_buf *b, void *base) {
 typedef struct {
     void *base[FC_T_COUNT]; /* host alloc or device mirror per tensor */
     int device;
+    int gated;              /* inside fc_device_enter: leave in mem_finish */
+    int packed;             /* the buffers travel in one staging block (pack_* below) */
+    unsigned char input[FC_T_COUNT]; /* the call's inputs (their bytes must come back unchanged) */
+    size_t off[FC_T_COUNT + 1], total; /* packed: offset of each buffer (FC_T_COUNT: the sinks) */
     float *sinks, *dsinks;  /* the run's sinks / dsinks, or their device copies */
 } call_mem;
 
+/* ---------------------------------------------------------------------------
+ * The device gate (check.h): process-wide hooks around every device section
+ * ------------------------------------------------------------------------- */
+static fc_device_gate run_gate;
+
+void fc_run_set_device_gate(const fc_device_gate *g) {
+    if (g) run_gate = *g;
+    else memset(&run_gate, 0, sizeof run_gate);
+}
+
+void fc_device_enter(void) {
+    if (run_gate.enter) run_gate.enter(run_gate.user);
+}
+
+void fc_device_leave(void) {
+    if (run_gate.leave) run_gate.leave(run_gate.user);
+}
+
 #if FC_HAVE_CUDA
-/* Device mirrors are reused from call to call (per thread, one per tensor
- * slot, grown when a case needs more): every call copies each whole host
- * allocation (guards, gaps, poison included) over its mirror before the
- * backend runs and copies it all back after, so nothing of an earlier call
- * can be seen, and no cudaMalloc/cudaFree (which synchronize the device) is
- * paid per call. */
+int fc_run_device_wait(fc_device_wait w) {
+    unsigned flags = w == FC_DEVICE_WAIT_BLOCK ? cudaDeviceScheduleBlockingSync
+                     : w == FC_DEVICE_WAIT_YIELD ? cudaDeviceScheduleYield : cudaDeviceScheduleSpin;
+    cudaError_t e = cudaSetDeviceFlags(flags);
+    if (e != cudaSuccess) (void)cudaGetLastError();
+    return e == cudaSuccess ? 0 : -1;
+}
+
+/* Device mirrors are reused from call to call (per thread, grown when a case
+ * needs more): every call copies each whole host allocation (guards, gaps,
+ * poison included) over its mirror before the backend runs and copies it all
+ * back after, so nothing of an earlier call can be seen, and no cudaMalloc/cudaFree
+ * (which synchronize the device) is paid per call.
+ *
+ * Calls whose buffers total at most FC_RUN_PACK_MAX bytes are packed: every
+ * allocation (and the sinks) is copied into one page-locked staging block on the
+ * host BEFORE the device gate is entered, the block goes to one device arena in
+ * one copy, comes back in one copy after the call, and is unpacked after the gate
+ * is left. The device section is then two DMA copies, the call and a synchronize:
+ * the least time a process holds a shared device. Larger calls mirror each buffer
+ * on its own (dev_pool), with pageable copies. */
+#define FC_RUN_PACK_MAX ((size_t)256 << 20)
+#define FC_RUN_PACK_ALIGN ((size_t)256)
 static _Thread_local void *dev_pool[FC_T_COUNT];
 static _Thread_local size_t dev_cap[FC_T_COUNT];
+static _Thread_local void *pack_host, *pack_dev;  /* staging block (cudaMallocHost) and its arena */
+static _Thread_local size_t pack_host_cap, pack_dev_cap;
+static _Thread_local int pack_broken;             /* page-locked memory refused once: stop trying */
 
 static cudaError_t dev_reserve(int t, size_t n) {
     if (dev_pool[t] && dev_cap[t] >= n) return cudaSuccess;
@@ -269,26 +311,103 @@ static cudaError_t dev_reserve(int t, size_t n) {
     else dev_pool[t] = NULL;
     return e;
 }
+
+/* Grow *p (capacity *cap) to n bytes: at least 4 MiB, doubling. */
+static cudaError_t pack_grow(void **p, size_t *cap, size_t n, int host) {
+    if (*p && *cap >= n) return cudaSuccess;
+    if (*p) { if (host) cudaFreeHost(*p); else cudaFree(*p); }
+    *p = NULL;
+    *cap = 0;
+    size_t want = (size_t)4 << 20;
+    while (want < n) want *= 2;
+    cudaError_t e = host ? cudaMallocHost(p, want) : cudaMalloc(p, want);
+    if (e == cudaSuccess) *cap = want;
+    else { *p = NULL; (void)cudaGetLastError(); }
+    return e;
+}
+
+/* The packed layout of r's buffers: m->off, m->total. 0 when it fits FC_RUN_PACK_MAX. */
+static int pack_layout(const fc_run *r, call_mem *m) {
+    size_t at = 0;
+    for (int t = 0; t < FC_T_COUNT; t++) {
+        m->off[t] = at;
+        if (r->buf[t].alloc) at += (buf_bytes(&r->buf[t]) + FC_RUN_PACK_ALIGN - 1) & ~(FC_RUN_PACK_ALIGN - 1);
+    }
+    m->off[FC_T_COUNT] = at;
+    if (r->sinks) at += 2 * sizeof(float) * (size_t)r->c.p.heads_q;
+    m->total = at;
+    return at <= FC_RUN_PACK_MAX ? 0 : -1;
+}
+#else
+int fc_run_device_wait(fc_device_wait w) { (void)w; return 0; }
 #endif
 
-static fa_status mem_setup(fc_run *r, const fa_backend *be, call_mem *m) {
+/* Mirror r's buffers for a call of be whose inputs are inputs[0..ninputs). The inputs' bytes are
+ * kept for fc_check_inputs_unchanged: a snapshot taken now (host backends, per-buffer mirrors), or,
+ * for a packed call, the host buffer itself: it is not touched by the call, and mem_finish
+ * compares it with what came back, making the snapshot (the old bytes) only when they differ. */
+static fa_status mem_setup(fc_run *r, const fa_backend *be, call_mem *m, const int *inputs, int ninputs) {
     memset(m, 0, sizeof *m);
+    for (int i = 0; i < ninputs; i++) m->input[inputs[i]] = 1;
     if (be->memspace == FA_MEM_HOST) {
+        for (int i = 0; i < ninputs; i++) take_snapshot(r, inputs[i]);
         for (int t = 0; t < FC_T_COUNT; t++) m->base[t] = r->buf[t].alloc;
         m->sinks = r->sinks;
         m->dsinks = r->dsinks;
+        fc_device_enter();
+        m->gated = 1;
         return FA_OK;
     }
 #if FC_HAVE_CUDA
     m->device = 1;
+    size_t nsinks = r->sinks ? sizeof(float) * (size_t)r->c.p.heads_q : 0;
+    if (!pack_broken && pack_layout(r, m) == 0) {
+        /* host side first (no device work): the staging block */
+        if (pack_grow(&pack_host, &pack_host_cap, m->total, 1) == cudaSuccess) {
+            for (int t = 0; t < FC_T_COUNT; t++)
+                if (r->buf[t].alloc) memcpy((char *)pack_host + m->off[t], r->buf[t].alloc, buf_bytes(&r->buf[t]));
+            if (r->sinks) {
+                memcpy((char *)pack_host + m->off[FC_T_COUNT], r->sinks, nsinks);
+                memcpy((char *)pack_host + m->off[FC_T_COUNT] + nsinks, r->dsinks, nsinks);
+            }
+            m->packed = 1;
+        } else {
+            pack_broken = 1; /* no page-locked memory here: the per-buffer mirrors from now on */
+        }
+    }
+    for (int i = 0; i < ninputs; i++) {
+        if (!m->packed) {
+            take_snapshot(r, inputs[i]);
+        } else { /* made in mem_finish if the call changed the input */
+            free(r->snapshot[inputs[i]]);
+            r->snapshot[inputs[i]] = NULL;
+        }
+    }
+    fc_device_enter();
+    m->gated = 1;
+    if (m->packed) {
+        cudaError_t e = pack_grow(&pack_dev, &pack_dev_cap, m->total, 0);
+        if (e == cudaSuccess) e = cudaMemcpy(pack_dev, pack_host, m->total, cudaMemcpyHostToDevice);
+        if (e != cudaSuccess) {
+            m->packed = 0; /* nothing to copy back */
+            return fa_fail(&r->err, FA_ERR_DEVICE, "", "harness: CUDA allocation/copy of the packed buffers (%zu bytes) "
+                           "failed: %s", m->total, cudaGetErrorString(e));
+        }
+        for (int t = 0; t < FC_T_COUNT; t++)
+            if (r->buf[t].alloc) m->base[t] = (char *)pack_dev + m->off[t];
+        if (r->sinks) {
+            m->sinks = (float *)((char *)pack_dev + m->off[FC_T_COUNT]);
+            m->dsinks = m->sinks + r->c.p.heads_q;
+        }
+        return FA_OK;
+    }
     if (r->sinks) { /* small: a fresh allocation per call, copied both ways */
-        size_t n = sizeof(float) * (size_t)r->c.p.heads_q;
-        cudaError_t e = cudaMalloc((void **)&m->sinks, 2 * n);
+        cudaError_t e = cudaMalloc((void **)&m->sinks, 2 * nsinks);
         if (e == cudaSuccess) {
             m->dsinks = m->sinks + r->c.p.heads_q;
-            e = cudaMemcpy(m->sinks, r->sinks, n, cudaMemcpyHostToDevice);
+            e = cudaMemcpy(m->sinks, r->sinks, nsinks, cudaMemcpyHostToDevice);
         }
-        if (e == cudaSuccess) e = cudaMemcpy(m->dsinks, r->dsinks, n, cudaMemcpyHostToDevice);
+        if (e == cudaSuccess) e = cudaMemcpy(m->dsinks, r->dsinks, nsinks, cudaMemcpyHostToDevice);
         if (e != cudaSuccess)
             return fa_fail(&r->err, FA_ERR_DEVICE, "sinks", "harness: CUDA allocation/copy of the sinks failed: %s",
                            cudaGetErrorString(e));
@@ -318,25 +437,55 @@ fc_blame fc_device_blame(fa_status before, int sync_failed, int copy_failed) {
     return FC_BLAME_NONE;
 }
 
-/* Synchronize and copy every mirrored buffer back. before: the status so far (mem_setup's or
- * the backend's): an error already reported is kept (fc_device_blame). */
+/* Synchronize and copy every mirrored buffer back, leave the gate, unpack. before: the status so
+ * far (mem_setup's or the backend's): an error already reported is kept (fc_device_blame). */
 static fa_status mem_finish(fc_run *r, call_mem *m, fa_status before) {
     fa_status st = FA_OK;
 #if FC_HAVE_CUDA
     if (m->device) {
         cudaError_t e0 = cudaDeviceSynchronize(), ec = cudaSuccess;
-        for (int t = 0; t < FC_T_COUNT; t++) {
-            if (!m->base[t]) continue;
-            cudaError_t e = cudaMemcpy(r->buf[t].alloc, m->base[t], buf_bytes(&r->buf[t]), cudaMemcpyDeviceToHost);
-            if (e != cudaSuccess && ec == cudaSuccess) ec = e;
-            m->base[t] = NULL; /* the mirror stays in dev_pool for the next call */
-        }
-        if (m->sinks) {
-            cudaError_t e = cudaMemcpy(r->dsinks, m->dsinks, sizeof(float) * (size_t)r->c.p.heads_q,
-                                       cudaMemcpyDeviceToHost);
-            if (e != cudaSuccess && ec == cudaSuccess) ec = e;
-            cudaFree(m->sinks);
+        if (m->packed) {
+            ec = cudaMemcpy(pack_host, pack_dev, m->total, cudaMemcpyDeviceToHost);
+            if (m->gated) fc_device_leave();
+            m->gated = 0;
+            if (ec == cudaSuccess) {
+                for (int t = 0; t < FC_T_COUNT; t++) {
+                    if (!r->buf[t].alloc) continue;
+                    const char *back = (const char *)pack_host + m->off[t];
+                    size_t n = buf_bytes(&r->buf[t]);
+                    if (m->input[t]) {
+                        if (memcmp(r->buf[t].alloc, back, n) == 0) continue; /* unchanged: nothing to copy */
+                        r->snapshot[t] = malloc(n);                           /* the bytes before the call */
+                        if (!r->snapshot[t]) {
+                            if (st == FA_OK)
+                                st = fa_fail(&r->err, FA_ERR_DEVICE, fc_tensor_name(t), "harness: out of memory for the "
+                                             "snapshot of input %s", fc_tensor_name(t));
+                        } else {
+                            memcpy(r->snapshot[t], r->buf[t].alloc, n);
+                        }
+                    }
+                    memcpy(r->buf[t].alloc, back, n);
+                }
+                if (r->sinks)
+                    memcpy(r->dsinks, (char *)pack_host + m->off[FC_T_COUNT] + sizeof(float) * (size_t)r->c.p.heads_q,
+                           sizeof(float) * (size_t)r->c.p.heads_q);
+            }
+            for (int t = 0; t < FC_T_COUNT; t++) m->base[t] = NULL;
             m->sinks = m->dsinks = NULL;
+        } else {
+            for (int t = 0; t < FC_T_COUNT; t++) {
+                if (!m->base[t]) continue;
+                cudaError_t e = cudaMemcpy(r->buf[t].alloc, m->base[t], buf_bytes(&r->buf[t]), cudaMemcpyDeviceToHost);
+                if (e != cudaSuccess && ec == cudaSuccess) ec = e;
+                m->base[t] = NULL; /* the mirror stays in dev_pool for the next call */
+            }
+            if (m->sinks) {
+                cudaError_t e = cudaMemcpy(r->dsinks, m->dsinks, sizeof(float) * (size_t)r->c.p.heads_q,
+                                           cudaMemcpyDeviceToHost);
+                if (e != cudaSuccess && ec == cudaSuccess) ec = e;
+                cudaFree(m->sinks);
+                m->sinks = m->dsinks = NULL;
+            }
         }
         switch (fc_device_blame(before, e0 != cudaSuccess, ec != cudaSuccess)) {
         case FC_BLAME_BACKEND:
@@ -353,19 +502,19 @@ static fa_status mem_finish(fc_run *r, call_mem *m, fa_status before) {
     }
 #else
     (void)r;
-    (void)m;
     (void)before;
 #endif
+    if (m->gated) fc_device_leave();
+    m->gated = 0;
     return st;
 }
 
 fa_status fc_run_forward(fc_run *r, const fa_backend *be) {
     memset(&r->err, 0, sizeof r->err);
     const int inputs[4] = {FC_T_Q, FC_T_K, FC_T_V, FC_T_MASK};
-    for (int i = 0; i < 4; i++) take_snapshot(r, inputs[i]);
     call_mem m;
     r->on_device = be->memspace != FA_MEM_HOST;
-    fa_status st = mem_setup(r, be, &m);
+    fa_status st = mem_setup(r, be, &m, inputs, 4);
     if (st == FA_OK) {
         fa_fwd_args a;
         memset(&a, 0, sizeof a);
@@ -400,12 +549,11 @@ fa_status fc_run_backward(fc_run *r, const fa_backend *be) {
         return r->status;
     }
     const int inputs[7] = {FC_T_Q, FC_T_K, FC_T_V, FC_T_MASK, FC_T_O, FC_T_LSE, FC_T_DO};
-    for (int i = 0; i < 7; i++) take_snapshot(r, inputs[i]);
     if (r->dsinks)
         for (int64_t h = 0; h < r->c.p.heads_q; h++) r->dsinks[h] = NAN;
     call_mem m;
     r->on_device = be->memspace != FA_MEM_HOST;
-    fa_status st = mem_setup(r, be, &m);
+    fa_status st = mem_setup(r, be, &m, inputs, 7);
     if (st == FA_OK) {
         fa_bwd_args a;
         memset(&a, 0, sizeof a);
