@@ -380,8 +380,13 @@ fc_outcome fc_prop_leak(const fa_backend *be, const fc_case *c, fc_verdict *v) {
 /* ---------------------------------------------------------------------------
  * pow2_scale
  * ------------------------------------------------------------------------- */
-/* y == 2 * x bitwise for every element where x is a normal number whose
- * double is finite in the dtype. */
+/* y == 2 * x bitwise for every element where |x| is above the dtype's smallest normal
+ * and 2x is finite in the dtype. Why above, not at: rounding to the dtype commutes with *2
+ * when the unrounded value z has |z| >= min normal (ulp(2z) = 2 ulp(z)); a stored x with
+ * |x| > min normal is at least min normal + ulp, so |z| > min normal; a stored x = +-min
+ * normal may come from |z| just below it (rounded up on the subnormal grid, spacing ulp),
+ * and 2z then rounds on the same spacing: 2x - ulp is possible (seen on the CPU backend:
+ * dK = 2^-14 gave 2^-13 - 2^-24 with V doubled). */
 static int64_t check_doubled(const char *prop, const char *what, int t, const fc_run *ra, const fc_run *rb, fc_verdict *v) {
     const fc_buf *xa = &ra->buf[t], *xb = &rb->buf[t];
     fa_dtype dt = ra->c.p.dtype;
@@ -392,7 +397,7 @@ static int64_t check_doubled(const char *prop, const char *what, int t, const fc
         if (!isfinite(x)) continue;
         /* zero and subnormal results are excluded: a stored 0 or subnormal may be an
            underflowed value whose double rounds to a nonzero subnormal (not 2x) */
-        if (fabs(x) < dtype_min_normal(dt) || fabs(2 * x) > dtype_max(dt)) continue;
+        if (fabs(x) <= dtype_min_normal(dt) || fabs(2 * x) > dtype_max(dt)) continue;
         tested++;
         int ok = y == 2 * x && signbit(y) == signbit(x);
         if (!ok) {
@@ -438,7 +443,8 @@ static int scale_input(fc_run *r, int t, double f) {
     return 1;
 }
 
-/* 1 when an O element of r below the dtype's smallest normal (zero included) lies in a row with a
+/* 1 when an O element of r at or below the dtype's smallest normal (zero included; at: see
+ * check_doubled) lies in a row with a
  * visible key (finite LSE; packed rows: any row): D_i = dO_i . O_i from the stored O (FA_D_FROM_O)
  * then need not double with V, as rounding 2 * o to the dtype is not 2 * round(o) there, and dS,
  * dQ, dK change in their last bits (seen on the CPU backend: dK one fp16 ulp off). */
@@ -450,7 +456,7 @@ static int o_has_tiny(const fc_run *r) {
     for (int64_t e = 0; e < n; e++) {
         unravel(o, e, idx);
         double x = fc_buf_get(o, idx);
-        if (!isfinite(x) || fabs(x) >= mn) continue;
+        if (!isfinite(x) || fabs(x) > mn) continue;
         if (packed) return 1;
         const int64_t li[4] = {idx[0], idx[2], idx[1], 0};
         if (isfinite(fc_buf_get(l, li))) return 1;

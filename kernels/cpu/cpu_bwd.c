@@ -181,6 +181,10 @@ static int64_t cpu_bwd_dkdv_tile(const cpu_bwd_plan *pl, const cpu_seq *seq, int
     memset(dk_acc, 0, sizeof(float) * (size_t)(nk * Dqk));
     memset(dv_acc, 0, sizeof(float) * (size_t)(nk * Dv));
 
+    /* mutant dk_rows_at_dv_pitch: the dK accumulator's rows are Dv floats apart (a tile sized by
+     * the value head dim); with Dqk > Dv neighbouring rows overlap (inside acc_a: (nk-1) Dv + Dqk
+     * <= nk Dqk), the store reads them at the right pitch */
+    const int64_t dk_pitch = cpu_mut(CPU_MUT_DK_ACC_DV_PITCH) && Dv < Dqk ? Dv : Dqk;
     for (int64_t h = 0; h < p->heads_q; h++) {
         if (cpu_kv_head(p, h) != hk) continue;
         /* mutant dv_gqa_not_summed: each head of the group overwrites dV */
@@ -196,7 +200,7 @@ static int64_t cpu_bwd_dkdv_tile(const cpu_bwd_plan *pl, const cpu_seq *seq, int
             if (!cpu_bwd_row(pl, w, seq, b, h, i, j0, nk, w->q, w->dout, lse, delta, ds, pr)) continue;
             for (int64_t c = 0; c < nk; c++) {
                 if (!w->vis[c]) continue;
-                float *dvc = dv_acc + c * Dv, *dkc = dk_acc + c * Dqk;
+                float *dvc = dv_acc + c * Dv, *dkc = dk_acc + c * dk_pitch;
                 for (int64_t d = 0; d < Dv; d++) dvc[d] += pr[c] * w->dout[d];
                 for (int64_t d = 0; d < Dqk; d++) dkc[d] += ds[c] * w->q[d];
             }
@@ -362,7 +366,7 @@ fa_status cpu_backward_mode(const fa_bwd_args *a, int ftz, fa_error *err) {
     pl.a = a;
     pl.p = p;
     pl.bf16 = p->dtype == FA_BF16;
-    pl.scale = fa_effective_scale(p);
+    pl.scale = cpu_softmax_scale(p);
     pl.score_scale = cpu_softcap_scale(pl.scale, p->softcap);
     const int64_t qdim[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk};
     const int64_t kdim[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk};

@@ -44,6 +44,11 @@ enum {
     CPU_MUT_SEQUSED_IGNORED,
     CPU_MUT_DSINK_SIGN,
     CPU_MUT_PAGES_CONTIGUOUS,
+    CPU_MUT_SPLIT_DROPS_LAST,
+    CPU_MUT_VARLEN_CAUSAL_MAX,
+    CPU_MUT_SOFTCAP_CAP_MISSING,
+    CPU_MUT_SCALE_FROM_DV,
+    CPU_MUT_DK_ACC_DV_PITCH,
     CPU_MUT_COUNT
 };
 
@@ -169,6 +174,8 @@ static inline cpu_row_range cpu_visible_range(const fa_problem *p, const cpu_seq
                        (p->causal == FA_CAUSAL_NONE && p->window_align == FA_ALIGN_BOTTOM_RIGHT);
     if (cpu_mut(CPU_MUT_CAUSAL_TOP_LEFT_FOR_BR)) bottom_right = 0;
     int64_t diag = bottom_right ? i + (sq->sk - sq->sq) : i;
+    /* mutant varlen_causal_from_max_lengths: the batch's maxima align every sequence */
+    if (bottom_right && cpu_mut(CPU_MUT_VARLEN_CAUSAL_MAX)) diag = i + (p->seqlen_k - p->seqlen_q);
     int64_t lo = 0, hi = INT64_MAX;
     if (p->causal != FA_CAUSAL_NONE) hi = cpu_mut(CPU_MUT_CAUSAL_OFF_BY_ONE) ? diag + 1 : diag;
     if (p->window_left >= 0) {
@@ -182,6 +189,14 @@ static inline cpu_row_range cpu_visible_range(const fa_problem *p, const cpu_seq
     }
     cpu_row_range r = {lo, hi < sq->sk - 1 ? hi : sq->sk - 1, hi};
     return r;
+}
+
+/* The softmax scale (fa_effective_scale); the scale_from_dv mutant takes the default
+ * 1/sqrt(head_dim_v) (rounded as fa_effective_scale rounds) instead of 1/sqrt(head_dim_qk). */
+static inline float cpu_softmax_scale(const fa_problem *p) {
+    if (cpu_mut(CPU_MUT_SCALE_FROM_DV) && p->softmax_scale == 0.0f && p->head_dim_v > 0)
+        return (float)(1.0 / sqrt((double)p->head_dim_v));
+    return fa_effective_scale(p);
 }
 
 /* Query head h reads kv head h / g, g = heads_q / heads_kv. */
