@@ -43,9 +43,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "kernels/cpu/cpu_internal.h"
 
@@ -321,12 +318,8 @@ static void cpu_fwd_unit(const cpu_fwd_plan *pl, int64_t b, int64_t h, int64_t i
 fa_status cpu_forward(const fa_fwd_args *a, fa_error *err) { return cpu_forward_mode(a, 0, err); }
 
 fa_status cpu_forward_mode(const fa_fwd_args *a, int ftz, fa_error *err) {
-    cpu_mutant_init();
-    fa_status st = fa_validate_fwd(a, &cpu_limits, err);
+    fa_status st = cpu_call_start(fa_validate_fwd(a, &cpu_limits, err), ftz, err);
     if (st != FA_OK) return st;
-    if (ftz && !CPU_HAS_FTZ)
-        return fa_fail(err, FA_ERR_UNSUPPORTED, "", "cpu_ftz: flush-to-zero mode needs x86 MXCSR; "
-                       "use the cpu backend on this machine.");
     const fa_problem *p = &a->p;
     if (p->batch == 0 || p->seqlen_q == 0) return FA_OK;
 
@@ -338,20 +331,9 @@ fa_status cpu_forward_mode(const fa_fwd_args *a, int ftz, fa_error *err) {
     pl.reverse_dots = 0;
     if (cpu_mut(CPU_MUT_FWD_ORDER_AT_SCALE) && p->batch * p->heads_q * p->seqlen_q >= 4096)
         pl.reverse_dots = (int)(__atomic_fetch_add(&cpu_fwd_call_counter, 1u, __ATOMIC_RELAXED) & 1u);
-    const int64_t qdim[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk};
-    const int64_t kdim[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk};
-    const int64_t vdim[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v};
-    const int dense_q = a->varlen.cu_seqlens_q == NULL;
-    const int dense_k = a->varlen.cu_seqlens_k == NULL && p->page_size == 0;
-    cpu_input_strides(&a->q, qdim, dense_q, pl.q_st);
-    cpu_input_strides(&a->k, kdim, dense_k, pl.k_st);
-    cpu_input_strides(&a->v, vdim, dense_k, pl.v_st);
-    cpu_mask_strides(&a->mask, pl.mask_st);
+    cpu_qkv_strides(p, &a->varlen, &a->q, &a->k, &a->v, &a->mask, pl.q_st, pl.k_st, pl.v_st, pl.mask_st);
 
-    int nthreads = 1;
-#ifdef _OPENMP
-    nthreads = omp_get_max_threads();
-#endif
+    const int nthreads = cpu_max_threads();
     const size_t per_thread = cpu_fwd_scratch_floats(p->head_dim_qk, p->head_dim_v);
     float *scratch = malloc(sizeof(float) * per_thread * (size_t)nthreads);
     if (scratch == NULL)
@@ -363,10 +345,7 @@ fa_status cpu_forward_mode(const fa_fwd_args *a, int ftz, fa_error *err) {
 #pragma omp parallel num_threads(nthreads)
     {
         const unsigned csr = cpu_ftz_enter(ftz); /* every thread of the team, restored below */
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        const int tid = cpu_thread_id();
         cpu_fwd_scratch w = cpu_fwd_scratch_at(scratch + per_thread * (size_t)tid, p->head_dim_qk,
                                                p->head_dim_v);
 #pragma omp for schedule(dynamic, 1)

@@ -232,6 +232,50 @@ static inline void cpu_mask_strides(const fa_mask *m, int64_t out[4]) {
     if (cpu_mut(CPU_MUT_MASK_BH_STRIDE_IGNORED)) out[0] = out[1] = 0;
 }
 
+/* The strides q, k, v and the mask are read with (cpu_input_strides, cpu_mask_strides); Q is
+ * dense unless packed (cu_seqlens_q), K and V unless packed or paged. Returns dense_q. */
+static inline int cpu_qkv_strides(const fa_problem *p, const fa_varlen *vl, const fa_tensor *q, const fa_tensor *k,
+                                  const fa_tensor *v, const fa_mask *m, int64_t q_st[4], int64_t k_st[4],
+                                  int64_t v_st[4], int64_t mask_st[4]) {
+    const int64_t qdim[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk};
+    const int64_t kdim[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk};
+    const int64_t vdim[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v};
+    const int dense_q = vl->cu_seqlens_q == NULL;
+    const int dense_k = vl->cu_seqlens_k == NULL && p->page_size == 0;
+    cpu_input_strides(q, qdim, dense_q, q_st);
+    cpu_input_strides(k, kdim, dense_k, k_st);
+    cpu_input_strides(v, vdim, dense_k, v_st);
+    cpu_mask_strides(m, mask_st);
+    return dense_q;
+}
+
+// ----------------------------------------------------------------------------
+// OpenMP: the team size of a call and a thread's index in it (1 and 0 without OpenMP)
+
+#ifdef _OPENMP
+#include <omp.h>
+static inline int cpu_max_threads(void) { return omp_get_max_threads(); }
+static inline int cpu_thread_id(void) { return omp_get_thread_num(); }
+#else
+static inline int cpu_max_threads(void) { return 1; }
+static inline int cpu_thread_id(void) { return 0; }
+#endif
+
+// ----------------------------------------------------------------------------
+// the start of every call
+
+/* validated: what fa_validate_fwd / fa_validate_bwd returned. Reads the mutant selection
+ * (FLASHCHECK_CPU_MUTANT) once, passes a validation failure on, and refuses flush-to-zero mode
+ * where there is no MXCSR. FA_OK: the call may run. */
+static inline fa_status cpu_call_start(fa_status validated, int ftz, fa_error *err) {
+    cpu_mutant_init();
+    if (validated != FA_OK) return validated;
+    if (ftz && !CPU_HAS_FTZ)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "", "cpu_ftz: flush-to-zero mode needs x86 MXCSR; "
+                       "use the cpu backend on this machine.");
+    return FA_OK;
+}
+
 // ----------------------------------------------------------------------------
 // loading tiles to fp32 (exact conversions)
 
