@@ -497,6 +497,15 @@ static const char *cat_status(const cat_result *c)
     return "PASS";
 }
 
+/* The category's worst error/bound as the tables show it ("%.4g"), or "-" when no element was
+ * compared with the oracle. */
+static const char *cat_ratio(const cat_result *c, char *buf, size_t len)
+{
+    if (c->has_ratio) snprintf(buf, len, "%.4g", c->worst_ratio);
+    else snprintf(buf, len, "-");
+    return buf;
+}
+
 static cJSON *report_json(const certify_ctx *x, int verdict, const char *date, cJSON *regressions)
 {
     cJSON *root = cJSON_CreateObject();
@@ -615,8 +624,7 @@ static int write_markdown(const certify_ctx *x, const char *path, int verdict, c
         const cat_result *c = &x->cat[i];
         if (!cat_shown(x, i)) continue;
         char ratio[32];
-        if (c->has_ratio) snprintf(ratio, sizeof ratio, "%.4g", c->worst_ratio);
-        else snprintf(ratio, sizeof ratio, "-");
+        cat_ratio(c, ratio, sizeof ratio);
         MD("| %s | %s | %lld | %lld | %lld | %lld | %lld | %s | %s |\n", cat_name(i), cat_status(c), (long long)c->cases,
            (long long)c->passed, (long long)c->failed, (long long)c->skipped, (long long)c->not_judged, ratio, cat_what(i));
     }
@@ -807,8 +815,7 @@ int cli_certify(int argc, char **argv)
         const cat_result *c = &x->cat[i];
         if (!cat_shown(x, i)) continue;
         char ratio[32];
-        if (c->has_ratio) snprintf(ratio, sizeof ratio, "%.4g", c->worst_ratio);
-        else snprintf(ratio, sizeof ratio, "-");
+        cat_ratio(c, ratio, sizeof ratio);
         printf("  %-11s %-10s %7lld %7lld %7lld %8lld %11lld %12s\n", cat_name(i), cat_status(c), (long long)c->cases,
                (long long)c->passed, (long long)c->failed, (long long)c->skipped, (long long)c->not_judged, ratio);
     }

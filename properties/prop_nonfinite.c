@@ -20,28 +20,15 @@
  * that a placement some row sees produces a non-finite reference somewhere (else SKIP: the case
  * cannot show the relation, never a pass of it). */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "properties/prop_internal.h"
 #include "properties/properties.h"
 
 static const char *const NF = "nonfinite";
 
-static void nf_fail(fc_verdict *v, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
-static void nf_fail(fc_verdict *v, const char *fmt, ...) {
-    char text[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    fc_verdict_fail(v, "property:nonfinite", "%s", text);
-}
 
 /* Key j visible to row (b, h, i): the oracle's causal/window rule and the mask's -inf. */
 static int nf_visible(const fc_run *r, int64_t b, int64_t h, int64_t i, int64_t j) {
@@ -91,7 +78,7 @@ static void nf_transfer(fc_verdict *v, const fc_verdict *s, const char *label) {
     for (int i = 0; i < s->n_reasons; i++) {
         const fc_reason *x = &s->reason[i];
         if (!strcmp(x->check, "skip") || !strcmp(x->check, "overflow")) continue;
-        nf_fail(v, "%s: [%s] %.200s", label, x->check, x->text);
+        fc_prop_fail(v, NF, "%s: [%s] %.200s", label, x->check, x->text);
     }
 }
 
@@ -139,7 +126,7 @@ static int nf_one(const fa_backend *be, const fc_case *c, const nf_place *pl, in
              (long long)pl->pos, pl->dead ? " (a row with no visible key)" : "");
     fc_run r;
     if (fc_run_init(&r, c, FC_POISON_A, msg, sizeof msg)) {
-        nf_fail(v, "harness: %s", msg);
+        fc_prop_fail(v, NF, "harness: %s", msg);
         return 0;
     }
     const int64_t dqk = p->head_dim_qk, dv = p->head_dim_v;
@@ -166,7 +153,7 @@ static int nf_one(const fa_backend *be, const fc_case *c, const nf_place *pl, in
         goto out;
     }
     if (st != FA_OK) {
-        nf_fail(v, "%s: backend returned %s (arg '%s'): %s", label, fa_status_name(st), r.err.arg, r.err.msg);
+        fc_prop_fail(v, NF, "%s: backend returned %s (arg '%s'): %s", label, fa_status_name(st), r.err.arg, r.err.msg);
         goto out;
     }
     fc_check_guards(&r, s);
@@ -175,7 +162,7 @@ static int nf_one(const fa_backend *be, const fc_case *c, const nf_place *pl, in
     fc_check_written(&r, FC_T_LSE, s);
     orc_fwd_result fr;
     if (fc_oracle_fwd(&r, fc_check_profile(be), &fr, msg, sizeof msg)) {
-        nf_fail(v, "%s: harness: %s", label, msg);
+        fc_prop_fail(v, NF, "%s: harness: %s", label, msg);
         goto out;
     }
     fc_check_fwd_outputs(&r, &fr, s);
@@ -187,7 +174,7 @@ static int nf_one(const fa_backend *be, const fc_case *c, const nf_place *pl, in
         for (int t = FC_T_DQ; t <= FC_T_DV; t++) fc_check_written(&r, t, s);
         orc_bwd_result br;
         if (fc_oracle_bwd(&r, fc_check_profile(be), &br, msg, sizeof msg)) {
-            nf_fail(v, "%s: harness: %s", label, msg);
+            fc_prop_fail(v, NF, "%s: harness: %s", label, msg);
             goto out;
         }
         fc_check_bwd_outputs(&r, &br, s);
@@ -207,14 +194,14 @@ static int nf_one(const fa_backend *be, const fc_case *c, const nf_place *pl, in
     {
         const int kv = pl->kind <= NF_V_ROW;
         const int64_t nonfinite = fwd.nonfinite + gq.nonfinite + gk.nonfinite + gv.nonfinite;
-        if (fwd.finite == 0) nf_fail(v, "%s: no O/LSE element kept a finite judged reference", label);
-        if (bwd && kv && gq.finite == 0) nf_fail(v, "%s: no dQ element kept a finite judged reference", label);
+        if (fwd.finite == 0) fc_prop_fail(v, NF, "%s: no O/LSE element kept a finite judged reference", label);
+        if (bwd && kv && gq.finite == 0) fc_prop_fail(v, NF, "%s: no dQ element kept a finite judged reference", label);
         if (bwd && !kv && (gk.finite == 0 || gv.finite == 0))
-            nf_fail(v, "%s: no dK (%lld) or dV (%lld) element kept a finite judged reference", label,
+            fc_prop_fail(v, NF, "%s: no dK (%lld) or dV (%lld) element kept a finite judged reference", label,
                     (long long)gk.finite, (long long)gv.finite);
         /* a row with no visible key reaches nothing */
         if (pl->dead && nonfinite > 0)
-            nf_fail(v, "%s: the oracle has %lld non-finite references for a value only a row with no visible "
+            fc_prop_fail(v, NF, "%s: the oracle has %lld non-finite references for a value only a row with no visible "
                        "key reads (harness)", label, (long long)nonfinite);
         /* a placement some row sees must reach an output (K -Inf may only hide its key: a score of
            -Inf is a weight of 0; dO reaches outputs in the backward only) */
@@ -249,13 +236,13 @@ fc_outcome fc_prop_nonfinite(const fa_backend *be, const fc_case *c, fc_verdict 
     fc_run r0;
     char msg[300];
     if (fc_run_init(&r0, c, FC_POISON_A, msg, sizeof msg)) {
-        nf_fail(v, "harness: %s", msg);
+        fc_prop_fail(v, NF, "harness: %s", msg);
         return v->outcome;
     }
     int64_t *nvis = calloc((size_t)Sq, sizeof *nvis), *first = calloc((size_t)Sq, sizeof *first);
     int64_t *last = calloc((size_t)Sq, sizeof *last), *seen_by = calloc((size_t)Sk, sizeof *seen_by);
     if (!nvis || !first || !last || !seen_by) {
-        nf_fail(v, "harness: out of memory");
+        fc_prop_fail(v, NF, "harness: out of memory");
         goto done;
     }
     for (int64_t i = 0; i < Sq; i++) {
@@ -312,7 +299,7 @@ fc_outcome fc_prop_nonfinite(const fa_backend *be, const fc_case *c, fc_verdict 
     }
     fc_verdict *s = malloc(sizeof *s);
     if (!s) {
-        nf_fail(v, "harness: out of memory");
+        fc_prop_fail(v, NF, "harness: out of memory");
         goto done;
     }
     for (int k = 0; k < np; k++) nf_one(be, c, &pl[k], bwd, v, s);

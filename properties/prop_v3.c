@@ -10,32 +10,18 @@
  *   paging   which physical page holds a key is not part of the math: permuting the pool's
  *            pages and the table's entries alike must give the same bits on ANY backend
  *            (forward and backward; dK, dV move with their pages). */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "properties/prop_internal.h"
 #include "properties/properties.h"
 
-static void v3fail(fc_verdict *v, const char *prop, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-static void v3fail(fc_verdict *v, const char *prop, const char *fmt, ...) {
-    char check[40], text[256];
-    snprintf(check, sizeof check, "property:%s", prop);
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    fc_verdict_fail(v, check, "%s", text);
-}
 
 static int v3_run(fc_run *r, const fc_case *c, int poison, fc_verdict *v, const char *prop) {
     char msg[300];
     if (fc_run_init(r, c, poison, msg, sizeof msg)) {
-        v3fail(v, prop, "harness: %s", msg);
+        fc_prop_fail(v, prop, "harness: %s", msg);
         return -1;
     }
     return 0;
@@ -50,7 +36,7 @@ static int v3_call(const fa_backend *be, fc_run *r, int bwd, fc_verdict *v, cons
     }
     if (st == FA_OK) return 1;
     if (st == FA_ERR_UNSUPPORTED) fc_verdict_skip(v, "%s: %s unsupported: %s", prop, pass, r->err.msg);
-    else v3fail(v, prop, "%s: backend returned %s: %s", pass, fa_status_name(st), r->err.msg);
+    else fc_prop_fail(v, prop, "%s: backend returned %s: %s", pass, fa_status_name(st), r->err.msg);
     return 0;
 }
 
@@ -206,7 +192,7 @@ fc_outcome fc_prop_packing(const fa_backend *be, const fc_case *c, fc_verdict *v
         for (int64_t h = 0; h < p->heads_q; h++) {
             float want = 0.0f - dsum[h];
             if (memcmp(&want, &ra.dsinks[h], sizeof want) != 0) {
-                v3fail(v, prop, "dsinks[%lld] = %.9g, the sequences' parts sum to %.9g", (long long)h,
+                fc_prop_fail(v, prop, "dsinks[%lld] = %.9g, the sequences' parts sum to %.9g", (long long)h,
                        (double)ra.dsinks[h], (double)want);
                 break;
             }
@@ -214,7 +200,7 @@ fc_outcome fc_prop_packing(const fa_backend *be, const fc_case *c, fc_verdict *v
     static const char *const what[6] = {"o", "lse", "dq", "dk", "dv", "dk/dv of unused keys (must be 0)"};
     for (int k = 0; k < 6; k++)
         if (bad[k])
-            v3fail(v, prop, "%s: %lld elements differ from the sequences run alone", what[k], (long long)bad[k]);
+            fc_prop_fail(v, prop, "%s: %lld elements differ from the sequences run alone", what[k], (long long)bad[k]);
     free(uses);
     free(dsum);
     fc_run_free(&ra);
@@ -277,7 +263,8 @@ fc_outcome fc_prop_paging(const fa_backend *be, const fc_case *c, fc_verdict *v)
                 for (int d = x->ndim - 1; d >= 0; d--) { idx[d] = rem % x->dim[d]; rem /= x->dim[d]; }
                 bad += !same16(x, idx, &rb.buf[t], idx);
             }
-            if (bad) v3fail(v, prop, "%s: %lld elements change when the pages are permuted", fc_tensor_name(t), (long long)bad);
+            if (bad) fc_prop_fail(v, prop, "%s: %lld elements change when the pages are permuted", fc_tensor_name(t),
+                                  (long long)bad);
         }
         for (int t = FC_T_DK; bwd && t <= FC_T_DV; t++) {
             int64_t bad = 0;
@@ -289,11 +276,12 @@ fc_outcome fc_prop_paging(const fa_backend *be, const fc_case *c, fc_verdict *v)
                             bad += !same16(&ra.buf[t], ia, &rb.buf[t], ib);
                         }
             if (bad)
-                v3fail(v, prop, "%s: %lld elements differ from their page's in the permuted run", fc_tensor_name(t),
+                fc_prop_fail(v, prop, "%s: %lld elements differ from their page's in the permuted run",
+                             fc_tensor_name(t),
                        (long long)bad);
         }
         if (bwd && ra.dsinks && memcmp(ra.dsinks, rb.dsinks, sizeof(float) * (size_t)p->heads_q) != 0)
-            v3fail(v, prop, "dsinks change when the pages are permuted");
+            fc_prop_fail(v, prop, "dsinks change when the pages are permuted");
     }
     fc_run_free(&ra);
     fc_run_free(&rb);

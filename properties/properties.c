@@ -7,17 +7,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "properties/prop_internal.h"
 #include "properties/properties.h"
 
 /* ---------------------------------------------------------------------------
  * Small helpers
  * ------------------------------------------------------------------------- */
-static void pfail(fc_verdict *v, const char *prop, const char *fmt, ...)
-#if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
-#endif
-    ;
-static void pfail(fc_verdict *v, const char *prop, const char *fmt, ...) {
+void fc_prop_fail(fc_verdict *v, const char *prop, const char *fmt, ...) {
     char check[40], text[256];
     snprintf(check, sizeof check, "property:%s", prop);
     va_list ap;
@@ -61,7 +57,7 @@ static int V3_NOT_YET(const fc_case *c, fc_verdict *v, const char *prop) {
 static int init_run(fc_run *r, const fc_case *c, int poison, fc_verdict *v, const char *prop) {
     char msg[300];
     if (fc_run_init(r, c, poison, msg, sizeof msg)) {
-        pfail(v, prop, "harness: %s", msg);
+        fc_prop_fail(v, prop, "harness: %s", msg);
         return 0;
     }
     return 1;
@@ -78,14 +74,14 @@ static int run_all(const fa_backend *be, fc_run *r, int bwd, fc_verdict *v, cons
     }
     if (st == FA_OK) return 1;
     if (st == FA_ERR_UNSUPPORTED) fc_verdict_skip(v, "%s: %s unsupported: %s", prop, pass, r->err.msg);
-    else pfail(v, prop, "%s: backend returned %s: %s", pass, fa_status_name(st), r->err.msg);
+    else fc_prop_fail(v, prop, "%s: backend returned %s: %s", pass, fa_status_name(st), r->err.msg);
     return 0;
 }
 
 static int oracle_fwd(const fc_run *r, const fa_backend *be, orc_fwd_result *res, fc_verdict *v, const char *prop) {
     char msg[300];
     if (fc_oracle_fwd(r, fc_check_profile(be), res, msg, sizeof msg)) {
-        pfail(v, prop, "harness: %s", msg);
+        fc_prop_fail(v, prop, "harness: %s", msg);
         return 0;
     }
     return 1;
@@ -94,7 +90,7 @@ static int oracle_fwd(const fc_run *r, const fa_backend *be, orc_fwd_result *res
 static int oracle_bwd(const fc_run *r, const fa_backend *be, orc_bwd_result *res, fc_verdict *v, const char *prop) {
     char msg[300];
     if (fc_oracle_bwd(r, fc_check_profile(be), res, msg, sizeof msg)) {
-        pfail(v, prop, "harness: %s", msg);
+        fc_prop_fail(v, prop, "harness: %s", msg);
         return 0;
     }
     return 1;
@@ -166,7 +162,8 @@ static int64_t within_sum_of_bounds(const char *prop, int t, const fc_run *ra, c
         }
     }
     if (bad)
-        pfail(v, prop, "%s: %lld elements differ by more than bound_a + bound_b; worst at [%lld,%lld,%lld,%lld]: "
+        fc_prop_fail(v, prop,
+                     "%s: %lld elements differ by more than bound_a + bound_b; worst at [%lld,%lld,%lld,%lld]: "
                        "%.9g vs %.9g (allowed %.3g)",
               fc_tensor_name(t), (long long)bad, (long long)worst[0], (long long)worst[1], (long long)worst[2],
               (long long)worst[3], wx, wy, wbd);
@@ -222,12 +219,12 @@ fc_outcome fc_prop_row_sums(const fa_backend *be, const fc_case *c0, fc_verdict 
             checked++;
             if (!(fabs(got - want) <= bd)) {
                 if (!bad)
-                    pfail(v, prop, "O[%lld,%lld,%lld,0] = %.9g with a column of ones in V; want %g within %.3g",
+                    fc_prop_fail(v, prop, "O[%lld,%lld,%lld,0] = %.9g with a column of ones in V; want %g within %.3g",
                           (long long)idx[0], (long long)idx[1], (long long)idx[2], got, want, bd);
                 bad++;
             }
         }
-        if (bad > 1) pfail(v, prop, "%lld of %lld rows off", (long long)bad, (long long)checked);
+        if (bad > 1) fc_prop_fail(v, prop, "%lld of %lld rows off", (long long)bad, (long long)checked);
         orc_fwd_free(&res);
     }
     fc_run_free(&r);
@@ -356,14 +353,15 @@ fc_outcome fc_prop_leak(const fa_backend *be, const fc_case *c, fc_verdict *v) {
                             }
                         if (!row_bad) { moved_within++; continue; }
                         if (!bad)
-                            pfail(v, prop, "row [b=%lld,h=%lld,i=%lld] sees none of the %lld keys hidden from row "
+                            fc_prop_fail(v, prop,
+                                         "row [b=%lld,h=%lld,i=%lld] sees none of the %lld keys hidden from row "
                                            "%lld, yet its O/LSE%s became non-finite or left the oracle's bound when "
                                            "those K/V became NaN/Inf",
                                   (long long)b, (long long)h, (long long)i, (long long)nhidden, (long long)i0,
                                   bwd ? "/dQ" : "");
                         bad++;
                     }
-            if (bad > 1) pfail(v, prop, "%lld rows leaked in all", (long long)bad);
+            if (bad > 1) fc_prop_fail(v, prop, "%lld rows leaked in all", (long long)bad);
             (void)moved_within; /* rows that moved within their bound: a legitimate path change */
             if (have_fwd) orc_fwd_free(&fa);
             if (have_bwd) orc_bwd_free(&ba);
@@ -380,8 +378,13 @@ fc_outcome fc_prop_leak(const fa_backend *be, const fc_case *c, fc_verdict *v) {
 /* ---------------------------------------------------------------------------
  * pow2_scale
  * ------------------------------------------------------------------------- */
-/* y == 2 * x bitwise for every element where x is a normal number whose
- * double is finite in the dtype. */
+/* y == 2 * x bitwise for every element where |x| is above the dtype's smallest normal
+ * and 2x is finite in the dtype. Why above, not at: rounding to the dtype commutes with *2
+ * when the unrounded value z has |z| >= min normal (ulp(2z) = 2 ulp(z)); a stored x with
+ * |x| > min normal is at least min normal + ulp, so |z| > min normal; a stored x = +-min
+ * normal may come from |z| just below it (rounded up on the subnormal grid, spacing ulp),
+ * and 2z then rounds on the same spacing: 2x - ulp is possible (seen on the CPU backend:
+ * dK = 2^-14 gave 2^-13 - 2^-24 with V doubled). */
 static int64_t check_doubled(const char *prop, const char *what, int t, const fc_run *ra, const fc_run *rb, fc_verdict *v) {
     const fc_buf *xa = &ra->buf[t], *xb = &rb->buf[t];
     fa_dtype dt = ra->c.p.dtype;
@@ -392,18 +395,19 @@ static int64_t check_doubled(const char *prop, const char *what, int t, const fc
         if (!isfinite(x)) continue;
         /* zero and subnormal results are excluded: a stored 0 or subnormal may be an
            underflowed value whose double rounds to a nonzero subnormal (not 2x) */
-        if (fabs(x) < dtype_min_normal(dt) || fabs(2 * x) > dtype_max(dt)) continue;
+        if (fabs(x) <= dtype_min_normal(dt) || fabs(2 * x) > dtype_max(dt)) continue;
         tested++;
         int ok = y == 2 * x && signbit(y) == signbit(x);
         if (!ok) {
             if (!bad)
-                pfail(v, prop, "%s: %s[%lld,%lld,%lld,%lld] = %.9g, expected exactly 2 * %.9g", what,
+                fc_prop_fail(v, prop, "%s: %s[%lld,%lld,%lld,%lld] = %.9g, expected exactly 2 * %.9g", what,
                       fc_tensor_name(t), (long long)idx[0], (long long)idx[1], (long long)idx[2], (long long)idx[3],
                       y, x);
             bad++;
         }
     }
-    if (bad > 1) pfail(v, prop, "%s: %lld of %lld %s elements not exactly doubled", what, (long long)bad, (long long)tested,
+    if (bad > 1) fc_prop_fail(v, prop, "%s: %lld of %lld %s elements not exactly doubled", what, (long long)bad,
+                              (long long)tested,
                        fc_tensor_name(t));
     return bad;
 }
@@ -419,7 +423,7 @@ static int64_t check_same(const char *prop, const char *what, int t, const fc_ru
         }
     }
     if (bad)
-        pfail(v, prop, "%s: %lld %s elements changed, expected bitwise equal; first [%lld,%lld,%lld,%lld]", what,
+        fc_prop_fail(v, prop, "%s: %lld %s elements changed, expected bitwise equal; first [%lld,%lld,%lld,%lld]", what,
               (long long)bad, fc_tensor_name(t), (long long)first[0], (long long)first[1], (long long)first[2],
               (long long)first[3]);
     return bad;
@@ -438,7 +442,8 @@ static int scale_input(fc_run *r, int t, double f) {
     return 1;
 }
 
-/* 1 when an O element of r below the dtype's smallest normal (zero included) lies in a row with a
+/* 1 when an O element of r at or below the dtype's smallest normal (zero included; at: see
+ * check_doubled) lies in a row with a
  * visible key (finite LSE; packed rows: any row): D_i = dO_i . O_i from the stored O (FA_D_FROM_O)
  * then need not double with V, as rounding 2 * o to the dtype is not 2 * round(o) there, and dS,
  * dQ, dK change in their last bits (seen on the CPU backend: dK one fp16 ulp off). */
@@ -450,7 +455,7 @@ static int o_has_tiny(const fc_run *r) {
     for (int64_t e = 0; e < n; e++) {
         unravel(o, e, idx);
         double x = fc_buf_get(o, idx);
-        if (!isfinite(x) || fabs(x) >= mn) continue;
+        if (!isfinite(x) || fabs(x) > mn) continue;
         if (packed) return 1;
         const int64_t li[4] = {idx[0], idx[2], idx[1], 0};
         if (isfinite(fc_buf_get(l, li))) return 1;
@@ -637,13 +642,15 @@ static void gradient_sums(const char *prop, const fc_run *r, const orc_fwd_resul
                         }
                 if (d < D && !(fabs(sk) <= bk + slack_rel * sk_abs)) {
                     if (!bad_k)
-                        pfail(v, prop, "sum_j dK[b=%lld,hkv=%lld,d=%lld] = %.6g, expected 0 within %.3g", (long long)b,
+                        fc_prop_fail(v, prop, "sum_j dK[b=%lld,hkv=%lld,d=%lld] = %.6g, expected 0 within %.3g",
+                                     (long long)b,
                               (long long)hk, (long long)d, sk, bk);
                     bad_k++;
                 }
                 if (d < Dv && !(fabs(sv - sdo) <= bv + slack_rel * (sv_abs + sdo_abs))) {
                     if (!bad_v)
-                        pfail(v, prop, "sum_j dV[b=%lld,hkv=%lld,d=%lld] = %.6g but sum_i dO = %.6g (allowed %.3g)",
+                        fc_prop_fail(v, prop,
+                                     "sum_j dV[b=%lld,hkv=%lld,d=%lld] = %.6g but sum_i dO = %.6g (allowed %.3g)",
                               (long long)b, (long long)hk, (long long)d, sv, sdo, bv);
                     bad_v++;
                 }
@@ -716,13 +723,13 @@ static int64_t check_sum3(const char *prop, int t, const fc_run *rx, const orc_b
         double d = fabs(gz - gx - gy); /* fp16/bf16 values: the double sum is exact */
         if (!(d <= lim)) {
             if (!bad)
-                pfail(v, prop, "%s[%lld,%lld,%lld,%lld]: f(a+b) = %.9g but f(a) + f(b) = %.9g (allowed %.3g)",
+                fc_prop_fail(v, prop, "%s[%lld,%lld,%lld,%lld]: f(a+b) = %.9g but f(a) + f(b) = %.9g (allowed %.3g)",
                       fc_tensor_name(t), (long long)idx[0], (long long)idx[1], (long long)idx[2], (long long)idx[3], gz,
                       gx + gy, lim);
             bad++;
         }
     }
-    if (bad > 1) pfail(v, prop, "%s: %lld elements not linear within bound", fc_tensor_name(t), (long long)bad);
+    if (bad > 1) fc_prop_fail(v, prop, "%s: %lld elements not linear within bound", fc_tensor_name(t), (long long)bad);
     return bad;
 }
 
@@ -824,7 +831,7 @@ static int64_t slices_equal(const char *prop, const fc_run *ra, const fc_run *rb
             if ((sel == 0 ? idx[0] : group) == changed) continue;
             if (!same_bits(x, &rb->buf[t], idx)) {
                 if (!tb)
-                    pfail(v, prop, "%s[%lld,%lld,%lld,%lld] changed when only %s %lld's inputs changed",
+                    fc_prop_fail(v, prop, "%s[%lld,%lld,%lld,%lld] changed when only %s %lld's inputs changed",
                           fc_tensor_name(t), (long long)idx[0], (long long)idx[1], (long long)idx[2],
                           (long long)idx[3], sel == 0 ? "batch" : "kv-head group", (long long)changed);
                 tb++;
@@ -955,7 +962,7 @@ fc_outcome fc_prop_split_merge(const fa_backend *be, const fc_case *c, fc_verdic
                     double limL = fmax(bL1, bL2) + bLw + u_eval * (fabs(L) + 1);
                     if (!(fabs(L - Lw) <= limL)) {
                         if (!bad_l)
-                            pfail(v, prop, "LSE[%lld,%lld,%lld]: merged halves %.9g, whole %.9g (allowed %.3g)",
+                            fc_prop_fail(v, prop, "LSE[%lld,%lld,%lld]: merged halves %.9g, whole %.9g (allowed %.3g)",
                                   (long long)b, (long long)h, (long long)i, L, Lw, limL);
                         bad_l++;
                     }
@@ -971,14 +978,15 @@ fc_outcome fc_prop_split_merge(const fa_backend *be, const fc_case *c, fc_verdic
                                      u_eval * (fabs(o1) + fabs(o2));
                         if (!(fabs(om - ow) <= lim)) {
                             if (!bad_o)
-                                pfail(v, prop, "O[%lld,%lld,%lld,%lld]: merged halves %.9g, whole %.9g (allowed %.3g)",
+                                fc_prop_fail(v, prop,
+                                             "O[%lld,%lld,%lld,%lld]: merged halves %.9g, whole %.9g (allowed %.3g)",
                                       (long long)b, (long long)i, (long long)h, (long long)d, om, ow, lim);
                             bad_o++;
                         }
                     }
                 }
         if (bad_o + bad_l > 1)
-            pfail(v, prop, "%lld O and %lld LSE elements off after merging", (long long)bad_o, (long long)bad_l);
+            fc_prop_fail(v, prop, "%lld O and %lld LSE elements off after merging", (long long)bad_o, (long long)bad_l);
     }
 done:
     if (nf > 0) orc_fwd_free(&fw);
@@ -1111,7 +1119,8 @@ fc_outcome fc_prop_gradient_fd(const fa_backend *be, const fc_case *c, fc_verdic
                             "truncation %.3g, evaluation %.3g)\n",
                     g, fd1, fd2, fabs(g - fd1), lim, gb, trunc, fd_eval);
         if (nonfinite) {
-            pfail(v, prop, "%lld kernel gradient elements are NaN/Inf where the exact gradient is finite and in range",
+            fc_prop_fail(v, prop,
+                         "%lld kernel gradient elements are NaN/Inf where the exact gradient is finite and in range",
                   (long long)nonfinite);
         } else if (overflow) {
             fc_verdict_skip(v, "%s: %lld gradient elements overflow the dtype; the directional derivative is not "
@@ -1119,7 +1128,8 @@ fc_outcome fc_prop_gradient_fd(const fa_backend *be, const fc_case *c, fc_verdic
         } else if (unchecked) {
             fc_verdict_skip(v, "%s: %d gradient elements uncheckable by the oracle", prop, unchecked);
         } else if (!(fabs(g - fd1) <= lim)) {
-            pfail(v, prop, "<grad, dir> = %.9g but finite difference = %.9g (h = 2^-6; allowed %.3g = kernel bound %.3g "
+            fc_prop_fail(v, prop,
+                         "<grad, dir> = %.9g but finite difference = %.9g (h = 2^-6; allowed %.3g = kernel bound %.3g "
                            "+ truncation %.3g + evaluation %.3g)",
                   g, fd1, lim, gb, trunc, fd_eval);
         }
@@ -1207,12 +1217,14 @@ static int64_t batch_compare(const char *prop, int t, const fc_run *ra, const or
         }
     }
     if (bad && !ba)
-        pfail(v, prop, "%s: %lld elements of batch element %lld differ bitwise when it runs alone (B=1, same data); "
+        fc_prop_fail(v, prop,
+                     "%s: %lld elements of batch element %lld differ bitwise when it runs alone (B=1, same data); "
                        "first [%lld,%lld,%lld,%lld]: %.9g in the batch, %.9g alone",
               fc_tensor_name(t), (long long)bad, (long long)b, (long long)first[0], (long long)first[1],
               (long long)first[2], (long long)first[3], fx, fy);
     else if (bad)
-        pfail(v, prop, "%s: %lld elements of batch element %lld differ by more than bound_a + bound_b when it runs "
+        fc_prop_fail(v, prop,
+                     "%s: %lld elements of batch element %lld differ by more than bound_a + bound_b when it runs "
                        "alone (B=1, same data); first [%lld,%lld,%lld,%lld]: %.9g in the batch, %.9g alone (allowed %.3g)",
               fc_tensor_name(t), (long long)bad, (long long)b, (long long)first[0], (long long)first[1],
               (long long)first[2], (long long)first[3], fx, fy, flim);

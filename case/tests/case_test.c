@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "case/case.h"
+#include "case/tests/case_check.h"
 
 #ifndef FILL_DIGEST
 #define FILL_DIGEST 0xff8ad217d872ee01ull /* test_fill_matches_value: the generator of commit 08004ee (v1) */
@@ -14,17 +15,6 @@
 #ifndef FILL_DIGEST_V2
 #define FILL_DIGEST_V2 0x10c1369f98519cb6ull /* test_fill_matches_value: input generator version 2 as first defined */
 #endif
-
-static int failures = 0;
-#define CHECK(cond, ...)                                         \
-    do {                                                         \
-        if (!(cond)) {                                           \
-            failures++;                                          \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            printf(__VA_ARGS__);                                 \
-            printf("\n");                                        \
-        }                                                        \
-    } while (0)
 
 /* ---------------------------------------------------------------------------
  * Scalars

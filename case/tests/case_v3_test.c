@@ -6,17 +6,8 @@
 #include <string.h>
 
 #include "case/case.h"
+#include "case/tests/case_check.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                           \
-    do {                                                           \
-        if (!(cond)) {                                             \
-            failures++;                                            \
-            printf("FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-            printf(__VA_ARGS__);                                   \
-            printf("\n");                                          \
-        }                                                          \
-    } while (0)
 
 static const char *varlen_text =
     "shape = 4 70 130 4 2 16 8\n"

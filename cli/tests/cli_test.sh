@@ -16,20 +16,8 @@ export OMP_NUM_THREADS=1
 pass=0; fail=0
 out="$tmp/out.txt"
 
-# expect RC PATTERN DESCRIPTION -- COMMAND...: run COMMAND, check its exit code and that its
-# output (stdout+stderr) matches the extended regex PATTERN ("" = no output check)
-expect() {
-  local rc=$1 pat=$2 what=$3; shift 4
-  "$@" >"$out" 2>&1; local got=$?
-  if [ "$got" -eq "$rc" ] && { [ -z "$pat" ] || grep -Eq -- "$pat" "$out"; }; then
-    pass=$((pass + 1)); echo "ok    $what"
-  else
-    fail=$((fail + 1)); echo "FAIL  $what: exit $got (want $rc), pattern '$pat'"; sed 's/^/      | /' "$out" | tail -15
-  fi
-}
-check() { # CONDITION-COMMAND DESCRIPTION
-  if eval "$1"; then pass=$((pass + 1)); echo "ok    $2"; else fail=$((fail + 1)); echo "FAIL  $2 ($1)"; fi
-}
+# expect RC PATTERN DESCRIPTION -- COMMAND..., check CONDITION DESCRIPTION
+. ./cli/tests/expect.sh || { echo "FAIL  cannot read cli/tests/expect.sh (run from the repository or runfiles root)"; exit 1; }
 
 # --- help, usage, exit codes --------------------------------------------------------------
 expect 0 "usage: flashcheck COMMAND" "flashcheck --help" -- "$fc" --help

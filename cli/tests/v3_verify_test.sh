@@ -16,16 +16,8 @@ pass=0; fail=0
 out="$tmp/out.txt"
 f=$tmp/f
 
-expect() { # RC PATTERN DESCRIPTION -- COMMAND...
-  local rc=$1 pat=$2 what=$3; shift 4
-  "$@" >"$out" 2>&1; local got=$?
-  if [ "$got" -eq "$rc" ] && { [ -z "$pat" ] || grep -Eq -- "$pat" "$out"; }; then
-    pass=$((pass + 1)); echo "ok    $what"
-  else
-    fail=$((fail + 1)); echo "FAIL  $what: exit $got (want $rc), pattern '$pat'"; sed 's/^/      | /' "$out" | tail -15
-  fi
-}
-check() { if eval "$1"; then pass=$((pass + 1)); echo "ok    $2"; else fail=$((fail + 1)); echo "FAIL  $2 ($1)"; fi; }
+# expect RC PATTERN DESCRIPTION -- COMMAND..., check CONDITION DESCRIPTION
+. ./cli/tests/expect.sh || { echo "FAIL  cannot read cli/tests/expect.sh (run from the repository or runfiles root)"; exit 1; }
 
 /usr/bin/python3 "$mk" inputs "$f" || { echo "FAIL  make_v3_npy.py inputs"; exit 1; }
 "$run" "$f/packed" --causal bottom_right || { echo "FAIL  CPU backend on packed/"; exit 1; }

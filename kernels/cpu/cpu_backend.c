@@ -26,7 +26,8 @@ static const fa_backend cpu_backend_table = {
                                    and dS use the unrounded fp32 P */
         .ds_rounded = 0,        /* dS stays fp32 for dQ and dK */
         .out_rounded = 1,       /* O, dQ, dK, dV: fp32 value rounded (RNE) to the dtype */
-        .max_rescales = 17,     /* one per 64-key tile: 1000 keys touch at most 17 tiles */
+        .max_rescales = 17,     /* one per 64-key tile: 1000 keys touch at most 17 tiles (a split-KV
+                                   decode row too: cpu_fwd.c, split-KV decode) */
         .flushes_subnormals = 0, /* IEEE fp32/fp64 with gradual underflow */
         .exp_ulps = 1,          /* glibc expf: < 1 ulp */
         .tc_terms = 0,          /* plain fp32 additions (u_acc) */

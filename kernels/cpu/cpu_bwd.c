@@ -34,9 +34,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 #include "kernels/cpu/cpu_internal.h"
 
@@ -181,6 +178,10 @@ static int64_t cpu_bwd_dkdv_tile(const cpu_bwd_plan *pl, const cpu_seq *seq, int
     memset(dk_acc, 0, sizeof(float) * (size_t)(nk * Dqk));
     memset(dv_acc, 0, sizeof(float) * (size_t)(nk * Dv));
 
+    /* mutant dk_rows_at_dv_pitch: the dK accumulator's rows are Dv floats apart (a tile sized by
+     * the value head dim); with Dqk > Dv neighbouring rows overlap (inside acc_a: (nk-1) Dv + Dqk
+     * <= nk Dqk), the store reads them at the right pitch */
+    const int64_t dk_pitch = cpu_mut(CPU_MUT_DK_ACC_DV_PITCH) && Dv < Dqk ? Dv : Dqk;
     for (int64_t h = 0; h < p->heads_q; h++) {
         if (cpu_kv_head(p, h) != hk) continue;
         /* mutant dv_gqa_not_summed: each head of the group overwrites dV */
@@ -196,7 +197,7 @@ static int64_t cpu_bwd_dkdv_tile(const cpu_bwd_plan *pl, const cpu_seq *seq, int
             if (!cpu_bwd_row(pl, w, seq, b, h, i, j0, nk, w->q, w->dout, lse, delta, ds, pr)) continue;
             for (int64_t c = 0; c < nk; c++) {
                 if (!w->vis[c]) continue;
-                float *dvc = dv_acc + c * Dv, *dkc = dk_acc + c * Dqk;
+                float *dvc = dv_acc + c * Dv, *dkc = dk_acc + c * dk_pitch;
                 for (int64_t d = 0; d < Dv; d++) dvc[d] += pr[c] * w->dout[d];
                 for (int64_t d = 0; d < Dqk; d++) dkc[d] += ds[c] * w->q[d];
             }
@@ -344,12 +345,8 @@ static void cpu_bwd_dq_unit(const cpu_bwd_plan *pl, int64_t b, int64_t h, int64_
 fa_status cpu_backward(const fa_bwd_args *a, fa_error *err) { return cpu_backward_mode(a, 0, err); }
 
 fa_status cpu_backward_mode(const fa_bwd_args *a, int ftz, fa_error *err) {
-    cpu_mutant_init();
-    fa_status st = fa_validate_bwd(a, &cpu_limits, err);
+    fa_status st = cpu_call_start(fa_validate_bwd(a, &cpu_limits, err), ftz, err);
     if (st != FA_OK) return st;
-    if (ftz && !CPU_HAS_FTZ)
-        return fa_fail(err, FA_ERR_UNSUPPORTED, "", "cpu_ftz: flush-to-zero mode needs x86 MXCSR; "
-                       "use the cpu backend on this machine.");
     const fa_problem *p = &a->p;
     const int paged = p->page_size >= 1;
     if (p->batch == 0 && !paged) {
@@ -362,25 +359,15 @@ fa_status cpu_backward_mode(const fa_bwd_args *a, int ftz, fa_error *err) {
     pl.a = a;
     pl.p = p;
     pl.bf16 = p->dtype == FA_BF16;
-    pl.scale = fa_effective_scale(p);
+    pl.scale = cpu_softmax_scale(p);
     pl.score_scale = cpu_softcap_scale(pl.scale, p->softcap);
-    const int64_t qdim[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk};
-    const int64_t kdim[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk};
-    const int64_t vdim[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v};
+    const int dense_q =
+        cpu_qkv_strides(p, &a->varlen, &a->q, &a->k, &a->v, &a->mask, pl.q_st, pl.k_st, pl.v_st, pl.mask_st);
     const int64_t odim[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_v};
-    const int dense_q = a->varlen.cu_seqlens_q == NULL;
-    const int dense_k = a->varlen.cu_seqlens_k == NULL && !paged;
-    cpu_input_strides(&a->q, qdim, dense_q, pl.q_st);
-    cpu_input_strides(&a->k, kdim, dense_k, pl.k_st);
-    cpu_input_strides(&a->v, vdim, dense_k, pl.v_st);
     cpu_input_strides(&a->o, odim, dense_q, pl.o_st);
     cpu_input_strides(&a->dout, odim, dense_q, pl.do_st);
-    cpu_mask_strides(&a->mask, pl.mask_st);
 
-    int nthreads = 1;
-#ifdef _OPENMP
-    nthreads = omp_get_max_threads();
-#endif
+    const int nthreads = cpu_max_threads();
     const size_t per_thread = cpu_bwd_scratch_floats(p->head_dim_qk, p->head_dim_v);
     const size_t n_delta = (size_t)(p->batch * p->heads_q * p->seqlen_q);
     const size_t n_sink = (p->has_sinks && a->dsinks) ? (size_t)(p->batch * p->heads_q) : 0;
@@ -404,10 +391,7 @@ fa_status cpu_backward_mode(const fa_bwd_args *a, int ftz, fa_error *err) {
 #pragma omp parallel num_threads(nthreads)
     {
         const unsigned csr = cpu_ftz_enter(ftz); /* every thread of the team, restored below */
-        int tid = 0;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-#endif
+        const int tid = cpu_thread_id();
         cpu_bwd_scratch w = cpu_bwd_scratch_at(scratch + per_thread * (size_t)tid, p->head_dim_qk,
                                                p->head_dim_v);
 #pragma omp for schedule(dynamic, 1)

@@ -44,6 +44,11 @@ enum {
     CPU_MUT_SEQUSED_IGNORED,
     CPU_MUT_DSINK_SIGN,
     CPU_MUT_PAGES_CONTIGUOUS,
+    CPU_MUT_SPLIT_DROPS_LAST,
+    CPU_MUT_VARLEN_CAUSAL_MAX,
+    CPU_MUT_SOFTCAP_CAP_MISSING,
+    CPU_MUT_SCALE_FROM_DV,
+    CPU_MUT_DK_ACC_DV_PITCH,
     CPU_MUT_COUNT
 };
 
@@ -169,6 +174,8 @@ static inline cpu_row_range cpu_visible_range(const fa_problem *p, const cpu_seq
                        (p->causal == FA_CAUSAL_NONE && p->window_align == FA_ALIGN_BOTTOM_RIGHT);
     if (cpu_mut(CPU_MUT_CAUSAL_TOP_LEFT_FOR_BR)) bottom_right = 0;
     int64_t diag = bottom_right ? i + (sq->sk - sq->sq) : i;
+    /* mutant varlen_causal_from_max_lengths: the batch's maxima align every sequence */
+    if (bottom_right && cpu_mut(CPU_MUT_VARLEN_CAUSAL_MAX)) diag = i + (p->seqlen_k - p->seqlen_q);
     int64_t lo = 0, hi = INT64_MAX;
     if (p->causal != FA_CAUSAL_NONE) hi = cpu_mut(CPU_MUT_CAUSAL_OFF_BY_ONE) ? diag + 1 : diag;
     if (p->window_left >= 0) {
@@ -182,6 +189,14 @@ static inline cpu_row_range cpu_visible_range(const fa_problem *p, const cpu_seq
     }
     cpu_row_range r = {lo, hi < sq->sk - 1 ? hi : sq->sk - 1, hi};
     return r;
+}
+
+/* The softmax scale (fa_effective_scale); the scale_from_dv mutant takes the default
+ * 1/sqrt(head_dim_v) (rounded as fa_effective_scale rounds) instead of 1/sqrt(head_dim_qk). */
+static inline float cpu_softmax_scale(const fa_problem *p) {
+    if (cpu_mut(CPU_MUT_SCALE_FROM_DV) && p->softmax_scale == 0.0f && p->head_dim_v > 0)
+        return (float)(1.0 / sqrt((double)p->head_dim_v));
+    return fa_effective_scale(p);
 }
 
 /* Query head h reads kv head h / g, g = heads_q / heads_kv. */
@@ -215,6 +230,50 @@ static inline void cpu_input_strides(const fa_tensor *t, const int64_t dim[4], i
 static inline void cpu_mask_strides(const fa_mask *m, int64_t out[4]) {
     for (int i = 0; i < 4; i++) out[i] = m->stride[i];
     if (cpu_mut(CPU_MUT_MASK_BH_STRIDE_IGNORED)) out[0] = out[1] = 0;
+}
+
+/* The strides q, k, v and the mask are read with (cpu_input_strides, cpu_mask_strides); Q is
+ * dense unless packed (cu_seqlens_q), K and V unless packed or paged. Returns dense_q. */
+static inline int cpu_qkv_strides(const fa_problem *p, const fa_varlen *vl, const fa_tensor *q, const fa_tensor *k,
+                                  const fa_tensor *v, const fa_mask *m, int64_t q_st[4], int64_t k_st[4],
+                                  int64_t v_st[4], int64_t mask_st[4]) {
+    const int64_t qdim[4] = {p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk};
+    const int64_t kdim[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk};
+    const int64_t vdim[4] = {p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v};
+    const int dense_q = vl->cu_seqlens_q == NULL;
+    const int dense_k = vl->cu_seqlens_k == NULL && p->page_size == 0;
+    cpu_input_strides(q, qdim, dense_q, q_st);
+    cpu_input_strides(k, kdim, dense_k, k_st);
+    cpu_input_strides(v, vdim, dense_k, v_st);
+    cpu_mask_strides(m, mask_st);
+    return dense_q;
+}
+
+// ----------------------------------------------------------------------------
+// OpenMP: the team size of a call and a thread's index in it (1 and 0 without OpenMP)
+
+#ifdef _OPENMP
+#include <omp.h>
+static inline int cpu_max_threads(void) { return omp_get_max_threads(); }
+static inline int cpu_thread_id(void) { return omp_get_thread_num(); }
+#else
+static inline int cpu_max_threads(void) { return 1; }
+static inline int cpu_thread_id(void) { return 0; }
+#endif
+
+// ----------------------------------------------------------------------------
+// the start of every call
+
+/* validated: what fa_validate_fwd / fa_validate_bwd returned. Reads the mutant selection
+ * (FLASHCHECK_CPU_MUTANT) once, passes a validation failure on, and refuses flush-to-zero mode
+ * where there is no MXCSR. FA_OK: the call may run. */
+static inline fa_status cpu_call_start(fa_status validated, int ftz, fa_error *err) {
+    cpu_mutant_init();
+    if (validated != FA_OK) return validated;
+    if (ftz && !CPU_HAS_FTZ)
+        return fa_fail(err, FA_ERR_UNSUPPORTED, "", "cpu_ftz: flush-to-zero mode needs x86 MXCSR; "
+                       "use the cpu backend on this machine.");
+    return FA_OK;
 }
 
 // ----------------------------------------------------------------------------

@@ -105,6 +105,24 @@ static const struct { const char *name, *description; } cpu_mutant_table[CPU_MUT
         "Forward and backward, paged K/V: key j of a sequence is read from page table[b][0] + "
         "j / page_size (a cache assumed allocated in consecutive pages; past the pool it wraps) "
         "instead of table[b][j / page_size]; only wrong when a sequence's pages are not consecutive."},
+    [CPU_MUT_SPLIT_DROPS_LAST] = {"split_combine_drops_last",
+        "Forward, split-KV decode (Sq_b <= 16 and Sk_b > 192: the key tiles go into splits, "
+        "cpu_fwd.c): the combine of the splits' partials stops one split early, so the last "
+        "keys' split is left out of O and the LSE; only on decode-shaped sequences."},
+    [CPU_MUT_VARLEN_CAUSAL_MAX] = {"varlen_causal_from_max_lengths",
+        "Forward and backward: the bottom-right causal/window diagonal of every sequence is "
+        "aligned with the batch's maxima, i + seqlen_k - seqlen_q, instead of the sequence's own "
+        "i + Sk_b - Sq_b; only with varlen lengths (cu_seqlens, seqused_k) where the two differ."},
+    [CPU_MUT_SOFTCAP_CAP_MISSING] = {"softcap_cap_not_reapplied",
+        "Forward with softcap: the score is tanh(scale q.k / cap), never multiplied back by the "
+        "cap (scores squeezed into (-1, 1)); wrong in every row with softcap, never without."},
+    [CPU_MUT_SCALE_FROM_DV] = {"scale_from_dv",
+        "Forward and backward: the default softmax scale is 1/sqrt(head_dim_v) instead of "
+        "1/sqrt(head_dim_qk); only with head_dim_qk != head_dim_v and no explicit scale."},
+    [CPU_MUT_DK_ACC_DV_PITCH] = {"dk_rows_at_dv_pitch",
+        "Backward: the dK accumulator's rows are head_dim_v floats apart instead of head_dim_qk "
+        "(a tile sized by the value head dim), so neighbouring keys' dK rows overlap and mix; "
+        "only with head_dim_qk > head_dim_v (MLA shapes); dQ and dV are right."},
 };
 
 // ----------------------------------------------------------------------------

@@ -26,21 +26,8 @@
 #include "kernels/cpu/cpu_mutants.h"
 #include "oracle/oracle.h"
 #include "properties/check/check.h"
+#include "properties/check/tests/check_test.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                          \
-    do {                                                          \
-        if (!(cond)) {                                            \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);           \
-            printf(__VA_ARGS__);                                  \
-            printf("\n");                                         \
-            failures++;                                           \
-        } else {                                                  \
-            printf("ok   ");                                      \
-            printf(__VA_ARGS__);                                  \
-            printf("\n");                                         \
-        }                                                         \
-    } while (0)
 
 #define TWO31 ((int64_t)1 << 31)
 #define TWO32 ((int64_t)1 << 32)
@@ -48,9 +35,7 @@ static int failures = 0;
 /* ------------------------------------------------------------------------- */
 static void test_case(void) {
     fc_case c;
-    fc_case_default(&c);
-    c.p.batch = 1; c.p.seqlen_q = 150001; c.p.seqlen_k = 65; c.p.heads_q = 128; c.p.heads_kv = 1;
-    c.p.head_dim_qk = c.p.head_dim_v = 128; c.p.dtype = FA_BF16;
+    fct_case(&c, 1, 150001, 65, 128, 1, 128, FA_BF16);
     char msg[256] = "";
     CHECK(fc_case_check(&c, msg, sizeof msg) == 0, "a case with 2.46e9 elements in Q and O is valid (%s)", msg);
     int64_t nq = fc_case_numel(&c, FC_T_Q);

@@ -68,6 +68,12 @@ static const named_spec specs[] = {
     {"shared pages: sequence 1 maps sequence 0's pages",
      {V3_BASE, .B = 3, .sq = {3, 5, 2}, .used = {20, 20, 9}, .packed_q = 1, .kv = V3_KV_PAGED, .seqused = 1,
       .page_size = 4, .table_pad = 1, .spare_pages = 1, .share = 1, .sinks = 1, .seed = 23}},
+    {"split-KV decode: Sq_b <= 16 with 257..700 keys (2..5 splits), varlen, sinks, Dqk != Dv",
+     {V3_BASE, .B = 3, .sq = {1, 16, 4}, .alloc = {300, 257, 700}, .used = {300, 257, 650}, .packed_q = 1,
+      .kv = V3_KV_PACKED, .seqused = 1, .sinks = 1, .causal = FA_CAUSAL_BOTTOM_RIGHT, .seed = 24}},
+    {"split-KV decode, paged page_size 16, softcap, bf16",
+     {V3_BASE, .B = 2, .sq = {2, 1}, .used = {520, 200}, .packed_q = 1, .kv = V3_KV_PAGED, .seqused = 1,
+      .page_size = 16, .table_pad = 1, .softcap = 6.0f, .dt = FA_BF16, .seed = 25}},
 };
 #define N_SPECS ((int)(sizeof specs / sizeof specs[0]))
 
@@ -120,6 +126,11 @@ static const struct { const char *mutant; int spec[3]; } mutant_specs[] = {
     {"seqused_k_ignored", {0, 2, 3}},
     {"dsink_sign", {9, 10, -1}},
     {"pages_assumed_contiguous", {3, 4, 5}},
+    {"split_combine_drops_last", {13, 14, -1}},
+    {"varlen_causal_from_max_lengths", {0, 1, -1}},
+    {"softcap_cap_not_reapplied", {7, 8, -1}},
+    {"scale_from_dv", {0, 11, -1}},
+    {"dk_rows_at_dv_pitch", {0, 11, -1}},
 };
 
 static void test_v3_mutants_caught(void **state) {

@@ -186,6 +186,23 @@ static const struct { const char *name; v3_spec target, neutral; } v3_cases[] = 
     {"dsink_sign",
      {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED, .sinks = 1},
      {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED}},     /* no sinks */
+    {"split_combine_drops_last",
+     {V3B, .sq = {1, 3}, .alloc = {300, 257}, .used = {300, 257}, .kv = V3_KV_PACKED, .sinks = 1},
+     {V3B, .sq = {17, 17}, .alloc = {300, 257}, .used = {300, 257}, .kv = V3_KV_PACKED, .sinks = 1}},
+                                                                           /* Sq_b > 16: no split */
+    {"varlen_causal_from_max_lengths",
+     {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED, .causal = FA_CAUSAL_BOTTOM_RIGHT},
+     {V3B, .alloc = {40, 36}, .used = {40, 36}, .kv = V3_KV_PACKED, .causal = FA_CAUSAL_BOTTOM_RIGHT}},
+                                                       /* Sk_b - Sq_b = 31 = seqlen_k - seqlen_q in both */
+    {"softcap_cap_not_reapplied",
+     {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED, .softcap = 4.0f},
+     {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED}},     /* no cap */
+    {"scale_from_dv",
+     {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED},      /* Dqk 16, Dv 8 */
+     {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED, .Dv = 16}},
+    {"dk_rows_at_dv_pitch",
+     {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED},      /* Dqk 16 > Dv 8 */
+     {V3B, .alloc = {40, 30}, .used = {40, 30}, .kv = V3_KV_PACKED, .Dv = 16}},
 };
 #define N_V3_CASES ((int)(sizeof v3_cases / sizeof v3_cases[0]))
 

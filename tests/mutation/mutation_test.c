@@ -24,7 +24,7 @@
 #include "properties/properties.h"
 
 /* ---------------------------------------------------------------------------
- * The budget: seven cases, every check, every property (fixed, the same for all)
+ * The budget: eight cases, every check, every property (fixed, the same for all)
  * ------------------------------------------------------------------------- */
 static const char *const budget[] = {
     /* GQA, bottom-right causal with Sq != Sk, ragged key tail (97 = 64 + 33), strided inputs */
@@ -45,6 +45,10 @@ static const char *const budget[] = {
     /* contract v3: paged cache, shuffled pages in a padded table, softcap and sinks */
     "shape = 2 6 40 2 1 16 16\nseqlens_q = 6,3\nseqused_k = 37,20\npaged = 8 9 2\n"
     "block_table.0 = 4,0,7,2,5\nblock_table.1 = 8,1,3,6,6\nsoftcap = 10\nsinks = gaussian\nseed = 27\n",
+    /* contract v3: decode (Sq_b <= 16, 257 and 300 keys: the CPU's split-KV path, 2 splits each),
+     * MLA-like Dqk > Dv with the default scale, GQA, per-sequence causal alignment, sinks */
+    "shape = 2 3 300 4 2 24 16\nseqlens_q = 1,3\nseqlens_k = 300,257\ncausal = bottom_right\n"
+    "sinks = gaussian\nseed = 28\n",
 };
 #define N_BUDGET ((int)(sizeof budget / sizeof budget[0]))
 

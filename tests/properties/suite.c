@@ -60,6 +60,11 @@ static const suite_case cases[] = {
        smallest normal make D = dO . O not double exactly with V, so dK moved by one fp16 ulp;
        pow2_scale no longer asks dQ/dK to double there (properties.c o_has_tiny) */
     {"regression_pow2_scale_tiny_o", "shape = 2 65 97 4 2 64 64\nseed = 0x425\nbackward = 1\ndeterministic = 1\n", "pow2_scale"},
+    /* regression (the mutation test's decode budget case): a dK element equal to fp16's smallest
+       normal came from a value below it, and doubled it rounded to 2^-13 - 2^-24, not 2^-13;
+       pow2_scale no longer asks elements at the smallest normal to double (check_doubled) */
+    {"regression_pow2_scale_min_normal", "shape = 2 3 300 4 2 24 16\nseqlens_q = 1,3\nseqlens_k = 300,257\n"
+     "causal = bottom_right\nsinks = gaussian\nseed = 28\n", "pow2_scale"},
     {"basic_fp16", "shape = 1 16 16 1 1 32 32\n",
      "determinism pow2_scale row_sums key_permutation key_translation linearity split_merge gradient_fd"},
     {"gqa_bf16_causal_br_ragged", "shape = 2 33 97 4 2 40 24\ndtype = bf16\ncausal = bottom_right\nseed = 7\n",

@@ -19,21 +19,8 @@
 #include "case/case.h"
 #include "oracle/oracle.h"
 #include "properties/check/check.h"
+#include "properties/check/tests/check_test.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                \
-    do {                                                \
-        if (!(cond)) {                                  \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-            failures++;                                 \
-        } else {                                        \
-            printf("ok   ");                            \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-        }                                               \
-    } while (0)
 
 /* ------------------------------------------------------------------------- */
 static void test_per(void) {
@@ -253,45 +240,12 @@ static void both(const fc_run *r, const fa_precision *prec, int bwd, int64_t per
     for (int k = 0; k < nt; k++) fc_judge_tensor(r, bwd ? tb[k] : tf[k], &st[k], &nm[k], vb);
 }
 
-static int rel_close(double a, double b) { return fabs(a - b) <= 1e-12 * (fabs(a) + fabs(b)) + 1e-300; }
-
-static void same_tensor(const fc_verdict *a, const fc_verdict *b, int t, const char *what) {
-    const fc_tensor_stats *x = &a->t[t], *y = &b->t[t];
-    int same = x->checked == y->checked && x->elements == y->elements && x->violations == y->violations &&
-               x->nonfinite_mismatch == y->nonfinite_mismatch && x->max_ratio == y->max_ratio &&
-               x->max_abs_err == y->max_abs_err && !memcmp(x->worst, y->worst, sizeof x->worst) &&
-               x->worst_got == y->worst_got && x->worst_ref == y->worst_ref && x->worst_bound == y->worst_bound &&
-               !memcmp(x->ratio_hist, y->ratio_hist, sizeof x->ratio_hist) && x->exact == y->exact &&
-               x->nonfinite_ok == y->nonfinite_ok && x->uncheckable == y->uncheckable && x->bias_n == y->bias_n &&
-               x->weak == y->weak && x->grid_rows == y->grid_rows && x->grid_cols == y->grid_cols &&
-               !memcmp(x->grid, y->grid, sizeof x->grid);
-    int close = rel_close(x->ref_norm2, y->ref_norm2) && rel_close(x->got_norm2, y->got_norm2) &&
-                rel_close(x->bound_norm2, y->bound_norm2) && fabs(x->bias_sum - y->bias_sum) <= 1e-9 * (double)x->bias_n;
-    CHECK(same && close, "%s %s: chunked = whole call (%lld elements, %lld violations, worst %.3g at [%lld,%lld,%lld,%lld])",
-          what, fc_tensor_name(t), (long long)y->elements, (long long)y->violations, y->max_ratio, (long long)y->worst[0],
-          (long long)y->worst[1], (long long)y->worst[2], (long long)y->worst[3]);
-}
-
-static void same_verdict(const fc_verdict *a, const fc_verdict *b, const char *what) {
-    int same = a->outcome == b->outcome && a->n_reasons == b->n_reasons;
-    for (int i = 0; same && i < a->n_reasons; i++)
-        same = !strcmp(a->reason[i].check, b->reason[i].check) && !strcmp(a->reason[i].text, b->reason[i].text);
-    CHECK(same, "%s: the same verdict and reasons (%s, %d reasons%s%s)", what, fc_outcome_name(b->outcome), b->n_reasons,
-          b->n_reasons ? ": " : "", b->n_reasons ? b->reason[0].text : "");
-    if (!same)
-        for (int i = 0; i < a->n_reasons || i < b->n_reasons; i++)
-            printf("     whole [%s] %s\n     chunk [%s] %s\n", i < a->n_reasons ? a->reason[i].check : "",
-                   i < a->n_reasons ? a->reason[i].text : "", i < b->n_reasons ? b->reason[i].check : "",
-                   i < b->n_reasons ? b->reason[i].text : "");
-}
-
 static void test_emulated(void) {
     /* B = 5 in chunks of 2 (the last chunk one batch); GQA 4/2; causal bottom-right with Sq > Sk:
        the first Sq - Sk rows of every (b, h) see no key (masked rows: O = 0, LSE = -inf, dQ = 0) */
     fc_case c;
-    fc_case_default(&c);
-    c.p.batch = 5; c.p.seqlen_q = 40; c.p.seqlen_k = 33; c.p.heads_q = 4; c.p.heads_kv = 2;
-    c.p.head_dim_qk = c.p.head_dim_v = 32; c.p.dtype = FA_BF16; c.p.causal = FA_CAUSAL_BOTTOM_RIGHT;
+    fct_case(&c, 5, 40, 33, 4, 2, 32, FA_BF16);
+    c.p.causal = FA_CAUSAL_BOTTOM_RIGHT;
     c.backward = 1;
     c.seed = 1717;
     char msg[256];
@@ -309,41 +263,20 @@ static void test_emulated(void) {
             both(&r, prec, bwd, per, &va, &vb);
             char what[64];
             snprintf(what, sizeof what, "%s, chunks of %d", wh[bwd], per);
-            for (int t = 0; t < FC_T_COUNT; t++)
-                if (va.t[t].checked || vb.t[t].checked) same_tensor(&va, &vb, t, what);
-            same_verdict(&va, &vb, what);
+            fct_same_verdicts(&va, &vb, what);
             CHECK(va.outcome == FC_PASS, "%s: the CPU backend passes", what);
         }
 
     /* planted errors in the last chunk (batch 4): O[4, 38, 3, 5], dQ[4, 37, 1, 9], and the masked
        LSE row (4, 2, 0) */
-    int64_t io[4] = {4, 38, 3, 5}, iq[4] = {4, 37, 1, 9}, il[4] = {4, 2, 0, 0};
-    fc_buf_set(&r.buf[FC_T_O], io, fc_buf_get(&r.buf[FC_T_O], io) + 0.5);
-    fc_buf_set(&r.buf[FC_T_DQ], iq, fc_buf_get(&r.buf[FC_T_DQ], iq) - 0.75);
-    fc_buf_set(&r.buf[FC_T_LSE], il, 0.0);
+    const int64_t io[4] = {4, 38, 3, 5}, iq[4] = {4, 37, 1, 9}, il[4] = {4, 2, 0, 0};
+    fct_plant(&r, io, iq, il);
     for (int bwd = 0; bwd < 2; bwd++) {
         both(&r, prec, bwd, 2, &va, &vb);
         char what[64];
         snprintf(what, sizeof what, "planted, %s, chunks of 2", wh[bwd]);
-        for (int t = 0; t < FC_T_COUNT; t++)
-            if (va.t[t].checked || vb.t[t].checked) same_tensor(&va, &vb, t, what);
-        same_verdict(&va, &vb, what);
-        CHECK(vb.outcome == FC_FAIL, "%s: fails", what);
-        const int t = bwd ? FC_T_DQ : FC_T_O;
-        const int64_t *want = bwd ? iq : io;
-        CHECK(vb.t[t].violations == 1 && !memcmp(vb.t[t].worst, want, 4 * sizeof(int64_t)),
-              "%s: the one violation named at its whole-call position [%lld,%lld,%lld,%lld]", what,
-              (long long)vb.t[t].worst[0], (long long)vb.t[t].worst[1], (long long)vb.t[t].worst[2],
-              (long long)vb.t[t].worst[3]);
-        if (!bwd) {
-            int found = 0;
-            for (int i = 0; i < vb.n_reasons; i++)
-                found |= !strcmp(vb.reason[i].check, "masked_row") && strstr(vb.reason[i].text, "lse:") &&
-                         strstr(vb.reason[i].text, "[4,2,0,0]");
-            CHECK(found, "the masked LSE row of the last batch named at [4,2,0,0] (b, h, s)");
-            if (!found)
-                for (int i = 0; i < vb.n_reasons; i++) printf("     [%s] %s\n", vb.reason[i].check, vb.reason[i].text);
-        }
+        fct_same_verdicts(&va, &vb, what);
+        fct_planted(&vb, bwd, io, iq, il, what);
     }
     fc_run_free(&r);
 }
