@@ -273,6 +273,11 @@ const char *fc_oracle_tier_name(fc_oracle_tier t);
 /* The selection rule above (AUTO's threshold: fc_check_oracle_gpu_min_work()): 1 = try the GPU
  * tier; work = B*Hq*Sq*Sk*max(Dqk, Dv). */
 int fc_oracle_use_gpu(fc_oracle_tier t, int backend_on_device, int gpu_usable, double work);
+/* 1 when the GPU tier models the case's call: dense problems only (no varlen, paged,
+ * seqused, softcap or sinks: oracle/gpu refuses those as unsupported). A call it does not
+ * model goes to the CPU tier without touching the device: under AUTO that is no fallback,
+ * under GPU it is counted as one. */
+int fc_oracle_gpu_models(const fc_case *c);
 /* Calls verified by each tier in this process, and GPU-tier calls that fell back. */
 typedef struct {
     int64_t gpu, cpu, fallback;

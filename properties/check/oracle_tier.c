@@ -42,6 +42,22 @@ int fc_oracle_use_gpu(fc_oracle_tier t, int backend_on_device, int gpu_usable, d
     return t == FC_ORACLE_GPU || (backend_on_device && work >= atomic_load(&g_min_work));
 }
 
+static int gpu_usable(void);
+int fc_oracle_gpu_models(const fc_case *c) { return !fc_case_is_v3(c); }
+
+/* The GPU tier is tried when the rule says so and it models the call. A call it does not
+ * model (contract v3) goes to the CPU tier directly, without uploading its inputs: under
+ * AUTO an ordinary CPU-tier call, under GPU a counted fallback (asked for, not modelled). */
+static int try_gpu(const fc_run *r, fc_oracle_tier t, double work) {
+    int want = fc_oracle_use_gpu(t, r->on_device, gpu_usable(), work);
+    if (want && !fc_oracle_gpu_models(&r->c)) {
+        if (t == FC_ORACLE_GPU) atomic_fetch_add(&n_fallback, 1);
+        return 0;
+    }
+    if (!want && t == FC_ORACLE_GPU) atomic_fetch_add(&n_fallback, 1); /* asked for, no usable device */
+    return want;
+}
+
 static double run_work(const fc_run *r) {
     const fa_problem *p = &r->c.p;
     double d = (double)(p->head_dim_qk > p->head_dim_v ? p->head_dim_qk : p->head_dim_v);
@@ -54,7 +70,6 @@ void fc_oracle_counts_get(fc_oracle_counts *c) {
     c->fallback = atomic_load(&n_fallback);
 }
 
-static int gpu_usable(void);
 int fc_oracle_gpu_usable(void) { return gpu_usable(); }
 
 static int gpu_usable(void) {
@@ -144,7 +159,7 @@ int fc_oracle_fwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier
     fa_fwd_args a;
     fc_oracle_host_fwd_args(r, &a);
     if (used_gpu) *used_gpu = 0;
-    if (fc_oracle_use_gpu(t, r->on_device, gpu_usable(), run_work(r))) {
+    if (try_gpu(r, t, run_work(r))) {
         int fail = 0, ok = 0;
         fc_device_enter(); /* the uploads and the passes are device work (check.h, the device gate) */
         fa_fwd_args d = a;
@@ -168,8 +183,6 @@ int fc_oracle_fwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier
             return 0;
         }
         atomic_fetch_add(&n_fallback, 1);
-    } else if (t == FC_ORACLE_GPU) {
-        atomic_fetch_add(&n_fallback, 1); /* asked for, no usable device */
     }
     return cpu_fwd(&a, prec, rows, r->c.seed, res, msg, msglen);
 }
@@ -186,7 +199,7 @@ int fc_oracle_bwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier
     fa_bwd_args a;
     fc_oracle_host_bwd_args(r, &a);
     if (used_gpu) *used_gpu = 0;
-    if (fc_oracle_use_gpu(t, r->on_device, gpu_usable(), run_work(r))) {
+    if (try_gpu(r, t, run_work(r))) {
         int fail = 0, ok = 0;
         fc_device_enter();
         fa_bwd_args d = a;
@@ -212,8 +225,6 @@ int fc_oracle_bwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier
             if (used_gpu) *used_gpu = 1;
             return 0;
         }
-        atomic_fetch_add(&n_fallback, 1);
-    } else if (t == FC_ORACLE_GPU) {
         atomic_fetch_add(&n_fallback, 1);
     }
     return cpu_bwd(&a, prec, rows, cols, r->c.seed, res, msg, msglen);
