@@ -24,12 +24,22 @@ static double chk_now(void) {
  * fuzz case): one "check timing" line on stderr per such case, so that a certify run shows
  * where the time of its production entries goes. */
 enum { TM_INIT, TM_FWD, TM_FCHK, TM_FORC, TM_FCMP, TM_DET, TM_BWD, TM_BCHK, TM_BORC, TM_BCMP, TM_N };
+_Static_assert(TM_N == FC_PH_COUNT && TM_DET == FC_PH_OTHER && TM_BCMP == FC_PH_BWD_COMPARE,
+               "the laps are check.h's phases");
 #define TIMED_WORK ((int64_t)1 << 36)
+static const char *const tm_name[TM_N] = {"inputs", "forward call", "forward buffer checks", "oracle forward",
+                                          "compare forward", "determinism/other", "backward call",
+                                          "backward buffer checks", "oracle backward", "compare backward"};
+static _Thread_local double tm_total[TM_N]; /* fc_check_phase_seconds */
+
+void fc_check_phase_seconds(double out[FC_PH_COUNT]) {
+    for (int k = 0; k < TM_N; k++) out[k] = tm_total[k];
+}
+
+const char *fc_check_phase_name(int k) { return k >= 0 && k < TM_N ? tm_name[k] : "?"; }
 
 static void lap_note(const fc_case *c, int k, double secs) {
-    static const char *name[TM_N] = {"inputs", "forward call", "forward buffer checks", "oracle forward",
-                                     "compare forward", "determinism/other", "backward call",
-                                     "backward buffer checks", "oracle backward", "compare backward"};
+    const char *const *name = tm_name;
     fprintf(stderr, "check phase B%lld Sq%lld Sk%lld H%lld/%lld: %s %.2f s\n", (long long)c->p.batch,
             (long long)c->p.seqlen_q, (long long)c->p.seqlen_k, (long long)c->p.heads_q, (long long)c->p.heads_kv,
             name[k], secs);
@@ -750,6 +760,7 @@ done:
     fc_run_free(&r1);
     if (second) fc_run_free(&r2);
     LAP(TM_DET);
+    for (int k = 0; k < TM_N; k++) tm_total[k] += tm[k];
     char dev_note[96];
     if (nch_f || nch_b)
         snprintf(dev_note, sizeof dev_note, "device path (oracle and compare on the GPU): %lld + %lld chunks",

@@ -485,6 +485,18 @@ int64_t fc_check_stress(const fa_backend *be, const fc_case *c, int runs, fc_ver
 /* Run c on be and check everything listed at the top. Returns v->outcome. */
 fc_outcome fc_check_case(const fa_backend *be, const fc_case *c, const fc_check_opts *o, fc_verdict *v);
 
+/* Where fc_check_case's wall time goes, per phase, summed over the calls made by this thread
+ * (CLOCK_MONOTONIC laps, a few per case): the inputs (the first run's buffers), each pass's
+ * call (mirror copies included), its buffer checks (guards, inputs unchanged, unwritten
+ * outputs), its oracle and its compare; "other": the determinism run, stress, frees. A device
+ * path's chunks count as oracle. */
+enum {
+    FC_PH_INPUTS, FC_PH_FWD_CALL, FC_PH_FWD_CHECKS, FC_PH_FWD_ORACLE, FC_PH_FWD_COMPARE, FC_PH_OTHER,
+    FC_PH_BWD_CALL, FC_PH_BWD_CHECKS, FC_PH_BWD_ORACLE, FC_PH_BWD_COMPARE, FC_PH_COUNT
+};
+void fc_check_phase_seconds(double out[FC_PH_COUNT]);
+const char *fc_check_phase_name(int k);
+
 #ifdef __cplusplus
 }
 #endif
