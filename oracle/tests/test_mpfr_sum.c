@@ -8,7 +8,7 @@
 #include <mpfr.h>
 
 #include "oracle/orc_internal.h"
-#include "oracle/orc_mpfr_sum.h"
+#include "oracle/orc_mpfr.h"
 #include "oracle/tests/tutil.h"
 
 static void loop_sum(mpfr_t r, const double *x, int64_t n) {
