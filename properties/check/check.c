@@ -321,11 +321,27 @@ void fc_block_norms_host(const fc_run *r, int t, const orc_block *blk, fc_block_
     fc_block_norms_init(out);
     /* masked rows (exact), magnitude */
     double ref2 = 0, got2 = 0, bnd2 = 0;
+    /* a vector's elements lie at one stride (the last dim; LSE vectors have one element): its
+       first element's index, then steps; values decoded as fc_buf_get does */
+    const int64_t step = t == FC_T_LSE ? 0 : b->stride[3];
+    const char *base = b->alloc;
     for (int64_t vi = 0; vi < blk->n; vi++) {
+        int64_t idx[4];
+        block_logical(r, t, &blk->index[vi], 0, idx);
+        const int64_t e0 = fc_buf_index(b, idx);
         for (int64_t k = 0; k < blk->dim; k++) {
-            int64_t e = vi * blk->dim + k, idx[4];
-            block_logical(r, t, &blk->index[vi], k, idx);
-            double got = fc_buf_get(b, idx);
+            int64_t e = vi * blk->dim + k, at = e0 + k * step;
+            double got;
+            if (b->elem_size == 4) {
+                float g;
+                memcpy(&g, base + (size_t)at * 4, 4);
+                got = (double)g;
+            } else {
+                uint16_t h;
+                memcpy(&h, base + (size_t)at * 2, 2);
+                got = b->dtype_bf16 ? fc_bf16_to_double(h) : fc_f16_to_double(h);
+            }
+            if (t != FC_T_LSE) idx[3] = k;
             uint8_t f = blk->flags[e];
             if (f & ORC_F_MASKED_ROW) {
                 /* exactly the declared value: O, dQ, dK, dV 0; LSE the profile's lse_empty
