@@ -153,36 +153,54 @@ int fc_oracle_fwd_tier(const fc_run *r, const fa_precision *prec, fc_oracle_tier
     return fc_oracle_fwd_plan(r, prec, t, rows, res, used_gpu, msg, msglen);
 }
 
+/* The GPU tier's pass over r, forward (fa, fres) or backward (ba, bres): r's inputs uploaded
+ * to the mirrors, the pass, its result pointed back at r's host buffers (so that it is freed
+ * and compared as a CPU-tier result). Returns 1 (counted as a GPU-tier call), or 0 after a
+ * failure (counted as a fallback: the caller runs the CPU tier on the same inputs). */
+static int gpu_pass(const fc_run *r, const fa_precision *prec, const fa_fwd_args *fa, orc_fwd_result *fres,
+                    const fa_bwd_args *ba, orc_bwd_result *bres) {
+    int fail = 0, ok;
+    orc_options opt;
+    fc_oracle_options(&opt);
+    fa_error err;
+    memset(&err, 0, sizeof err);
+    fc_device_enter(); /* the uploads and the pass are device work (check.h, the device gate) */
+    void *q = upload(r, FC_T_Q, &fail), *k = upload(r, FC_T_K, &fail), *v = upload(r, FC_T_V, &fail);
+    void *mask = upload(r, FC_T_MASK, &fail);
+    if (fa) {
+        fa_fwd_args d = *fa;
+        d.q.ptr = q; d.k.ptr = k; d.v.ptr = v; d.mask.ptr = mask;
+        d.o.ptr = d.lse.ptr = NULL; /* ignored by the oracle */
+        ok = !fail && orc_gpu_fwd(&d, prec, &opt, fres, &err) == FA_OK;
+    } else {
+        fa_bwd_args d = *ba;
+        d.q.ptr = q; d.k.ptr = k; d.v.ptr = v; d.mask.ptr = mask;
+        d.o.ptr = upload(r, FC_T_O, &fail);
+        d.lse.ptr = upload(r, FC_T_LSE, &fail);
+        d.dout.ptr = upload(r, FC_T_DO, &fail);
+        d.dq.ptr = d.dk.ptr = d.dv.ptr = NULL; /* ignored by the oracle */
+        ok = !fail && orc_gpu_bwd(&d, prec, &opt, bres, &err) == FA_OK;
+    }
+    fc_device_leave();
+    if (!ok) {
+        atomic_fetch_add(&n_fallback, 1);
+        return 0;
+    }
+    if (fa) orc_gpu_fwd_rehost(fres, fa);
+    else orc_gpu_bwd_rehost(bres, ba);
+    atomic_fetch_add(&n_gpu, 1);
+    return 1;
+}
+
 /* The GPU tier checks every element; the CPU tier the plan's sample. */
 int fc_oracle_fwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier t, int64_t rows, orc_fwd_result *res,
                        int *used_gpu, char *msg, size_t msglen) {
     fa_fwd_args a;
     fc_oracle_host_fwd_args(r, &a);
     if (used_gpu) *used_gpu = 0;
-    if (try_gpu(r, t, run_work(r))) {
-        int fail = 0, ok = 0;
-        fc_device_enter(); /* the uploads and the passes are device work (check.h, the device gate) */
-        fa_fwd_args d = a;
-        d.q.ptr = upload(r, FC_T_Q, &fail);
-        d.k.ptr = upload(r, FC_T_K, &fail);
-        d.v.ptr = upload(r, FC_T_V, &fail);
-        d.mask.ptr = upload(r, FC_T_MASK, &fail);
-        d.o.ptr = d.lse.ptr = NULL; /* ignored by the oracle */
-        if (!fail) {
-            orc_options opt;
-            fc_oracle_options(&opt);
-            fa_error err;
-            memset(&err, 0, sizeof err);
-            ok = orc_gpu_fwd(&d, prec, &opt, res, &err) == FA_OK;
-        }
-        fc_device_leave();
-        if (ok) {
-            orc_gpu_fwd_rehost(res, &a);
-            atomic_fetch_add(&n_gpu, 1);
-            if (used_gpu) *used_gpu = 1;
-            return 0;
-        }
-        atomic_fetch_add(&n_fallback, 1);
+    if (try_gpu(r, t, run_work(r)) && gpu_pass(r, prec, &a, res, NULL, NULL)) {
+        if (used_gpu) *used_gpu = 1;
+        return 0;
     }
     return cpu_fwd(&a, prec, rows, r->c.seed, res, msg, msglen);
 }
@@ -199,33 +217,9 @@ int fc_oracle_bwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier
     fa_bwd_args a;
     fc_oracle_host_bwd_args(r, &a);
     if (used_gpu) *used_gpu = 0;
-    if (try_gpu(r, t, run_work(r))) {
-        int fail = 0, ok = 0;
-        fc_device_enter();
-        fa_bwd_args d = a;
-        d.q.ptr = upload(r, FC_T_Q, &fail);
-        d.k.ptr = upload(r, FC_T_K, &fail);
-        d.v.ptr = upload(r, FC_T_V, &fail);
-        d.mask.ptr = upload(r, FC_T_MASK, &fail);
-        d.o.ptr = upload(r, FC_T_O, &fail);
-        d.lse.ptr = upload(r, FC_T_LSE, &fail);
-        d.dout.ptr = upload(r, FC_T_DO, &fail);
-        d.dq.ptr = d.dk.ptr = d.dv.ptr = NULL; /* ignored by the oracle */
-        if (!fail) {
-            orc_options opt;
-            fc_oracle_options(&opt);
-            fa_error err;
-            memset(&err, 0, sizeof err);
-            ok = orc_gpu_bwd(&d, prec, &opt, res, &err) == FA_OK;
-        }
-        fc_device_leave();
-        if (ok) {
-            orc_gpu_bwd_rehost(res, &a);
-            atomic_fetch_add(&n_gpu, 1);
-            if (used_gpu) *used_gpu = 1;
-            return 0;
-        }
-        atomic_fetch_add(&n_fallback, 1);
+    if (try_gpu(r, t, run_work(r)) && gpu_pass(r, prec, NULL, NULL, &a, res)) {
+        if (used_gpu) *used_gpu = 1;
+        return 0;
     }
     return cpu_bwd(&a, prec, rows, cols, r->c.seed, res, msg, msglen);
 }
