@@ -286,7 +286,7 @@ double fc_round_to(fa_dtype d, double x) {
  * does). They give the same result as round_format followed by an exact
  * re-encoding (case_test.c checks it on every fp16/bf16 value, every midpoint
  * and its neighbours, and random doubles). */
-static uint16_t encode_rne(double x, int mant_bits, int emin, int emax) {
+static inline __attribute__((always_inline)) uint16_t encode_rne(double x, int mant_bits, int emin, int emax) {
     uint64_t u;
     memcpy(&u, &x, 8);
     uint16_t sign = (uint16_t)((u >> 48) & 0x8000);
@@ -743,6 +743,37 @@ static void fill_generic(const fc_case *c, fc_buf *b) {
 /* Q, K, V, dO: nested loops over [B, S, H, D] with running storage offsets;
  * the same values as fc_case_value (dist_raw at the same counter, encoded by
  * the same rounding). */
+/* The 16-bit encodings (NaN: the canonical quiet NaN), inlined into the loops below. */
+static inline __attribute__((always_inline)) uint16_t enc16(double x, int bf) {
+    if (isnan(x)) return bf ? 0x7FC0 : 0x7E00;
+    return bf ? encode_rne(x, 7, -126, 127) : encode_rne(x, 10, -14, 15);
+}
+
+/* n values of a distribution input, counters lin .. lin + n - 1, at element steps st3: the
+ * values of dist_raw + fc_f16_from_double / fc_bf16_from_double, with the generator version,
+ * the storage type and (v2) the common normal distributions decided once per row instead of
+ * per element (case_test's digests hold the bytes). */
+#define FILL_ROW_LOOP(BF, EXPR)                                        \
+    for (int64_t i3 = 0; i3 < n; i3++) {                               \
+        const uint64_t h = elem_prefix(g, lin + (uint64_t)i3);         \
+        (void)h;                                                       \
+        row[i3 * st3] = enc16((EXPR), BF);                             \
+    }
+static void fill_row(const gen_ctx *g, uint64_t lin, uint16_t *row, int64_t n, int64_t st3) {
+    const int normal = g->kind == FC_DIST_GAUSSIAN || g->kind == FC_DIST_CONST_ROWS || g->kind == FC_DIST_TIES;
+    if (g->gen == FC_GEN_V2 && normal) {
+        /* dist_raw_v2's default branch: amp N */
+        if (g->bf) FILL_ROW_LOOP(1, g->amp * gen2_normal(h))
+        else FILL_ROW_LOOP(0, g->amp * gen2_normal(h))
+    } else if (g->gen == FC_GEN_V2) {
+        if (g->bf) FILL_ROW_LOOP(1, dist_raw_v2(g, lin + (uint64_t)i3))
+        else FILL_ROW_LOOP(0, dist_raw_v2(g, lin + (uint64_t)i3))
+    } else {
+        for (int64_t i3 = 0; i3 < n; i3++) row[i3 * st3] = enc16(dist_raw(g, lin + (uint64_t)i3), g->bf);
+    }
+}
+#undef FILL_ROW_LOOP
+
 static void fill_dist(const fc_case *c, fc_buf *b) {
     gen_ctx g;
     gen_ctx_init(c, b->tensor, &g);
@@ -766,10 +797,7 @@ static void fill_dist(const fc_case *c, fc_buf *b) {
                     for (int64_t i3 = 0; i3 < dim[3]; i3++) row[i3 * st[3]] = src[i3 * st[3]];
                     continue;
                 }
-                for (int64_t i3 = 0; i3 < dim[3]; i3++) {
-                    double x = dist_raw(&g, lin + (uint64_t)i3);
-                    row[i3 * st[3]] = g.bf ? fc_bf16_from_double(x) : fc_f16_from_double(x);
-                }
+                fill_row(&g, lin, row, dim[3], st[3]);
             }
         }
 }
