@@ -335,6 +335,12 @@ uint16_t fc_bf16_from_double(double x) {
     return encode_rne(x, 7, -126, 127);
 }
 
+/* The 16-bit encodings (NaN: the canonical quiet NaN), inlined into the generator's loops. */
+static inline __attribute__((always_inline)) uint16_t enc16(double x, int bf) {
+    if (isnan(x)) return bf ? 0x7FC0 : 0x7E00;
+    return bf ? encode_rne(x, 7, -126, 127) : encode_rne(x, 10, -14, 15);
+}
+
 double fc_bf16_to_double(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
     float f;
@@ -636,7 +642,11 @@ void fc_case_value_row(const fc_case *c, int t, const int64_t idx[4], int64_t n,
         fc_case_dims(c, t, dim);
         int64_t s = dist_seq(g.kind, idx[1]);
         uint64_t lin = (uint64_t)(((idx[0] * dim[1] + s) * dim[2] + idx[2]) * dim[3] + idx[3]);
-        for (int64_t k = 0; k < n; k++) out[k] = fc_round_to(c->p.dtype, dist_raw(&g, lin + (uint64_t)k));
+        /* fc_round_to's value through the encoder (equal for every non-NaN double: case_test) */
+        for (int64_t k = 0; k < n; k++) {
+            double x = dist_raw(&g, lin + (uint64_t)k);
+            out[k] = isnan(x) ? x : g.bf ? fc_bf16_to_double(enc16(x, 1)) : fc_f16_to_double(enc16(x, 0));
+        }
     } else {
         for (int64_t k = 0; k < n; k++) out[k] = NAN;
     }
@@ -743,12 +753,6 @@ static void fill_generic(const fc_case *c, fc_buf *b) {
 /* Q, K, V, dO: nested loops over [B, S, H, D] with running storage offsets;
  * the same values as fc_case_value (dist_raw at the same counter, encoded by
  * the same rounding). */
-/* The 16-bit encodings (NaN: the canonical quiet NaN), inlined into the loops below. */
-static inline __attribute__((always_inline)) uint16_t enc16(double x, int bf) {
-    if (isnan(x)) return bf ? 0x7FC0 : 0x7E00;
-    return bf ? encode_rne(x, 7, -126, 127) : encode_rne(x, 10, -14, 15);
-}
-
 /* n values of a distribution input, counters lin .. lin + n - 1, at element steps st3: the
  * values of dist_raw + fc_f16_from_double / fc_bf16_from_double, with the generator version,
  * the storage type and (v2) the common normal distributions decided once per row instead of
