@@ -566,10 +566,11 @@ static double dist_value(const fc_case *c, int t, const int64_t idx[4]) {
 }
 
 /* Mask value at (b, h, i, j), b and h already forced to 0 where broadcast. */
-static double mask_raw(const fc_mask_spec *m, const fa_problem *p, const gen_ctx *g, int64_t b, int64_t h, int64_t i,
-                       int64_t j) {
+static inline __attribute__((always_inline)) double mask_raw_k(fc_mask_kind kind, const fc_mask_spec *m,
+                                                               const fa_problem *p, const gen_ctx *g, int64_t b,
+                                                               int64_t h, int64_t i, int64_t j) {
     double density = m->density > 0 ? m->density : 0.3;
-    switch (m->kind) {
+    switch (kind) {
     case FC_MASK_RANDOM_NEGINF: {
         uint64_t lin = (uint64_t)(((b * p->heads_q + h) * p->seqlen_q + i) * p->seqlen_k + j);
         return fc_rng_u01(elem_hash(elem_prefix(g, lin), 1)) < density ? -INFINITY : 0.0;
@@ -614,6 +615,11 @@ static double mask_raw(const fc_mask_spec *m, const fa_problem *p, const gen_ctx
     default:
         return 0.0;
     }
+}
+
+static double mask_raw(const fc_mask_spec *m, const fa_problem *p, const gen_ctx *g, int64_t b, int64_t h, int64_t i,
+                       int64_t j) {
+    return mask_raw_k(m->kind, m, p, g, b, h, i, j);
 }
 
 static double mask_value(const fc_case *c, const int64_t idx[4]) {
@@ -816,13 +822,25 @@ static void fill_mask(const fc_case *c, fc_buf *b) {
     int64_t nb = m->broadcast_batch ? (dim[0] > 0 ? 1 : 0) : dim[0];
     int64_t nh = m->broadcast_heads ? (dim[1] > 0 ? 1 : 0) : dim[1];
     float *base = (float *)b->alloc + b->guard + b->offset;
-    for (int64_t i0 = 0; i0 < nb; i0++)
-        for (int64_t i1 = 0; i1 < nh; i1++)
-            for (int64_t i2 = 0; i2 < dim[2]; i2++) {
-                float *row = base + i0 * st[0] + i1 * st[1] + i2 * st[2];
-                for (int64_t i3 = 0; i3 < dim[3]; i3++)
-                    row[i3 * st[3]] = (float)mask_raw(m, &c->p, &g, i0, i1, i2, i3);
+    /* mask_raw's values, its kind decided once per tensor (the switch folded out of the loop) */
+#define FILL_MASK(KIND)                                                                      \
+    for (int64_t i0 = 0; i0 < nb; i0++)                                                      \
+        for (int64_t i1 = 0; i1 < nh; i1++)                                                  \
+            for (int64_t i2 = 0; i2 < dim[2]; i2++) {                                        \
+                float *row = base + i0 * st[0] + i1 * st[1] + i2 * st[2];                    \
+                for (int64_t i3 = 0; i3 < dim[3]; i3++)                                      \
+                    row[i3 * st[3]] = (float)mask_raw_k(KIND, m, &c->p, &g, i0, i1, i2, i3); \
             }
+    switch (m->kind) {
+    case FC_MASK_RANDOM_NEGINF: FILL_MASK(FC_MASK_RANDOM_NEGINF) break;
+    case FC_MASK_STRIPES: FILL_MASK(FC_MASK_STRIPES) break;
+    case FC_MASK_FULL_ROWS: FILL_MASK(FC_MASK_FULL_ROWS) break;
+    case FC_MASK_FULL_COLS: FILL_MASK(FC_MASK_FULL_COLS) break;
+    case FC_MASK_RANDOM_FINITE: FILL_MASK(FC_MASK_RANDOM_FINITE) break;
+    case FC_MASK_RANDOM_MIXED: FILL_MASK(FC_MASK_RANDOM_MIXED) break;
+    default: FILL_MASK(m->kind) break;
+    }
+#undef FILL_MASK
 }
 
 void fc_case_fill(const fc_case *c, fc_buf *b) {
