@@ -286,7 +286,7 @@ double fc_round_to(fa_dtype d, double x) {
  * does). They give the same result as round_format followed by an exact
  * re-encoding (case_test.c checks it on every fp16/bf16 value, every midpoint
  * and its neighbours, and random doubles). */
-static uint16_t encode_rne(double x, int mant_bits, int emin, int emax) {
+static inline __attribute__((always_inline)) uint16_t encode_rne(double x, int mant_bits, int emin, int emax) {
     uint64_t u;
     memcpy(&u, &x, 8);
     uint16_t sign = (uint16_t)((u >> 48) & 0x8000);
@@ -333,6 +333,12 @@ double fc_f16_to_double(uint16_t h) {
 uint16_t fc_bf16_from_double(double x) {
     if (isnan(x)) return 0x7FC0;
     return encode_rne(x, 7, -126, 127);
+}
+
+/* The 16-bit encodings (NaN: the canonical quiet NaN), inlined into the generator's loops. */
+static inline __attribute__((always_inline)) uint16_t enc16(double x, int bf) {
+    if (isnan(x)) return bf ? 0x7FC0 : 0x7E00;
+    return bf ? encode_rne(x, 7, -126, 127) : encode_rne(x, 10, -14, 15);
 }
 
 double fc_bf16_to_double(uint16_t h) {
@@ -560,10 +566,11 @@ static double dist_value(const fc_case *c, int t, const int64_t idx[4]) {
 }
 
 /* Mask value at (b, h, i, j), b and h already forced to 0 where broadcast. */
-static double mask_raw(const fc_mask_spec *m, const fa_problem *p, const gen_ctx *g, int64_t b, int64_t h, int64_t i,
-                       int64_t j) {
+static inline __attribute__((always_inline)) double mask_raw_k(fc_mask_kind kind, const fc_mask_spec *m,
+                                                               const fa_problem *p, const gen_ctx *g, int64_t b,
+                                                               int64_t h, int64_t i, int64_t j) {
     double density = m->density > 0 ? m->density : 0.3;
-    switch (m->kind) {
+    switch (kind) {
     case FC_MASK_RANDOM_NEGINF: {
         uint64_t lin = (uint64_t)(((b * p->heads_q + h) * p->seqlen_q + i) * p->seqlen_k + j);
         return fc_rng_u01(elem_hash(elem_prefix(g, lin), 1)) < density ? -INFINITY : 0.0;
@@ -610,6 +617,11 @@ static double mask_raw(const fc_mask_spec *m, const fa_problem *p, const gen_ctx
     }
 }
 
+static double mask_raw(const fc_mask_spec *m, const fa_problem *p, const gen_ctx *g, int64_t b, int64_t h, int64_t i,
+                       int64_t j) {
+    return mask_raw_k(m->kind, m, p, g, b, h, i, j);
+}
+
 static double mask_value(const fc_case *c, const int64_t idx[4]) {
     const fc_mask_spec *m = &c->mask;
     gen_ctx g;
@@ -636,7 +648,11 @@ void fc_case_value_row(const fc_case *c, int t, const int64_t idx[4], int64_t n,
         fc_case_dims(c, t, dim);
         int64_t s = dist_seq(g.kind, idx[1]);
         uint64_t lin = (uint64_t)(((idx[0] * dim[1] + s) * dim[2] + idx[2]) * dim[3] + idx[3]);
-        for (int64_t k = 0; k < n; k++) out[k] = fc_round_to(c->p.dtype, dist_raw(&g, lin + (uint64_t)k));
+        /* fc_round_to's value through the encoder (equal for every non-NaN double: case_test) */
+        for (int64_t k = 0; k < n; k++) {
+            double x = dist_raw(&g, lin + (uint64_t)k);
+            out[k] = isnan(x) ? x : g.bf ? fc_bf16_to_double(enc16(x, 1)) : fc_f16_to_double(enc16(x, 0));
+        }
     } else {
         for (int64_t k = 0; k < n; k++) out[k] = NAN;
     }
@@ -743,6 +759,31 @@ static void fill_generic(const fc_case *c, fc_buf *b) {
 /* Q, K, V, dO: nested loops over [B, S, H, D] with running storage offsets;
  * the same values as fc_case_value (dist_raw at the same counter, encoded by
  * the same rounding). */
+/* n values of a distribution input, counters lin .. lin + n - 1, at element steps st3: the
+ * values of dist_raw + fc_f16_from_double / fc_bf16_from_double, with the generator version,
+ * the storage type and (v2) the common normal distributions decided once per row instead of
+ * per element (case_test's digests hold the bytes). */
+#define FILL_ROW_LOOP(BF, EXPR)                                        \
+    for (int64_t i3 = 0; i3 < n; i3++) {                               \
+        const uint64_t h = elem_prefix(g, lin + (uint64_t)i3);         \
+        (void)h;                                                       \
+        row[i3 * st3] = enc16((EXPR), BF);                             \
+    }
+static void fill_row(const gen_ctx *g, uint64_t lin, uint16_t *row, int64_t n, int64_t st3) {
+    const int normal = g->kind == FC_DIST_GAUSSIAN || g->kind == FC_DIST_CONST_ROWS || g->kind == FC_DIST_TIES;
+    if (g->gen == FC_GEN_V2 && normal) {
+        /* dist_raw_v2's default branch: amp N */
+        if (g->bf) FILL_ROW_LOOP(1, g->amp * gen2_normal(h))
+        else FILL_ROW_LOOP(0, g->amp * gen2_normal(h))
+    } else if (g->gen == FC_GEN_V2) {
+        if (g->bf) FILL_ROW_LOOP(1, dist_raw_v2(g, lin + (uint64_t)i3))
+        else FILL_ROW_LOOP(0, dist_raw_v2(g, lin + (uint64_t)i3))
+    } else {
+        for (int64_t i3 = 0; i3 < n; i3++) row[i3 * st3] = enc16(dist_raw(g, lin + (uint64_t)i3), g->bf);
+    }
+}
+#undef FILL_ROW_LOOP
+
 static void fill_dist(const fc_case *c, fc_buf *b) {
     gen_ctx g;
     gen_ctx_init(c, b->tensor, &g);
@@ -766,10 +807,7 @@ static void fill_dist(const fc_case *c, fc_buf *b) {
                     for (int64_t i3 = 0; i3 < dim[3]; i3++) row[i3 * st[3]] = src[i3 * st[3]];
                     continue;
                 }
-                for (int64_t i3 = 0; i3 < dim[3]; i3++) {
-                    double x = dist_raw(&g, lin + (uint64_t)i3);
-                    row[i3 * st[3]] = g.bf ? fc_bf16_from_double(x) : fc_f16_from_double(x);
-                }
+                fill_row(&g, lin, row, dim[3], st[3]);
             }
         }
 }
@@ -784,13 +822,25 @@ static void fill_mask(const fc_case *c, fc_buf *b) {
     int64_t nb = m->broadcast_batch ? (dim[0] > 0 ? 1 : 0) : dim[0];
     int64_t nh = m->broadcast_heads ? (dim[1] > 0 ? 1 : 0) : dim[1];
     float *base = (float *)b->alloc + b->guard + b->offset;
-    for (int64_t i0 = 0; i0 < nb; i0++)
-        for (int64_t i1 = 0; i1 < nh; i1++)
-            for (int64_t i2 = 0; i2 < dim[2]; i2++) {
-                float *row = base + i0 * st[0] + i1 * st[1] + i2 * st[2];
-                for (int64_t i3 = 0; i3 < dim[3]; i3++)
-                    row[i3 * st[3]] = (float)mask_raw(m, &c->p, &g, i0, i1, i2, i3);
+    /* mask_raw's values, its kind decided once per tensor (the switch folded out of the loop) */
+#define FILL_MASK(KIND)                                                                      \
+    for (int64_t i0 = 0; i0 < nb; i0++)                                                      \
+        for (int64_t i1 = 0; i1 < nh; i1++)                                                  \
+            for (int64_t i2 = 0; i2 < dim[2]; i2++) {                                        \
+                float *row = base + i0 * st[0] + i1 * st[1] + i2 * st[2];                    \
+                for (int64_t i3 = 0; i3 < dim[3]; i3++)                                      \
+                    row[i3 * st[3]] = (float)mask_raw_k(KIND, m, &c->p, &g, i0, i1, i2, i3); \
             }
+    switch (m->kind) {
+    case FC_MASK_RANDOM_NEGINF: FILL_MASK(FC_MASK_RANDOM_NEGINF) break;
+    case FC_MASK_STRIPES: FILL_MASK(FC_MASK_STRIPES) break;
+    case FC_MASK_FULL_ROWS: FILL_MASK(FC_MASK_FULL_ROWS) break;
+    case FC_MASK_FULL_COLS: FILL_MASK(FC_MASK_FULL_COLS) break;
+    case FC_MASK_RANDOM_FINITE: FILL_MASK(FC_MASK_RANDOM_FINITE) break;
+    case FC_MASK_RANDOM_MIXED: FILL_MASK(FC_MASK_RANDOM_MIXED) break;
+    default: FILL_MASK(m->kind) break;
+    }
+#undef FILL_MASK
 }
 
 void fc_case_fill(const fc_case *c, fc_buf *b) {

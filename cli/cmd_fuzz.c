@@ -286,6 +286,11 @@ int cli_fuzz(int argc, char **argv)
                "%.1f%% harness (inputs, oracle, checks, device copies)\n",
                st.check_s, 100.0 * st.backend_s / st.check_s, 100.0 * st.lock_wait_s / st.check_s,
                100.0 * (st.check_s - st.backend_s - st.lock_wait_s) / st.check_s);
+    if (st.check_s > 0) {
+        printf("  phases    ");
+        for (int k = 0; k < FC_PH_COUNT; k++)
+            printf(" %s %.1f%%%s", fc_check_phase_name(k), 100.0 * st.phase_s[k] / st.check_s, k + 1 < FC_PH_COUNT ? "," : "\n");
+    }
     if (cfg.device_lock)
         printf("  device     lock %s: %lld sections, held %.1f s (%.0f%% of the wall time; %.3f ms per checked case), "
                "workers waited %.1f worker-s (%.1f%% of the checking time)%s\n",

@@ -34,6 +34,7 @@ typedef struct {
     int64_t overflow;           /* overflow-sensitive cases (saved under FINDINGS/overflow-sensitive/) */
     double worst_ratio;
     double total_s, backend_s;  /* time in checks, and of it inside the backend */
+    double phase_s[FC_PH_COUNT]; /* time in checks by phase (fc_check_phase_seconds) */
     double work;                /* sum of fz_camp_case_work over checked cases */
     int64_t backward_cases;     /* checked cases with the backward */
     int64_t oracle_gpu, oracle_cpu, oracle_fallback; /* oracle calls by tier (fc_oracle_counts) */
@@ -283,6 +284,8 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index, pid_
     int error_lines = 0;
     fc_oracle_counts oc_prev;
     fc_oracle_counts_get(&oc_prev);
+    double ph_prev[FC_PH_COUNT];
+    fc_check_phase_seconds(ph_prev);
     fz_lock lock_prev = lock;
 
     while (!__atomic_load_n(&slot->stop, __ATOMIC_ACQUIRE)) {
@@ -326,6 +329,10 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index, pid_
             slot->oracle_cpu += oc.cpu - oc_prev.cpu;
             slot->oracle_fallback += oc.fallback - oc_prev.fallback;
             oc_prev = oc;
+            double ph[FC_PH_COUNT];
+            fc_check_phase_seconds(ph);
+            for (int k = 0; k < FC_PH_COUNT; k++) slot->phase_s[k] += ph[k] - ph_prev[k];
+            memcpy(ph_prev, ph, sizeof ph);
             slot->lock_n += lock.n - lock_prev.n;        /* deltas: the slot's totals outlive restarts */
             slot->lock_wait_s += lock.wait_s - lock_prev.wait_s;
             slot->lock_held_s += lock.held_s - lock_prev.held_s;
@@ -441,6 +448,7 @@ static void sum_slots(camp_slot *slots, int n, fz_camp_stats *st, const fz_camp_
         st->elements += slots[i].elements;
         st->check_s += slots[i].total_s;
         st->backend_s += slots[i].backend_s;
+        for (int k = 0; k < FC_PH_COUNT; k++) st->phase_s[k] += slots[i].phase_s[k];
         st->work += slots[i].work;
         st->backward_cases += slots[i].backward_cases;
         st->oracle_gpu += slots[i].oracle_gpu;

@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "fuzz/fz_gen.h"
+#include "properties/check/check.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -94,6 +95,7 @@ typedef struct {
     char save_error[512];       /* the first failed save: path and errno text */
     double worst_ratio;
     double check_s, backend_s;  /* worker seconds spent checking cases, and of them in the backend */
+    double phase_s[FC_PH_COUNT]; /* check_s by phase of fc_check_case (check.h fc_check_phase_seconds) */
     double work;                /* sum over checked cases of B*Hq*Sq*Sk*max(Dqk, Dv) (fz_camp_case_work) */
     int64_t backward_cases;     /* checked cases that ran the backward too */
     int64_t oracle_gpu, oracle_cpu; /* oracle calls (forward and backward) by the GPU / CPU tier */

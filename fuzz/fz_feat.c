@@ -168,20 +168,30 @@ void fz_feat_geometry(fz_feat *f, const fc_case *c)
     if (cols_empty) set(f, FZ_FEAT_ROWS + 2);
     if (cols_empty == sk) set(f, FZ_FEAT_ROWS + 3);
 
-    /* fully / partially masked tile pairs */
+    /* fully / partially masked tile pairs: visible counts of the tiles from the 2-d prefix sums
+       of vis (one pass for the four tile sizes) */
+    int32_t *ps = malloc(sizeof(int32_t) * (size_t)((sq + 1) * (sk + 1)));
+    if (!ps) { free(vis); return; }
+    for (int64_t j = 0; j <= sk; j++) ps[j] = 0;
+    for (int64_t i = 0; i < sq; i++) {
+        int32_t run = 0, *row = ps + (i + 1) * (sk + 1), *up = ps + i * (sk + 1);
+        row[0] = 0;
+        for (int64_t j = 0; j < sk; j++) { run += vis[i * sk + j]; row[j + 1] = up[j + 1] + run; }
+    }
     for (int t = 0; t < 4; t++) {
         int64_t T = feat_tiles[t], full = 0, partial = 0;
         for (int64_t i0 = 0; i0 < sq; i0 += T)
             for (int64_t j0 = 0; j0 < sk; j0 += T) {
-                int64_t n = 0, tot = 0;
-                for (int64_t i = i0; i < i0 + T && i < sq; i++)
-                    for (int64_t j = j0; j < j0 + T && j < sk; j++) { n += vis[i * sk + j]; tot++; }
+                int64_t i1 = i0 + T < sq ? i0 + T : sq, j1 = j0 + T < sk ? j0 + T : sk;
+                int64_t n = (int64_t)ps[i1 * (sk + 1) + j1] - ps[i0 * (sk + 1) + j1] - ps[i1 * (sk + 1) + j0] +
+                            ps[i0 * (sk + 1) + j0];
                 if (n == 0) full++;
-                else if (n < tot) partial++;
+                else if (n < (i1 - i0) * (j1 - j0)) partial++;
             }
         set(f, FZ_FEAT_MASKED + 16 * t + count_bucket(full));
         set(f, FZ_FEAT_MASKED + 16 * t + 8 + count_bucket(partial));
     }
+    free(ps);
 
     /* online-softmax rescales on up to 4 sampled rows of batch 0, head 0 */
     int64_t dqk = p->head_dim_qk;
@@ -189,7 +199,8 @@ void fz_feat_geometry(fz_feat *f, const fc_case *c)
         double *kmat = malloc(sizeof(double) * (size_t)(sk * dqk));
         double *qrow = malloc(sizeof(double) * (size_t)dqk);
         double *score = malloc(sizeof(double) * (size_t)sk);
-        if (kmat && qrow && score) {
+        double *mrow2 = c->mask.kind != FC_MASK_NONE ? malloc(sizeof(double) * (size_t)sk) : NULL;
+        if (kmat && qrow && score && (mrow2 || c->mask.kind == FC_MASK_NONE)) {
             for (int64_t j = 0; j < sk; j++) {
                 int64_t idx[4] = { 0, j, 0, 0 };
                 fc_case_value_row(c, FC_T_K, idx, dqk, kmat + j * dqk);
@@ -199,18 +210,14 @@ void fz_feat_geometry(fz_feat *f, const fc_case *c)
             int64_t most[4] = { 0, 0, 0, 0 };
             for (int r = 0; r < 4; r++) {
                 int64_t i = rows[r];
-                for (int64_t d = 0; d < dqk; d++) {
-                    int64_t idx[4] = { 0, i, 0, d };
-                    qrow[d] = fc_case_value(c, FC_T_Q, idx);
-                }
+                int64_t qi[4] = { 0, i, 0, 0 }, mi[4] = { 0, 0, i, 0 };
+                fc_case_value_row(c, FC_T_Q, qi, dqk, qrow);        /* = fc_case_value per element */
+                if (mrow2) fc_case_value_row(c, FC_T_MASK, mi, sk, mrow2);
                 for (int64_t j = 0; j < sk; j++) {
                     double s = 0;
                     for (int64_t d = 0; d < dqk; d++) s += qrow[d] * kmat[j * dqk + d];
                     s *= scale;
-                    if (c->mask.kind != FC_MASK_NONE) {
-                        int64_t idx[4] = { 0, 0, i, j };
-                        s += fc_case_value(c, FC_T_MASK, idx);
-                    }
+                    if (mrow2) s += mrow2[j];
                     score[j] = vis[i * sk + j] ? s : -INFINITY;
                 }
                 for (int t = 0; t < 4; t++) {
@@ -226,7 +233,7 @@ void fz_feat_geometry(fz_feat *f, const fc_case *c)
             }
             for (int t = 0; t < 4; t++) set(f, FZ_FEAT_RESCALE + 8 * t + count_bucket(most[t]));
         }
-        free(kmat); free(qrow); free(score);
+        free(kmat); free(qrow); free(score); free(mrow2);
     }
     free(vis);
 }

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "oracle/orc_internal.h"
+#include "oracle/orc_mpfr.h"
 #include "oracle/orc_simd.h"
 
 #define RT 16
@@ -904,9 +905,14 @@ static int bwd_run(const orc_ctx *cin, const fa_precision *prof, const orc_optio
     /* escalation to MPFR (reference time) */
     int64_t esc = 0;
     int prec = opt.mpfr_prec;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nth) reduction(+ : esc)
+    /* dQ rows: the rows to escalate, in iq's order (grouped by (b, h), so by (b, hk)); a task is
+     * a run of one (b, hk) of at most ceil(run / nth) rows, sharing that head's K and V in MPFR
+     * (orc_mp_head: the same values as row by row) */
+    orc_block *bq = &res->dq;
+    int64_t *rq = malloc((size_t)(nq > 0 ? nq : 1) * sizeof(int64_t)), nr = 0;
+    int64_t *tq = malloc((size_t)(nq > 0 ? nq + 1 : 1) * sizeof(int64_t)), ntq = 0;
+    if (!rq || !tq) { free(rq); free(tq); return 0; }
     for (int64_t x = 0; x < nq; x++) {
-        orc_block *bq = &res->dq;
         int need = opt.tier == ORC_TIER_MPFR;
         for (int64_t d = 0; d < D && !need; d++) {
             int64_t e = x * D + d;
@@ -914,19 +920,40 @@ static int bwd_run(const orc_ctx *cin, const fa_precision *prof, const orc_optio
                 bq->orc_err[e] > opt.escalate_ratio * bq->bound[e])
                 need = 1;
         }
-        if (!need || (bq->flags[x * D] & ORC_F_MASKED_ROW)) continue;
+        if (need && !(bq->flags[x * D] & ORC_F_MASKED_ROW)) rq[nr++] = x;
+    }
+    for (int64_t a = 0; a < nr;) {
+        int64_t e = a;
+        while (e < nr && iq[rq[e]].b == iq[rq[a]].b && iq[rq[e]].h / c.G == iq[rq[a]].h / c.G) e++;
+        int64_t len = (e - a + nth - 1) / nth;
+        for (int64_t s0 = a; s0 < e; s0 += len) tq[ntq++] = s0;
+        a = e;
+    }
+    tq[ntq] = nr;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nth) reduction(+ : esc)
+    for (int64_t t = 0; t < ntq; t++) {
+        int64_t a = tq[t], e = tq[t + 1];
         double *mp = malloc((size_t)D * sizeof(double));
         if (!mp) continue;
-        orc_mpfr_dq_row(&c, iq[x].b, iq[x].h, iq[x].s, prec, mp);
-        for (int64_t d = 0; d < D; d++) {
-            int64_t e = x * D + d;
-            bq->orc_err[e] = orc_mpfr_err(mp[d], bq->orc_err[e], prec, (double)Sk);
-            bq->ref[e] = mp[d];
-            bq->flags[e] = (uint8_t)((bq->flags[e] & (ORC_F_UNCHECKABLE | ORC_F_OVERFLOW)) | orc_value_flags(mp[d]) | ORC_F_ESCALATED);
+        orc_mp_head hd;
+        int64_t b0 = iq[rq[a]].b, hk0 = iq[rq[a]].h / c.G;
+        const orc_mp_head *hdp = e - a > 1 && orc_mp_head_init(&hd, &c, b0, hk0, 1) == 0 ? &hd : NULL;
+        for (int64_t y = a; y < e; y++) {
+            int64_t x = rq[y];
+            orc_mpfr_dq_row_head(&c, hdp, iq[x].b, iq[x].h, iq[x].s, prec, mp);
+            for (int64_t d = 0; d < D; d++) {
+                int64_t el = x * D + d;
+                bq->orc_err[el] = orc_mpfr_err(mp[d], bq->orc_err[el], prec, (double)Sk);
+                bq->ref[el] = mp[d];
+                bq->flags[el] = (uint8_t)((bq->flags[el] & (ORC_F_UNCHECKABLE | ORC_F_OVERFLOW)) | orc_value_flags(mp[d]) |
+                                          ORC_F_ESCALATED);
+            }
+            esc += D;
         }
-        esc += D;
+        if (hdp) orc_mp_head_free(&hd);
         free(mp);
     }
+    free(rq); free(tq);
     /* dK/dV columns: the escalated columns of one (b, hk) share their rows' MPFR quantities
      * (orc_mpfr_dkdv_cols); a (b, hk)'s columns are split into up to nth tasks */
     orc_block *bl[2] = {&res->dk, &res->dv};

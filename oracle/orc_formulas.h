@@ -193,12 +193,32 @@ ORC_HD double orc_fm_round16(double x, int bf16) {
     int mant = bf16 ? 7 : 10, emin = bf16 ? -126 : -14;
     double maxf = bf16 ? 0x1.fep127 : 65504.0;
     double a = fabs(x), q;
+#ifdef __CUDA_ARCH__
     if (a < ldexp(1.0, emin)) /* subnormal grid: ulp 2^(emin - mant) */
         q = ldexp(rint(ldexp(a, mant - emin)), emin - mant);
     else {
         int E = ilogb(a);
         q = ldexp(rint(ldexp(a, mant - E)), E - mant);
     }
+#else
+    /* the host: the same value without libm (test_round16 compares the two). Subnormal grid:
+     * a 2^(mant - emin) < 2^mant and the scalings are exact powers of two; the integer is
+     * rounded by adding and removing 2^52 (RN, ties to even, as rint in the default mode).
+     * Else a is a normal double: its significand rounded to mant + 1 bits in its bits (ties
+     * to even; a carry moves into the exponent, to +Inf past the largest double, as ldexp). */
+    if (a < (bf16 ? 0x1p-126 : 0x1p-14)) {
+        double y = a * (bf16 ? 0x1p133 : 0x1p24);
+        y = (y + 0x1p52) - 0x1p52;
+        q = y * (bf16 ? 0x1p-133 : 0x1p-24);
+    } else {
+        uint64_t u;
+        memcpy(&u, &a, sizeof u);
+        int sh = 52 - mant;
+        u += ((uint64_t)1 << (sh - 1)) - 1 + ((u >> sh) & 1);
+        u &= ~(((uint64_t)1 << sh) - 1);
+        memcpy(&q, &u, sizeof q);
+    }
+#endif
     if (q > maxf) q = INFINITY;
     return copysign(q, x);
 }

@@ -9,6 +9,9 @@
 #include <string.h>
 
 #include "oracle/orc_internal.h"
+#include "oracle/orc_mpfr.h"
+
+enum { ORC_MPFR_DOT_MAX = 512 }; /* stack buffer of a dO.v product row */
 
 // ----------------------------------------------------------------------------
 // one row: scores s_j (visible keys only), lse, O
@@ -21,6 +24,76 @@ typedef struct {
     mpfr_t lse;
     mpfr_t *o;           /* [Dv] */
 } mp_row;
+
+/* r = x[0] + x[1] + ... + x[n-1] summed left to right, each add correctly rounded to r's
+ * precision (RNDN, r starting at +0): the sums of exact fp16/bf16 products (scores q.k, dO.v).
+ * Fast path (orc_mpfr_sum_fixed): when every x[k] is a multiple of 2^-60 with |x[k]| < 2^100
+ * and sum |x[k]| < 2^min(prec, 120), every partial sum is an integer multiple of 2^-60 below
+ * 2^prec in magnitude, so representable: each add of the loop is exact and the loop's result
+ * is the exact sum, which the fixed-point sum gives (+0 for a zero sum, as RNDN adds give
+ * from +0). Otherwise (bf16 extremes, Inf, NaN) the loop itself. Bit-identical either way
+ * (oracle test test_mpfr_sum). */
+int orc_mpfr_sum_fixed(mpfr_t r, const double *x, int64_t n) {
+    __int128 s = 0;
+    unsigned __int128 a = 0;
+    for (int64_t k = 0; k < n; k++) {
+        double y = x[k] * 0x1p60; /* exact: a power of two, |x| < 2^100 checked below */
+        if (!(fabs(y) < 0x1p100)) return 0; /* also Inf, NaN */
+        __int128 v = (__int128)y;
+        if ((double)v != y) return 0; /* not on the 2^-60 grid */
+        s += v;
+        a += (unsigned __int128)(v < 0 ? -v : v);
+        if (a >> 120) return 0; /* a < 2^120 + 2^100: never wraps */
+    }
+    long prec = (long)mpfr_get_prec(r);
+    int lim = prec < 120 ? (int)prec : 120;
+    if (a >> lim) return 0;
+    unsigned __int128 u = s < 0 ? (unsigned __int128)(-s) : (unsigned __int128)s;
+    mpfr_set_ui_2exp(r, (unsigned long)(u >> 64), 64, MPFR_RNDN); /* < 2^56: exact */
+    mpfr_add_ui(r, r, (unsigned long)(uint64_t)u, MPFR_RNDN);    /* u < 2^prec: exact */
+    mpfr_mul_2si(r, r, -60, MPFR_RNDN);
+    if (s < 0) mpfr_neg(r, r, MPFR_RNDN);
+    return 1;
+}
+
+void orc_mpfr_sum(mpfr_t r, const double *x, int64_t n) {
+    if (orc_mpfr_sum_fixed(r, x, n)) return;
+    mpfr_set_zero(r, 1);
+    for (int64_t k = 0; k < n; k++) mpfr_add_d(r, r, x[k], MPFR_RNDN);
+}
+
+int orc_mp_head_init(orc_mp_head *hd, const orc_ctx *c, int64_t b, int64_t hk, int with_k) {
+    memset(hd, 0, sizeof *hd);
+    size_t nk = with_k ? (size_t)(c->Sk * c->D) : 0, nv = (size_t)(c->Sk * c->Dv), n = nk + nv;
+    size_t lb = mpfr_custom_get_size(53); /* bytes of a 53-bit significand: a multiple of a limb */
+    char *mem = malloc((n ? n : 1) * (sizeof(mpfr_t) + lb));
+    if (!mem) return -1;
+    mpfr_t *x = (mpfr_t *)mem;
+    char *limbs = mem + n * sizeof(mpfr_t);
+    for (size_t e = 0; e < n; e++) {
+        void *sig = limbs + e * lb;
+        mpfr_custom_init(sig, 53);
+        mpfr_custom_init_set(x[e], MPFR_ZERO_KIND, 0, 53, sig);
+    }
+    int64_t D = c->D, Dv = c->Dv;
+    for (int64_t j = 0; j < c->Sk; j++) {
+        if (with_k)
+            for (int64_t d = 0; d < D; d++) mpfr_set_d(x[j * D + d], orc_ld(c->k, c->ks, b, j, hk, d, c->dt), MPFR_RNDN);
+        for (int64_t d = 0; d < Dv; d++)
+            mpfr_set_d(x[nk + (size_t)(j * Dv + d)], orc_ld(c->v, c->vs, b, j, hk, d, c->dt), MPFR_RNDN);
+    }
+    hd->b = b;
+    hd->hk = hk;
+    hd->k = with_k ? x : NULL;
+    hd->v = x + nk;
+    hd->mem = mem;
+    return 0;
+}
+
+void orc_mp_head_free(orc_mp_head *hd) {
+    free(hd->mem); /* custom-initialized numbers: nothing to clear */
+    memset(hd, 0, sizeof *hd);
+}
 
 static void mp_scale(const orc_ctx *c, mpfr_t sc) {
     if (c->scale_default) {
@@ -53,8 +126,11 @@ static void mp_row_clear(const orc_ctx *c, mp_row *r) {
  * with sinks). Softcap (BOUNDS.md 14): s = cap tanh(scale q.k / cap) + m, each operation
  * correctly rounded (mpfr_tanh included). Sinks (14.2): exp(sink_h - M) joins L, M the max
  * of the scores and the sink. */
-static int mp_row_compute(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int prec, mp_row *r) {
+static int mp_row_compute(const orc_ctx *c, const orc_mp_head *hd, int64_t b, int64_t h, int64_t i, int prec,
+                          mp_row *r) {
     int64_t hk = h / c->G;
+    const mpfr_t *hv = hd && hd->b == b && hd->hk == hk ? (const mpfr_t *)hd->v : NULL; /* V of (b, hk), exact:
+                                                                                        mpfr_mul = mpfr_mul_d */
     mpfr_t sc, acc, x, y, M, L, w;
     mpfr_inits2(prec, sc, acc, x, y, M, L, w, (mpfr_ptr)0);
     mp_scale(c, sc);
@@ -62,7 +138,7 @@ static int mp_row_compute(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int
     r->n = 0;
     mpfr_set_inf(M, -1);
     int nan = 0;
-    double *qd = malloc((size_t)c->D * sizeof(double));
+    double *qd = malloc((size_t)c->D * 2 * sizeof(double)), *pr = qd + c->D;
     if (!qd) abort();
     for (int64_t d = 0; d < c->D; d++) qd[d] = orc_ld(c->q, c->qs, b, i, h, d, c->dt);
     for (int64_t j = 0; j < c->Sk; j++) {
@@ -72,10 +148,9 @@ static int mp_row_compute(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int
         if (m == -INFINITY) continue;
         r->vis[j] = 1;
         r->n++;
-        mpfr_set_zero(acc, 1);
         /* fp16/bf16 products are exact in double: add them exactly-rounded */
-        for (int64_t d = 0; d < c->D; d++)
-            mpfr_add_d(acc, acc, qd[d] * orc_ld(c->k, c->ks, b, j, hk, d, c->dt), MPFR_RNDN);
+        for (int64_t d = 0; d < c->D; d++) pr[d] = qd[d] * orc_ld(c->k, c->ks, b, j, hk, d, c->dt);
+        orc_mpfr_sum(acc, pr, c->D);
         mpfr_mul(acc, acc, sc, MPFR_RNDN);
         if (c->softcap > 0) {
             mpfr_div_d(acc, acc, c->softcap, MPFR_RNDN);
@@ -110,7 +185,8 @@ static int mp_row_compute(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int
             mpfr_exp(w, w, MPFR_RNDN);
             mpfr_add(L, L, w, MPFR_RNDN);
             for (int64_t d = 0; d < c->Dv; d++) {
-                mpfr_mul_d(x, w, orc_ld(c->v, c->vs, b, j, hk, d, c->dt), MPFR_RNDN);
+                if (hv) mpfr_mul(x, w, hv[j * c->Dv + d], MPFR_RNDN);
+                else mpfr_mul_d(x, w, orc_ld(c->v, c->vs, b, j, hk, d, c->dt), MPFR_RNDN);
                 mpfr_add(r->o[d], r->o[d], x, MPFR_RNDN);
             }
         }
@@ -126,7 +202,7 @@ int orc_mpfr_fwd_row(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int prec
                      double *o_out, double *lse_out) {
     mp_row r;
     mp_row_init(c, &r, prec);
-    int vis = mp_row_compute(c, b, h, i, prec, &r);
+    int vis = mp_row_compute(c, NULL, b, h, i, prec, &r);
     for (int64_t d = 0; d < c->Dv; d++) o_out[d] = mpfr_get_d(r.o[d], MPFR_RNDN);
     *lse_out = mpfr_get_d(r.lse, MPFR_RNDN);
     mp_row_clear(c, &r);
@@ -152,11 +228,13 @@ static void mp_p_ds(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int64_t j
     int64_t hk = h / c->G;
     mpfr_sub(P, r->s[j], r->lse, MPFR_RNDN);
     mpfr_exp(P, P, MPFR_RNDN);
-    mpfr_set_zero(dS, 1);
     (void)y;
+    double pr[ORC_MPFR_DOT_MAX], *pp = c->Dv <= ORC_MPFR_DOT_MAX ? pr : malloc((size_t)c->Dv * sizeof(double));
+    if (!pp) abort();
     for (int64_t d = 0; d < c->Dv; d++) /* exact product in double */
-        mpfr_add_d(dS, dS, orc_ld(c->dout, c->dos, b, i, h, d, c->dt) * orc_ld(c->v, c->vs, b, j, hk, d, c->dt),
-                   MPFR_RNDN);
+        pp[d] = orc_ld(c->dout, c->dos, b, i, h, d, c->dt) * orc_ld(c->v, c->vs, b, j, hk, d, c->dt);
+    orc_mpfr_sum(dS, pp, c->Dv);
+    if (pp != pr) free(pp);
     mpfr_sub(dS, dS, Di, MPFR_RNDN);
     mpfr_mul(dS, dS, P, MPFR_RNDN);
     if (c->softcap > 0) { /* d s / d(scale q.k) = 1 - tanh^2 (14.3) */
@@ -167,10 +245,17 @@ static void mp_p_ds(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int64_t j
 }
 
 void orc_mpfr_dq_row(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int prec, double *dq_out) {
+    orc_mpfr_dq_row_head(c, NULL, b, h, i, prec, dq_out);
+}
+
+void orc_mpfr_dq_row_head(const orc_ctx *c, const orc_mp_head *hd, int64_t b, int64_t h, int64_t i, int prec,
+                          double *dq_out) {
     int64_t hk = h / c->G;
+    if (hd && (hd->b != b || hd->hk != hk || !hd->k)) hd = NULL; /* not this row's head */
+    const mpfr_t *hkk = hd ? (const mpfr_t *)hd->k : NULL;
     mp_row r;
     mp_row_init(c, &r, prec);
-    int vis = mp_row_compute(c, b, h, i, prec, &r);
+    int vis = mp_row_compute(c, hd, b, h, i, prec, &r);
     mpfr_t Di, P, dS, x, y, sc;
     mpfr_inits2(prec, Di, P, dS, x, y, sc, (mpfr_ptr)0);
     mpfr_t *acc = malloc((size_t)c->D * sizeof(mpfr_t));
@@ -182,10 +267,13 @@ void orc_mpfr_dq_row(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int prec
         for (int64_t j = r.lo; j <= r.hi; j++) {
             if (!r.vis[j]) continue;
             mp_p_ds(c, b, h, i, j, &r, Di, P, dS, x, y);
-            for (int64_t d = 0; d < c->D; d++) {
-                mpfr_set_d(x, orc_ld(c->k, c->ks, b, j, hk, d, c->dt), MPFR_RNDN);
-                mpfr_fma(acc[d], dS, x, acc[d], MPFR_RNDN);
-            }
+            if (hkk) /* K of the head, exact: the fma's operand has the same value */
+                for (int64_t d = 0; d < c->D; d++) mpfr_fma(acc[d], dS, hkk[j * c->D + d], acc[d], MPFR_RNDN);
+            else
+                for (int64_t d = 0; d < c->D; d++) {
+                    mpfr_set_d(x, orc_ld(c->k, c->ks, b, j, hk, d, c->dt), MPFR_RNDN);
+                    mpfr_fma(acc[d], dS, x, acc[d], MPFR_RNDN);
+                }
         }
         for (int64_t d = 0; d < c->D; d++) mpfr_mul(acc[d], acc[d], sc, MPFR_RNDN);
     }
@@ -218,7 +306,7 @@ void orc_mpfr_dkdv_sum(const orc_ctx *const *cs, const int64_t *bs, const int64_
                 int64_t lo, hi;
                 orc_row_range(&c->p, i, &lo, &hi);
                 if (j < lo || j > hi || orc_mask_at(c, b, h, i, j) == -INFINITY) continue;
-                mp_row_compute(c, b, h, i, prec, &r);
+                mp_row_compute(c, NULL, b, h, i, prec, &r);
                 mp_delta(c, b, h, i, &r, Di, x);
                 mp_p_ds(c, b, h, i, j, &r, Di, P, dS, x, y);
                 for (int64_t d = 0; d < c->D; d++) {
@@ -262,11 +350,16 @@ void orc_mpfr_dkdv_cols(const orc_ctx *c, int64_t b, int64_t hk, const int64_t *
     size_t nk = (size_t)n * (size_t)c->D, nv = (size_t)n * (size_t)c->Dv;
     mpfr_t *dk = malloc((nk ? nk : 1) * sizeof(mpfr_t)), *dv = malloc((nv ? nv : 1) * sizeof(mpfr_t));
     uint8_t *see = malloc((size_t)n);
-    if (!dk || !dv || !see) abort();
+    mpfr_t *qm = malloc((size_t)(c->D + c->Dv) * sizeof(mpfr_t)), *om = qm + c->D;
+    if (!dk || !dv || !see || !qm) abort();
+    for (int64_t d = 0; d < c->D + c->Dv; d++) mpfr_init2(qm[d], 53);
     for (size_t e = 0; e < nk; e++) { mpfr_init2(dk[e], prec); mpfr_set_zero(dk[e], 1); }
     for (size_t e = 0; e < nv; e++) { mpfr_init2(dv[e], prec); mpfr_set_zero(dv[e], 1); }
     mp_row r;
     mp_row_init(c, &r, prec);
+    /* V of (b, hk) converted once for every row (when there are several) */
+    orc_mp_head hd;
+    const orc_mp_head *hdp = c->G * c->Sq > 1 && orc_mp_head_init(&hd, c, b, hk, 0) == 0 ? &hd : NULL;
     for (int64_t h = hk * c->G; h < (hk + 1) * c->G; h++) {
         for (int64_t i = 0; i < c->Sq; i++) {
             int64_t lo, hi;
@@ -278,31 +371,32 @@ void orc_mpfr_dkdv_cols(const orc_ctx *c, int64_t b, int64_t hk, const int64_t *
                 any |= see[k];
             }
             if (!any) continue;
-            mp_row_compute(c, b, h, i, prec, &r);
+            mp_row_compute(c, hdp, b, h, i, prec, &r);
             mp_delta(c, b, h, i, &r, Di, x);
+            /* the row's q and dO as exact 53-bit MPFR numbers, once for all its columns (an fma
+               rounds the exact dS q + acc: the operands' precision does not change it) */
+            for (int64_t d = 0; d < c->D; d++) mpfr_set_d(qm[d], orc_ld(c->q, c->qs, b, i, h, d, c->dt), MPFR_RNDN);
+            for (int64_t d = 0; d < c->Dv; d++)
+                mpfr_set_d(om[d], orc_ld(c->dout, c->dos, b, i, h, d, c->dt), MPFR_RNDN);
             for (int k = 0; k < n; k++) {
                 if (!see[k]) continue;
                 mp_p_ds(c, b, h, i, js[k], &r, Di, P, dS, x, y);
                 mpfr_t *ak = dk + (size_t)k * (size_t)c->D, *av = dv + (size_t)k * (size_t)c->Dv;
-                for (int64_t d = 0; d < c->D; d++) {
-                    mpfr_set_d(x, orc_ld(c->q, c->qs, b, i, h, d, c->dt), MPFR_RNDN);
-                    mpfr_fma(ak[d], dS, x, ak[d], MPFR_RNDN);
-                }
-                for (int64_t d = 0; d < c->Dv; d++) {
-                    mpfr_set_d(x, orc_ld(c->dout, c->dos, b, i, h, d, c->dt), MPFR_RNDN);
-                    mpfr_fma(av[d], P, x, av[d], MPFR_RNDN);
-                }
+                for (int64_t d = 0; d < c->D; d++) mpfr_fma(ak[d], dS, qm[d], ak[d], MPFR_RNDN);
+                for (int64_t d = 0; d < c->Dv; d++) mpfr_fma(av[d], P, om[d], av[d], MPFR_RNDN);
             }
         }
     }
     mp_row_clear(c, &r);
+    if (hdp) orc_mp_head_free(&hd);
     for (size_t e = 0; e < nk; e++) {
         mpfr_mul(dk[e], dk[e], sc, MPFR_RNDN);
         dk_out[e] = mpfr_get_d(dk[e], MPFR_RNDN);
         mpfr_clear(dk[e]);
     }
     for (size_t e = 0; e < nv; e++) { dv_out[e] = mpfr_get_d(dv[e], MPFR_RNDN); mpfr_clear(dv[e]); }
-    free(dk); free(dv); free(see);
+    for (int64_t d = 0; d < c->D + c->Dv; d++) mpfr_clear(qm[d]);
+    free(dk); free(dv); free(see); free(qm);
     mpfr_clears(Di, P, dS, x, y, sc, (mpfr_ptr)0);
 }
 
@@ -321,7 +415,7 @@ double orc_mpfr_dsink(const orc_ctx *const *cs, const int64_t *bs, int n, int64_
         mp_row r;
         mp_row_init(c, &r, prec);
         for (int64_t i = 0; i < c->Sq; i++) {
-            if (!mp_row_compute(c, b, h, i, prec, &r)) continue; /* O = 0: D = 0 */
+            if (!mp_row_compute(c, NULL, b, h, i, prec, &r)) continue; /* O = 0: D = 0 */
             mp_delta(c, b, h, i, &r, Di, x);
             mpfr_set_d(P, sink, MPFR_RNDN);
             mpfr_sub(P, P, r.lse, MPFR_RNDN);

@@ -1,10 +1,13 @@
-/* test_mpfr_cols.c: the shared-row MPFR dK/dV path (orc_mpfr_dkdv_cols) gives the same
- * doubles, bit for bit, as the per-column path (orc_mpfr_dkdv_col, which recomputes the
- * G*Sq rows for every column), on random problems: GQA, causal / windows, additive masks
- * with -inf entries (rows that see some columns and not others), softcap, scales; both
- * called directly on random column subsets (any order, repeats) and through orc_bwd with
- * every element escalated (tier MPFR: the escalation loop's grouping into (b, hk) tasks).
+/* test_mpfr_cols.c: the shared-row MPFR dK/dV path (orc_mpfr_dkdv_cols, V of the head
+ * converted once: orc_mp_head) gives the same doubles, bit for bit, as the per-column path
+ * (orc_mpfr_dkdv_col, which recomputes the G*Sq rows for every column), on random problems:
+ * GQA, causal / windows, additive masks with -inf entries (rows that see some columns and not
+ * others), softcap, scales; both called directly on random column subsets (any order, repeats)
+ * and through orc_bwd with every element escalated (tier MPFR: the escalation loop's grouping
+ * into (b, hk) tasks). Likewise dQ rows: with the head's K and V (orc_mpfr_dq_row_head) = row
+ * by row without it (orc_mpfr_dq_row), directly and through orc_bwd's grouped tasks.
  * Timing-independent: only values are compared. */
+#include "oracle/orc_mpfr.h"
 #include "oracle/orc_internal.h"
 #include "oracle/tests/tutil.h"
 
@@ -72,9 +75,30 @@ static void run_case(int id) {
         for (int64_t d = 0; d < Dv; d++) m2 += !same_bits(r.dv.ref[x * Dv + d], rv[d]) || !(r.dv.flags[x * Dv + d] & ORC_F_ESCALATED);
     }
     CHECK(m2 == 0, "case %d: orc_bwd: %lld dK/dV elements differ from the per-column MPFR path", id, (long long)m2);
+    /* dQ rows: orc_bwd's grouped tasks (a head per (b, hk)) and orc_mpfr_dq_row_head = orc_mpfr_dq_row */
+    double *rq = malloc((size_t)D * sizeof(double)), *hq = malloc((size_t)D * sizeof(double));
+    int64_t m3 = 0, m4 = 0, nrow = 0;
+    for (int64_t x = 0; x < r.dq.n; x++) {
+        if (r.dq.flags[x * D] & ORC_F_MASKED_ROW) continue;
+        nrow++;
+        const orc_index *ix = &r.dq.index[x];
+        orc_mpfr_dq_row(&c, ix->b, ix->h, ix->s, prec, rq);
+        orc_mp_head hd;
+        CHECK(orc_mp_head_init(&hd, &c, ix->b, ix->h / c.G, 1) == 0, "head: out of memory");
+        orc_mpfr_dq_row_head(&c, &hd, ix->b, ix->h, ix->s, prec, hq);
+        orc_mp_head_free(&hd);
+        for (int64_t d = 0; d < D; d++) {
+            m3 += !same_bits(r.dq.ref[x * D + d], rq[d]) || !(r.dq.flags[x * D + d] & ORC_F_ESCALATED);
+            m4 += !same_bits(hq[d], rq[d]);
+        }
+    }
+    CHECK(m3 == 0 && m4 == 0, "case %d: dQ: %lld elements of orc_bwd and %lld of the head path differ from orc_mpfr_dq_row",
+          id, (long long)m3, (long long)m4);
+    free(rq); free(hq);
     printf("case %2d: B%lld Sq%lld Sk%lld Hq%lld Hkv%lld D%lld Dv%lld causal %d mask %d softcap %g: %lld values, %lld columns via orc_bwd\n",
            id, (long long)B, (long long)Sq, (long long)Sk, (long long)Hq, (long long)Hkv, (long long)D, (long long)Dv,
            (int)cz, with_mask, (double)p.softcap, (long long)tot, (long long)esc);
+    printf("         %lld dQ rows via orc_bwd and the head path\n", (long long)nrow);
     free(rk); free(rv);
     orc_bwd_free(&r);
     t_free(&t);

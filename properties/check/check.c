@@ -24,12 +24,22 @@ static double chk_now(void) {
  * fuzz case): one "check timing" line on stderr per such case, so that a certify run shows
  * where the time of its production entries goes. */
 enum { TM_INIT, TM_FWD, TM_FCHK, TM_FORC, TM_FCMP, TM_DET, TM_BWD, TM_BCHK, TM_BORC, TM_BCMP, TM_N };
+_Static_assert(TM_N == FC_PH_COUNT && TM_DET == FC_PH_OTHER && TM_BCMP == FC_PH_BWD_COMPARE,
+               "the laps are check.h's phases");
 #define TIMED_WORK ((int64_t)1 << 36)
+static const char *const tm_name[TM_N] = {"inputs", "forward call", "forward buffer checks", "oracle forward",
+                                          "compare forward", "determinism/other", "backward call",
+                                          "backward buffer checks", "oracle backward", "compare backward"};
+static _Thread_local double tm_total[TM_N]; /* fc_check_phase_seconds */
+
+void fc_check_phase_seconds(double out[FC_PH_COUNT]) {
+    for (int k = 0; k < TM_N; k++) out[k] = tm_total[k];
+}
+
+const char *fc_check_phase_name(int k) { return k >= 0 && k < TM_N ? tm_name[k] : "?"; }
 
 static void lap_note(const fc_case *c, int k, double secs) {
-    static const char *name[TM_N] = {"inputs", "forward call", "forward buffer checks", "oracle forward",
-                                     "compare forward", "determinism/other", "backward call",
-                                     "backward buffer checks", "oracle backward", "compare backward"};
+    const char *const *name = tm_name;
     fprintf(stderr, "check phase B%lld Sq%lld Sk%lld H%lld/%lld: %s %.2f s\n", (long long)c->p.batch,
             (long long)c->p.seqlen_q, (long long)c->p.seqlen_k, (long long)c->p.heads_q, (long long)c->p.heads_kv,
             name[k], secs);
@@ -311,11 +321,27 @@ void fc_block_norms_host(const fc_run *r, int t, const orc_block *blk, fc_block_
     fc_block_norms_init(out);
     /* masked rows (exact), magnitude */
     double ref2 = 0, got2 = 0, bnd2 = 0;
+    /* a vector's elements lie at one stride (the last dim; LSE vectors have one element): its
+       first element's index, then steps; values decoded as fc_buf_get does */
+    const int64_t step = t == FC_T_LSE ? 0 : b->stride[3];
+    const char *base = b->alloc;
     for (int64_t vi = 0; vi < blk->n; vi++) {
+        int64_t idx[4];
+        block_logical(r, t, &blk->index[vi], 0, idx);
+        const int64_t e0 = fc_buf_index(b, idx);
         for (int64_t k = 0; k < blk->dim; k++) {
-            int64_t e = vi * blk->dim + k, idx[4];
-            block_logical(r, t, &blk->index[vi], k, idx);
-            double got = fc_buf_get(b, idx);
+            int64_t e = vi * blk->dim + k, at = e0 + k * step;
+            double got;
+            if (b->elem_size == 4) {
+                float g;
+                memcpy(&g, base + (size_t)at * 4, 4);
+                got = (double)g;
+            } else {
+                uint16_t h;
+                memcpy(&h, base + (size_t)at * 2, 2);
+                got = b->dtype_bf16 ? fc_bf16_to_double(h) : fc_f16_to_double(h);
+            }
+            if (t != FC_T_LSE) idx[3] = k;
             uint8_t f = blk->flags[e];
             if (f & ORC_F_MASKED_ROW) {
                 /* exactly the declared value: O, dQ, dK, dV 0; LSE the profile's lse_empty
@@ -750,6 +776,7 @@ done:
     fc_run_free(&r1);
     if (second) fc_run_free(&r2);
     LAP(TM_DET);
+    for (int k = 0; k < TM_N; k++) tm_total[k] += tm[k];
     char dev_note[96];
     if (nch_f || nch_b)
         snprintf(dev_note, sizeof dev_note, "device path (oracle and compare on the GPU): %lld + %lld chunks",

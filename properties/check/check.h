@@ -273,6 +273,11 @@ const char *fc_oracle_tier_name(fc_oracle_tier t);
 /* The selection rule above (AUTO's threshold: fc_check_oracle_gpu_min_work()): 1 = try the GPU
  * tier; work = B*Hq*Sq*Sk*max(Dqk, Dv). */
 int fc_oracle_use_gpu(fc_oracle_tier t, int backend_on_device, int gpu_usable, double work);
+/* 1 when the GPU tier models the case's call: dense problems only (no varlen, paged,
+ * seqused, softcap or sinks: oracle/gpu refuses those as unsupported). A call it does not
+ * model goes to the CPU tier without touching the device: under AUTO that is no fallback,
+ * under GPU it is counted as one. */
+int fc_oracle_gpu_models(const fc_case *c);
 /* Calls verified by each tier in this process, and GPU-tier calls that fell back. */
 typedef struct {
     int64_t gpu, cpu, fallback;
@@ -479,6 +484,18 @@ int64_t fc_check_stress(const fa_backend *be, const fc_case *c, int runs, fc_ver
 
 /* Run c on be and check everything listed at the top. Returns v->outcome. */
 fc_outcome fc_check_case(const fa_backend *be, const fc_case *c, const fc_check_opts *o, fc_verdict *v);
+
+/* Where fc_check_case's wall time goes, per phase, summed over the calls made by this thread
+ * (CLOCK_MONOTONIC laps, a few per case): the inputs (the first run's buffers), each pass's
+ * call (mirror copies included), its buffer checks (guards, inputs unchanged, unwritten
+ * outputs), its oracle and its compare; "other": the determinism run, stress, frees. A device
+ * path's chunks count as oracle. */
+enum {
+    FC_PH_INPUTS, FC_PH_FWD_CALL, FC_PH_FWD_CHECKS, FC_PH_FWD_ORACLE, FC_PH_FWD_COMPARE, FC_PH_OTHER,
+    FC_PH_BWD_CALL, FC_PH_BWD_CHECKS, FC_PH_BWD_ORACLE, FC_PH_BWD_COMPARE, FC_PH_COUNT
+};
+void fc_check_phase_seconds(double out[FC_PH_COUNT]);
+const char *fc_check_phase_name(int k);
 
 #ifdef __cplusplus
 }

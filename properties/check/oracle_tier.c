@@ -42,6 +42,22 @@ int fc_oracle_use_gpu(fc_oracle_tier t, int backend_on_device, int gpu_usable, d
     return t == FC_ORACLE_GPU || (backend_on_device && work >= atomic_load(&g_min_work));
 }
 
+static int gpu_usable(void);
+int fc_oracle_gpu_models(const fc_case *c) { return !fc_case_is_v3(c); }
+
+/* The GPU tier is tried when the rule says so and it models the call. A call it does not
+ * model (contract v3) goes to the CPU tier directly, without uploading its inputs: under
+ * AUTO an ordinary CPU-tier call, under GPU a counted fallback (asked for, not modelled). */
+static int try_gpu(const fc_run *r, fc_oracle_tier t, double work) {
+    int want = fc_oracle_use_gpu(t, r->on_device, gpu_usable(), work);
+    if (want && !fc_oracle_gpu_models(&r->c)) {
+        if (t == FC_ORACLE_GPU) atomic_fetch_add(&n_fallback, 1);
+        return 0;
+    }
+    if (!want && t == FC_ORACLE_GPU) atomic_fetch_add(&n_fallback, 1); /* asked for, no usable device */
+    return want;
+}
+
 static double run_work(const fc_run *r) {
     const fa_problem *p = &r->c.p;
     double d = (double)(p->head_dim_qk > p->head_dim_v ? p->head_dim_qk : p->head_dim_v);
@@ -54,7 +70,6 @@ void fc_oracle_counts_get(fc_oracle_counts *c) {
     c->fallback = atomic_load(&n_fallback);
 }
 
-static int gpu_usable(void);
 int fc_oracle_gpu_usable(void) { return gpu_usable(); }
 
 static int gpu_usable(void) {
@@ -138,38 +153,54 @@ int fc_oracle_fwd_tier(const fc_run *r, const fa_precision *prec, fc_oracle_tier
     return fc_oracle_fwd_plan(r, prec, t, rows, res, used_gpu, msg, msglen);
 }
 
+/* The GPU tier's pass over r, forward (fa, fres) or backward (ba, bres): r's inputs uploaded
+ * to the mirrors, the pass, its result pointed back at r's host buffers (so that it is freed
+ * and compared as a CPU-tier result). Returns 1 (counted as a GPU-tier call), or 0 after a
+ * failure (counted as a fallback: the caller runs the CPU tier on the same inputs). */
+static int gpu_pass(const fc_run *r, const fa_precision *prec, const fa_fwd_args *fa, orc_fwd_result *fres,
+                    const fa_bwd_args *ba, orc_bwd_result *bres) {
+    int fail = 0, ok;
+    orc_options opt;
+    fc_oracle_options(&opt);
+    fa_error err;
+    memset(&err, 0, sizeof err);
+    fc_device_enter(); /* the uploads and the pass are device work (check.h, the device gate) */
+    void *q = upload(r, FC_T_Q, &fail), *k = upload(r, FC_T_K, &fail), *v = upload(r, FC_T_V, &fail);
+    void *mask = upload(r, FC_T_MASK, &fail);
+    if (fa) {
+        fa_fwd_args d = *fa;
+        d.q.ptr = q; d.k.ptr = k; d.v.ptr = v; d.mask.ptr = mask;
+        d.o.ptr = d.lse.ptr = NULL; /* ignored by the oracle */
+        ok = !fail && orc_gpu_fwd(&d, prec, &opt, fres, &err) == FA_OK;
+    } else {
+        fa_bwd_args d = *ba;
+        d.q.ptr = q; d.k.ptr = k; d.v.ptr = v; d.mask.ptr = mask;
+        d.o.ptr = upload(r, FC_T_O, &fail);
+        d.lse.ptr = upload(r, FC_T_LSE, &fail);
+        d.dout.ptr = upload(r, FC_T_DO, &fail);
+        d.dq.ptr = d.dk.ptr = d.dv.ptr = NULL; /* ignored by the oracle */
+        ok = !fail && orc_gpu_bwd(&d, prec, &opt, bres, &err) == FA_OK;
+    }
+    fc_device_leave();
+    if (!ok) {
+        atomic_fetch_add(&n_fallback, 1);
+        return 0;
+    }
+    if (fa) orc_gpu_fwd_rehost(fres, fa);
+    else orc_gpu_bwd_rehost(bres, ba);
+    atomic_fetch_add(&n_gpu, 1);
+    return 1;
+}
+
 /* The GPU tier checks every element; the CPU tier the plan's sample. */
 int fc_oracle_fwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier t, int64_t rows, orc_fwd_result *res,
                        int *used_gpu, char *msg, size_t msglen) {
     fa_fwd_args a;
     fc_oracle_host_fwd_args(r, &a);
     if (used_gpu) *used_gpu = 0;
-    if (fc_oracle_use_gpu(t, r->on_device, gpu_usable(), run_work(r))) {
-        int fail = 0, ok = 0;
-        fc_device_enter(); /* the uploads and the passes are device work (check.h, the device gate) */
-        fa_fwd_args d = a;
-        d.q.ptr = upload(r, FC_T_Q, &fail);
-        d.k.ptr = upload(r, FC_T_K, &fail);
-        d.v.ptr = upload(r, FC_T_V, &fail);
-        d.mask.ptr = upload(r, FC_T_MASK, &fail);
-        d.o.ptr = d.lse.ptr = NULL; /* ignored by the oracle */
-        if (!fail) {
-            orc_options opt;
-            fc_oracle_options(&opt);
-            fa_error err;
-            memset(&err, 0, sizeof err);
-            ok = orc_gpu_fwd(&d, prec, &opt, res, &err) == FA_OK;
-        }
-        fc_device_leave();
-        if (ok) {
-            orc_gpu_fwd_rehost(res, &a);
-            atomic_fetch_add(&n_gpu, 1);
-            if (used_gpu) *used_gpu = 1;
-            return 0;
-        }
-        atomic_fetch_add(&n_fallback, 1);
-    } else if (t == FC_ORACLE_GPU) {
-        atomic_fetch_add(&n_fallback, 1); /* asked for, no usable device */
+    if (try_gpu(r, t, run_work(r)) && gpu_pass(r, prec, &a, res, NULL, NULL)) {
+        if (used_gpu) *used_gpu = 1;
+        return 0;
     }
     return cpu_fwd(&a, prec, rows, r->c.seed, res, msg, msglen);
 }
@@ -186,35 +217,9 @@ int fc_oracle_bwd_plan(const fc_run *r, const fa_precision *prec, fc_oracle_tier
     fa_bwd_args a;
     fc_oracle_host_bwd_args(r, &a);
     if (used_gpu) *used_gpu = 0;
-    if (fc_oracle_use_gpu(t, r->on_device, gpu_usable(), run_work(r))) {
-        int fail = 0, ok = 0;
-        fc_device_enter();
-        fa_bwd_args d = a;
-        d.q.ptr = upload(r, FC_T_Q, &fail);
-        d.k.ptr = upload(r, FC_T_K, &fail);
-        d.v.ptr = upload(r, FC_T_V, &fail);
-        d.mask.ptr = upload(r, FC_T_MASK, &fail);
-        d.o.ptr = upload(r, FC_T_O, &fail);
-        d.lse.ptr = upload(r, FC_T_LSE, &fail);
-        d.dout.ptr = upload(r, FC_T_DO, &fail);
-        d.dq.ptr = d.dk.ptr = d.dv.ptr = NULL; /* ignored by the oracle */
-        if (!fail) {
-            orc_options opt;
-            fc_oracle_options(&opt);
-            fa_error err;
-            memset(&err, 0, sizeof err);
-            ok = orc_gpu_bwd(&d, prec, &opt, res, &err) == FA_OK;
-        }
-        fc_device_leave();
-        if (ok) {
-            orc_gpu_bwd_rehost(res, &a);
-            atomic_fetch_add(&n_gpu, 1);
-            if (used_gpu) *used_gpu = 1;
-            return 0;
-        }
-        atomic_fetch_add(&n_fallback, 1);
-    } else if (t == FC_ORACLE_GPU) {
-        atomic_fetch_add(&n_fallback, 1);
+    if (try_gpu(r, t, run_work(r)) && gpu_pass(r, prec, NULL, NULL, &a, res)) {
+        if (used_gpu) *used_gpu = 1;
+        return 0;
     }
     return cpu_bwd(&a, prec, rows, cols, r->c.seed, res, msg, msglen);
 }

@@ -124,6 +124,47 @@ int main(void) {
         orc_fwd_free(&res);
         fc_run_free(&r);
     }
+    /* a contract-v3 call (softcap, varlen) the GPU tier does not model: never sent to it. Under
+       auto on a device backend a large one is an ordinary CPU-tier call, no fallback (before,
+       it was uploaded, refused by oracle/gpu as unsupported and counted as a fallback); under
+       gpu it is a counted fallback; the verdict is the CPU tier's either way */
+    {
+        const char *v3[2] = {"shape = 1 64 1024 4 2 64 64\nseed = 2\nsoftcap = 30\n",
+                             "shape = 2 64 1024 4 2 64 64\nseed = 5\nseqlens_q = 64,40\nseqlens_k = 1024,700\n"};
+        for (int k = 0; k < 2; k++) {
+            fc_case c;
+            char msg[300];
+            CHECK(fc_case_parse(v3[k], &c, msg, sizeof msg) == 0, "v3 case %d: %s", k, msg);
+            CHECK(!fc_oracle_gpu_models(&c), "v3 case %d: the GPU tier claims to model it", k);
+            for (int t = 0; t < 3; t += 2) {
+                fc_run r;
+                CHECK(fc_run_init(&r, &c, FC_POISON_A, msg, sizeof msg) == 0, "run: %s", msg);
+                CHECK(fc_run_forward(&r, cpu) == FA_OK, "forward");
+                r.on_device = 1;
+                fc_oracle_counts b, a;
+                counts(&b);
+                orc_fwd_result res;
+                int used = -1;
+                CHECK(fc_oracle_fwd_tier(&r, &cpu->precision, (fc_oracle_tier)t, &res, &used, msg, sizeof msg) == 0,
+                      "%s", msg);
+                counts(&a);
+                int64_t fb = a.fallback - b.fallback;
+                CHECK(used == 0 && a.gpu == b.gpu && a.cpu - b.cpu == 1 && fb == (t == FC_ORACLE_GPU),
+                      "v3 case %d --oracle %s: used %d gpu +%lld cpu +%lld fallback +%lld", k, names[t], used,
+                      (long long)(a.gpu - b.gpu), (long long)(a.cpu - b.cpu), (long long)fb);
+                fc_verdict v;
+                fc_verdict_init(&v);
+                CHECK(fc_check_fwd_outputs(&r, &res, &v) == 0 && v.outcome == FC_PASS, "v3 case %d: verdict %s", k,
+                      fc_outcome_name(v.outcome));
+                orc_fwd_free(&res);
+                fc_run_free(&r);
+            }
+        }
+        fc_case d;
+        char msg[300];
+        CHECK(fc_case_parse(cases[0], &d, msg, sizeof msg) == 0 && fc_oracle_gpu_models(&d),
+              "a dense case is not modelled by the GPU tier");
+    }
     if (failures) { printf("oracle_tier_test: %d failures\n", failures); return 1; }
     printf("oracle_tier_test: OK\n");
     return 0;

@@ -1,0 +1,37 @@
+/* orc_mpfr.h: helpers of the MPFR tier (orc_mpfr.c) beside its entry points in
+ * orc_internal.h, declared apart so that the GPU tier's nvcc objects do not depend on them. */
+#ifndef FLASHCHECK_ORC_MPFR_H
+#define FLASHCHECK_ORC_MPFR_H
+
+#include <stdint.h>
+#include <mpfr.h>
+
+#include "oracle/orc_internal.h"
+
+/* r = x[0] + ... + x[n-1] summed left to right from +0, each add correctly rounded to r's
+ * precision (RNDN): how the MPFR tier sums exact double products (scores q.k, dO.v). */
+void orc_mpfr_sum(mpfr_t r, const double *x, int64_t n);
+
+/* The same value by an exact fixed-point sum, where it applies: every x[k] a multiple of
+ * 2^-60 with |x[k]| < 2^100 and sum |x[k]| < 2^min(prec(r), 120), so that every partial sum
+ * of the loop is exact. Returns 1 with r set, or 0 with r untouched (then the loop runs). */
+int orc_mpfr_sum_fixed(mpfr_t r, const double *x, int64_t n);
+
+/* K and V of one (batch b, kv head hk) as exact MPFR numbers (53 bits hold every fp16 / bf16
+ * value), converted once and shared read-only by the rows of that head: a correctly rounded
+ * operation on them gives the bits it gives on the doubles they hold (mpfr_mul for mpfr_mul_d,
+ * mpfr_fma on them for mpfr_set_d + mpfr_fma), so the rows' values do not change. k: [Sk][D]
+ * (NULL unless asked for), v: [Sk][Dv]; one allocation (mpfr_custom_*). */
+typedef struct orc_mp_head {
+    int64_t b, hk;
+    mpfr_t *k, *v;
+    void *mem;
+} orc_mp_head;
+/* 0, or -1 out of memory (hd then holds nothing; the rows are computed without it). */
+int orc_mp_head_init(orc_mp_head *hd, const orc_ctx *c, int64_t b, int64_t hk, int with_k);
+void orc_mp_head_free(orc_mp_head *hd);
+/* orc_mpfr_dq_row with the head of (b, h / G) (hd may be NULL): the same values. */
+void orc_mpfr_dq_row_head(const orc_ctx *c, const orc_mp_head *hd, int64_t b, int64_t h, int64_t i, int prec,
+                          double *dq_out);
+
+#endif /* FLASHCHECK_ORC_MPFR_H */
