@@ -2,6 +2,7 @@
  * kernel choice per call (fwd_tiles.h, the policy of kernels/cuda/testing.h), the launch, and
  * the rare path's NaN/Inf fix-up kernels (after a raised flag: fwd_common.cuh). */
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -115,13 +116,27 @@ static constexpr int fwd_combine_unroll = 16;   // splits whose partials are in 
  * or 2^(m_z scale log2 e - m scale log2 e) (raw q.k units), l = sum_z l_z alpha_z,
  * acc_d = sum_z acc_zd alpha_z (fp32 RN multiplies, then RN adds in split order z = 0, 1, ...);
  * then fwd_store_o_lse's epilogue: O = RN_dtype(acc_d * (1 / l)), LSE = m (* scale) + logf(l),
- * l == 0: O = 0, LSE = -inf. Only the loads run in parallel (the partials of
- * fwd_combine_unroll splits in flight per thread, m and alpha by split across the threads);
- * every sum keeps its order, so the result is that of the serial loop. */
-__global__ void __launch_bounds__(fwd_combine_threads) flash_fwd_combine(const fwd_params p, int natural, int bf16) {
+ * l == 0: O = 0, LSE = -inf. Only the loads run in parallel: every split's (m, l) is read once,
+ * by thread z % T, and the first fwd_combine_unroll splits' partials are loaded before the
+ * maximum is known (they do not depend on it), so the row costs one dependent round trip to
+ * memory before its sums start; every sum keeps its order, so the result is that of the serial
+ * loop.
+ * Completion (d.count != NULL): each CTA, once its O and LSE are stored and fenced, adds 1 to
+ * *d.count; the CTA that brings it to gridDim.x resets it to 0 and, after a system-scope fence,
+ * writes d.ticket to *d.flag (host-mapped), which the host waits for (fwd_wait_done): every
+ * output of the call is written when the host sees the ticket. */
+typedef struct {
+    unsigned *count;  /* device word, 0 between calls (the last CTA resets it) */
+    int *flag;        /* host-mapped word (device pointer) */
+    int ticket;       /* this call's value */
+} fwd_done;
+
+__global__ void __launch_bounds__(fwd_combine_threads) flash_fwd_combine(const fwd_params p, int natural, int bf16,
+                                                                         const fwd_done d) {
     constexpr float LOG2E = 1.4426950408889634f;
     constexpr int T = fwd_combine_threads, U = fwd_combine_unroll;
     constexpr int PAIRS = FA_CUDA_MAX_HEAD_DIM / (2 * T);  // column pairs per thread: d = 2 tid + 2 T c
+    constexpr int ZT = fwd_split_max / T;                  // splits' (m, l) per thread: z = tid + T j
     __shared__ float s_alpha[fwd_split_max], s_l[fwd_split_max], s_m[T / 32];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     // launched as a programmatic dependent of the split kernel (sm_90): its partials are
@@ -132,67 +147,100 @@ __global__ void __launch_bounds__(fwd_combine_threads) flash_fwd_combine(const f
     const int tid = (int)threadIdx.x, lane = tid % 32;
     const int bh = (int)(w / p.seqlen_q), i = (int)(w % p.seqlen_q);
     const fwd_seq s = fwd_seq_of(p, bh);
-    if (i >= s.sq) return;  // CTA-uniform
     const int nz = p.n_split;
     const int64_t zstride = (int64_t)p.bh_total * p.seqlen_q;
-    // m = max_z m_z: a max is exact, so the threads' partial maxima combine in any order
-    float m = -INFINITY;
-    for (int z = tid; z < nz; z += T) m = fmaxf(m, p.part_ml[(w + z * zstride) * 2]);
+    if (i < s.sq) {  // CTA-uniform
+        float2 ml[ZT];
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (lane == 0) s_m[tid / 32] = m;
-    __syncthreads();
-#pragma unroll
-    for (int x = 0; x < T / 32; ++x) m = fmaxf(m, s_m[x]);
-    const float m_scaled = m == -INFINITY ? 0.0f : m * p.scale_log2;
-    for (int z = tid; z < nz; z += T) {
-        const float2 ml = *(const float2 *)(p.part_ml + (w + z * zstride) * 2);
-        s_alpha[z] = m == -INFINITY ? 1.0f : natural ? ptx_ex2((ml.x - m) * LOG2E) : ptx_ex2(ml.x * p.scale_log2 - m_scaled);
-        s_l[z] = ml.y;
-    }
-    __syncthreads();
-    float l = 0.0f, acc[PAIRS][2];
-#pragma unroll
-    for (int c = 0; c < PAIRS; ++c) acc[c][0] = acc[c][1] = 0.0f;
-    const float *po = p.part_o + w * p.head_dim_v;
-    for (int z0 = 0; z0 < nz; z0 += U) {
+        for (int j = 0; j < ZT; ++j) {
+            const int z = tid + T * j;
+            ml[j] = z < nz ? *(const float2 *)(p.part_ml + (w + z * zstride) * 2) : make_float2(-INFINITY, 0.0f);
+        }
+        const float *po = p.part_o + w * p.head_dim_v;
         float2 v[U][PAIRS];
 #pragma unroll
         for (int u = 0; u < U; ++u)
 #pragma unroll
             for (int c = 0; c < PAIRS; ++c) {
-                const int d = 2 * tid + 2 * T * c;
-                v[u][c] = z0 + u < nz && d < p.head_dim_v ? *(const float2 *)(po + (z0 + u) * zstride * p.head_dim_v + d)
-                                                        : make_float2(0.0f, 0.0f);
+                const int dd = 2 * tid + 2 * T * c;
+                v[u][c] = u < nz && dd < p.head_dim_v ? *(const float2 *)(po + u * zstride * p.head_dim_v + dd)
+                                                      : make_float2(0.0f, 0.0f);
             }
+        // m = max_z m_z: a max is exact, so the threads' partial maxima combine in any order
+        float m = -INFINITY;
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-            if (z0 + u >= nz) break;
-            const float alpha = s_alpha[z0 + u];
-            l = __fadd_rn(l, __fmul_rn(s_l[z0 + u], alpha));
+        for (int j = 0; j < ZT; ++j) m = fmaxf(m, ml[j].x);
 #pragma unroll
-            for (int c = 0; c < PAIRS; ++c) {
-                acc[c][0] = __fadd_rn(acc[c][0], __fmul_rn(v[u][c].x, alpha));
-                acc[c][1] = __fadd_rn(acc[c][1], __fmul_rn(v[u][c].y, alpha));
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (lane == 0) s_m[tid / 32] = m;
+        __syncthreads();
+#pragma unroll
+        for (int x = 0; x < T / 32; ++x) m = fmaxf(m, s_m[x]);
+        const float m_scaled = m == -INFINITY ? 0.0f : m * p.scale_log2;
+#pragma unroll
+        for (int j = 0; j < ZT; ++j) {
+            const int z = tid + T * j;
+            if (z < nz) {
+                s_alpha[z] = m == -INFINITY ? 1.0f
+                             : natural      ? ptx_ex2((ml[j].x - m) * LOG2E)
+                                            : ptx_ex2(ml[j].x * p.scale_log2 - m_scaled);
+                s_l[z] = ml[j].y;
             }
         }
-    }
-    const float inv = l == 0.0f ? 0.0f : 1.0f / l;
-    uint16_t *orow = p.o + (p.cu_q != NULL ? (int64_t)s.q_tok0 * p.o_ss : (int64_t)s.b * p.o_sb) +
-                     (int64_t)i * p.o_ss + (int64_t)s.h * p.o_sh;
+        __syncthreads();
+        float l = 0.0f, acc[PAIRS][2];
 #pragma unroll
-    for (int c = 0; c < PAIRS; ++c) {
-        const int d = 2 * tid + 2 * T * c;
-        if (d < p.head_dim_v) {
-            const uint32_t v = bf16 ? ptx_pack2<true>(acc[c][0] * inv, acc[c][1] * inv)
-                                    : ptx_pack2<false>(acc[c][0] * inv, acc[c][1] * inv);
-            *(uint32_t *)(orow + d) = v;
+        for (int c = 0; c < PAIRS; ++c) acc[c][0] = acc[c][1] = 0.0f;
+        for (int z0 = 0; z0 < nz; z0 += U) {
+            if (z0 > 0) {
+#pragma unroll
+                for (int u = 0; u < U; ++u)
+#pragma unroll
+                    for (int c = 0; c < PAIRS; ++c) {
+                        const int dd = 2 * tid + 2 * T * c;
+                        v[u][c] = z0 + u < nz && dd < p.head_dim_v
+                                      ? *(const float2 *)(po + (z0 + u) * zstride * p.head_dim_v + dd)
+                                      : make_float2(0.0f, 0.0f);
+                    }
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                if (z0 + u >= nz) break;
+                const float alpha = s_alpha[z0 + u];
+                l = __fadd_rn(l, __fmul_rn(s_l[z0 + u], alpha));
+#pragma unroll
+                for (int c = 0; c < PAIRS; ++c) {
+                    acc[c][0] = __fadd_rn(acc[c][0], __fmul_rn(v[u][c].x, alpha));
+                    acc[c][1] = __fadd_rn(acc[c][1], __fmul_rn(v[u][c].y, alpha));
+                }
+            }
+        }
+        const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+        uint16_t *orow = p.o + (p.cu_q != NULL ? (int64_t)s.q_tok0 * p.o_ss : (int64_t)s.b * p.o_sb) +
+                         (int64_t)i * p.o_ss + (int64_t)s.h * p.o_sh;
+#pragma unroll
+        for (int c = 0; c < PAIRS; ++c) {
+            const int dd = 2 * tid + 2 * T * c;
+            if (dd < p.head_dim_v) {
+                const uint32_t ov = bf16 ? ptx_pack2<true>(acc[c][0] * inv, acc[c][1] * inv)
+                                         : ptx_pack2<false>(acc[c][0] * inv, acc[c][1] * inv);
+                *(uint32_t *)(orow + dd) = ov;
+            }
+        }
+        if (tid == 0) {
+            const float lse = l == 0.0f ? -INFINITY : (natural ? m : m * p.scale) + logf(l);
+            const int64_t lse_b = p.cu_q != NULL ? (int64_t)s.q_tok0 * p.lse_ss : (int64_t)s.b * p.lse_sb;
+            p.lse[lse_b + (int64_t)s.h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
         }
     }
-    if (tid == 0) {
-        const float lse = l == 0.0f ? -INFINITY : (natural ? m : m * p.scale) + logf(l);
-        const int64_t lse_b = p.cu_q != NULL ? (int64_t)s.q_tok0 * p.lse_ss : (int64_t)s.b * p.lse_sb;
-        p.lse[lse_b + (int64_t)s.h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
+    if (d.count != NULL) {
+        __threadfence();  // this thread's stores, before the CTA's count
+        __syncthreads();
+        if (tid == 0 && atomicAdd(d.count, 1u) == gridDim.x - 1) {
+            *d.count = 0;           // the next call's start value (no CTA of this call adds again)
+            __threadfence_system();  // every CTA's outputs (fenced before its add), then the flag
+            *(volatile int *)d.flag = d.ticket;
+        }
     }
 }
 
@@ -284,6 +332,36 @@ static constexpr int fwd_split_min_blocks = 2;
 static constexpr int fwd_split_ctas_per_sm = 2;
 
 static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev);
+
+/* Bytes at the workspace's start: the combine's completion counter (fwd_done). */
+static constexpr size_t fwd_ws_head = 256;
+
+/* Waits until a split-KV call's outputs are written: the combine's last CTA writes ticket to the
+ * host-mapped word *flag after every CTA's O and LSE (flash_fwd_combine), so the wait ends as soon
+ * as that store reaches the host, without the kernel's exit and the stream's completion
+ * notification (which cudaStreamSynchronize waits for). A stream that completes or fails without
+ * the ticket ends the wait too (its error is returned; cudaStreamQuery every 4096 polls). The
+ * process's wait policy is kept: with cudaDeviceScheduleBlockingSync the thread blocks in
+ * cudaStreamSynchronize, with cudaDeviceScheduleYield it yields between polls, else it spins
+ * (cudaStreamSynchronize's own default on a host with spare cores). */
+static cudaError_t fwd_wait_done(volatile int *flag, int ticket, cudaStream_t stream) {
+    unsigned flags = 0;
+    if (cudaGetDeviceFlags(&flags) != cudaSuccess) {
+        cudaGetLastError();
+        flags = cudaDeviceScheduleBlockingSync;
+    }
+    if ((flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync) return cudaStreamSynchronize(stream);
+    const int yield = (flags & cudaDeviceScheduleMask) == cudaDeviceScheduleYield;
+    for (unsigned n = 1;; ++n) {
+        if (*flag == ticket) return cudaSuccess;
+        if (yield && n % 64 == 0) sched_yield();
+        if (n % 4096 == 0) {
+            const cudaError_t q = cudaStreamQuery(stream);
+            if (q == cudaSuccess) return *flag == ticket ? cudaSuccess : cudaStreamSynchronize(stream);
+            if (q != cudaErrorNotReady) return q;
+        }
+    }
+}
 
 /* Per (device, kernel): its dynamic shared memory attribute set once and its CTAs per SM at
  * that size (occupancy calculator), kept for the process (both are fixed for a kernel, a block
@@ -549,10 +627,15 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     const size_t meta_ints = (cu_q ? (size_t)(B + 1) : 0) + (cu_k ? (size_t)(B + 1) : 0) + (used_k ? (size_t)B : 0) +
                              (paged ? (size_t)((B - 1) * a->paged.table_stride + a->paged.max_pages_per_seq) : 0);
     const size_t part_rows = n_split ? (size_t)n_split * (size_t)p.bh_total * (size_t)Sq : 0;
-    const size_t ws_bytes = fwd_align256(meta_ints * 4) + fwd_align256(part_rows * (size_t)p.head_dim_v * 4) +
+    // the workspace: fwd_ws_head bytes (the combine's completion counter at its start), the
+    // metadata, the partials
+    const size_t ws_bytes = fwd_ws_head + fwd_align256(meta_ints * 4) + fwd_align256(part_rows * (size_t)p.head_dim_v * 4) +
                             fwd_align256(part_rows * 8);
     cudaStream_t stream = (cudaStream_t)a->stream;
-    if (ws_bytes > 0) {
+    unsigned *done_count = NULL;
+    // test hook (testing.h): the call's GPU work starts here (the metadata copy, then the kernels)
+    if (pol->fwd_events[0] != NULL) cudaEventRecord((cudaEvent_t)pol->fwd_events[0], stream);
+    if (ws_bytes > fwd_ws_head) {
         if (fwd_ws_size[dev] < ws_bytes) {
             if (fwd_ws_ptr[dev] != NULL) {
                 e = cudaDeviceSynchronize();  // no call of this process still uses it (we hold the lock)
@@ -569,8 +652,12 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
                                cudaGetErrorString(e));
             }
             fwd_ws_size[dev] = ws_bytes;
+            // the completion counter starts at 0 (each combine leaves it at 0)
+            e = cudaMemsetAsync(fwd_ws_ptr[dev], 0, fwd_ws_head, stream);
+            if (e != cudaSuccess) return fwd_device_error(err, e, "cudaMemsetAsync (forward workspace)");
         }
-        unsigned char *ws = (unsigned char *)fwd_ws_ptr[dev];
+        done_count = (unsigned *)fwd_ws_ptr[dev];
+        unsigned char *ws = (unsigned char *)fwd_ws_ptr[dev] + fwd_ws_head;
         if (meta_ints > 0) {
             int32_t *host = (int32_t *)malloc(meta_ints * 4);
             if (host == NULL) return fa_fail(err, FA_ERR_NOMEM, "", "no host memory for the metadata copy");
@@ -601,20 +688,30 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         }
     }
 
-    // ---- the NaN/Inf flag: pinned host memory the kernel writes through its
-    // mapping (no device work on the common path), one per host thread (calls on
-    // one thread are synchronous, so they cannot share it concurrently)
-    static thread_local int *nonfinite_flag_host = NULL;
-    if (nonfinite_flag_host == NULL) {
-        e = cudaHostAlloc((void **)&nonfinite_flag_host, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable);
+    // ---- host-mapped words: [0] the NaN/Inf flag, [1] the combine's completion ticket: pinned
+    // host memory the kernels write through its mapping (no device work on the common path), one
+    // pair per host thread (calls on one thread are synchronous, so they cannot share it
+    // concurrently)
+    static thread_local int *flags_host = NULL;
+    static thread_local int ticket = 0;
+    if (flags_host == NULL) {
+        e = cudaHostAlloc((void **)&flags_host, 2 * sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable);
         if (e != cudaSuccess) {
-            nonfinite_flag_host = NULL;
+            flags_host = NULL;
             return fwd_device_error(err, e, "cudaHostAlloc (non-finite flag)");
         }
+        flags_host[1] = 0;
     }
-    *(volatile int *)nonfinite_flag_host = 0;
-    e = cudaHostGetDevicePointer((void **)&p.nonfinite_flag, nonfinite_flag_host, 0);
+    *(volatile int *)flags_host = 0;
+    int *flags_dev = NULL;
+    e = cudaHostGetDevicePointer((void **)&flags_dev, flags_host, 0);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaHostGetDevicePointer (non-finite flag)");
+    p.nonfinite_flag = flags_dev;
+    fwd_done done = {NULL, NULL, 0};
+    if (n_split) {
+        ticket = ticket == INT32_MAX ? 1 : ticket + 1;  // never 0, never the word's previous value
+        done = (fwd_done){done_count, flags_dev + 1, ticket};
+    }
 
     // ---- launch (and, with split-KV, the combine)
     dim3 grid((unsigned)m_blocks, (unsigned)(units < 65535 ? units : 65535), (unsigned)(n_split ? n_split : 1));
@@ -638,14 +735,15 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         la[0].val.programmaticStreamSerializationAllowed = 1;
         lc.attrs = la;
         lc.numAttrs = cc_major >= 9 ? 1 : 0;
-        e = cudaLaunchKernelEx(&lc, flash_fwd_combine, p, natural, (int)(pr->dtype == FA_BF16));
+        e = cudaLaunchKernelEx(&lc, flash_fwd_combine, p, natural, (int)(pr->dtype == FA_BF16), done);
         if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_combine launch");
     }
-    e = cudaStreamSynchronize(stream);
+    if (pol->fwd_events[1] != NULL) cudaEventRecord((cudaEvent_t)pol->fwd_events[1], stream);  // test hook
+    e = n_split ? fwd_wait_done(flags_host + 1, ticket, stream) : cudaStreamSynchronize(stream);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaStreamSynchronize after flash_fwd_kernel");
 
     // ---- rare path: a boundary block held NaN/Inf in V; add its exact contribution
-    if (*(volatile int *)nonfinite_flag_host) {
+    if (*(volatile int *)flags_host) {
         const int bf16 = pr->dtype == FA_BF16;
         const int64_t kv_rows = pr->batch * pr->heads_kv * Sk, q_rows = pr->batch * pr->heads_q * Sq;
         unsigned char *mark = NULL;
