@@ -121,18 +121,8 @@ static constexpr int fwd_combine_unroll = 16;   // splits whose partials are in 
  * maximum is known (they do not depend on it), so the row costs one dependent round trip to
  * memory before its sums start; every sum keeps its order, so the result is that of the serial
  * loop.
- * Completion (d.count != NULL): each CTA, once its O and LSE are stored and fenced, adds 1 to
- * *d.count; the CTA that brings it to gridDim.x resets it to 0 and, after a system-scope fence,
- * writes d.ticket to *d.flag (host-mapped), which the host waits for (fwd_wait_done): every
- * output of the call is written when the host sees the ticket. */
-typedef struct {
-    unsigned *count;  /* device word, 0 between calls (the last CTA resets it) */
-    int *flag;        /* host-mapped word (device pointer) */
-    int ticket;       /* this call's value */
-} fwd_done;
-
-__global__ void __launch_bounds__(fwd_combine_threads) flash_fwd_combine(const fwd_params p, int natural, int bf16,
-                                                                         const fwd_done d) {
+ * Completion (p.done_count != NULL): fwd_signal_done once the CTA's O and LSE are stored. */
+__global__ void __launch_bounds__(fwd_combine_threads) flash_fwd_combine(const fwd_params p, int natural, int bf16) {
     constexpr float LOG2E = 1.4426950408889634f;
     constexpr int T = fwd_combine_threads, U = fwd_combine_unroll;
     constexpr int PAIRS = FA_CUDA_MAX_HEAD_DIM / (2 * T);  // column pairs per thread: d = 2 tid + 2 T c
@@ -233,15 +223,7 @@ __global__ void __launch_bounds__(fwd_combine_threads) flash_fwd_combine(const f
             p.lse[lse_b + (int64_t)s.h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
         }
     }
-    if (d.count != NULL) {
-        __threadfence();  // this thread's stores, before the CTA's count
-        __syncthreads();
-        if (tid == 0 && atomicAdd(d.count, 1u) == gridDim.x - 1) {
-            *d.count = 0;           // the next call's start value (no CTA of this call adds again)
-            __threadfence_system();  // every CTA's outputs (fenced before its add), then the flag
-            *(volatile int *)d.flag = d.ticket;
-        }
-    }
+    if (p.done_count != NULL) fwd_signal_done(p);
 }
 
 // ----------------------------------------------------------------------------
@@ -333,11 +315,12 @@ static constexpr int fwd_split_ctas_per_sm = 2;
 
 static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev);
 
-/* Bytes at the workspace's start: the combine's completion counter (fwd_done). */
+/* Bytes at the workspace's start: the completion counter of decode calls (fwd_params.done_count). */
 static constexpr size_t fwd_ws_head = 256;
 
-/* Waits until a split-KV call's outputs are written: the combine's last CTA writes ticket to the
- * host-mapped word *flag after every CTA's O and LSE (flash_fwd_combine), so the wait ends as soon
+/* Waits until a decode call's outputs are written: the last CTA of its last grid (the combine, or
+ * the decode tile's kernel without split-KV) writes ticket to the host-mapped word *flag after
+ * every CTA's O and LSE (fwd_signal_done), so the wait ends as soon
  * as that store reaches the host, without the kernel's exit and the stream's completion
  * notification (which cudaStreamSynchronize waits for). A stream that completes or fails without
  * the ticket ends the wait too (its error is returned; cudaStreamQuery every 4096 polls). The
@@ -627,15 +610,17 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     const size_t meta_ints = (cu_q ? (size_t)(B + 1) : 0) + (cu_k ? (size_t)(B + 1) : 0) + (used_k ? (size_t)B : 0) +
                              (paged ? (size_t)((B - 1) * a->paged.table_stride + a->paged.max_pages_per_seq) : 0);
     const size_t part_rows = n_split ? (size_t)n_split * (size_t)p.bh_total * (size_t)Sq : 0;
-    // the workspace: fwd_ws_head bytes (the combine's completion counter at its start), the
-    // metadata, the partials
+    // the workspace: fwd_ws_head bytes (the completion counter of decode calls at its start),
+    // the metadata, the partials. A decode call on the decode tile (with or without split-KV)
+    // signals its completion (fwd_signal_done) and always takes the workspace for its counter.
+    const int signal = decode && !use_sm90 && cfg->nw == 1 && cfg->bm == 16;
     const size_t ws_bytes = fwd_ws_head + fwd_align256(meta_ints * 4) + fwd_align256(part_rows * (size_t)p.head_dim_v * 4) +
                             fwd_align256(part_rows * 8);
     cudaStream_t stream = (cudaStream_t)a->stream;
     unsigned *done_count = NULL;
     // test hook (testing.h): the call's GPU work starts here (the metadata copy, then the kernels)
     if (pol->fwd_events[0] != NULL) cudaEventRecord((cudaEvent_t)pol->fwd_events[0], stream);
-    if (ws_bytes > fwd_ws_head) {
+    if (ws_bytes > fwd_ws_head || signal) {
         if (fwd_ws_size[dev] < ws_bytes) {
             if (fwd_ws_ptr[dev] != NULL) {
                 e = cudaDeviceSynchronize();  // no call of this process still uses it (we hold the lock)
@@ -652,7 +637,7 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
                                cudaGetErrorString(e));
             }
             fwd_ws_size[dev] = ws_bytes;
-            // the completion counter starts at 0 (each combine leaves it at 0)
+            // the completion counter starts at 0 (each signalled call leaves it at 0)
             e = cudaMemsetAsync(fwd_ws_ptr[dev], 0, fwd_ws_head, stream);
             if (e != cudaSuccess) return fwd_device_error(err, e, "cudaMemsetAsync (forward workspace)");
         }
@@ -707,10 +692,11 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     e = cudaHostGetDevicePointer((void **)&flags_dev, flags_host, 0);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaHostGetDevicePointer (non-finite flag)");
     p.nonfinite_flag = flags_dev;
-    fwd_done done = {NULL, NULL, 0};
-    if (n_split) {
+    if (signal) {
         ticket = ticket == INT32_MAX ? 1 : ticket + 1;  // never 0, never the word's previous value
-        done = (fwd_done){done_count, flags_dev + 1, ticket};
+        p.done_count = done_count;
+        p.done_flag = flags_dev + 1;
+        p.done_ticket = ticket;
     }
 
     // ---- launch (and, with split-KV, the combine)
@@ -735,11 +721,11 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         la[0].val.programmaticStreamSerializationAllowed = 1;
         lc.attrs = la;
         lc.numAttrs = cc_major >= 9 ? 1 : 0;
-        e = cudaLaunchKernelEx(&lc, flash_fwd_combine, p, natural, (int)(pr->dtype == FA_BF16), done);
+        e = cudaLaunchKernelEx(&lc, flash_fwd_combine, p, natural, (int)(pr->dtype == FA_BF16));
         if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_combine launch");
     }
     if (pol->fwd_events[1] != NULL) cudaEventRecord((cudaEvent_t)pol->fwd_events[1], stream);  // test hook
-    e = n_split ? fwd_wait_done(flags_host + 1, ticket, stream) : cudaStreamSynchronize(stream);
+    e = signal ? fwd_wait_done(flags_host + 1, ticket, stream) : cudaStreamSynchronize(stream);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaStreamSynchronize after flash_fwd_kernel");
 
     // ---- rare path: a boundary block held NaN/Inf in V; add its exact contribution

@@ -190,6 +190,8 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, HV, BM, BN, NW)) f
         else fwd_store_o_lse<HV, MT, WM, BF16, NATURAL, PACK>(p, sq, acc_o, row_m, row_l, sQ, m0, warp, lane);
         __syncthreads();  // smem is reused by the next (batch, head) of this CTA
     }
+    // a decode call without split-KV: this grid is the call's last (fwd_host.cu fwd_wait_done)
+    if (PACK && p.n_split == 0 && p.done_count != NULL) fwd_signal_done(p);
 }
 
 // ----------------------------------------------------------------------------
