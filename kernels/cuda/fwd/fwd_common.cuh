@@ -704,12 +704,15 @@ static __device__ __forceinline__ void fwd_store_partial(const fwd_params &p, co
 
 /* The end of one CTA of the call's last grid: once its outputs are stored, the CTA adds 1 to
  * *p.done_count; the CTA that brings it to the grid's size resets it to 0 and writes
- * p.done_ticket to *p.done_flag (host-mapped), after which every output of the call (and a raised
- * NaN/Inf flag, also host-mapped) is visible to the host: each CTA fences its own stores at system
- * scope before it counts, and the last one fences again before the ticket. Every thread of the
- * CTA calls it. */
+ * p.done_ticket to *p.done_flag (host-mapped). Ordering: each thread fences its stores (device
+ * memory: O, LSE) at device scope before the CTA counts, the last CTA fences at system scope
+ * before the ticket, and the rare raised NaN/Inf flag (host-mapped) is fenced at system scope
+ * where it is written (fwd_sm80.cu), so a host that sees the ticket sees the flag, and every
+ * output is visible to any later device work. (A system-scope fence in every CTA cost about
+ * 3 us of GPU time per call on the H100: bench/RESULTS-2026-11-25-decode.md.) Every thread of
+ * the CTA calls it. */
 static __device__ __forceinline__ void fwd_signal_done(const fwd_params &p) {
-    __threadfence_system();
+    __threadfence();
     __syncthreads();
     if (threadIdx.x == 0) {
         const unsigned total = gridDim.x * gridDim.y * gridDim.z;

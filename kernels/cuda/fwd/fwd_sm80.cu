@@ -105,8 +105,10 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, HV, BM, BN, NW)) f
                 // contribution, flash_fwd_fix_nonfinite_v). Interior blocks need
                 // no test. Done here, before S = Q K^T, where few registers live.
                 ptx_cp_wait<0>();
-                if (__syncthreads_or((int)sanitize_own_chunks<BN, HV, THREADS, BF16>(sV)) && tid == 0)
+                if (__syncthreads_or((int)sanitize_own_chunks<BN, HV, THREADS, BF16>(sV)) && tid == 0) {
                     *p.nonfinite_flag = 1;
+                    __threadfence_system();  // seen by the host before this CTA's completion count
+                }
             } else {
                 ptx_cp_wait<1>();  // K(n) (and Q) landed; V(n) may fly
                 __syncthreads();
