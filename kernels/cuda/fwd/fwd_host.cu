@@ -725,7 +725,7 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_combine launch");
     }
     if (pol->fwd_events[1] != NULL) cudaEventRecord((cudaEvent_t)pol->fwd_events[1], stream);  // test hook
-    e = signal ? fwd_wait_done(flags_host + 1, ticket, stream) : cudaStreamSynchronize(stream);
+    e = signal && !pol->fwd_plain_wait ? fwd_wait_done(flags_host + 1, ticket, stream) : cudaStreamSynchronize(stream);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaStreamSynchronize after flash_fwd_kernel");
 
     // ---- rare path: a boundary block held NaN/Inf in V; add its exact contribution
