@@ -25,7 +25,7 @@
  * usage: bench [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST]
  *              [--iters N] [--warmup N] [--tokens N] [--hidden N] [--deterministic]
  *              [--policy default|sm80|nows|fam1] [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]
- *              [--decode] [--pick LIST] [--split N] [--plain-wait]
+ *              [--decode] [--pick LIST] [--split N]
  * --v3: instead of the grid, the contract-v3 problems (bench_v3: packed varlen, paged K/V, decode at
  *       Sq = 1 with caches of 4k..128k keys) beside torch's counterparts, one table; then the varlen
  *       backward (bench_v3_bwd) beside FlashAttention-2's varlen backward and cuDNN's, a second table
@@ -34,8 +34,6 @@
  *       MHA 32/32, caches 4k..128k, D = 128, bf16), beside the SDPA backends.
  * --pick LIST: only these problems of the --v3 / --decode list (0-based indices).
  * --split N: the decode split count pinned (kernels/cuda/testing.h fwd_split; -1: no split).
- * --plain-wait: decode calls wait with cudaStreamSynchronize instead of the completion ticket
- *       (testing.h fwd_plain_wait), to compare the two waits in one run.
  * The --v3 / --decode tables time both ways (call and kernels) and print the sync floor: the
  * latency of returning from a synchronous call, part of our kernels time, not of torch's.
  * LIST: comma-separated (--d 64,128 --s 512,2048 --causal 0,1 --dtype bf16,fp16).
@@ -59,7 +57,6 @@
 #include "oracle/oracle.h"
 
 cudaError_t bench_spin(void *st, int us);
-cudaError_t bench_spin_flag(void *st, int us, int *flag, int ticket);
 cudaError_t bench_fill(uint16_t *x, int64_t n, uint64_t seed, int bf16);
 
 #define BENCH_MAXL 16
@@ -484,10 +481,8 @@ static void v3_spec(const v3_prob *p, char *b, size_t n) {
 
 /* The latency a synchronous call adds to the kernels timing (which torch's asynchronous calls
  * do not pay): events around an internal cudaStreamSynchronize of a stream whose last work is
- * the spin, i.e. the time from the spin's end to the host's next record reaching the GPU.
- * *flag_ms: the same when the host instead spins on a host-mapped word the spin kernel writes
- * before it exits (the forward's split-KV wait, fwd_host.cu fwd_wait_done); -1 if unavailable. */
-static double bench_sync_floor(const bench_opts *o, cudaStream_t st, double *flag_ms) {
+ * the spin, i.e. the time from the spin's end to the host's next record reaching the GPU. */
+static double bench_sync_floor(const bench_opts *o, cudaStream_t st) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
@@ -504,28 +499,6 @@ static double bench_sync_floor(const bench_opts *o, cudaStream_t st, double *fla
         CK(cudaEventElapsedTime(&ms, e0, e1));
         if (it >= 0) t[it] = ms;
     }
-    *flag_ms = -1;
-    int *fh = NULL, *fd = NULL;
-    if (cudaHostAlloc((void **)&fh, sizeof(int), cudaHostAllocMapped) == cudaSuccess &&
-        cudaHostGetDevicePointer((void **)&fd, fh, 0) == cudaSuccess) {
-        double tf[64];
-        *(volatile int *)fh = 0;
-        for (int it = -2; it < n; it++) {
-            const int ticket = it + 3;
-            CK(cudaStreamSynchronize(st));
-            CK(bench_spin_flag(st, BENCH_SPIN_US, fd, ticket));
-            CK(cudaEventRecord(e0, st));
-            while (*(volatile int *)fh != ticket) {
-            }
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (it >= 0) tf[it] = ms;
-        }
-        *flag_ms = median(tf, n);
-    } else cudaGetLastError();
-    if (fh) cudaFreeHost(fh);
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
     return median(t, n);
@@ -542,8 +515,7 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
         if (take) pick[nprob++] = probs[i];
     }
     probs = pick;
-    double flag_floor_ms;
-    const double floor_ms = bench_sync_floor(o, st, &flag_floor_ms);
+    const double floor_ms = bench_sync_floor(o, st);
     for (int i = 0; i < nprob; i++) {
         const v3_prob *pp = &probs[i];
         ours[i] = tf[i] = gbs[i] = fl[i] = cu[i] = ef[i] = cs[i] = call[i] = tcall[i] = gpu[i] = -1;
@@ -721,9 +693,8 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
            "torch column; cuda / best > 1: cuda faster. call: the whole call with the stream idle before it (torch: "
            "the call and torch.cuda.synchronize(); best call = the fastest backend's). cuda gpu ms: our call's GPU "
            "work alone (events the call records around its launches, testing.h fwd_events), timed as torch's "
-           "columns are; gpu: best / cuda = the fastest torch column / that. Sync floor with the host spinning on a "
-           "kernel-written host-mapped word instead (the split-KV call's wait): %.4f ms.\n\n",
-           o->policy_name, split, o->iters, floor_ms, flag_floor_ms);
+           "columns are; gpu: best / cuda = the fastest torch column / that.\n\n",
+           o->policy_name, split, o->iters, floor_ms);
     printf("| kind | B | Sq | Sk | Hq/Hkv | D | causal | page | cuda ms | TFLOP/s | K+V GB/s | flash ms | cudnn ms | "
            "efficient ms | cuda / best | cuda gpu ms | gpu: best / cuda | cuda call ms | best call ms | call: cuda / best |\n"
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
@@ -925,7 +896,7 @@ static void usage(const char *argv0) {
             "usage: %s [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST] [--iters N]\n"
             "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80|nows|fam1]\n"
             "          [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3] [--decode] [--pick LIST]\n"
-            "          [--split N] [--plain-wait]\n",
+            "          [--split N]\n",
             argv0);
 }
 
@@ -972,7 +943,6 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--decode")) o.v3 = 2;
         else if (!strcmp(a, "--pick") && v) ok = parse_list(argv[++i], &o.pick, 0);
         else if (!strcmp(a, "--split") && v) ok = (o.pol.fwd_split = atoi(argv[++i])) >= -1;
-        else if (!strcmp(a, "--plain-wait")) o.pol.fwd_plain_wait = 1;
         else if (!strcmp(a, "--no-torch")) o.torch = NULL;
         else if (!strcmp(a, "--torch") && v) o.torch = argv[++i];
         else if (!strcmp(a, "--out") && v) o.out = argv[++i];

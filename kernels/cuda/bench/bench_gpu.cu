@@ -20,23 +20,6 @@ extern "C" cudaError_t bench_spin(void *st, int us) {
     return cudaGetLastError();
 }
 
-__global__ void bench_spin_flag_kernel(uint64_t ns, int *flag, int ticket) {
-    uint64_t t0, t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
-    do {
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    } while (t - t0 < ns);
-    __threadfence_system();
-    *(volatile int *)flag = ticket;
-}
-
-/* As bench_spin, then the kernel writes ticket to flag (a host-mapped word's device pointer)
- * before it exits: the completion signal of the forward's split-KV path (fwd_host.cu). */
-extern "C" cudaError_t bench_spin_flag(void *st, int us, int *flag, int ticket) {
-    bench_spin_flag_kernel<<<1, 1, 0, (cudaStream_t)st>>>((uint64_t)us * 1000u, flag, ticket);
-    return cudaGetLastError();
-}
-
 __global__ void bench_fill_kernel(uint16_t *x, int64_t n, uint64_t seed, int bf16) {
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         uint64_t z = seed + (uint64_t)i * 0x9E3779B97F4A7C15ull;

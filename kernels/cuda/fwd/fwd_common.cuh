@@ -128,12 +128,6 @@ typedef struct {
        a CTA's rows, row r = dh * seqlen_q + i (head h0 + dh, query i); pack divides group and
        pack * seqlen_q <= the tile's rows. 1: one head per CTA. */
     int pack;
-    /* completion signal of a decode call (fwd_signal_done; fwd_host.cu fwd_wait_done): NULL, or a
-       device word that is 0 between calls, a host-mapped word (device pointer) and this call's
-       ticket. Signalled by the combine with split-KV, else by the decode tile's kernel. */
-    unsigned *done_count;
-    int *done_flag;
-    int done_ticket;
 } fwd_params;
 
 // ----------------------------------------------------------------------------
@@ -700,28 +694,6 @@ static __device__ __forceinline__ void fwd_store_partial(const fwd_params &p, co
             }
             if (t == 0) *(float2 *)(p.part_ml + row * 2) = make_float2(row_m[mt][hf], l);
         }
-}
-
-/* The end of one CTA of the call's last grid: once its outputs are stored, the CTA adds 1 to
- * *p.done_count; the CTA that brings it to the grid's size resets it to 0 and writes
- * p.done_ticket to *p.done_flag (host-mapped). Ordering: each thread fences its stores (device
- * memory: O, LSE) at device scope before the CTA counts, the last CTA fences at system scope
- * before the ticket, and the rare raised NaN/Inf flag (host-mapped) is fenced at system scope
- * where it is written (fwd_sm80.cu), so a host that sees the ticket sees the flag, and every
- * output is visible to any later device work. (A system-scope fence in every CTA cost about
- * 3 us of GPU time per call on the H100: bench/RESULTS-2026-11-25-decode.md.) Every thread of
- * the CTA calls it. */
-static __device__ __forceinline__ void fwd_signal_done(const fwd_params &p) {
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        const unsigned total = gridDim.x * gridDim.y * gridDim.z;
-        if (atomicAdd(p.done_count, 1u) == total - 1) {
-            *p.done_count = 0;  // the next call's start value (no CTA of this call adds again)
-            __threadfence_system();
-            *(volatile int *)p.done_flag = p.done_ticket;
-        }
-    }
 }
 
 typedef void (*fwd_kernel_fn)(const fwd_params);

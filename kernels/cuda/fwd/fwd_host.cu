@@ -2,7 +2,6 @@
  * kernel choice per call (fwd_tiles.h, the policy of kernels/cuda/testing.h), the launch, and
  * the rare path's NaN/Inf fix-up kernels (after a raised flag: fwd_common.cuh). */
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -120,8 +119,7 @@ static constexpr int fwd_combine_unroll = 16;   // splits whose partials are in 
  * by thread z % T, and the first fwd_combine_unroll splits' partials are loaded before the
  * maximum is known (they do not depend on it), so the row costs one dependent round trip to
  * memory before its sums start; every sum keeps its order, so the result is that of the serial
- * loop.
- * Completion (p.done_count != NULL): fwd_signal_done once the CTA's O and LSE are stored. */
+ * loop. */
 __global__ void __launch_bounds__(fwd_combine_threads) flash_fwd_combine(const fwd_params p, int natural, int bf16) {
     constexpr float LOG2E = 1.4426950408889634f;
     constexpr int T = fwd_combine_threads, U = fwd_combine_unroll;
@@ -223,7 +221,6 @@ __global__ void __launch_bounds__(fwd_combine_threads) flash_fwd_combine(const f
             p.lse[lse_b + (int64_t)s.h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
         }
     }
-    if (p.done_count != NULL) fwd_signal_done(p);
 }
 
 // ----------------------------------------------------------------------------
@@ -314,37 +311,6 @@ static constexpr int fwd_split_min_blocks = 2;
 static constexpr int fwd_split_ctas_per_sm = 2;
 
 static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev);
-
-/* Bytes at the workspace's start: the completion counter of decode calls (fwd_params.done_count). */
-static constexpr size_t fwd_ws_head = 256;
-
-/* Waits until a decode call's outputs are written: the last CTA of its last grid (the combine, or
- * the decode tile's kernel without split-KV) writes ticket to the host-mapped word *flag after
- * every CTA's O and LSE (fwd_signal_done), so the wait ends as soon
- * as that store reaches the host, without the kernel's exit and the stream's completion
- * notification (which cudaStreamSynchronize waits for). A stream that completes or fails without
- * the ticket ends the wait too (its error is returned; cudaStreamQuery every 4096 polls). The
- * process's wait policy is kept: with cudaDeviceScheduleBlockingSync the thread blocks in
- * cudaStreamSynchronize, with cudaDeviceScheduleYield it yields between polls, else it spins
- * (cudaStreamSynchronize's own default on a host with spare cores). */
-static cudaError_t fwd_wait_done(volatile int *flag, int ticket, cudaStream_t stream) {
-    unsigned flags = 0;
-    if (cudaGetDeviceFlags(&flags) != cudaSuccess) {
-        cudaGetLastError();
-        flags = cudaDeviceScheduleBlockingSync;
-    }
-    if ((flags & cudaDeviceScheduleMask) == cudaDeviceScheduleBlockingSync) return cudaStreamSynchronize(stream);
-    const int yield = (flags & cudaDeviceScheduleMask) == cudaDeviceScheduleYield;
-    for (unsigned n = 1;; ++n) {
-        if (*flag == ticket) return cudaSuccess;
-        if (yield && n % 64 == 0) sched_yield();
-        if (n % 4096 == 0) {
-            const cudaError_t q = cudaStreamQuery(stream);
-            if (q == cudaSuccess) return *flag == ticket ? cudaSuccess : cudaStreamSynchronize(stream);
-            if (q != cudaErrorNotReady) return q;
-        }
-    }
-}
 
 /* Per (device, kernel): its dynamic shared memory attribute set once and its CTAs per SM at
  * that size (occupancy calculator), kept for the process (both are fixed for a kernel, a block
@@ -610,17 +576,12 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     const size_t meta_ints = (cu_q ? (size_t)(B + 1) : 0) + (cu_k ? (size_t)(B + 1) : 0) + (used_k ? (size_t)B : 0) +
                              (paged ? (size_t)((B - 1) * a->paged.table_stride + a->paged.max_pages_per_seq) : 0);
     const size_t part_rows = n_split ? (size_t)n_split * (size_t)p.bh_total * (size_t)Sq : 0;
-    // the workspace: fwd_ws_head bytes (the completion counter of decode calls at its start),
-    // the metadata, the partials. A decode call on the decode tile (with or without split-KV)
-    // signals its completion (fwd_signal_done) and always takes the workspace for its counter.
-    const int signal = decode && !use_sm90 && cfg->nw == 1 && cfg->bm == 16;
-    const size_t ws_bytes = fwd_ws_head + fwd_align256(meta_ints * 4) + fwd_align256(part_rows * (size_t)p.head_dim_v * 4) +
+    const size_t ws_bytes = fwd_align256(meta_ints * 4) + fwd_align256(part_rows * (size_t)p.head_dim_v * 4) +
                             fwd_align256(part_rows * 8);
     cudaStream_t stream = (cudaStream_t)a->stream;
-    unsigned *done_count = NULL;
     // test hook (testing.h): the call's GPU work starts here (the metadata copy, then the kernels)
     if (pol->fwd_events[0] != NULL) cudaEventRecord((cudaEvent_t)pol->fwd_events[0], stream);
-    if (ws_bytes > fwd_ws_head || signal) {
+    if (ws_bytes > 0) {
         if (fwd_ws_size[dev] < ws_bytes) {
             if (fwd_ws_ptr[dev] != NULL) {
                 e = cudaDeviceSynchronize();  // no call of this process still uses it (we hold the lock)
@@ -637,12 +598,8 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
                                cudaGetErrorString(e));
             }
             fwd_ws_size[dev] = ws_bytes;
-            // the completion counter starts at 0 (each signalled call leaves it at 0)
-            e = cudaMemsetAsync(fwd_ws_ptr[dev], 0, fwd_ws_head, stream);
-            if (e != cudaSuccess) return fwd_device_error(err, e, "cudaMemsetAsync (forward workspace)");
         }
-        done_count = (unsigned *)fwd_ws_ptr[dev];
-        unsigned char *ws = (unsigned char *)fwd_ws_ptr[dev] + fwd_ws_head;
+        unsigned char *ws = (unsigned char *)fwd_ws_ptr[dev];
         if (meta_ints > 0) {
             int32_t *host = (int32_t *)malloc(meta_ints * 4);
             if (host == NULL) return fa_fail(err, FA_ERR_NOMEM, "", "no host memory for the metadata copy");
@@ -673,31 +630,20 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         }
     }
 
-    // ---- host-mapped words: [0] the NaN/Inf flag, [1] the combine's completion ticket: pinned
-    // host memory the kernels write through its mapping (no device work on the common path), one
-    // pair per host thread (calls on one thread are synchronous, so they cannot share it
-    // concurrently)
-    static thread_local int *flags_host = NULL;
-    static thread_local int ticket = 0;
-    if (flags_host == NULL) {
-        e = cudaHostAlloc((void **)&flags_host, 2 * sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable);
+    // ---- the NaN/Inf flag: pinned host memory the kernel writes through its
+    // mapping (no device work on the common path), one per host thread (calls on
+    // one thread are synchronous, so they cannot share it concurrently)
+    static thread_local int *nonfinite_flag_host = NULL;
+    if (nonfinite_flag_host == NULL) {
+        e = cudaHostAlloc((void **)&nonfinite_flag_host, sizeof(int), cudaHostAllocMapped | cudaHostAllocPortable);
         if (e != cudaSuccess) {
-            flags_host = NULL;
+            nonfinite_flag_host = NULL;
             return fwd_device_error(err, e, "cudaHostAlloc (non-finite flag)");
         }
-        flags_host[1] = 0;
     }
-    *(volatile int *)flags_host = 0;
-    int *flags_dev = NULL;
-    e = cudaHostGetDevicePointer((void **)&flags_dev, flags_host, 0);
+    *(volatile int *)nonfinite_flag_host = 0;
+    e = cudaHostGetDevicePointer((void **)&p.nonfinite_flag, nonfinite_flag_host, 0);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaHostGetDevicePointer (non-finite flag)");
-    p.nonfinite_flag = flags_dev;
-    if (signal) {
-        ticket = ticket == INT32_MAX ? 1 : ticket + 1;  // never 0, never the word's previous value
-        p.done_count = done_count;
-        p.done_flag = flags_dev + 1;
-        p.done_ticket = ticket;
-    }
 
     // ---- launch (and, with split-KV, the combine)
     dim3 grid((unsigned)m_blocks, (unsigned)(units < 65535 ? units : 65535), (unsigned)(n_split ? n_split : 1));
@@ -725,11 +671,11 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_combine launch");
     }
     if (pol->fwd_events[1] != NULL) cudaEventRecord((cudaEvent_t)pol->fwd_events[1], stream);  // test hook
-    e = signal && !pol->fwd_plain_wait ? fwd_wait_done(flags_host + 1, ticket, stream) : cudaStreamSynchronize(stream);
+    e = cudaStreamSynchronize(stream);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaStreamSynchronize after flash_fwd_kernel");
 
     // ---- rare path: a boundary block held NaN/Inf in V; add its exact contribution
-    if (*(volatile int *)flags_host) {
+    if (*(volatile int *)nonfinite_flag_host) {
         const int bf16 = pr->dtype == FA_BF16;
         const int64_t kv_rows = pr->batch * pr->heads_kv * Sk, q_rows = pr->batch * pr->heads_q * Sq;
         unsigned char *mark = NULL;

@@ -119,10 +119,8 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, HV, BM, BN, NW)) f
                 // no test. Done here, before S = Q K^T, where few registers live.
                 if (EARLY && prefetch) ptx_cp_wait<2>();  // V(n) landed; K(n-1), V(n-1) may fly
                 else ptx_cp_wait<0>();
-                if (__syncthreads_or((int)sanitize_own_chunks<BN, HV, THREADS, BF16>(sV)) && tid == 0) {
+                if (__syncthreads_or((int)sanitize_own_chunks<BN, HV, THREADS, BF16>(sV)) && tid == 0)
                     *p.nonfinite_flag = 1;
-                    __threadfence_system();  // seen by the host before this CTA's completion count
-                }
             } else {
                 if (EARLY && prefetch) ptx_cp_wait<3>();  // K(n) (and Q) landed; V(n), K(n-1), V(n-1) may fly
                 else ptx_cp_wait<1>();                    // K(n) (and Q) landed; V(n) may fly
@@ -207,8 +205,6 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, HV, BM, BN, NW)) f
         else fwd_store_o_lse<HV, MT, WM, BF16, NATURAL, PACK>(p, sq, acc_o, row_m, row_l, sQ, m0, warp, lane);
         __syncthreads();  // smem is reused by the next (batch, head) of this CTA
     }
-    // a decode call without split-KV: this grid is the call's last (fwd_host.cu fwd_wait_done)
-    if (PACK && p.n_split == 0 && p.done_count != NULL) fwd_signal_done(p);
 }
 
 // ----------------------------------------------------------------------------
