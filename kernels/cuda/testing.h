@@ -25,9 +25,13 @@ typedef struct {
     int fwd_split;    /* decode split-KV count: 0: the host's rule (fwd_host.cu); -1: no split; n > 0:
                          n splits, cut down to what the profile's split rule admits (at least
                          fwd_split_min_blocks key blocks a split) and to one split per block pair */
+    void *fwd_events[2]; /* NULL: none; else two cudaEvent_t the forward records on its stream just
+                            before its first launch and just after its last (before it waits), so a
+                            benchmark can time the call's GPU work alone, as torch's asynchronous
+                            calls are timed (kernels/cuda/bench/bench.c --decode) */
 } fa_cuda_policy;
 
-/* {-1, -1, 1, 1, 1, 1, 0, 0} (backend.cu) */
+/* {-1, -1, 1, 1, 1, 1, 0, 0, {NULL, NULL}} (backend.cu) */
 extern const fa_cuda_policy fa_cuda_policy_default;
 
 fa_status fa_cuda_forward_policy(const fa_fwd_args *args, const fa_cuda_policy *policy, fa_error *err);

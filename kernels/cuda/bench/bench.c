@@ -506,7 +506,7 @@ static double bench_sync_floor(const bench_opts *o, cudaStream_t st) {
 
 static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, int nprob_all) {
     double ours[V3_MAXN], tf[V3_MAXN], gbs[V3_MAXN], fl[V3_MAXN], cu[V3_MAXN], ef[V3_MAXN], cs[V3_MAXN];
-    double call[V3_MAXN], tcall[V3_MAXN];
+    double call[V3_MAXN], tcall[V3_MAXN], gpu[V3_MAXN];
     v3_prob pick[V3_MAXN];
     int nprob = 0, failed = 0;
     for (int i = 0; i < nprob_all; i++) {
@@ -518,7 +518,7 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
     const double floor_ms = bench_sync_floor(o, st);
     for (int i = 0; i < nprob; i++) {
         const v3_prob *pp = &probs[i];
-        ours[i] = tf[i] = gbs[i] = fl[i] = cu[i] = ef[i] = cs[i] = call[i] = tcall[i] = -1;
+        ours[i] = tf[i] = gbs[i] = fl[i] = cu[i] = ef[i] = cs[i] = call[i] = tcall[i] = gpu[i] = -1;
         const int B = pp->B, Hq = pp->Hq, Hkv = pp->Hkv, D = pp->D;
         int32_t cu_s[65];
         int64_t totq, totk, maxs = 0;
@@ -597,10 +597,18 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
                 fa[x].lse = (fa_lse){lse[x], {(int64_t)Hq * pp->Sq, pp->Sq, 1}};
             }
         }
-        cudaEvent_t e0, e1;
+        cudaEvent_t e0, e1, g0, g1;
         CK(cudaEventCreate(&e0));
         CK(cudaEventCreate(&e1));
+        CK(cudaEventCreate(&g0));
+        CK(cudaEventCreate(&g1));
+        /* kernels mode: the call also records g0 / g1 around its GPU work (testing.h fwd_events),
+         * timed like torch's asynchronous calls: its "cuda gpu ms" */
+        fa_cuda_policy pol_ev = o->pol;
+        pol_ev.fwd_events[0] = g0;
+        pol_ev.fwd_events[1] = g1;
         double *tk = malloc(sizeof(double) * (size_t)o->iters), *tc = malloc(sizeof(double) * (size_t)o->iters);
+        double *tg = malloc(sizeof(double) * (size_t)o->iters);
         int ok = 1;
         fa_error err;
         for (int it = -o->warmup; ok && it < o->iters; it++)
@@ -609,7 +617,7 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
                 CK(cudaStreamSynchronize(st));
                 if (mode == 1) CK(bench_spin(st, BENCH_SPIN_US));
                 CK(cudaEventRecord(e0, st));
-                if (fa_cuda_forward_policy(&fa[x], &o->pol, &err) != FA_OK) {
+                if (fa_cuda_forward_policy(&fa[x], mode ? &pol_ev : &o->pol, &err) != FA_OK) {
                     fprintf(stderr, "bench v3 #%d: %s: %s\n", i, err.arg, err.msg);
                     ok = 0;
                 }
@@ -618,10 +626,15 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
                 float ms;
                 CK(cudaEventElapsedTime(&ms, e0, e1));
                 if (it >= 0) (mode ? tk : tc)[it] = ms;
+                if (mode && ok) {
+                    CK(cudaEventElapsedTime(&ms, g0, g1));
+                    if (it >= 0) tg[it] = ms;
+                }
             }
         if (ok) {
             call[i] = median(tc, o->iters);
             ours[i] = median(tk, o->iters);
+            gpu[i] = median(tg, o->iters);
             tf[i] = flops / (ours[i] * 1e-3) / 1e12;
             gbs[i] = (double)(pp->kind == 2 ? (int64_t)B * pp->Sk : totk) * Hkv * D * 2 * 2 / (ours[i] * 1e-3) / 1e9;
         } else failed++;
@@ -630,9 +643,12 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
         fprintf(stderr, "bench v3 %s: kernels %.4f ms, call %.4f ms\n", sp, ours[i], call[i]);
         free(tk);
         free(tc);
+        free(tg);
         free(table);
         CK(cudaEventDestroy(e0));
         CK(cudaEventDestroy(e1));
+        CK(cudaEventDestroy(g0));
+        CK(cudaEventDestroy(g1));
         for (int x = 0; x < 2; x++) {
             CK(cudaFree(q[x])); CK(cudaFree(out[x])); CK(cudaFree(k[x])); CK(cudaFree(v[x])); CK(cudaFree(lse[x]));
         }
@@ -675,28 +691,31 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
            "ms columns: kernels time behind a spin (ours includes the return from the call's internal synchronization: "
            "the sync floor, %.4f ms on this machine, which torch's asynchronous calls do not pay); best = the fastest "
            "torch column; cuda / best > 1: cuda faster. call: the whole call with the stream idle before it (torch: "
-           "the call and torch.cuda.synchronize(); best call = the fastest backend's).\n\n",
+           "the call and torch.cuda.synchronize(); best call = the fastest backend's). cuda gpu ms: our call's GPU "
+           "work alone (events the call records around its launches, testing.h fwd_events), timed as torch's "
+           "columns are; gpu: best / cuda = the fastest torch column / that.\n\n",
            o->policy_name, split, o->iters, floor_ms);
     printf("| kind | B | Sq | Sk | Hq/Hkv | D | causal | page | cuda ms | TFLOP/s | K+V GB/s | flash ms | cudnn ms | "
-           "efficient ms | cuda / best | cuda call ms | best call ms | call: cuda / best |\n"
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+           "efficient ms | cuda / best | cuda gpu ms | gpu: best / cuda | cuda call ms | best call ms | call: cuda / best |\n"
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < nprob; i++) {
         const v3_prob *pp = &probs[i];
         double best = -1;
         const double t[3] = {fl[i], cu[i], ef[i]};
         for (int x = 0; x < 3; x++)
             if (t[x] > 0 && (best < 0 || t[x] < best)) best = t[x];
-        char r[16] = "-", rc[16] = "-";
+        char r[16] = "-", rc[16] = "-", rg[16] = "-";
         if (best > 0 && ours[i] > 0) snprintf(r, sizeof r, "%.2f", best / ours[i]);
+        if (best > 0 && gpu[i] > 0) snprintf(rg, sizeof rg, "%.2f", best / gpu[i]);
         if (tcall[i] > 0 && call[i] > 0) snprintf(rc, sizeof rc, "%.2f", tcall[i] / call[i]);
         char sqs[16], sks[16];
         snprintf(sqs, sizeof sqs, pp->kind == 0 ? "1..%d" : "%d", pp->Sq);
         snprintf(sks, sizeof sks, "%d", pp->Sk);
-        printf("| %s | %d | %s | %s | %d/%d | %d | %s | %d | %.4f | %.1f | %.0f | %.4f | %.4f | %.4f | %s | %.4f | %.4f | %s |\n",
+        printf("| %s | %d | %s | %s | %d/%d | %d | %s | %d | %.4f | %.1f | %.0f | %.4f | %.4f | %.4f | %s | %.4f | %s | %.4f | %.4f | %s |\n",
                pp->kind == 0 ? "varlen" : (pp->kind == 1 ? "paged" : "decode"), pp->B,
                pp->kind == 0 ? (pp->Sq > 0 ? sqs : "256..4096") : sqs, pp->kind == 0 ? "=Sq" : sks,
                pp->Hq, pp->Hkv, pp->D, pp->causal ? "br" : "no", pp->page, ours[i], tf[i], gbs[i], fl[i], cu[i], ef[i], r,
-               call[i], tcall[i], rc);
+               gpu[i], rg, call[i], tcall[i], rc);
     }
     /* varlen: cuDNN's dense SDPA once per packed sequence (its varlen entry is not a tuned path) */
     for (int i = 0; i < nprob; i++)

@@ -115,13 +115,16 @@ static constexpr int fwd_combine_unroll = 16;   // splits whose partials are in 
  * or 2^(m_z scale log2 e - m scale log2 e) (raw q.k units), l = sum_z l_z alpha_z,
  * acc_d = sum_z acc_zd alpha_z (fp32 RN multiplies, then RN adds in split order z = 0, 1, ...);
  * then fwd_store_o_lse's epilogue: O = RN_dtype(acc_d * (1 / l)), LSE = m (* scale) + logf(l),
- * l == 0: O = 0, LSE = -inf. Only the loads run in parallel (the partials of
- * fwd_combine_unroll splits in flight per thread, m and alpha by split across the threads);
- * every sum keeps its order, so the result is that of the serial loop. */
+ * l == 0: O = 0, LSE = -inf. Only the loads run in parallel: every split's (m, l) is read once,
+ * by thread z % T, and the first fwd_combine_unroll splits' partials are loaded before the
+ * maximum is known (they do not depend on it), so the row costs one dependent round trip to
+ * memory before its sums start; every sum keeps its order, so the result is that of the serial
+ * loop. */
 __global__ void __launch_bounds__(fwd_combine_threads) flash_fwd_combine(const fwd_params p, int natural, int bf16) {
     constexpr float LOG2E = 1.4426950408889634f;
     constexpr int T = fwd_combine_threads, U = fwd_combine_unroll;
     constexpr int PAIRS = FA_CUDA_MAX_HEAD_DIM / (2 * T);  // column pairs per thread: d = 2 tid + 2 T c
+    constexpr int ZT = fwd_split_max / T;                  // splits' (m, l) per thread: z = tid + T j
     __shared__ float s_alpha[fwd_split_max], s_l[fwd_split_max], s_m[T / 32];
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     // launched as a programmatic dependent of the split kernel (sm_90): its partials are
@@ -132,67 +135,91 @@ __global__ void __launch_bounds__(fwd_combine_threads) flash_fwd_combine(const f
     const int tid = (int)threadIdx.x, lane = tid % 32;
     const int bh = (int)(w / p.seqlen_q), i = (int)(w % p.seqlen_q);
     const fwd_seq s = fwd_seq_of(p, bh);
-    if (i >= s.sq) return;  // CTA-uniform
     const int nz = p.n_split;
     const int64_t zstride = (int64_t)p.bh_total * p.seqlen_q;
-    // m = max_z m_z: a max is exact, so the threads' partial maxima combine in any order
-    float m = -INFINITY;
-    for (int z = tid; z < nz; z += T) m = fmaxf(m, p.part_ml[(w + z * zstride) * 2]);
+    if (i < s.sq) {  // CTA-uniform
+        float2 ml[ZT];
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    if (lane == 0) s_m[tid / 32] = m;
-    __syncthreads();
-#pragma unroll
-    for (int x = 0; x < T / 32; ++x) m = fmaxf(m, s_m[x]);
-    const float m_scaled = m == -INFINITY ? 0.0f : m * p.scale_log2;
-    for (int z = tid; z < nz; z += T) {
-        const float2 ml = *(const float2 *)(p.part_ml + (w + z * zstride) * 2);
-        s_alpha[z] = m == -INFINITY ? 1.0f : natural ? ptx_ex2((ml.x - m) * LOG2E) : ptx_ex2(ml.x * p.scale_log2 - m_scaled);
-        s_l[z] = ml.y;
-    }
-    __syncthreads();
-    float l = 0.0f, acc[PAIRS][2];
-#pragma unroll
-    for (int c = 0; c < PAIRS; ++c) acc[c][0] = acc[c][1] = 0.0f;
-    const float *po = p.part_o + w * p.head_dim_v;
-    for (int z0 = 0; z0 < nz; z0 += U) {
+        for (int j = 0; j < ZT; ++j) {
+            const int z = tid + T * j;
+            ml[j] = z < nz ? *(const float2 *)(p.part_ml + (w + z * zstride) * 2) : make_float2(-INFINITY, 0.0f);
+        }
+        const float *po = p.part_o + w * p.head_dim_v;
         float2 v[U][PAIRS];
 #pragma unroll
         for (int u = 0; u < U; ++u)
 #pragma unroll
             for (int c = 0; c < PAIRS; ++c) {
-                const int d = 2 * tid + 2 * T * c;
-                v[u][c] = z0 + u < nz && d < p.head_dim_v ? *(const float2 *)(po + (z0 + u) * zstride * p.head_dim_v + d)
-                                                        : make_float2(0.0f, 0.0f);
+                const int dd = 2 * tid + 2 * T * c;
+                v[u][c] = u < nz && dd < p.head_dim_v ? *(const float2 *)(po + u * zstride * p.head_dim_v + dd)
+                                                      : make_float2(0.0f, 0.0f);
             }
+        // m = max_z m_z: a max is exact, so the threads' partial maxima combine in any order
+        float m = -INFINITY;
 #pragma unroll
-        for (int u = 0; u < U; ++u) {
-            if (z0 + u >= nz) break;
-            const float alpha = s_alpha[z0 + u];
-            l = __fadd_rn(l, __fmul_rn(s_l[z0 + u], alpha));
+        for (int j = 0; j < ZT; ++j) m = fmaxf(m, ml[j].x);
 #pragma unroll
-            for (int c = 0; c < PAIRS; ++c) {
-                acc[c][0] = __fadd_rn(acc[c][0], __fmul_rn(v[u][c].x, alpha));
-                acc[c][1] = __fadd_rn(acc[c][1], __fmul_rn(v[u][c].y, alpha));
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        if (lane == 0) s_m[tid / 32] = m;
+        __syncthreads();
+#pragma unroll
+        for (int x = 0; x < T / 32; ++x) m = fmaxf(m, s_m[x]);
+        const float m_scaled = m == -INFINITY ? 0.0f : m * p.scale_log2;
+#pragma unroll
+        for (int j = 0; j < ZT; ++j) {
+            const int z = tid + T * j;
+            if (z < nz) {
+                s_alpha[z] = m == -INFINITY ? 1.0f
+                             : natural      ? ptx_ex2((ml[j].x - m) * LOG2E)
+                                            : ptx_ex2(ml[j].x * p.scale_log2 - m_scaled);
+                s_l[z] = ml[j].y;
             }
         }
-    }
-    const float inv = l == 0.0f ? 0.0f : 1.0f / l;
-    uint16_t *orow = p.o + (p.cu_q != NULL ? (int64_t)s.q_tok0 * p.o_ss : (int64_t)s.b * p.o_sb) +
-                     (int64_t)i * p.o_ss + (int64_t)s.h * p.o_sh;
+        __syncthreads();
+        float l = 0.0f, acc[PAIRS][2];
 #pragma unroll
-    for (int c = 0; c < PAIRS; ++c) {
-        const int d = 2 * tid + 2 * T * c;
-        if (d < p.head_dim_v) {
-            const uint32_t v = bf16 ? ptx_pack2<true>(acc[c][0] * inv, acc[c][1] * inv)
-                                    : ptx_pack2<false>(acc[c][0] * inv, acc[c][1] * inv);
-            *(uint32_t *)(orow + d) = v;
+        for (int c = 0; c < PAIRS; ++c) acc[c][0] = acc[c][1] = 0.0f;
+        for (int z0 = 0; z0 < nz; z0 += U) {
+            if (z0 > 0) {
+#pragma unroll
+                for (int u = 0; u < U; ++u)
+#pragma unroll
+                    for (int c = 0; c < PAIRS; ++c) {
+                        const int dd = 2 * tid + 2 * T * c;
+                        v[u][c] = z0 + u < nz && dd < p.head_dim_v
+                                      ? *(const float2 *)(po + (z0 + u) * zstride * p.head_dim_v + dd)
+                                      : make_float2(0.0f, 0.0f);
+                    }
+            }
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                if (z0 + u >= nz) break;
+                const float alpha = s_alpha[z0 + u];
+                l = __fadd_rn(l, __fmul_rn(s_l[z0 + u], alpha));
+#pragma unroll
+                for (int c = 0; c < PAIRS; ++c) {
+                    acc[c][0] = __fadd_rn(acc[c][0], __fmul_rn(v[u][c].x, alpha));
+                    acc[c][1] = __fadd_rn(acc[c][1], __fmul_rn(v[u][c].y, alpha));
+                }
+            }
         }
-    }
-    if (tid == 0) {
-        const float lse = l == 0.0f ? -INFINITY : (natural ? m : m * p.scale) + logf(l);
-        const int64_t lse_b = p.cu_q != NULL ? (int64_t)s.q_tok0 * p.lse_ss : (int64_t)s.b * p.lse_sb;
-        p.lse[lse_b + (int64_t)s.h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
+        const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+        uint16_t *orow = p.o + (p.cu_q != NULL ? (int64_t)s.q_tok0 * p.o_ss : (int64_t)s.b * p.o_sb) +
+                         (int64_t)i * p.o_ss + (int64_t)s.h * p.o_sh;
+#pragma unroll
+        for (int c = 0; c < PAIRS; ++c) {
+            const int dd = 2 * tid + 2 * T * c;
+            if (dd < p.head_dim_v) {
+                const uint32_t ov = bf16 ? ptx_pack2<true>(acc[c][0] * inv, acc[c][1] * inv)
+                                         : ptx_pack2<false>(acc[c][0] * inv, acc[c][1] * inv);
+                *(uint32_t *)(orow + dd) = ov;
+            }
+        }
+        if (tid == 0) {
+            const float lse = l == 0.0f ? -INFINITY : (natural ? m : m * p.scale) + logf(l);
+            const int64_t lse_b = p.cu_q != NULL ? (int64_t)s.q_tok0 * p.lse_ss : (int64_t)s.b * p.lse_sb;
+            p.lse[lse_b + (int64_t)s.h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
+        }
     }
 }
 
@@ -552,6 +579,8 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     const size_t ws_bytes = fwd_align256(meta_ints * 4) + fwd_align256(part_rows * (size_t)p.head_dim_v * 4) +
                             fwd_align256(part_rows * 8);
     cudaStream_t stream = (cudaStream_t)a->stream;
+    // test hook (testing.h): the call's GPU work starts here (the metadata copy, then the kernels)
+    if (pol->fwd_events[0] != NULL) cudaEventRecord((cudaEvent_t)pol->fwd_events[0], stream);
     if (ws_bytes > 0) {
         if (fwd_ws_size[dev] < ws_bytes) {
             if (fwd_ws_ptr[dev] != NULL) {
@@ -641,6 +670,7 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         e = cudaLaunchKernelEx(&lc, flash_fwd_combine, p, natural, (int)(pr->dtype == FA_BF16));
         if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_combine launch");
     }
+    if (pol->fwd_events[1] != NULL) cudaEventRecord((cudaEvent_t)pol->fwd_events[1], stream);  // test hook
     e = cudaStreamSynchronize(stream);
     if (e != cudaSuccess) return fwd_device_error(err, e, "cudaStreamSynchronize after flash_fwd_kernel");
 

@@ -86,11 +86,24 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, HV, BM, BN, NW)) f
         }
         fwd_init_rows<MT, PACK>(p, sq.h, t, row_m, row_l, m0 + warp * WM + g);
 
-        // ---- main loop over key blocks, from the last to the first
+        // ---- main loop over key blocks, from the last to the first. One warp (the decode tile):
+        // block n-1's copies are issued at the top of iteration n, before the wait for K(n) (the
+        // warp's own reads of that stage, in iteration n+1, are complete when it gets here), so
+        // the first two blocks' copies fly together and every later prefetch starts earlier;
+        // more warps: after the barrier that ends every warp's use of the other stage.
+        constexpr bool EARLY = NW == 1;
         int stage = 0;
         for (int n = n_end - 1; n >= n_begin; --n, stage ^= 1) {
             const uint32_t sK = opaque(sK0 + stage * K_STAGE_BYTES), sV = opaque(sV0 + stage * V_STAGE_BYTES);
             const bool prefetch = n - 1 >= n_begin;
+            if (EARLY && prefetch) {
+                load_kv_tile<BN, HD, THREADS>(sK0 + (stage ^ 1) * K_STAGE_BYTES, k_base, p.k_ss, p.k_sb, sq.pages,
+                                              p.page_size, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
+                ptx_cp_commit();
+                load_kv_tile<BN, HV, THREADS>(sV0 + (stage ^ 1) * V_STAGE_BYTES, v_base, p.v_ss, p.v_sb, sq.pages,
+                                              p.page_size, (n - 1) * BN, kv_lo, kv_hi, p.head_dim_v);
+                ptx_cp_commit();
+            }
             // boundary block: some key of it hidden from some row of the CTA
             // (diagonal, window edge, tail, additive mask): needs the element mask
             const bool boundary = natural || (int64_t)n * BN + BN - 1 > hi_first || (int64_t)n * BN < lo_last ||
@@ -104,14 +117,16 @@ __global__ void __launch_bounds__(NW * 32, fwd_min_blocks(HD, HV, BM, BN, NW)) f
                 // raises the call's flag (the host then adds the exact IEEE
                 // contribution, flash_fwd_fix_nonfinite_v). Interior blocks need
                 // no test. Done here, before S = Q K^T, where few registers live.
-                ptx_cp_wait<0>();
+                if (EARLY && prefetch) ptx_cp_wait<2>();  // V(n) landed; K(n-1), V(n-1) may fly
+                else ptx_cp_wait<0>();
                 if (__syncthreads_or((int)sanitize_own_chunks<BN, HV, THREADS, BF16>(sV)) && tid == 0)
                     *p.nonfinite_flag = 1;
             } else {
-                ptx_cp_wait<1>();  // K(n) (and Q) landed; V(n) may fly
+                if (EARLY && prefetch) ptx_cp_wait<3>();  // K(n) (and Q) landed; V(n), K(n-1), V(n-1) may fly
+                else ptx_cp_wait<1>();                    // K(n) (and Q) landed; V(n) may fly
                 __syncthreads();
             }
-            if (prefetch) {
+            if (!EARLY && prefetch) {
                 load_kv_tile<BN, HD, THREADS>(sK0 + (stage ^ 1) * K_STAGE_BYTES, k_base, p.k_ss, p.k_sb, sq.pages,
                                               p.page_size, (n - 1) * BN, kv_lo, kv_hi, p.head_dim);
                 ptx_cp_commit();

@@ -22,8 +22,9 @@
  *      (factor 2 for second-order terms); |LSE - ref| <= 2 (max_j ds_j + |lse| 2^-22
  *      + (Sk_b + 16) 2^-23 + 2^-20). Rows without a visible key: O = 0 and LSE = -inf, or
  *      the sink, exactly. These bounds are this test's, stated here, not the oracle's.
- * usage: fwd_v3_test [--threads N] [--ws-only] (OpenMP threads of the reference; --ws-only: the
- * warp-specialized kernel's cases only, ws_cases). Exit 0: all passed. */
+ * usage: fwd_v3_test [--threads N] [--ws-only] [--decode-only] (OpenMP threads of the reference; --ws-only: the
+ * warp-specialized kernel's cases only, ws_cases; --decode-only: the decode cases only, Sq <= 16 with
+ * split-KV, the combine and the pinned split counts). Exit 0: all passed. */
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -644,10 +645,11 @@ static int ws_cases(void) {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* each section's line reaches a log even if the run is cut short */
-    int ws_only = 0;
+    int ws_only = 0, decode_only = 0;
     for (int i = 1; i < argc; ++i) {
         if (!strcmp(argv[i], "--threads") && i + 1 < argc) ++i; /* OMP_NUM_THREADS decides; kept for symmetry */
         else if (!strcmp(argv[i], "--ws-only")) ws_only = 1; /* only ws_cases (a short device call) */
+        else if (!strcmp(argv[i], "--decode-only")) decode_only = 1; /* only the decode cases (Sq <= 16) */
     }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
@@ -665,7 +667,7 @@ int main(int argc, char **argv) {
     pol_ws = fa_cuda_policy_default;
     pol_ws.fwd_no_decode = 1;
     {
-        const int nws = ws_cases();
+        const int nws = decode_only ? 0 : ws_cases();
         printf("warp-specialized kernel, packed / seqused_k / paged: %d cases, %ld failed so far\n", nws, n_failed);
         if (ws_only) {
             printf("fwd_v3_test: %ld calls checked, %ld failed\n", n_checked, n_failed);
@@ -682,7 +684,7 @@ int main(int argc, char **argv) {
         {FA_CAUSAL_BOTTOM_RIGHT, 40, -1, FA_ALIGN_TOP_LEFT}};
     static const int dims[4] = {64, 128, 96, 256};
     int ncase = 0;
-    for (int pk = 0; pk < 3; ++pk)
+    for (int pk = 0; pk < (decode_only ? 0 : 3); ++pk)
         for (int di = 0; di < 4; ++di) {
             if (pk == 0 && di >= 2) continue; /* the wgmma kernel: padded 64 and 128 */
             for (int bf = 0; bf < 2; ++bf)
@@ -724,7 +726,7 @@ int main(int argc, char **argv) {
        reference, every mask kind and layout, softcap and sinks rotating */
     int npair = 0;
     static const int pdq[4] = {192, 192, 128, 64}, pdv[4] = {128, 128, 64, 128};
-    for (int pk = 0; pk < 3; ++pk)
+    for (int pk = 0; pk < (decode_only ? 0 : 3); ++pk)
         for (int di = 0; di < 4; ++di) {
             if ((di >= 2 && pk != 1) || (pk == 0 && di != 0)) continue;
             for (int bf = 0; bf < 2; ++bf)
@@ -847,14 +849,14 @@ int main(int argc, char **argv) {
     printf("decode (split count pinned: -1, 2, 7, 65, 130, 256): %d cases\n", nforced);
     /* ---- backward with sinks: dsinks and dQ, dK, dV */
     int nb = 0;
-    for (int bf = 0; bf < 2; ++bf)
+    for (int bf = 0; bf < (decode_only ? 0 : 2); ++bf)
         for (int di = 0; di < 2; ++di)
             for (int causal = 0; causal < 2; ++causal) {
                 n_failed += bwd_sinks_case(bf, di ? 128 : 64, di ? 128 : 64, causal);
                 ++n_checked, ++nb;
             }
     /* the MLA pair 192/128 (its own backward kernels) */
-    for (int bf = 0; bf < 2; ++bf)
+    for (int bf = 0; bf < (decode_only ? 0 : 2); ++bf)
         for (int causal = 0; causal < 2; ++causal) {
             n_failed += bwd_sinks_case(bf, 192, 128, causal);
             ++n_checked, ++nb;
