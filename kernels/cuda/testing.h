@@ -25,6 +25,8 @@ typedef struct {
     int fwd_split;    /* decode split-KV count: 0: the host's rule (fwd_host.cu); -1: no split; n > 0:
                          n splits, cut down to what the profile's split rule admits (at least
                          fwd_split_min_blocks key blocks a split) and to one split per block pair */
+    int bwd_vl_per_seq; /* 0: default (varlen backward in one grid where the Hopper kernels run);
+                           1: every varlen backward sequence by sequence (bwd_host.cu bwd_varlen) */
 } fa_cuda_policy;
 
 /* {-1, -1, 1, 1, 1, 1, 0, 0} (backend.cu) */

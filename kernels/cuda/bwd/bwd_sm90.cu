@@ -86,7 +86,7 @@ static __device__ __forceinline__ void bwd_g_load(uint32_t tile, const uint16_t 
  * deterministic mode, dK and dV only (no sdS, no dQ products, no bulk reductions, p.dq_ws unused;
  * bwd_dq_kernel forms dQ afterwards). */
 template <int HD, bool BF16, bool DQ>
-__global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) {
+__global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params pk) {
     extern __shared__ __align__(1024) unsigned char bwd_g_raw[];
     typedef bwd_g_smem<HD, DQ> L;
     constexpr int BC = 128, BR = 64;
@@ -96,19 +96,23 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
     float *sDsum = sLse + 2 * BR;                                                  /* [2][BR] */
     float *sdQ = reinterpret_cast<float *>(bwd_g_raw + (base - raw) + L::dq);      /* [2][NP][BR][D + 4] */
     const uint32_t sdQa = base + L::dq;
-    const int dq_ld = (int)p.D + 4;
+    const int dq_ld = (int)pk.D + 4;
 
     const int tid = threadIdx.x, wg = tid >> 7, wl = (tid >> 5) & 3, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
     const int krow = wg * 64 + wl * 16 + g; /* key (in the block) of accumulator rows g; +8 for g + 8 */
 
-    /* block -> (kv block, kv head, batch) */
+    /* block -> (kv block, kv head, sequence): the grid covers the longest sequence (pk.Sk);
+     * p is the sequence's own call (bwd_seq_view), whose batch 0 it is; a block past the end
+     * of a shorter sequence's keys exits (CTA-uniform, before any copy or barrier) */
     int64_t bid = blockIdx.x;
-    const int64_t nkb = (p.Sk + BC - 1) / BC;
+    const int64_t nkb = (pk.Sk + BC - 1) / BC;
     const int64_t kb = bid % nkb;
     bid /= nkb;
-    const int64_t hkv = bid % p.Hkv, b = bid / p.Hkv;
+    const int64_t hkv = bid % pk.Hkv, b = 0;
+    const bwd_params p = bwd_seq_view(pk, bid / pk.Hkv);
     const int64_t j0 = kb * BC;
+    if (j0 >= p.Sk) return;
     const int64_t kv_rows = p.Sk - j0 < BC ? p.Sk - j0 : BC;
 
     /* query rows that see at least one key of this block */
@@ -357,7 +361,7 @@ struct bwd_gq_smem {
 };
 
 template <int HD, bool BF16>
-__global__ void __launch_bounds__(256, 1) bwd_g_dq_kernel(const bwd_params p) {
+__global__ void __launch_bounds__(256, 1) bwd_g_dq_kernel(const bwd_params pk) {
     extern __shared__ __align__(1024) unsigned char bwd_gq_raw[];
     typedef bwd_gq_smem<HD> L;
     constexpr int BR = 128, BC = 64;
@@ -368,14 +372,18 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dq_kernel(const bwd_params p) {
     const int g = lane >> 2, t = lane & 3;
     const int qrow = wg * 64 + wl * 16 + g; /* query (in the block) of accumulator rows g; +8 for g + 8 */
 
-    /* block -> (query block, query head, batch) */
+    /* block -> (query block, query head, sequence): the grid covers the longest sequence
+     * (pk.Sq); p is the sequence's own call (bwd_seq_view), whose batch 0 it is; a block past
+     * the end of a shorter sequence's queries exits (CTA-uniform, before any copy or barrier) */
     int64_t bid = blockIdx.x;
-    const int64_t nqb = (p.Sq + BR - 1) / BR;
+    const int64_t nqb = (pk.Sq + BR - 1) / BR;
     const int64_t qb = bid % nqb;
     bid /= nqb;
-    const int64_t hq = bid % p.Hq, b = bid / p.Hq;
+    const int64_t hq = bid % pk.Hq, b = 0;
+    const bwd_params p = bwd_seq_view(pk, bid / pk.Hq);
     const int64_t hkv = hq / p.group;
     const int64_t i0 = qb * BR;
+    if (i0 >= p.Sq) return;
     const int64_t q_rows = p.Sq - i0 < BR ? p.Sq - i0 : BR;
 
     /* keys seen by at least one row of this block */
