@@ -134,7 +134,16 @@ typedef struct {
      * causal / window diagonal of each sequence is aligned to its own ends (off = Sk_b - Sq_b) */
     int vl, bottom_right;
     const int32_t *cu_q, *cu_k, *used_k;
+    /* one-grid varlen: the Hopper kernels' grid takes the sequences in this order (slot s runs
+     * sequence order[s]: the most work first, bwd_host.cu), so that the longest sequences' tiles
+     * do not start last; NULL: in batch order */
+    const int32_t *order;
 } bwd_params;
+
+/* The sequence of grid slot s (bwd_params.order). */
+static __device__ __forceinline__ int64_t bwd_seq_of_slot(const bwd_params &p, int64_t s) {
+    return p.order ? (int64_t)p.order[s] : s;
+}
 
 /* The parameters of sequence b (batch entry b of a dense call) as a dense call of batch 1:
  * every tensor pointer moved to b's first row (packed: row cu[b] times the row stride; dense:

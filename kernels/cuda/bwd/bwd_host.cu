@@ -162,10 +162,44 @@ typedef struct {
     const int32_t *cu_q, *cu_k, *used; /* the call's host arrays (NULL: not given) */
     int64_t rows_q;                    /* query rows per head: cu_q[B], or B seqlen_q (dense Q) */
     int64_t sk_alloc;                  /* dense K: its allocated keys per sequence (seqlen_k) */
+    int64_t sq_dense;                  /* dense Q: its rows per sequence (seqlen_q) */
     int64_t max_gap;                   /* the most keys any sequence allocates but does not use */
 } bwd_vl_host;
 
 __global__ void bwd_vl_zero_kernel(const bwd_params pk, int64_t sk_alloc);
+
+/* The order in which the Hopper kernels' grid takes the sequences (bwd_params.order): by
+ * Sq_b Sk_b (the product's count of (query, key) pairs, what a sequence's tiles cost),
+ * largest first, ties in batch order (a stable order: the same call always launches the same
+ * grid). Only the schedule changes: every sequence's tiles and arithmetic are the same. */
+typedef struct {
+    int64_t work;
+    int32_t b;
+} bwd_vl_key;
+
+static int bwd_vl_key_cmp(const void *x, const void *y) {
+    const bwd_vl_key *a = (const bwd_vl_key *)x, *c = (const bwd_vl_key *)y;
+    if (a->work != c->work) return a->work > c->work ? -1 : 1;
+    return a->b < c->b ? -1 : (a->b > c->b);
+}
+
+static void bwd_vl_order(const bwd_vl_host *vl, int64_t B, int32_t *order) {
+    bwd_vl_key *k = (bwd_vl_key *)malloc(sizeof(bwd_vl_key) * (size_t)(B > 0 ? B : 1));
+    if (!k) { /* batch order (only the schedule differs) */
+        for (int64_t b = 0; b < B; b++) order[b] = (int32_t)b;
+        return;
+    }
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t sq = vl->cu_q ? (int64_t)vl->cu_q[b + 1] - vl->cu_q[b] : vl->sq_dense;
+        const int64_t sk = vl->used ? (int64_t)vl->used[b]
+                                    : (vl->cu_k ? (int64_t)vl->cu_k[b + 1] - vl->cu_k[b] : vl->sk_alloc);
+        k[b].work = sq * sk;
+        k[b].b = (int32_t)b;
+    }
+    qsort(k, (size_t)B, sizeof(bwd_vl_key), bwd_vl_key_cmp);
+    for (int64_t b = 0; b < B; b++) order[b] = k[b].b;
+    free(k);
+}
 
 static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev,
                                 int sync_end, int screen_only, const bwd_vl_host *vl, int *per_seq) {
@@ -267,7 +301,7 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
     const int64_t nrows = vl ? p.Hq * vl->rows_q : p.B * p.Hq * p.Sq;
     const size_t rows_bytes = ((size_t)nrows * 4 + 255) / 256 * 256;
     const size_t dq_bytes = a->deterministic ? 0 : (size_t)nrows * (size_t)D * 4;
-    const size_t tab_n = vl ? (size_t)(3 * p.B + 2) : 0, tab_bytes = tab_n * 4;
+    const size_t tab_n = vl ? (size_t)(4 * p.B + 2) : 0, tab_bytes = tab_n * 4;
     const size_t ws_bytes = 2 * rows_bytes + 256 + dq_bytes + tab_bytes;
     if (ws_bytes > bwd_ws_size[dev]) {
         if (bwd_ws_ptr[dev]) {
@@ -294,7 +328,8 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
     if ((e = cudaMemsetAsync(ws + 2 * rows_bytes, 0, 256 + dq_bytes, st)) != cudaSuccess)
         return bwd_cuda_fail(err, e, "cudaMemsetAsync");
     if (vl) {
-        /* [cu_q (B+1)][cu_k (B+1)][seqused_k (B)], the absent ones left out; pageable source:
+        /* [cu_q (B+1)][cu_k (B+1)][seqused_k (B)], the absent ones left out, then the grid's
+         * sequence order (B, bwd_vl_order); pageable source:
          * cudaMemcpyAsync returns once it has been staged, so tab is freed right after */
         int32_t *tab = (int32_t *)malloc(tab_bytes), *dtab = (int32_t *)(ws + 2 * rows_bytes + 256 + dq_bytes);
         if (!tab) return fa_fail(err, FA_ERR_NOMEM, "", "the backward's sequence table (%zu bytes)", tab_bytes);
@@ -302,6 +337,9 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
         if (vl->cu_q) { memcpy(tab + n, vl->cu_q, (size_t)(p.B + 1) * 4); p.cu_q = dtab + n; n += (size_t)p.B + 1; }
         if (vl->cu_k) { memcpy(tab + n, vl->cu_k, (size_t)(p.B + 1) * 4); p.cu_k = dtab + n; n += (size_t)p.B + 1; }
         if (vl->used) { memcpy(tab + n, vl->used, (size_t)p.B * 4); p.used_k = dtab + n; n += (size_t)p.B; }
+        bwd_vl_order(vl, p.B, tab + n);
+        p.order = dtab + n;
+        n += (size_t)p.B;
         e = n ? cudaMemcpyAsync(dtab, tab, n * 4, cudaMemcpyHostToDevice, st) : cudaSuccess;
         free(tab);
         if (e != cudaSuccess) return bwd_cuda_fail(err, e, "cudaMemcpyAsync (sequence table)");
@@ -468,6 +506,7 @@ static fa_status bwd_varlen_locked(const fa_bwd_args *a, const fa_cuda_policy *p
         vl.cu_q = cq; vl.cu_k = ck; vl.used = used;
         vl.rows_q = cq ? (int64_t)cq[pr->batch] : pr->batch * pr->seqlen_q;
         vl.sk_alloc = pr->seqlen_k;
+        vl.sq_dense = pr->seqlen_q;
         int64_t max_q = 0, max_k = 0;
         for (int64_t b = 0; b < pr->batch; b++) {
             const int64_t sq = cq ? (int64_t)cq[b + 1] - cq[b] : pr->seqlen_q;
