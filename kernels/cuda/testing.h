@@ -29,9 +29,11 @@ typedef struct {
                             before its first launch and just after its last (before it waits), so a
                             benchmark can time the call's GPU work alone, as torch's asynchronous
                             calls are timed (kernels/cuda/bench/bench.c --decode) */
+    int bwd_vl_per_seq; /* 0: default (varlen backward in one grid where the Hopper kernels run);
+                           1: every varlen backward sequence by sequence (bwd_host.cu bwd_varlen) */
 } fa_cuda_policy;
 
-/* {-1, -1, 1, 1, 1, 1, 0, 0, {NULL, NULL}} (backend.cu) */
+/* {-1, -1, 1, 1, 1, 1, 0, 0, {NULL, NULL}, 0} (backend.cu) */
 extern const fa_cuda_policy fa_cuda_policy_default;
 
 fa_status fa_cuda_forward_policy(const fa_fwd_args *args, const fa_cuda_policy *policy, fa_error *err);

@@ -24,12 +24,12 @@
  *
  * usage: bench [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST]
  *              [--iters N] [--warmup N] [--tokens N] [--hidden N] [--deterministic]
- *              [--policy default|sm80|nows|fam1] [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]
+ *              [--policy default|sm80|nows|fam1|perseq] [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]
  *              [--decode] [--pick LIST] [--split N]
  * --v3: instead of the grid, the contract-v3 problems (bench_v3: packed varlen, paged K/V, decode at
  *       Sq = 1 with caches of 4k..128k keys) beside torch's counterparts, one table; then the varlen
  *       backward (bench_v3_bwd) beside FlashAttention-2's varlen backward and cuDNN's, a second table
- *       (not with --pass fwd).
+ *       (not with --pass fwd; --pass bwd: that table alone).
  * --decode: as --v3 with the decode problems only (v3_decode_probs: B 1 and 8, GQA 32/8 and
  *       MHA 32/32, caches 4k..128k, D = 128, bf16), beside the SDPA backends.
  * --pick LIST: only these problems of the --v3 / --decode list (0-based indices).
@@ -504,6 +504,51 @@ static double bench_sync_floor(const bench_opts *o, cudaStream_t st) {
     return median(t, n);
 }
 
+/* The torch companion of a --v3 table: runs torch_bench.py with FLAG (--v3, --v3bwd) over probs
+ * and files each result line "TAG idx backend ms [call_ms]" under its backend: cols[c][idx] = ms
+ * for names[c]; call_ms (when given and tcall != NULL) into tcall[idx], the smallest kept. Other
+ * lines go to stderr. */
+static void v3_torch(const bench_opts *o, const char *flag, const char *tag, const v3_prob *probs, int nprob,
+                     const char *const *names, double *const *cols, int ncol, double *tcall) {
+    char cmd[4096];
+    size_t n = (size_t)snprintf(cmd, sizeof cmd, "python3 '%s' %s --iters %d --warmup %d --spin-us %d --probs ",
+                                o->torch, flag, o->iters, o->warmup, BENCH_SPIN_US);
+    for (int i = 0; i < nprob && n + 64 < sizeof cmd; i++) {
+        char sp[96];
+        v3_spec(&probs[i], sp, sizeof sp);
+        n += (size_t)snprintf(cmd + n, sizeof cmd - n, "%s%s", i ? "," : "", sp);
+    }
+    fprintf(stderr, "bench: %s\n", cmd);
+    fflush(NULL);
+    FILE *f = popen(cmd, "r");
+    char line[512], fmt[32];
+    snprintf(fmt, sizeof fmt, "%s %%d %%15s %%lf %%lf", tag);
+    while (f && fgets(line, sizeof line, f)) {
+        int idx;
+        char be[16];
+        double ms, cms = -1;
+        if (sscanf(line, fmt, &idx, be, &ms, &cms) < 3 || idx < 0 || idx >= nprob) {
+            fputs(line, stderr);
+            continue;
+        }
+        for (int c = 0; c < ncol; c++)
+            if (!strcmp(be, names[c])) cols[c][idx] = ms;
+        if (tcall && cms > 0 && (tcall[idx] < 0 || cms < tcall[idx])) tcall[idx] = cms;
+    }
+    if (f) pclose(f);
+}
+
+/* The fastest of n torch times (<= 0: not measured; -1 if none) and, in r, best / ours with two
+ * decimals ("-" when either is missing): > 1 means ours is faster. */
+static double v3_best(const double *t, int n, double ours, char *r, size_t rn) {
+    double best = -1;
+    for (int x = 0; x < n; x++)
+        if (t[x] > 0 && (best < 0 || t[x] < best)) best = t[x];
+    snprintf(r, rn, "-");
+    if (best > 0 && ours > 0) snprintf(r, rn, "%.2f", best / ours);
+    return best;
+}
+
 static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, int nprob_all) {
     double ours[V3_MAXN], tf[V3_MAXN], gbs[V3_MAXN], fl[V3_MAXN], cu[V3_MAXN], ef[V3_MAXN], cs[V3_MAXN];
     double call[V3_MAXN], tcall[V3_MAXN], gpu[V3_MAXN];
@@ -655,33 +700,9 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
     }
     /* torch companion: the same list */
     if (o->torch) {
-        char cmd[4096];
-        size_t n = (size_t)snprintf(cmd, sizeof cmd, "python3 '%s' --v3 --iters %d --warmup %d --spin-us %d --probs ",
-                                    o->torch, o->iters, o->warmup, BENCH_SPIN_US);
-        for (int i = 0; i < nprob && n + 64 < sizeof cmd; i++) {
-            char sp[96];
-            v3_spec(&probs[i], sp, sizeof sp);
-            n += (size_t)snprintf(cmd + n, sizeof cmd - n, "%s%s", i ? "," : "", sp);
-        }
-        fprintf(stderr, "bench: %s\n", cmd);
-        fflush(NULL);
-        FILE *f = popen(cmd, "r");
-        char line[512];
-        while (f && fgets(line, sizeof line, f)) {
-            int idx;
-            char be[16];
-            double ms, cms = -1;
-            if (sscanf(line, "v3 %d %15s %lf %lf", &idx, be, &ms, &cms) < 3 || idx < 0 || idx >= nprob) {
-                fputs(line, stderr);
-                continue;
-            }
-            if (!strcmp(be, "flash")) fl[idx] = ms;
-            if (!strcmp(be, "cudnn")) cu[idx] = ms;
-            if (!strcmp(be, "efficient")) ef[idx] = ms;
-            if (!strcmp(be, "cudnn_seq")) cs[idx] = ms;
-            if (cms > 0 && (tcall[idx] < 0 || cms < tcall[idx])) tcall[idx] = cms;
-        }
-        if (f) pclose(f);
+        static const char *const names[4] = {"flash", "cudnn", "efficient", "cudnn_seq"};
+        double *const cols[4] = {fl, cu, ef, cs};
+        v3_torch(o, "--v3", "v3", probs, nprob, names, cols, 4, tcall);
     }
     char split[32] = "";
     if (o->pol.fwd_split) snprintf(split, sizeof split, ", split count %d", o->pol.fwd_split);
@@ -700,14 +721,11 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < nprob; i++) {
         const v3_prob *pp = &probs[i];
-        double best = -1;
         const double t[3] = {fl[i], cu[i], ef[i]};
-        for (int x = 0; x < 3; x++)
-            if (t[x] > 0 && (best < 0 || t[x] < best)) best = t[x];
-        char r[16] = "-", rc[16] = "-", rg[16] = "-";
-        if (best > 0 && ours[i] > 0) snprintf(r, sizeof r, "%.2f", best / ours[i]);
-        if (best > 0 && gpu[i] > 0) snprintf(rg, sizeof rg, "%.2f", best / gpu[i]);
-        if (tcall[i] > 0 && call[i] > 0) snprintf(rc, sizeof rc, "%.2f", tcall[i] / call[i]);
+        char r[16], rc[16], rg[16];
+        const double best = v3_best(t, 3, ours[i], r, sizeof r);
+        v3_best(&best, 1, gpu[i], rg, sizeof rg);
+        v3_best(&tcall[i], 1, call[i], rc, sizeof rc);
         char sqs[16], sks[16];
         snprintf(sqs, sizeof sqs, pp->kind == 0 ? "1..%d" : "%d", pp->Sq);
         snprintf(sks, sizeof sks, "%d", pp->Sk);
@@ -839,31 +857,9 @@ static int bench_v3_bwd(const bench_opts *o, cudaStream_t st) {
         }
     }
     if (o->torch) {
-        char cmd[4096];
-        size_t n = (size_t)snprintf(cmd, sizeof cmd, "python3 '%s' --v3bwd --iters %d --warmup %d --spin-us %d --probs ",
-                                    o->torch, o->iters, o->warmup, BENCH_SPIN_US);
-        for (int i = 0; i < V3_BWD_N && n + 64 < sizeof cmd; i++) {
-            char sp[96];
-            v3_spec(&v3_bwd_probs[i], sp, sizeof sp);
-            n += (size_t)snprintf(cmd + n, sizeof cmd - n, "%s%s", i ? "," : "", sp);
-        }
-        fprintf(stderr, "bench: %s\n", cmd);
-        fflush(NULL);
-        FILE *f = popen(cmd, "r");
-        char line[512];
-        while (f && fgets(line, sizeof line, f)) {
-            int idx;
-            char be[16];
-            double ms;
-            if (sscanf(line, "v3bwd %d %15s %lf", &idx, be, &ms) != 3 || idx < 0 || idx >= V3_BWD_N) {
-                fputs(line, stderr);
-                continue;
-            }
-            if (!strcmp(be, "flash")) fl[idx] = ms;
-            if (!strcmp(be, "cudnn")) cu[idx] = ms;
-            if (!strcmp(be, "cudnn_seq")) cs[idx] = ms;
-        }
-        if (f) pclose(f);
+        static const char *const names[3] = {"flash", "cudnn", "cudnn_seq"};
+        double *const cols[3] = {fl, cu, cs};
+        v3_torch(o, "--v3bwd", "v3bwd", v3_bwd_probs, V3_BWD_N, names, cols, 3, NULL);
     }
     printf("\nVarlen backward (kernel policy %s; bf16, D = 128, %s mode, kernels time behind a spin, median of %d; "
            "O and LSE from our forward). torch: flash = aten._flash_attention_backward with cu_seqlens "
@@ -874,12 +870,9 @@ static int bench_v3_bwd(const bench_opts *o, cudaStream_t st) {
            "|---|---|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < V3_BWD_N; i++) {
         const v3_prob *pp = &v3_bwd_probs[i];
-        double best = -1;
         const double t[3] = {fl[i], cu[i], cs[i]};
-        for (int x = 0; x < 3; x++)
-            if (t[x] > 0 && (best < 0 || t[x] < best)) best = t[x];
-        char r[16] = "-", ls[24];
-        if (best > 0 && ours[i] > 0) snprintf(r, sizeof r, "%.2f", best / ours[i]);
+        char r[16], ls[24];
+        v3_best(t, 3, ours[i], r, sizeof r);
         if (pp->Sq > 0) snprintf(ls, sizeof ls, "1..%d", pp->Sq);
         else snprintf(ls, sizeof ls, "256..4096");
         printf("| %d | %s | %d/%d | %s | %.4f | %.1f | %.4f | %.4f | %.4f | %s |\n", pp->B, ls, pp->Hq, pp->Hkv,
@@ -894,7 +887,7 @@ static int bench_v3_bwd(const bench_opts *o, cudaStream_t st) {
 static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST] [--iters N]\n"
-            "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80|nows|fam1]\n"
+            "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80|nows|fam1|perseq]\n"
             "          [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3] [--decode] [--pick LIST]\n"
             "          [--split N]\n",
             argv0);
@@ -953,6 +946,8 @@ int main(int argc, char **argv) {
                 o.pol.bwd_sm90 = 0;
             } else if (!strcmp(o.policy_name, "nows")) {
                 o.pol.fwd_ws = 0;
+            } else if (!strcmp(o.policy_name, "perseq")) {
+                o.pol.bwd_vl_per_seq = 1; /* varlen backward: one launch sequence per sequence */
             } else if (!strcmp(o.policy_name, "fam1")) {
                 o.pol.fwd_family = 1; /* the 64-row family everywhere (decode too: not the 16-row decode tile) */
             } else ok = !strcmp(o.policy_name, "default");
@@ -974,8 +969,9 @@ int main(int argc, char **argv) {
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     if (o.v3) { /* only the contract-v3 table (--v3) or its decode table (--decode) */
-        int f = o.v3 == 2 ? bench_v3(&o, st, v3_decode_probs, V3_DECODE_N) : bench_v3(&o, st, v3_probs, V3_N);
-        if (o.v3 == 1 && o.bwd) f += bench_v3_bwd(&o, st); /* --pass fwd: the forward table only */
+        int f = 0; /* --pass fwd: the forward table only; --pass bwd: the varlen backward table only */
+        if (o.v3 == 2 || o.fwd) f = o.v3 == 2 ? bench_v3(&o, st, v3_decode_probs, V3_DECODE_N) : bench_v3(&o, st, v3_probs, V3_N);
+        if (o.v3 == 1 && o.bwd) f += bench_v3_bwd(&o, st);
         CK(cudaStreamDestroy(st));
         return f ? 1 : 0;
     }

@@ -8,7 +8,10 @@
  * (fa_cuda_backward: workspace, screen verdict, kernel choice). Contract:
  * kernels/flash_api.h; seam: kernels/cuda/cuda_backend.h.
  *
- * Contract v3: varlen calls run the dense kernels once per sequence (bwd_host.cu, bwd_varlen);
+ * Contract v3: varlen calls on the Hopper path run one grid per kernel for the whole packed batch
+ * (each CTA finds its sequence and its tile within it: bwd_seq_view; blocks past a short
+ * sequence's end exit); every other varlen call runs the dense kernels once per sequence
+ * (bwd_host.cu, bwd_varlen);
  * softcap runs the CAP instantiations of the sm_80 kernels (bwd_p_n8 / bwd_ds_n8: s = fmaf(cap,
  * t, mask) with t = tanhf(q.k fl(scale / cap)) exactly as the forward, dS' = fl(fl(P (dP - D))
  * fl(1 - fl(t t)))); the Hopper kernels and the exact (slow-path) kernels have no CAP form.
@@ -124,7 +127,67 @@ typedef struct {
     /* softcap (contract v3; the CAP instantiations read them): s = fmaf(softcap,
      * tanhf(q.k * cap_scale), mask), cap_scale = fl(scale / softcap), as the forward forms it */
     float softcap, cap_scale;
+    /* one-grid varlen (contract v3; bwd_seq_view): vl = 1 when the call is packed and its kernels
+     * take the whole batch in one launch; then B sequences, Sq and Sk are the maxima over them (the
+     * grids' extents), and sequence b's own lengths and offsets come from the device copies of
+     * cu_seqlens_q / cu_seqlens_k / seqused_k (NULL: that one is not given); bottom_right: the
+     * causal / window diagonal of each sequence is aligned to its own ends (off = Sk_b - Sq_b) */
+    int vl, bottom_right;
+    const int32_t *cu_q, *cu_k, *used_k;
+    /* one-grid varlen: the Hopper kernels' grid takes the sequences in this order (slot s runs
+     * sequence order[s]: the most work first, bwd_host.cu), so that the longest sequences' tiles
+     * do not start last; NULL: in batch order */
+    const int32_t *order;
 } bwd_params;
+
+/* The sequence of grid slot s (bwd_params.order). */
+static __device__ __forceinline__ int64_t bwd_seq_of_slot(const bwd_params &p, int64_t s) {
+    return p.order ? (int64_t)p.order[s] : s;
+}
+
+/* The parameters of sequence b (batch entry b of a dense call) as a dense call of batch 1:
+ * every tensor pointer moved to b's first row (packed: row cu[b] times the row stride; dense:
+ * b times the batch stride; LSE: its row stride st[2] when packed), the workspace rows moved to
+ * b's block, B = 1; with vl, Sq, Sk and off become b's own (Sq_b, Sk_b = seqused_k[b] or the
+ * cu_k span, off = Sk_b - Sq_b when bottom-right aligned). A kernel that calls it indexes batch 0
+ * from then on.
+ * Workspace layout: dense (and varlen with dense Q): [B][Hq][Sq] rows, b's block at b Hq Sq;
+ * packed Q: [sequences][Hq][Sq_b], b's block at Hq cu_q[b] (total Hq cu_q[B] rows), so inside a
+ * block row (hq, i) is at hq Sq_b + i in both layouts. All offsets int64. */
+static __device__ __forceinline__ bwd_params bwd_seq_view(const bwd_params &pk, int64_t b) {
+    bwd_params p = pk;
+    int64_t qb = b, qr = 0, kb = b, kr = 0, ws0 = b * pk.Hq * pk.Sq;
+    if (pk.vl) {
+        if (pk.cu_q) {
+            qb = 0;
+            qr = pk.cu_q[b];
+            p.Sq = (int64_t)pk.cu_q[b + 1] - qr;
+            ws0 = pk.Hq * qr;
+        }
+        if (pk.cu_k) {
+            kb = 0;
+            kr = pk.cu_k[b];
+            p.Sk = (int64_t)pk.cu_k[b + 1] - kr;
+        }
+        if (pk.used_k) p.Sk = pk.used_k[b];
+        p.off = pk.bottom_right ? p.Sk - p.Sq : 0;
+    }
+    p.q += qb * pk.qs[0] + qr * pk.qs[1];
+    p.o += qb * pk.os[0] + qr * pk.os[1];
+    p.dout += qb * pk.dos[0] + qr * pk.dos[1];
+    p.dq += qb * pk.dqs[0] + qr * pk.dqs[1];
+    p.k += kb * pk.ks[0] + kr * pk.ks[1];
+    p.v += kb * pk.vs[0] + kr * pk.vs[1];
+    p.dk += kb * pk.dks[0] + kr * pk.dks[1];
+    p.dv += kb * pk.dvs[0] + kr * pk.dvs[1];
+    p.lse += qb * pk.lses[0] + qr * pk.lses[2];
+    if (p.mask) p.mask += b * pk.ms[0]; /* dense Q and K only (flash_api.h) */
+    p.lse_ws += ws0;
+    p.dsum_ws += ws0;
+    if (p.dq_ws) p.dq_ws += ws0 * pk.D;
+    p.B = 1;
+    return p;
+}
 
 // ----------------------------------------------------------------------------
 // small device helpers

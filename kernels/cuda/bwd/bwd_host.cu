@@ -3,6 +3,7 @@
  * policy of kernels/cuda/testing.h) and the synchronization. */
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -62,7 +63,7 @@ static const fa_limits bwd_limits = {
     FA_CUDA_DQK_MUST_EQUAL_DV,
     FA_CUDA_BWD_PTR_ALIGN_BYTES,
     FA_CUDA_UNIT_LAST_STRIDE,
-    1, /* supports_varlen: one dense launch sequence per packed sequence (bwd_varlen) */
+    1, /* supports_varlen: one grid per kernel on the Hopper path, else per sequence (bwd_varlen) */
     0, /* supports_paged */
     1, /* supports_softcap: the CAP instantiations of the sm_80 kernels (bwd_common.cuh) */
     1, /* supports_sinks: dsinks by bwd_dsinks_run */
@@ -150,8 +151,58 @@ static cudaError_t bwd_dsinks_run(const fa_bwd_args *a, cudaStream_t st) {
 /* screen_only: the preprocess and the screen only (workspace writes, no output written): FA_OK,
  * or the softcap decline below; bwd_varlen_locked screens every sequence of a softcap call this
  * way before the first one writes, so a declined call writes nothing. */
+/* vl (one-grid varlen, bwd_varlen_locked; NULL: a dense call): a's seqlen_q / seqlen_k are
+ * then the maxima over its sequences, and the call runs only where every kernel it needs takes
+ * the whole packed batch in one grid (bwd_seq_view): the Hopper kernels (a fast call, and in the
+ * deterministic mode their dQ kernel), the preprocess and the dQ conversion. Elsewhere (the sm_80
+ * kernels, a softcap, an exact call after the screen, more than 65535 sequences) it sets
+ * *per_seq = 1 and returns FA_OK having written no output (the workspace only), and the caller
+ * runs the sequences one by one. */
+typedef struct {
+    const int32_t *cu_q, *cu_k, *used; /* the call's host arrays (NULL: not given) */
+    int64_t rows_q;                    /* query rows per head: cu_q[B], or B seqlen_q (dense Q) */
+    int64_t sk_alloc;                  /* dense K: its allocated keys per sequence (seqlen_k) */
+    int64_t sq_dense;                  /* dense Q: its rows per sequence (seqlen_q) */
+    int64_t max_gap;                   /* the most keys any sequence allocates but does not use */
+} bwd_vl_host;
+
+__global__ void bwd_vl_zero_kernel(const bwd_params pk, int64_t sk_alloc);
+
+/* The order in which the Hopper kernels' grid takes the sequences (bwd_params.order): by
+ * Sq_b Sk_b (the product's count of (query, key) pairs, what a sequence's tiles cost),
+ * largest first, ties in batch order (a stable order: the same call always launches the same
+ * grid). Only the schedule changes: every sequence's tiles and arithmetic are the same. */
+typedef struct {
+    int64_t work;
+    int32_t b;
+} bwd_vl_key;
+
+static int bwd_vl_key_cmp(const void *x, const void *y) {
+    const bwd_vl_key *a = (const bwd_vl_key *)x, *c = (const bwd_vl_key *)y;
+    if (a->work != c->work) return a->work > c->work ? -1 : 1;
+    return a->b < c->b ? -1 : (a->b > c->b);
+}
+
+static void bwd_vl_order(const bwd_vl_host *vl, int64_t B, int32_t *order) {
+    bwd_vl_key *k = (bwd_vl_key *)malloc(sizeof(bwd_vl_key) * (size_t)(B > 0 ? B : 1));
+    if (!k) { /* batch order (only the schedule differs) */
+        for (int64_t b = 0; b < B; b++) order[b] = (int32_t)b;
+        return;
+    }
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t sq = vl->cu_q ? (int64_t)vl->cu_q[b + 1] - vl->cu_q[b] : vl->sq_dense;
+        const int64_t sk = vl->used ? (int64_t)vl->used[b]
+                                    : (vl->cu_k ? (int64_t)vl->cu_k[b + 1] - vl->cu_k[b] : vl->sk_alloc);
+        k[b].work = sq * sk;
+        k[b].b = (int32_t)b;
+    }
+    qsort(k, (size_t)B, sizeof(bwd_vl_key), bwd_vl_key_cmp);
+    for (int64_t b = 0; b < B; b++) order[b] = k[b].b;
+    free(k);
+}
+
 static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev,
-                                int sync_end, int screen_only) {
+                                int sync_end, int screen_only, const bwd_vl_host *vl, int *per_seq) {
     const fa_problem *pr = &a->p;
     cudaStream_t st = (cudaStream_t)a->stream;
     cudaError_t e;
@@ -211,15 +262,19 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
      * range, where dP itself has already left the precision profile) */
     p.scan_nf = p.has_left || p.has_right || p.mask != NULL;
     p.scan_norm = pr->dtype == FA_F16;
-    p.vec_q = bwd_vec16(&a->q, p.B, p.Sq, p.Hq);
-    p.vec_k = bwd_vec16(&a->k, p.B, p.Sk, p.Hkv);
-    p.vec_v = bwd_vec16(&a->v, p.B, p.Sk, p.Hkv);
-    p.vec_do = bwd_vec16(&a->dout, p.B, p.Sq, p.Hq);
-    p.vec_o_prep = bwd_vec16(&a->o, p.B, p.Sq, p.Hq);
+    /* the views' extents: packed (vl with cu_seqlens): one batch of all the packed rows, so
+     * that every sequence's first row (cu[b] times the row stride) keeps the alignment */
+    const int64_t vb_q = vl && vl->cu_q ? 1 : p.B, vs_q = vl && vl->cu_q ? vl->rows_q : p.Sq;
+    const int64_t vb_k = vl && vl->cu_k ? 1 : p.B, vs_k = vl && vl->cu_k ? (int64_t)vl->cu_k[p.B] : p.Sk;
+    p.vec_q = bwd_vec16(&a->q, vb_q, vs_q, p.Hq);
+    p.vec_k = bwd_vec16(&a->k, vb_k, vs_k, p.Hkv);
+    p.vec_v = bwd_vec16(&a->v, vb_k, vs_k, p.Hkv);
+    p.vec_do = bwd_vec16(&a->dout, vb_q, vs_q, p.Hq);
+    p.vec_o_prep = bwd_vec16(&a->o, vb_q, vs_q, p.Hq);
     p.vec_do_prep = p.vec_do;
-    p.w32_dq = bwd_vec4(&a->dq, p.B, p.Sq, p.Hq);
-    p.w32_dk = bwd_vec4(&a->dk, p.B, p.Sk, p.Hkv);
-    p.w32_dv = bwd_vec4(&a->dv, p.B, p.Sk, p.Hkv);
+    p.w32_dq = bwd_vec4(&a->dq, vb_q, vs_q, p.Hq);
+    p.w32_dk = bwd_vec4(&a->dk, vb_k, vs_k, p.Hkv);
+    p.w32_dv = bwd_vec4(&a->dv, vb_k, vs_k, p.Hkv);
 
     /* the Hopper dK/dV kernel (section 2h) where it is proven: an sm_90 device (its code is
      * sm_90a), head dim padded to 64 or 128, 16-byte copies for every streamed view, the
@@ -234,12 +289,20 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
     const int gmma = pol->bwd_sm90 && !cap && D == Dv && cc_major == 9 && cc_minor == 0 && (hd == 64 || hd == 128) && p.vec_q &&
                      p.vec_k && p.vec_v && p.vec_do && (size_t)optin >= bwd_sm90_smem_bytes(hd) &&
                      (!a->deterministic || pol->bwd_sm90_det);
+    if (vl) {
+        *per_seq = !gmma || (a->deterministic && !pol->bwd_sm90_dq) || p.B > 65535 || pol->bwd_vl_per_seq;
+        if (*per_seq) return FA_OK;
+        p.vl = 1;
+        p.bottom_right = bottom_right;
+    }
 
-    /* workspace: lse, dsum [B*Hq*Sq], the screen (256 bytes) and (default mode) dq [B*Hq*Sq*D], fp32 */
-    const int64_t nrows = p.B * p.Hq * p.Sq;
+    /* workspace: lse, dsum [B*Hq*Sq] (vl: Hq rows_q, bwd_seq_view), the screen (256 bytes),
+     * (default mode) dq [B*Hq*Sq*D] fp32, then (vl) the device copies of cu_q, cu_k, seqused_k */
+    const int64_t nrows = vl ? p.Hq * vl->rows_q : p.B * p.Hq * p.Sq;
     const size_t rows_bytes = ((size_t)nrows * 4 + 255) / 256 * 256;
     const size_t dq_bytes = a->deterministic ? 0 : (size_t)nrows * (size_t)D * 4;
-    const size_t ws_bytes = 2 * rows_bytes + 256 + dq_bytes;
+    const size_t tab_n = vl ? (size_t)(4 * p.B + 2) : 0, tab_bytes = tab_n * 4;
+    const size_t ws_bytes = 2 * rows_bytes + 256 + dq_bytes + tab_bytes;
     if (ws_bytes > bwd_ws_size[dev]) {
         if (bwd_ws_ptr[dev]) {
             // queued work of this call (earlier sequences of a varlen call) may still use it
@@ -264,6 +327,23 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
     p.dq_ws = a->deterministic ? NULL : (float *)(ws + 2 * rows_bytes + 256);
     if ((e = cudaMemsetAsync(ws + 2 * rows_bytes, 0, 256 + dq_bytes, st)) != cudaSuccess)
         return bwd_cuda_fail(err, e, "cudaMemsetAsync");
+    if (vl) {
+        /* [cu_q (B+1)][cu_k (B+1)][seqused_k (B)], the absent ones left out, then the grid's
+         * sequence order (B, bwd_vl_order); pageable source:
+         * cudaMemcpyAsync returns once it has been staged, so tab is freed right after */
+        int32_t *tab = (int32_t *)malloc(tab_bytes), *dtab = (int32_t *)(ws + 2 * rows_bytes + 256 + dq_bytes);
+        if (!tab) return fa_fail(err, FA_ERR_NOMEM, "", "the backward's sequence table (%zu bytes)", tab_bytes);
+        size_t n = 0;
+        if (vl->cu_q) { memcpy(tab + n, vl->cu_q, (size_t)(p.B + 1) * 4); p.cu_q = dtab + n; n += (size_t)p.B + 1; }
+        if (vl->cu_k) { memcpy(tab + n, vl->cu_k, (size_t)(p.B + 1) * 4); p.cu_k = dtab + n; n += (size_t)p.B + 1; }
+        if (vl->used) { memcpy(tab + n, vl->used, (size_t)p.B * 4); p.used_k = dtab + n; n += (size_t)p.B; }
+        bwd_vl_order(vl, p.B, tab + n);
+        p.order = dtab + n;
+        n += (size_t)p.B;
+        e = n ? cudaMemcpyAsync(dtab, tab, n * 4, cudaMemcpyHostToDevice, st) : cudaSuccess;
+        free(tab);
+        if (e != cudaSuccess) return bwd_cuda_fail(err, e, "cudaMemcpyAsync (sequence table)");
+    }
 
     /* preprocess and screen, then the fast or the exact kernels (bwd_needs_exact) */
     const int bf16 = pr->dtype == FA_BF16;
@@ -277,6 +357,10 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
         if ((e = cudaStreamSynchronize(st)) != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
         exact = bwd_needs_exact(scr, &p);
     }
+    if (vl && exact) { /* the exact kernels are sm_80 ones: the sequences one by one */
+        *per_seq = 1;
+        return FA_OK;
+    }
     /* softcap has no exact instantiation: a call whose screen needs the slow paths (a NaN/Inf
      * in Q, dO or K under row-dependent visibility, or fp16 dS past 65504) is declined */
     if (cap && exact)
@@ -288,6 +372,13 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
     e = gmma && !exact ? bwd_sm90_run(&p, hd, bf16, a->deterministic, pol->bwd_sm90_dq, st)
                        : bwd_sm80_run(&p, hd, bf16, a->deterministic, exact, cap, st);
     if (e != cudaSuccess) return bwd_cuda_fail(err, e, "kernel launch");
+    if (vl && vl->used && vl->max_gap > 0) { /* keys allocated but not used: dK = dV = 0 */
+        int64_t bx = (vl->max_gap * p.Hkv * (D > Dv ? D : Dv) + 255) / 256, lim = 4096 / p.B;
+        if (lim < 1) lim = 1;
+        if (bx > lim) bx = lim;
+        bwd_vl_zero_kernel<<<dim3((unsigned)bx, (unsigned)p.B), 256, 0, st>>>(p, vl->sk_alloc);
+        if ((e = cudaGetLastError()) != cudaSuccess) return bwd_cuda_fail(err, e, "zeroing unused keys");
+    }
     if (sync_end && (e = cudaStreamSynchronize(st)) != cudaSuccess)
         return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
     return FA_OK;
@@ -315,7 +406,7 @@ static fa_status bwd_dense(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_e
         return fa_fail(err, FA_ERR_UNSUPPORTED, "", "device %d is beyond the backward's table of %d devices", dev,
                        BWD_MAX_DEVICES);
     pthread_mutex_lock(&bwd_ws_lock);
-    fa_status s = bwd_run_locked(a, pol, err, dev, 1, 0);
+    fa_status s = bwd_run_locked(a, pol, err, dev, 1, 0, NULL, NULL);
     pthread_mutex_unlock(&bwd_ws_lock);
     return s;
 }
@@ -344,6 +435,25 @@ static cudaError_t bwd_zero_launch(const fa_tensor *t, int64_t row_off, int64_t 
     return cudaGetLastError();
 }
 
+/* One-grid varlen (bwd_run_locked): dK = dV = 0 on the keys sequence blockIdx.y allocates but
+ * does not use (seqused_k[b] <= j < its cu_k span, or sk_alloc for dense K); grid-stride over
+ * blockIdx.x. Its rows are located by bwd_seq_view (p.Sk = seqused_k[b]). */
+__global__ void bwd_vl_zero_kernel(const bwd_params pk, int64_t sk_alloc) {
+    const int64_t b = blockIdx.y;
+    const bwd_params p = bwd_seq_view(pk, b);
+    const int64_t alloc = pk.cu_k ? (int64_t)pk.cu_k[b + 1] - pk.cu_k[b] : sk_alloc;
+    const int64_t step = (int64_t)gridDim.x * blockDim.x, x0 = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t nk = (alloc - p.Sk) * p.Hkv * p.D, nv = (alloc - p.Sk) * p.Hkv * p.Dv;
+    for (int64_t x = x0; x < nk; x += step) {
+        const int64_t d = x % p.D, h = (x / p.D) % p.Hkv, r = p.Sk + x / (p.D * p.Hkv);
+        p.dk[r * p.dks[1] + h * p.dks[2] + d] = 0;
+    }
+    for (int64_t x = x0; x < nv; x += step) {
+        const int64_t d = x % p.Dv, h = (x / p.Dv) % p.Hkv, r = p.Sk + x / (p.Dv * p.Hkv);
+        p.dv[r * p.dvs[1] + h * p.dvs[2] + d] = 0;
+    }
+}
+
 /* view of a 16-bit tensor at element offset off, batch stride 0 (a batch of one) */
 static fa_tensor bwd_view(const fa_tensor *t, int64_t off) {
     fa_tensor v = *t;
@@ -353,13 +463,21 @@ static fa_tensor bwd_view(const fa_tensor *t, int64_t off) {
 }
 
 /* A varlen call (cu_seqlens_q, cu_seqlens_k and/or seqused_k; host arrays) is its sequences'
- * dense calls: sequence b runs the dense backward (bwd_dense: every kernel, mode and mask kind
- * of a dense call) on the views of its rows, with batch 1, seqlen_q = Sq_b, seqlen_k = Sk_b, so
- * the causal and window diagonals are its own (bottom-right aligns its own ends) and its
- * arithmetic is that of the same sequence run alone, bit for bit. The sequences run one after
- * the other on the stream (the workspace is shared: the lock is held for the whole call, and the
- * host waits for the stream once, at the end, or where a sequence's screen is read back); keys
- * allocated but not used (seqused_k[b] <= j < allocated) get dK = dV = 0. Offsets are int64
+ * dense calls: sequence b is the dense backward on the views of its rows, with batch 1,
+ * seqlen_q = Sq_b, seqlen_k = Sk_b, so the causal and window diagonals are its own (bottom-right
+ * aligns its own ends) and its arithmetic is that of the same sequence run alone, bit for bit.
+ * Two ways to run them:
+ *   one grid (first choice): bwd_run_locked with vl: one launch per kernel for the whole batch
+ *     (preprocess and screen, the Hopper dK/dV kernel, the dQ conversion or the Hopper dQ
+ *     kernel, the zeroing of unused keys); each CTA finds its sequence from the device copies of
+ *     cu_seqlens / seqused_k and its tile within it (bwd_seq_view), blocks past a short
+ *     sequence's end exit. Taken for fast calls (the screen) where the Hopper kernels run.
+ *   per sequence (every other call: the sm_80 kernel families, a softcap, an exact call, the
+ *     sm_80 deterministic dQ kernel under a test policy, more than 65535 sequences): bwd_dense's
+ *     launch sequence per sequence, one after the other on the stream (the workspace is shared:
+ *     the lock is held for the whole call; the host waits at the end, or where a sequence's
+ *     screen is read back).
+ * Keys allocated but not used (seqused_k[b] <= j < allocated) get dK = dV = 0. Offsets are int64
  * (cu[b] * stride). */
 static fa_status bwd_varlen_locked(const fa_bwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev);
 
@@ -381,6 +499,38 @@ static fa_status bwd_varlen_locked(const fa_bwd_args *a, const fa_cuda_policy *p
     const fa_problem *pr = &a->p;
     const int32_t *cq = a->varlen.cu_seqlens_q, *ck = a->varlen.cu_seqlens_k, *used = a->varlen.seqused_k;
     cudaStream_t st = (cudaStream_t)a->stream;
+    /* one grid per kernel for the whole batch where the kernels take it (bwd_run_locked's vl) */
+    {
+        bwd_vl_host vl;
+        memset(&vl, 0, sizeof(vl));
+        vl.cu_q = cq; vl.cu_k = ck; vl.used = used;
+        vl.rows_q = cq ? (int64_t)cq[pr->batch] : pr->batch * pr->seqlen_q;
+        vl.sk_alloc = pr->seqlen_k;
+        vl.sq_dense = pr->seqlen_q;
+        int64_t max_q = 0, max_k = 0;
+        for (int64_t b = 0; b < pr->batch; b++) {
+            const int64_t sq = cq ? (int64_t)cq[b + 1] - cq[b] : pr->seqlen_q;
+            const int64_t alloc_k = ck ? (int64_t)ck[b + 1] - ck[b] : pr->seqlen_k;
+            const int64_t sk = used ? (int64_t)used[b] : alloc_k;
+            if (sq > max_q) max_q = sq;
+            if (sk > max_k) max_k = sk;
+            if (alloc_k - sk > vl.max_gap) vl.max_gap = alloc_k - sk;
+        }
+        if (max_q > 0 || max_k > 0) { /* else nothing but the zeroing below */
+            fa_bwd_args s = *a;
+            s.p.seqlen_q = max_q;
+            s.p.seqlen_k = max_k;
+            int per_seq = 0;
+            fa_status r = bwd_run_locked(&s, pol, err, dev, 0, 0, &vl, &per_seq);
+            if (r != FA_OK) return r;
+            if (!per_seq) {
+                cudaError_t e = cudaStreamSynchronize(st);
+                if (e != cudaSuccess) return bwd_cuda_fail(err, e, "cudaStreamSynchronize");
+                return FA_OK;
+            }
+        }
+    }
+    /* the sequences one by one (the sm_80 kernels, softcap, exact calls) */
     /* softcap: its decline depends on each sequence's screen; every sequence is screened (pass 0)
      * before any writes (pass 1), so a declined call leaves every output untouched */
     for (int pass = pr->softcap > 0.0f ? 0 : 1; pass < 2; pass++)
@@ -414,7 +564,7 @@ static fa_status bwd_varlen_locked(const fa_bwd_args *a, const fa_cuda_policy *p
             s.mask.stride[0] = 0;
         }
         if (sq != 0 || sk != 0) { /* bwd_dense's condition: nothing to write otherwise */
-            fa_status r = bwd_run_locked(&s, pol, err, dev, 0, pass == 0);
+            fa_status r = bwd_run_locked(&s, pol, err, dev, 0, pass == 0, NULL, NULL);
             if (r != FA_OK) return r;
         }
         if (pass == 0) continue;

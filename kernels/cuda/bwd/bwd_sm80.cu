@@ -171,8 +171,11 @@ static __device__ __forceinline__ float bwd_row_sq(const uint16_t *x, int64_t D,
  * memory and added by one set of atomics per block (unsigned max of fp32 bits: the
  * values are >= 0 or NaN, and a NaN's bits are above +Inf's). */
 template <bool BF16>
-__global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params p) {
+__global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params pk) {
     __shared__ unsigned red[4][8];
+    /* one-grid varlen: blockIdx.y is the sequence, its rows the dense rows of its own call
+     * (bwd_seq_view: batch 1, its lengths, its workspace block) */
+    const bwd_params p = pk.vl ? bwd_seq_view(pk, blockIdx.y) : pk;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int screening = p.scan_nf || p.scan_norm;
     const int64_t nrows = p.B * p.Hq * p.Sq, nkrows = screening ? p.B * p.Hkv * p.Sk : 0;
@@ -607,7 +610,8 @@ __global__ void __launch_bounds__(NW * 32, (NW == 4 && HD <= 128 ? 2 : 1)) bwd_d
 // 3a. default mode: dQ = scale * fp32 workspace
 
 template <bool BF16>
-__global__ void __launch_bounds__(256) bwd_dq_convert_kernel(const bwd_params p) {
+__global__ void __launch_bounds__(256) bwd_dq_convert_kernel(const bwd_params pk) {
+    const bwd_params p = pk.vl ? bwd_seq_view(pk, blockIdx.y) : pk; /* one-grid varlen: bwd_prep_kernel */
     const int64_t npairs = p.B * p.Hq * p.Sq * (p.D / 2);
     for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < npairs; x += (int64_t)gridDim.x * blockDim.x) {
         const int64_t d = (x % (p.D / 2)) * 2;
@@ -858,13 +862,21 @@ static cudaError_t bwd_launch_dkdv(const bwd_params &p, cudaStream_t st) {
 }
 
 /* default mode, after the dK/dV kernel: dQ = scale * workspace */
+/* one-grid varlen (p.vl): grid.y = the sequences, grid.x sized for the longest one and shared
+ * out (grid-stride) so that about as many blocks run as in one dense launch of the same rows */
+static unsigned bwd_vl_blocks(const bwd_params &p, int64_t per_seq_blocks, int64_t cap) {
+    int64_t x = p.vl ? cap / (p.B > 0 ? p.B : 1) : cap;
+    if (x < 1) x = 1;
+    return (unsigned)(per_seq_blocks < x ? per_seq_blocks : x);
+}
+
 template <bool BF16>
 static cudaError_t bwd_launch_convert(const bwd_params &p, cudaStream_t st) {
-    const int64_t npairs = p.B * p.Hq * p.Sq * (p.D / 2);
-    if (npairs == 0) return cudaSuccess;
-    int64_t blocks = (npairs + 255) / 256;
-    if (blocks > 65536) blocks = 65536;
-    bwd_dq_convert_kernel<BF16><<<(unsigned)blocks, 256, 0, st>>>(p);
+    const int64_t npairs = (p.vl ? 1 : p.B) * p.Hq * p.Sq * (p.D / 2); /* of one sequence when vl */
+    if (npairs == 0 || p.B == 0) return cudaSuccess;
+    if (p.vl && p.B > 65535) return cudaErrorInvalidConfiguration;
+    const unsigned blocks = bwd_vl_blocks(p, (npairs + 255) / 256, 65536);
+    bwd_dq_convert_kernel<BF16><<<dim3(blocks, p.vl ? (unsigned)p.B : 1u), 256, 0, st>>>(p);
     return cudaGetLastError();
 }
 
@@ -899,11 +911,13 @@ static cudaError_t bwd_launch_main(const bwd_params &p, int deterministic, cudaS
 
 template <bool BF16>
 static cudaError_t bwd_launch_prep(const bwd_params &p, cudaStream_t st) {
-    const int64_t nrows = p.B * p.Hq * p.Sq + ((p.scan_nf || p.scan_norm) ? p.B * p.Hkv * p.Sk : 0);
-    if (nrows == 0) return cudaSuccess;
-    int64_t blocks = (nrows + 7) / 8;
-    if (blocks > 4096) blocks = 4096; /* grid-stride; few blocks keep the screen's atomics few */
-    bwd_prep_kernel<BF16><<<(unsigned)blocks, 256, 0, st>>>(p);
+    const int64_t nb = p.vl ? 1 : p.B; /* vl: the rows of the longest sequence, one grid row each */
+    const int64_t nrows = nb * p.Hq * p.Sq + ((p.scan_nf || p.scan_norm) ? nb * p.Hkv * p.Sk : 0);
+    if (nrows == 0 || p.B == 0) return cudaSuccess;
+    if (p.vl && p.B > 65535) return cudaErrorInvalidConfiguration;
+    /* grid-stride; few blocks keep the screen's atomics few */
+    const unsigned blocks = bwd_vl_blocks(p, (nrows + 7) / 8, 4096);
+    bwd_prep_kernel<BF16><<<dim3(blocks, p.vl ? (unsigned)p.B : 1u), 256, 0, st>>>(p);
     return cudaGetLastError();
 }
 

@@ -85,8 +85,8 @@ static __device__ __forceinline__ void bwd_g_load(uint32_t tile, const uint16_t 
 /* DQ = true: the default mode (dQ partials by bulk reductions into p.dq_ws); DQ = false: the
  * deterministic mode, dK and dV only (no sdS, no dQ products, no bulk reductions, p.dq_ws unused;
  * bwd_dq_kernel forms dQ afterwards). */
-template <int HD, bool BF16, bool DQ>
-__global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) {
+template <int HD, bool BF16, bool DQ, bool VL>
+__global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params pk) {
     extern __shared__ __align__(1024) unsigned char bwd_g_raw[];
     typedef bwd_g_smem<HD, DQ> L;
     constexpr int BC = 128, BR = 64;
@@ -96,19 +96,25 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params p) 
     float *sDsum = sLse + 2 * BR;                                                  /* [2][BR] */
     float *sdQ = reinterpret_cast<float *>(bwd_g_raw + (base - raw) + L::dq);      /* [2][NP][BR][D + 4] */
     const uint32_t sdQa = base + L::dq;
-    const int dq_ld = (int)p.D + 4;
+    const int dq_ld = (int)pk.D + 4;
 
     const int tid = threadIdx.x, wg = tid >> 7, wl = (tid >> 5) & 3, lane = tid & 31;
     const int g = lane >> 2, t = lane & 3;
     const int krow = wg * 64 + wl * 16 + g; /* key (in the block) of accumulator rows g; +8 for g + 8 */
 
-    /* block -> (kv block, kv head, batch) */
+    /* block -> (kv block, kv head, batch entry); VL (one-grid varlen): the entry is a sequence
+     * slot, the grid covers the longest sequence (pk.Sk), p is the sequence's own call
+     * (bwd_seq_view), whose batch 0 it is, and a block past the end of a shorter sequence's keys
+     * exits (CTA-uniform, before any copy or barrier). !VL: the dense call itself (p = pk, the
+     * instantiation dense calls run: no per-sequence values held in registers) */
     int64_t bid = blockIdx.x;
-    const int64_t nkb = (p.Sk + BC - 1) / BC;
+    const int64_t nkb = (pk.Sk + BC - 1) / BC;
     const int64_t kb = bid % nkb;
     bid /= nkb;
-    const int64_t hkv = bid % p.Hkv, b = bid / p.Hkv;
+    const int64_t hkv = bid % pk.Hkv, b = VL ? 0 : bid / pk.Hkv;
+    const bwd_params p = VL ? bwd_seq_view(pk, bwd_seq_of_slot(pk, bid / pk.Hkv)) : pk;
     const int64_t j0 = kb * BC;
+    if (VL && j0 >= p.Sk) return;
     const int64_t kv_rows = p.Sk - j0 < BC ? p.Sk - j0 : BC;
 
     /* query rows that see at least one key of this block */
@@ -356,8 +362,8 @@ struct bwd_gq_smem {
     static constexpr size_t bytes = (size_t)2 * qo + 4 * kv + 1024;
 };
 
-template <int HD, bool BF16>
-__global__ void __launch_bounds__(256, 1) bwd_g_dq_kernel(const bwd_params p) {
+template <int HD, bool BF16, bool VL>
+__global__ void __launch_bounds__(256, 1) bwd_g_dq_kernel(const bwd_params pk) {
     extern __shared__ __align__(1024) unsigned char bwd_gq_raw[];
     typedef bwd_gq_smem<HD> L;
     constexpr int BR = 128, BC = 64;
@@ -368,14 +374,18 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dq_kernel(const bwd_params p) {
     const int g = lane >> 2, t = lane & 3;
     const int qrow = wg * 64 + wl * 16 + g; /* query (in the block) of accumulator rows g; +8 for g + 8 */
 
-    /* block -> (query block, query head, batch) */
+    /* block -> (query block, query head, batch entry); VL: a sequence slot as in
+     * bwd_g_dkdv_kernel (the grid covers the longest sequence, pk.Sq; a block past the end of
+     * a shorter sequence's queries exits before any copy or barrier); !VL: p = pk */
     int64_t bid = blockIdx.x;
-    const int64_t nqb = (p.Sq + BR - 1) / BR;
+    const int64_t nqb = (pk.Sq + BR - 1) / BR;
     const int64_t qb = bid % nqb;
     bid /= nqb;
-    const int64_t hq = bid % p.Hq, b = bid / p.Hq;
+    const int64_t hq = bid % pk.Hq, b = VL ? 0 : bid / pk.Hq;
+    const bwd_params p = VL ? bwd_seq_view(pk, bwd_seq_of_slot(pk, bid / pk.Hq)) : pk;
     const int64_t hkv = hq / p.group;
     const int64_t i0 = qb * BR;
+    if (VL && i0 >= p.Sq) return;
     const int64_t q_rows = p.Sq - i0 < BR ? p.Sq - i0 : BR;
 
     /* keys seen by at least one row of this block */
@@ -506,10 +516,10 @@ static cudaError_t bwd_launch_g(const bwd_params &p, int dq_sm90, cudaStream_t s
     if (grid > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
     cudaError_t e;
     if (grid > 0) {
-        e = cudaFuncSetAttribute(bwd_g_dkdv_kernel<HD, BF16, DQ>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)L::bytes);
+        void (*kern)(const bwd_params) = p.vl ? bwd_g_dkdv_kernel<HD, BF16, DQ, true> : bwd_g_dkdv_kernel<HD, BF16, DQ, false>;
+        e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes);
         if (e != cudaSuccess) return e;
-        bwd_g_dkdv_kernel<HD, BF16, DQ><<<(unsigned)grid, 256, L::bytes, st>>>(p);
+        kern<<<(unsigned)grid, 256, L::bytes, st>>>(p);
         if ((e = cudaGetLastError()) != cudaSuccess) return e;
     }
     if (DQ) return bwd_sm80_convert(&p, BF16, st);
@@ -518,9 +528,10 @@ static cudaError_t bwd_launch_g(const bwd_params &p, int dq_sm90, cudaStream_t s
     const int64_t grid_q = (p.Sq + 127) / 128 * p.Hq * p.B;
     if (grid_q > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
     if (grid_q == 0) return cudaSuccess;
-    e = cudaFuncSetAttribute(bwd_g_dq_kernel<HD, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)LQ::bytes);
+    void (*kq)(const bwd_params) = p.vl ? bwd_g_dq_kernel<HD, BF16, true> : bwd_g_dq_kernel<HD, BF16, false>;
+    e = cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)LQ::bytes);
     if (e != cudaSuccess) return e;
-    bwd_g_dq_kernel<HD, BF16><<<(unsigned)grid_q, 256, LQ::bytes, st>>>(p);
+    kq<<<(unsigned)grid_q, 256, LQ::bytes, st>>>(p);
     return cudaGetLastError();
 }
 

@@ -31,8 +31,18 @@
  * bottom-right / top-left, window (17, 5) bottom-right, causal + window left 40, an additive
  * mask (dense Q/K with seqused_k only: the contract forbids a mask with cu_seqlens), layouts
  * varlen q+k, varlen q+k + seqused_k, dense + seqused_k; every policy family (default: sm_90
- * wgmma where eligible; sm_80 forced). Exit 0: all passed. */
+ * wgmma where eligible; sm_80 forced). The one-grid group (Hopper path: one launch per kernel for
+ * the whole batch, bwd_seq_view) adds GQA 8/2 and MHA at D 64 / 128, both modes, every mask kind
+ * and layout, lengths whose sequences end in the middle of the longest one's tiles (Sq_b > Sk_b
+ * and Sq_b < Sk_b, 0 and 1 inside the batch): a sequence read at another's offset, or a tile past
+ * its end not skipped, changes its bits (check 1) or writes a neighbour's rows (checks 1-3).
+ *
+ * usage: bwd_v3_test [--backend LIB.so]: with a backend library (a GPU mutant, mutants.bzl), the
+ * varlen call under test goes through its exported table (default policy; the sm_80-forced and
+ * policy-free cases are skipped) while the per-sequence dense reference of check 1 and the forward
+ * stay this binary's own (the shipped backend). Exit 0: all passed; 1: a check failed; 2: harness. */
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -90,6 +100,9 @@ static double rval(void) { return floor((2 * urand() - 1) * 256) / 256; }
 
 static long n_cases = 0, n_failed = 0;
 
+/* --backend: the loaded table whose backward runs the varlen call under test (NULL: our own) */
+static const fa_backend *under_test = NULL;
+
 typedef struct {
     int Hq, Hkv, D, bf16, det;
     int Dv; /* head dim of V, O, dO, dV (0: D, the head dim of Q, K) */
@@ -131,6 +144,8 @@ static int visible(const bcase *c, int64_t sq, int64_t sk, int64_t i, int64_t j)
 }
 
 static void run_case(const bcase *c) {
+    if (under_test && memcmp(c->pol, &fa_cuda_policy_default, sizeof *c->pol))
+        return; /* a loaded backend runs its default policy only */
     const int Hq = c->Hq, Hkv = c->Hkv, D = c->D, Dv = c->Dv ? c->Dv : c->D, bf = c->bf16, g = Hq / Hkv;
     const int vq = c->layout <= 1, vk = c->layout <= 1, useu = c->layout >= 1;
     int32_t cuq[NB + 1], cuk[NB + 1], used[NB];
@@ -217,7 +232,7 @@ static void run_case(const bcase *c) {
     ba.dk = (fa_tensor){dk, {ks0, (int64_t)Hkv * D, D, 1}};
     ba.dv = (fa_tensor){dv, {vs0, (int64_t)Hkv * Dv, Dv, 1}};
     ba.deterministic = c->det;
-    if (fa_cuda_backward_policy(&ba, c->pol, &err) != FA_OK) {
+    if ((under_test ? under_test->backward(&ba, &err) : fa_cuda_backward_policy(&ba, c->pol, &err)) != FA_OK) {
         failf(c, "backward: %s %g", -1, err.msg, 0);
         goto out;
     }
@@ -554,7 +569,20 @@ static void zero_elements_case(void) {
     free(host); free(hostc); free(hk);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    if (argc == 3 && !strcmp(argv[1], "--backend")) {
+        void *h = dlopen(argv[2], RTLD_NOW | RTLD_LOCAL);
+        fa_backend_export_fn fn = h ? (fa_backend_export_fn)dlsym(h, FA_BACKEND_EXPORT_SYMBOL) : NULL;
+        under_test = fn ? fn() : NULL;
+        if (!under_test || !under_test->backward) {
+            fprintf(stderr, "bwd_v3_test: %s: no backend table with a backward (%s)\n", argv[2], h ? "no export" : dlerror());
+            return 2;
+        }
+        printf("bwd_v3_test: varlen calls through %s (%s)\n", argv[2], under_test->name);
+    } else if (argc != 1) {
+        fprintf(stderr, "usage: bwd_v3_test [--backend LIB.so]\n");
+        return 2;
+    }
     int ndev = 0;
     if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
         fprintf(stderr, "bwd_v3_test: no CUDA device\n");
@@ -642,8 +670,33 @@ int main(void) {
                     run_case(&c);
                     ++n;
                 }
-    unsupported_case();
-    zero_elements_case();
+    /* the one-grid group (Hopper path; the header says what it catches): GQA 8/2 and MHA 4/4,
+     * D 64 / 128, lengths ending inside the longest sequence's tiles, 0 and 1 inside the batch */
+    static const int gsq[NB] = {129, 1, 0, 300, 64}, gsk[NB] = {1, 257, 0, 130, 191};
+    for (int det = 0; det < 2; ++det)
+        for (int mi = 0; mi < 5; ++mi)
+            for (int lay = 0; lay < 3; ++lay) {
+                bcase c;
+                memset(&c, 0, sizeof(c));
+                c.Hq = (mi + lay) & 1 ? 8 : 4, c.Hkv = (mi + lay) & 1 ? 2 : 4, c.D = (mi + det) & 1 ? 128 : 64;
+                c.bf16 = (mi + lay + det) & 1, c.det = det;
+                c.causal = masks[mi].c, c.wl = masks[mi].wl, c.wr = masks[mi].wr, c.align = masks[mi].al;
+                c.layout = lay;
+                c.mask = lay == 2 && (mi % 2) == 1;
+                for (int b = 0; b < NB; ++b) {
+                    c.sq[b] = gsq[(b + lay) % NB];
+                    c.ska[b] = gsk[(b + mi) % NB];
+                    c.used[b] = lay == 0 ? c.ska[b] : (int)(c.ska[b] * (0.25 + 0.75 * urand()));
+                }
+                c.pol = &pols[0];
+                c.pname = "one grid, default policy";
+                run_case(&c);
+                ++n;
+            }
+    if (!under_test) {
+        unsupported_case();
+        zero_elements_case();
+    }
     printf("bwd_v3_test: %ld cases, %ld failed\n", n_cases, n_failed);
     return n_failed ? 1 : 0;
 }
