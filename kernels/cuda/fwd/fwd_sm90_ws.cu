@@ -59,17 +59,17 @@ typedef struct {
     int page_box;
 } fwd_ws_maps;
 
-/* Byte offsets inside the (1024-byte aligned) shared memory: Q tile, K ring, V ring, O staging,
- * mbarriers. */
+/* Byte offsets inside the (1024-byte aligned) shared memory: Q slots, K ring, V ring, O staging,
+ * mbarriers (per stage K full, V full, K empty, V empty; per Q slot full, empty; V landed). */
 static __host__ __device__ constexpr uint32_t fwd_ws_q_bytes(int hd) { return (uint32_t)(fwd_ws_bm * hd * 2); }
 static __host__ __device__ constexpr uint32_t fwd_ws_kv_bytes(int hd) { return (uint32_t)(fwd_ws_bn * hd * 2); }
-static __host__ __device__ constexpr uint32_t fwd_ws_off_k(int hd) { return fwd_ws_q_bytes(hd); }
-static __host__ __device__ constexpr uint32_t fwd_ws_off_v(int hd) { return fwd_ws_off_k(hd) + fwd_ws_stages * fwd_ws_kv_bytes(hd); }
-static __host__ __device__ constexpr uint32_t fwd_ws_off_o(int hd) { return fwd_ws_off_v(hd) + fwd_ws_stages * fwd_ws_kv_bytes(hd); }
+static __host__ __device__ constexpr uint32_t fwd_ws_off_k(int hd) { return fwd_ws_q_slots * fwd_ws_q_bytes(hd); }
+static __host__ __device__ constexpr uint32_t fwd_ws_off_v(int hd) { return fwd_ws_off_k(hd) + fwd_ws_stages_of(hd) * fwd_ws_kv_bytes(hd); }
+static __host__ __device__ constexpr uint32_t fwd_ws_off_o(int hd) { return fwd_ws_off_v(hd) + fwd_ws_stages_of(hd) * fwd_ws_kv_bytes(hd); }
 static __host__ __device__ constexpr uint32_t fwd_ws_off_bar(int hd) { return fwd_ws_off_o(hd) + fwd_ws_q_bytes(hd); }
-static constexpr uint32_t fwd_ws_bar_bytes = 8 * (4 * fwd_ws_stages + 3);
+static __host__ __device__ constexpr uint32_t fwd_ws_bar_bytes(int hd) { return 8 * (4 * fwd_ws_stages_of(hd) + 2 * fwd_ws_q_slots + 1); }
 
-size_t fwd_ws_smem_bytes(int hd) { return (size_t)fwd_ws_off_bar(hd) + fwd_ws_bar_bytes + 1024; }
+size_t fwd_ws_smem_bytes(int hd) { return (size_t)fwd_ws_off_bar(hd) + fwd_ws_bar_bytes(hd) + 1024; }
 
 // ----------------------------------------------------------------------------
 // device
@@ -201,17 +201,17 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
     static_assert(HD == 64 || HD == 128, "warp-specialized forward: HD is 64 or 128");
     static_assert(fwd_ws_bm == 128 && fwd_ws_bn == 128 && fwd_ws_threads == 384, "warp-specialized forward: the tile");
 #if GMMA_ENABLED
-    constexpr int BM = fwd_ws_bm, BN = fwd_ws_bn, ST = fwd_ws_stages;
+    constexpr int BM = fwd_ws_bm, BN = fwd_ws_bn, ST = fwd_ws_stages_of(HD), QS = fwd_ws_q_slots;
     constexpr int NT = BN / 8, DT = HD / 8, KP = BN / 16, CB = HD / 64;
     constexpr uint32_t Q_BYTES = fwd_ws_q_bytes(HD), KV_BYTES = fwd_ws_kv_bytes(HD);
     constexpr uint32_t CONSUMER_WARPS = 8;
     extern __shared__ __align__(128) unsigned char smem[];
     const uint32_t sQ = (ptx_smem(smem) + 1023u) & ~1023u;  // the 128-byte swizzle needs 1024-byte tiles
     const uint32_t sK0 = sQ + fwd_ws_off_k(HD), sV0 = sQ + fwd_ws_off_v(HD), sO = sQ + fwd_ws_off_o(HD);
-    // mbarriers: per stage K full, V full, K empty, V empty; then Q full, Q empty, V landed
+    // mbarriers: per stage K full, V full, K empty, V empty; per Q slot full, empty; V landed
     const uint32_t sB = sQ + fwd_ws_off_bar(HD);
     const uint32_t b_kfull = sB, b_vfull = sB + 8 * ST, b_kempty = sB + 16 * ST, b_vempty = sB + 24 * ST;
-    const uint32_t b_qfull = sB + 32 * ST, b_qempty = b_qfull + 8, b_vland = b_qfull + 16;
+    const uint32_t b_qfull = sB + 32 * ST, b_qempty = b_qfull + 8 * QS, b_vland = b_qempty + 8 * QS;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
     const int m_blocks = (p.seqlen_q + BM - 1) / BM;
@@ -224,8 +224,10 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
             gmma_mbar_init(b_kempty + 8 * s, CONSUMER_WARPS);
             gmma_mbar_init(b_vempty + 8 * s, CONSUMER_WARPS);
         }
-        gmma_mbar_init(b_qfull, 1);
-        gmma_mbar_init(b_qempty, CONSUMER_WARPS);
+        for (int q = 0; q < QS; ++q) {
+            gmma_mbar_init(b_qfull + 8 * q, 1);
+            gmma_mbar_init(b_qempty + 8 * q, CONSUMER_WARPS);
+        }
         gmma_mbar_init(b_vland, 1);
         gmma_mbar_init_fence();
     }
@@ -235,7 +237,8 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
         // ================= producer =================
         gmma_setmaxnreg_dec<fwd_ws_producer_regs>();
         if (warp != 0) return;
-        uint32_t it = 0, tile = 0, land_phase = 0;  // tile: active tiles so far (the Q barriers' phase)
+        // tile: active tiles so far; tile % QS is the tile's Q slot, (tile / QS) & 1 its barriers' phase
+        uint32_t it = 0, tile = 0, land_phase = 0;
         for (int64_t tl = blockIdx.x; tl < tiles; tl += gridDim.x) {
             int m0, bh;
             fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
@@ -245,14 +248,15 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
             const int64_t hi_b = fwd_ws_hi_b(w);
             const int krow0 = p.cu_k != NULL ? p.cu_k[w.s.b] : 0, kb = p.cu_k != NULL ? 0 : w.s.b;
             if (lane == 0) {
-                gmma_mbar_wait(b_qempty, (tile & 1u) ^ 1u);  // the previous tile's Q reads are done
-                gmma_mbar_arrive_tx(b_qfull, Q_BYTES);
+                const uint32_t qs = tile % QS, qf = b_qfull + 8 * qs, sQt = sQ + qs * Q_BYTES;
+                gmma_mbar_wait(b_qempty + 8 * qs, ((tile / QS) & 1u) ^ 1u);  // tile - QS's Q reads are done
+                gmma_mbar_arrive_tx(qf, Q_BYTES);
                 // packed Q (p.cu_q): the batch-1 map's rows q_tok0 + m0 (rows past Sq_b belong to the
                 // next sequence: their rows are computed and not stored)
                 const int qrow = w.s.q_tok0 + m0, qb = p.cu_q != NULL ? 0 : w.s.b;
 #pragma unroll
                 for (int cb = 0; cb < CB; ++cb)
-                    gmma_tma_load4(sQ + cb * BM * 128, &maps.q, b_qfull, cb * 64, qrow, w.s.h, qb);
+                    gmma_tma_load4(sQt + cb * BM * 128, &maps.q, qf, cb * 64, qrow, w.s.h, qb);
             }
             ++tile;
             for (int n = w.n_end - 1; n >= w.n_begin; --n, ++it) {
@@ -298,7 +302,6 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
     gmma_setmaxnreg_inc<fwd_ws_consumer_regs>();
     const int cw = warp - 4, cwg = cw >> 2, g = lane >> 2, t = lane & 3;
     const int sched_me = 1 + cwg, sched_other = 2 - cwg;  // named barriers 1, 2 (256 threads)
-    const uint32_t sQw = sQ + cwg * 64 * 128;            // this warpgroup's 64 rows of each column block
     // Turns alternate over the whole CTA (both warpgroups take one turn per key block of every
     // tile): warpgroup 1 arrives once here so that warpgroup 0 takes the first turn, and
     // warpgroup 0 consumes warpgroup 1's last arrival after the last tile. (Per-tile arrivals
@@ -322,7 +325,9 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
         row_m[0][0] = row_m[0][1] = -INFINITY;
         row_l[0][0] = row_l[0][1] = 0.0f;
 
-        gmma_mbar_wait(b_qfull, tile & 1u);
+        const uint32_t qs = tile % QS;
+        const uint32_t sQw = sQ + qs * Q_BYTES + cwg * 64 * 128;  // this warpgroup's 64 rows of each column block
+        gmma_mbar_wait(b_qfull + 8 * qs, (tile / QS) & 1u);
         ++tile;
         if (w.n_end > w.n_begin) {
             // ---- the first (last-keyed) block: S = Q K^T alone
@@ -403,7 +408,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
             gmma_fence_operands(acc_o[0]);
             if (lane == 0) gmma_mbar_arrive(b_vempty + 8 * s);
         }
-        if (lane == 0) gmma_mbar_arrive(b_qempty);
+        if (lane == 0) gmma_mbar_arrive(b_qempty + 8 * qs);
 
         // ---- epilogue: this warp's 16 rows, staged in its own rows of the O tile
         fwd_store_o_lse<HD, 1, 16, BF16, NATURAL>(p, w.s, acc_o, row_m, row_l, sO, m0, cw, lane);
