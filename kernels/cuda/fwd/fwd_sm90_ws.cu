@@ -53,10 +53,14 @@
 
 /* The tensor maps of one call (kernel parameter, __grid_constant__: TMA reads them in place).
  * page_box: paged K/V (p.block_table != NULL): the rows of one K/V box, gcd(page_size, BN) (a
- * multiple of 8, so each box starts a 1024-byte swizzle atom); 0 otherwise. */
+ * multiple of 8, so each box starts a 1024-byte swizzle atom); 0 otherwise.
+ * q_units: packed Q (p.cu_q) walked by sequence (fwd_ws_tile_of): the query-block slots of one
+ * head, cu_q[B] / BM + B; 0: the m_blocks x bh_total walk (dense Q, or packed Q where that walk
+ * has no more tiles). */
 typedef struct {
     CUtensorMap q, k, v;
     int page_box;
+    int q_units;
 } fwd_ws_maps;
 
 /* Byte offsets inside the (1024-byte aligned) shared memory: Q slots, K ring, V ring, O staging,
@@ -188,8 +192,29 @@ static __device__ __forceinline__ void fwd_ws_scores_to_p(const fwd_params &p, c
  * CTA c takes tiles c, c + gridDim.x, ...: the host launches one CTA per SM (persistent) without
  * an upper bound, one CTA per tile with one (the hardware's dynamic order balances the unequal
  * tiles; a static persistent order with heaviest-first query blocks lost L2 reuse and balance:
- * bench/RESULTS-2026-11-24-ws.md). */
-static __device__ __forceinline__ void fwd_ws_tile_of(const fwd_params &p, int64_t tl, int m_blocks, int *m0, int *bh) {
+ * bench/RESULTS-2026-11-24-ws.md).
+ * Packed Q walked by sequence (q_units > 0): tile tl = h * q_units + u, slot u of head h.
+ * Sequence b owns the slots [u0(b), u0(b + 1)) with u0(b) = floor(cu_q[b] / BM) + b (strictly
+ * increasing; u0(b + 1) - u0(b) >= ceil(Sq_b / BM), so every query block of b has a slot, and
+ * u0(B) = q_units): slot u is query block u - u0(b) of the last b with u0(b) <= u (binary search
+ * over cu_q), inactive when that block starts past Sq_b. Short sequences thus cost about one
+ * slot each instead of the longest sequence's m_blocks. */
+static __device__ __forceinline__ void fwd_ws_tile_of(const fwd_params &p, int q_units, int64_t tl, int m_blocks,
+                                                      int *m0, int *bh) {
+    if (q_units > 0) {
+        const int h = (int)(tl / q_units);
+        int u = (int)(tl % q_units);
+        if (p.reverse_m) u = q_units - 1 - u;
+        int lo = 0, hi = p.bh_total / p.heads_q - 1;  // invariant: u0(lo) <= u < u0(hi + 1)
+        while (lo < hi) {
+            const int mid = (lo + hi + 1) >> 1;
+            if (p.cu_q[mid] / fwd_ws_bm + mid <= u) lo = mid;
+            else hi = mid - 1;
+        }
+        *m0 = (u - (p.cu_q[lo] / fwd_ws_bm + lo)) * fwd_ws_bm;
+        *bh = lo * p.heads_q + h;
+        return;
+    }
     const int mi = (int)(tl % m_blocks);
     *bh = (int)(tl / m_blocks);
     *m0 = (p.reverse_m ? m_blocks - 1 - mi : mi) * fwd_ws_bm;
@@ -215,7 +240,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
     const int m_blocks = (p.seqlen_q + BM - 1) / BM;
-    const int64_t tiles = (int64_t)m_blocks * p.bh_total;
+    const int64_t tiles = maps.q_units > 0 ? (int64_t)maps.q_units * p.heads_q : (int64_t)m_blocks * p.bh_total;
 
     if (tid == 0) {
         for (int s = 0; s < ST; ++s) {
@@ -241,7 +266,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
         uint32_t it = 0, tile = 0, land_phase = 0;
         for (int64_t tl = blockIdx.x; tl < tiles; tl += gridDim.x) {
             int m0, bh;
-            fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
+            fwd_ws_tile_of(p, maps.q_units, tl, m_blocks, &m0, &bh);
             const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
             if (!w.active) continue;  // a varlen sequence with fewer query blocks than the grid: no work
             const int hk = w.s.h / p.group;
@@ -310,7 +335,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
     uint32_t it = 0, tile = 0;  // tile: active tiles so far, as the producer counts them
     for (int64_t tl = blockIdx.x; tl < tiles; tl += gridDim.x) {
         int m0, bh;
-        fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
+        fwd_ws_tile_of(p, maps.q_units, tl, m_blocks, &m0, &bh);
         const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
         if (!w.active) continue;  // the producer skips it too (same test, same order)
         const int64_t hi_b = fwd_ws_hi_b(w);
@@ -524,7 +549,15 @@ int fwd_ws_launch(const fwd_params *p, int hd, int bf16, int natural, int64_t q_
     if (*e != cudaSuccess) return 0;
     // per-sequence lengths (varlen, seqused_k): one CTA per tile too (tiles of unequal work, and
     // the inactive tiles of short sequences, are balanced by the hardware's dynamic order)
-    const int64_t tiles = ((int64_t)p->seqlen_q + fwd_ws_bm - 1) / fwd_ws_bm * p->bh_total;
+    // packed Q: walked by sequence (fwd_ws_tile_of) when that has fewer slots than m_blocks x B
+    int64_t tiles = ((int64_t)p->seqlen_q + fwd_ws_bm - 1) / fwd_ws_bm * p->bh_total;
+    if (p->cu_q != NULL) {
+        const int64_t units = q_rows / fwd_ws_bm + batch;
+        if (units * p->heads_q < tiles && units <= INT32_MAX) {
+            maps.q_units = (int)units;
+            tiles = units * p->heads_q;
+        }
+    }
     const int per_seq = p->cu_q != NULL || p->cu_k != NULL || p->used_k != NULL;
     const int64_t cap = p->reverse_m || per_seq ? (int64_t)INT32_MAX : (int64_t)sms;
     const unsigned grid = (unsigned)(tiles < cap ? tiles : cap);
