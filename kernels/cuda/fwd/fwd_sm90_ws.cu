@@ -3,15 +3,16 @@
  * P rounding and the epilogue are its shared steps, unchanged); what differs from fwd_sm90.cu is
  * who moves the data and when each warpgroup issues its products.
  *
- * A CTA walks tiles of 128 query rows of one (batch, query head), key blocks of 128 (fwd_ws_tile_of:
- * persistent, one CTA per SM, without causal / right window); the producer loads the next tile's
- * Q and K/V while the consumers finish the last one. CTA = 3 warpgroups:
- *   warpgroup 0 (producer, 24 registers a thread after setmaxnreg): warp 0 only. Lane 0 loads
- *     the Q tile and, block by block, K and V into a ring of fwd_ws_stages stages with tensor-map
+ * A CTA walks tiles of 128 query rows of one (batch, query head), key blocks of 128 (fwd_ws_tile_of,
+ * fwd_ws_paired_tile_of: persistent, one CTA per SM, for equal sequence lengths); the producer
+ * loads the next tile's Q (a second Q slot) and K/V while the consumers finish the last one.
+ * CTA = 3 warpgroups:
+ *   warpgroup 0 (producer, 40 registers a thread after setmaxnreg): warp 0 only. Lane 0 loads
+ *     the Q tiles and, block by block, K and V into a ring of fwd_ws_stages_of(HD) stages with tensor-map
  *     copies (cp.async.bulk.tensor, 128-byte swizzle: the layout of common/gmma.h), each stage
  *     guarded by a "full" mbarrier (copy bytes landed) and an "empty" one (the 8 consumer warps
  *     are done reading it).
- *   warpgroups 1, 2 (consumers, 240 registers): 64 query rows each, as in fwd_sm90.cu:
+ *   warpgroups 1, 2 (consumers, 232 registers): 64 query rows each, as in fwd_sm90.cu:
  *     S = Q K^T by gmma_ss, P in registers (fwd_pack_p), O += P V by gmma_rs.
  * Ping-pong: each consumer warpgroup issues its products of block n (S = Q K(n)^T, then
  * O += P(n+1) V(n+1) of the previous block) between a bar.sync on its own named barrier and a
@@ -38,8 +39,8 @@
  * rows (a multiple of 8: each box starts a 1024-byte swizzle atom, so the stage's layout is the
  * dense one), each in one page, issued by the producer warp's lanes together
  * (fwd_ws_page_of). Page sizes that are not multiples of 8 are declined (the cp.async kernels
- * gather them). A call with per-sequence lengths runs one CTA per tile (inactive tiles of
- * short sequences exit at once), like the causal ones.
+ * gather them). A call with per-sequence lengths runs one CTA per tile (packed Q walked by
+ * sequence, fwd_ws_tile_of; inactive tiles exit at once).
  * NaN/Inf guard of V (fwd_common.cuh): in a boundary block the producer warp has the copy
  * complete on a separate mbarrier, scans the whole V stage, replaces NaN/Inf halves by +0, fences
  * (generic -> async proxy), raises the host-mapped flag on a hit, and only then arrives on the
@@ -56,11 +57,15 @@
  * multiple of 8, so each box starts a 1024-byte swizzle atom); 0 otherwise.
  * q_units: packed Q (p.cu_q) walked by sequence (fwd_ws_tile_of): the query-block slots of one
  * head, cu_q[B] / BM + B; 0: the m_blocks x bh_total walk (dense Q, or packed Q where that walk
- * has no more tiles). */
+ * has no more tiles).
+ * paired: the persistent walk of a call with an upper visibility bound (fwd_ws_tile_of): CTA c
+ * takes the tile pairs c, c + gridDim.x, ... (pair w: tiles 2w, 2w + 1); 0: tiles c, c +
+ * gridDim.x, ... */
 typedef struct {
     CUtensorMap q, k, v;
     int page_box;
     int q_units;
+    int paired;
 } fwd_ws_maps;
 
 /* Byte offsets inside the (1024-byte aligned) shared memory: Q slots, K ring, V ring, O staging,
@@ -220,6 +225,26 @@ static __device__ __forceinline__ void fwd_ws_tile_of(const fwd_params &p, int q
     *m0 = (p.reverse_m ? m_blocks - 1 - mi : mi) * fwd_ws_bm;
 }
 
+/* The paired persistent walk (maps.paired, dense Q with an upper bound: causal, right window):
+ * query block r of a (batch, head) is, in walk order, M - 1 - r / 2 for even r and r / 2 for
+ * odd r (M = m_blocks), so the pair 2w, 2w + 1 of one (batch, head) holds the query blocks M - 1
+ * - k and k. Under a causal bound (Sq = Sk) block i visits i + 1 key blocks: every pair visits
+ * M + 1, so a static round-robin over pairs gives each CTA the same work up to one pair (an odd
+ * M leaves one pair per (batch, head) that straddles two of them). */
+static __device__ __forceinline__ void fwd_ws_paired_tile_of(int64_t tl, int m_blocks, int *m0, int *bh) {
+    const int r = (int)(tl % m_blocks);
+    *bh = (int)(tl / m_blocks);
+    *m0 = ((r & 1) ? r / 2 : m_blocks - 1 - r / 2) * fwd_ws_bm;
+}
+
+/* A CTA's first tile and the one after tl in its walk (fwd_ws_maps.paired). */
+static __device__ __forceinline__ int64_t fwd_ws_first_tile(int paired) {
+    return paired ? 2 * (int64_t)blockIdx.x : (int64_t)blockIdx.x;
+}
+static __device__ __forceinline__ int64_t fwd_ws_next_tile(int paired, int64_t tl) {
+    return paired ? ((tl & 1) ? tl + 2 * (int64_t)gridDim.x - 1 : tl + 1) : tl + gridDim.x;
+}
+
 template <int HD, bool BF16, bool NATURAL>
 __global__ void __launch_bounds__(fwd_ws_threads, 1)
     flash_fwd_ws_kernel(const fwd_params p, const __grid_constant__ fwd_ws_maps maps) {
@@ -264,9 +289,10 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
         if (warp != 0) return;
         // tile: active tiles so far; tile % QS is the tile's Q slot, (tile / QS) & 1 its barriers' phase
         uint32_t it = 0, tile = 0, land_phase = 0;
-        for (int64_t tl = blockIdx.x; tl < tiles; tl += gridDim.x) {
+        for (int64_t tl = fwd_ws_first_tile(maps.paired); tl < tiles; tl = fwd_ws_next_tile(maps.paired, tl)) {
             int m0, bh;
-            fwd_ws_tile_of(p, maps.q_units, tl, m_blocks, &m0, &bh);
+            if (maps.paired) fwd_ws_paired_tile_of(tl, m_blocks, &m0, &bh);
+            else fwd_ws_tile_of(p, maps.q_units, tl, m_blocks, &m0, &bh);
             const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
             if (!w.active) continue;  // a varlen sequence with fewer query blocks than the grid: no work
             const int hk = w.s.h / p.group;
@@ -333,9 +359,10 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
     // could let warpgroup 1 arrive twice on barrier 1 before warpgroup 0 syncs on it.)
     if (cwg == 1) gmma_bar_arrive(1, 256);
     uint32_t it = 0, tile = 0;  // tile: active tiles so far, as the producer counts them
-    for (int64_t tl = blockIdx.x; tl < tiles; tl += gridDim.x) {
+    for (int64_t tl = fwd_ws_first_tile(maps.paired); tl < tiles; tl = fwd_ws_next_tile(maps.paired, tl)) {
         int m0, bh;
-        fwd_ws_tile_of(p, maps.q_units, tl, m_blocks, &m0, &bh);
+        if (maps.paired) fwd_ws_paired_tile_of(tl, m_blocks, &m0, &bh);
+        else fwd_ws_tile_of(p, maps.q_units, tl, m_blocks, &m0, &bh);
         const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
         if (!w.active) continue;  // the producer skips it too (same test, same order)
         const int64_t hi_b = fwd_ws_hi_b(w);
@@ -547,8 +574,6 @@ int fwd_ws_launch(const fwd_params *p, int hd, int bf16, int natural, int64_t q_
     *e = cudaGetDevice(&dev);
     if (*e == cudaSuccess) *e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (*e != cudaSuccess) return 0;
-    // per-sequence lengths (varlen, seqused_k): one CTA per tile too (tiles of unequal work, and
-    // the inactive tiles of short sequences, are balanced by the hardware's dynamic order)
     // packed Q: walked by sequence (fwd_ws_tile_of) when that has fewer slots than m_blocks x B
     int64_t tiles = ((int64_t)p->seqlen_q + fwd_ws_bm - 1) / fwd_ws_bm * p->bh_total;
     if (p->cu_q != NULL) {
@@ -558,9 +583,14 @@ int fwd_ws_launch(const fwd_params *p, int hd, int bf16, int natural, int64_t q_
             tiles = units * p->heads_q;
         }
     }
+    // the grid: one CTA per SM (persistent) for equal lengths, in the paired walk with an upper
+    // bound (fwd_ws_paired_tile_of); per-sequence lengths (varlen, seqused_k): one CTA per tile
+    // (tiles of unequal work, balanced by the hardware's dynamic order)
     const int per_seq = p->cu_q != NULL || p->cu_k != NULL || p->used_k != NULL;
-    const int64_t cap = p->reverse_m || per_seq ? (int64_t)INT32_MAX : (int64_t)sms;
-    const unsigned grid = (unsigned)(tiles < cap ? tiles : cap);
+    maps.paired = !per_seq && p->reverse_m;
+    const int64_t cap = per_seq ? (int64_t)INT32_MAX : (int64_t)sms;
+    const int64_t want = maps.paired ? (tiles + 1) / 2 : tiles;  // CTAs that get a first tile
+    const unsigned grid = (unsigned)(want < cap ? want : cap);
     kern<<<grid, dim3(fwd_ws_threads, 1, 1), smem, st>>>(*p, maps);
     *e = cudaGetLastError();
     return 0;
