@@ -5,7 +5,8 @@
  *
  * A CTA walks tiles of 128 query rows of one (batch, query head), key blocks of 128 (fwd_ws_tile_of,
  * fwd_ws_paired_tile_of: persistent, one CTA per SM, for equal sequence lengths); the producer
- * loads the next tile's Q (a second Q slot) and K/V while the consumers finish the last one.
+ * loads the next tile's Q (a second Q slot at head dim 64) and K/V while the consumers finish
+ * the last one.
  * CTA = 3 warpgroups:
  *   warpgroup 0 (producer, 40 registers a thread after setmaxnreg): warp 0 only. Lane 0 loads
  *     the Q tiles and, block by block, K and V into a ring of fwd_ws_stages_of(HD) stages with tensor-map
@@ -72,11 +73,11 @@ typedef struct {
  * mbarriers (per stage K full, V full, K empty, V empty; per Q slot full, empty; V landed). */
 static __host__ __device__ constexpr uint32_t fwd_ws_q_bytes(int hd) { return (uint32_t)(fwd_ws_bm * hd * 2); }
 static __host__ __device__ constexpr uint32_t fwd_ws_kv_bytes(int hd) { return (uint32_t)(fwd_ws_bn * hd * 2); }
-static __host__ __device__ constexpr uint32_t fwd_ws_off_k(int hd) { return fwd_ws_q_slots * fwd_ws_q_bytes(hd); }
+static __host__ __device__ constexpr uint32_t fwd_ws_off_k(int hd) { return fwd_ws_q_slots_of(hd) * fwd_ws_q_bytes(hd); }
 static __host__ __device__ constexpr uint32_t fwd_ws_off_v(int hd) { return fwd_ws_off_k(hd) + fwd_ws_stages_of(hd) * fwd_ws_kv_bytes(hd); }
 static __host__ __device__ constexpr uint32_t fwd_ws_off_o(int hd) { return fwd_ws_off_v(hd) + fwd_ws_stages_of(hd) * fwd_ws_kv_bytes(hd); }
 static __host__ __device__ constexpr uint32_t fwd_ws_off_bar(int hd) { return fwd_ws_off_o(hd) + fwd_ws_q_bytes(hd); }
-static __host__ __device__ constexpr uint32_t fwd_ws_bar_bytes(int hd) { return 8 * (4 * fwd_ws_stages_of(hd) + 2 * fwd_ws_q_slots + 1); }
+static __host__ __device__ constexpr uint32_t fwd_ws_bar_bytes(int hd) { return 8 * (4 * fwd_ws_stages_of(hd) + 2 * fwd_ws_q_slots_of(hd) + 1); }
 
 size_t fwd_ws_smem_bytes(int hd) { return (size_t)fwd_ws_off_bar(hd) + fwd_ws_bar_bytes(hd) + 1024; }
 
@@ -251,7 +252,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
     static_assert(HD == 64 || HD == 128, "warp-specialized forward: HD is 64 or 128");
     static_assert(fwd_ws_bm == 128 && fwd_ws_bn == 128 && fwd_ws_threads == 384, "warp-specialized forward: the tile");
 #if GMMA_ENABLED
-    constexpr int BM = fwd_ws_bm, BN = fwd_ws_bn, ST = fwd_ws_stages_of(HD), QS = fwd_ws_q_slots;
+    constexpr int BM = fwd_ws_bm, BN = fwd_ws_bn, ST = fwd_ws_stages_of(HD), QS = fwd_ws_q_slots_of(HD);
     constexpr int NT = BN / 8, DT = HD / 8, KP = BN / 16, CB = HD / 64;
     constexpr uint32_t Q_BYTES = fwd_ws_q_bytes(HD), KV_BYTES = fwd_ws_kv_bytes(HD);
     constexpr uint32_t CONSUMER_WARPS = 8;
@@ -438,10 +439,16 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
                 // the softmax of this block overlaps the P V product: it rescales a one-column
                 // O of ones instead of acc_o, which yields alpha per row (1 * alpha = alpha);
                 // acc_o is rescaled by the same products once the P V product is complete
+                // The softmax is written out in both arms of the boundary test: with one copy after
+                // the join, ptxas placed the wait for P V (below) at the join, ahead of the softmax,
+                // and the overlap was lost (SASS and timing: bench/RESULTS-2026-11-25-fws.md).
                 float alpha[1][1][4] = {{{1.0f, 1.0f, 1.0f, 1.0f}}};
-                if (fwd_ws_boundary<NATURAL>(hi_b, w.lo_last, n * BN))
+                if (fwd_ws_boundary<NATURAL>(hi_b, w.lo_last, n * BN)) {
                     fwd_mask_scores<1, NT, NATURAL>(p, w.s, acc_s, m0 + cw * 16 + g, n * BN + 2 * t);
-                fwd_softmax_step<1, NT, 1, NATURAL>(p, acc_s, row_m, row_l, alpha);
+                    fwd_softmax_step<1, NT, 1, NATURAL>(p, acc_s, row_m, row_l, alpha);
+                } else {
+                    fwd_softmax_step<1, NT, 1, NATURAL>(p, acc_s, row_m, row_l, alpha);
+                }
                 gmma_wait<0>();
                 gmma_fence_operands(acc_o[0]);
                 if (lane == 0) gmma_mbar_arrive(b_vempty + 8 * sp);

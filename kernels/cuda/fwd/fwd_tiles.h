@@ -58,16 +58,16 @@ static constexpr int fwd_sm90_threads = 128 * fwd_sm90_nwg;
 static constexpr int fwd_sm90_minb = fwd_sm90_nwg == 1 ? 2 : 1;
 
 /* The warp-specialized wgmma tile (fwd_sm90_ws.cu): one producer warpgroup (one warp issues the
- * copies, 24 registers) and two consumer warpgroups of 64 query rows (240 registers), 128 keys
- * per block, a ring of fwd_ws_stages_of(hd) K and V stages and fwd_ws_q_slots Q tiles (the next
- * tile's Q loads while the consumers finish the current one); padded head dims 64 and 128.
- * Stages: as many as fit beside the Q slots and the O staging tile in the 227 KiB of an sm_90 CTA
- * (head dim 128: 2 x 32 KiB Q + 2 x 2 x 32 KiB K/V + 32 KiB O = 224 KiB; head dim 64: 4 stages,
- * 176 KiB; the shorter blocks of head dim 64 need the deeper ring to hide the copy latency). */
+ * copies, 40 registers) and two consumer warpgroups of 64 query rows (232 registers), 128 keys
+ * per block, a ring of fwd_ws_stages_of(hd) K and V stages and fwd_ws_q_slots_of(hd) Q tiles;
+ * padded head dims 64 and 128. Head dim 64: 4 stages and 2 Q slots (the next tile's Q loads
+ * while the consumers finish the current one), 176 KiB; its shorter blocks need the deeper ring.
+ * Head dim 128: 2 stages, 1 Q slot, 192 KiB (a second Q slot, 224 KiB, was slower:
+ * bench/RESULTS-2026-11-25-fws.md). */
 static constexpr int fwd_ws_bm = 128;
 static constexpr int fwd_ws_bn = 128;
-static constexpr int fwd_ws_q_slots = 2;
 static constexpr __host__ __device__ int fwd_ws_stages_of(int hd) { return hd <= 64 ? 4 : 2; }
+static constexpr __host__ __device__ int fwd_ws_q_slots_of(int hd) { return hd <= 64 ? 2 : 1; }
 static constexpr int fwd_ws_threads = 384;
 static constexpr int fwd_ws_producer_regs = 40;
 static constexpr int fwd_ws_consumer_regs = 232;
