@@ -40,8 +40,8 @@
  * rows (a multiple of 8: each box starts a 1024-byte swizzle atom, so the stage's layout is the
  * dense one), each in one page, issued by the producer warp's lanes together
  * (fwd_ws_page_of). Page sizes that are not multiples of 8 are declined (the cp.async kernels
- * gather them). A call with per-sequence lengths runs one CTA per tile (packed Q walked by
- * sequence, fwd_ws_tile_of; inactive tiles exit at once).
+ * gather them). A call with per-sequence lengths runs one CTA per tile (inactive tiles of
+ * short sequences exit at once).
  * NaN/Inf guard of V (fwd_common.cuh): in a boundary block the producer warp has the copy
  * complete on a separate mbarrier, scans the whole V stage, replaces NaN/Inf halves by +0, fences
  * (generic -> async proxy), raises the host-mapped flag on a hit, and only then arrives on the
@@ -56,16 +56,12 @@
 /* The tensor maps of one call (kernel parameter, __grid_constant__: TMA reads them in place).
  * page_box: paged K/V (p.block_table != NULL): the rows of one K/V box, gcd(page_size, BN) (a
  * multiple of 8, so each box starts a 1024-byte swizzle atom); 0 otherwise.
- * q_units: packed Q (p.cu_q) walked by sequence (fwd_ws_tile_of): the query-block slots of one
- * head, cu_q[B] / BM + B; 0: the m_blocks x bh_total walk (dense Q, or packed Q where that walk
- * has no more tiles).
  * paired: the persistent walk of a call with an upper visibility bound (fwd_ws_tile_of): CTA c
  * takes the tile pairs c, c + gridDim.x, ... (pair w: tiles 2w, 2w + 1); 0: tiles c, c +
  * gridDim.x, ... */
 typedef struct {
     CUtensorMap q, k, v;
     int page_box;
-    int q_units;
     int paired;
 } fwd_ws_maps;
 
@@ -195,32 +191,12 @@ static __device__ __forceinline__ void fwd_ws_scores_to_p(const fwd_params &p, c
 /* Tile tl of m_blocks x bh_total (query block, (batch, head)): the query block is the fast index,
  * so that tiles that run together share their (batch, head)'s K and V in L2; with an upper
  * visibility bound (p.reverse_m: causal, right window) the last (heaviest) query blocks first.
- * CTA c takes tiles c, c + gridDim.x, ...: the host launches one CTA per SM (persistent) without
- * an upper bound, one CTA per tile with one (the hardware's dynamic order balances the unequal
- * tiles; a static persistent order with heaviest-first query blocks lost L2 reuse and balance:
- * bench/RESULTS-2026-11-24-ws.md).
- * Packed Q walked by sequence (q_units > 0): tile tl = h * q_units + u, slot u of head h.
- * Sequence b owns the slots [u0(b), u0(b + 1)) with u0(b) = floor(cu_q[b] / BM) + b (strictly
- * increasing; u0(b + 1) - u0(b) >= ceil(Sq_b / BM), so every query block of b has a slot, and
- * u0(B) = q_units): slot u is query block u - u0(b) of the last b with u0(b) <= u (binary search
- * over cu_q), inactive when that block starts past Sq_b. Short sequences thus cost about one
- * slot each instead of the longest sequence's m_blocks. */
-static __device__ __forceinline__ void fwd_ws_tile_of(const fwd_params &p, int q_units, int64_t tl, int m_blocks,
-                                                      int *m0, int *bh) {
-    if (q_units > 0) {
-        const int h = (int)(tl / q_units);
-        int u = (int)(tl % q_units);
-        if (p.reverse_m) u = q_units - 1 - u;
-        int lo = 0, hi = p.bh_total / p.heads_q - 1;  // invariant: u0(lo) <= u < u0(hi + 1)
-        while (lo < hi) {
-            const int mid = (lo + hi + 1) >> 1;
-            if (p.cu_q[mid] / fwd_ws_bm + mid <= u) lo = mid;
-            else hi = mid - 1;
-        }
-        *m0 = (u - (p.cu_q[lo] / fwd_ws_bm + lo)) * fwd_ws_bm;
-        *bh = lo * p.heads_q + h;
-        return;
-    }
+ * CTA c takes tiles c, c + gridDim.x, ...: the host launches one CTA per SM (persistent) for
+ * equal lengths without an upper bound (with one: fwd_ws_paired_tile_of), one CTA per tile with
+ * per-sequence lengths (the hardware's dynamic order balances the unequal tiles; a static
+ * persistent order with heaviest-first query blocks lost L2 reuse and balance:
+ * bench/RESULTS-2026-11-24-ws.md). */
+static __device__ __forceinline__ void fwd_ws_tile_of(const fwd_params &p, int64_t tl, int m_blocks, int *m0, int *bh) {
     const int mi = (int)(tl % m_blocks);
     *bh = (int)(tl / m_blocks);
     *m0 = (p.reverse_m ? m_blocks - 1 - mi : mi) * fwd_ws_bm;
@@ -266,7 +242,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
     const int m_blocks = (p.seqlen_q + BM - 1) / BM;
-    const int64_t tiles = maps.q_units > 0 ? (int64_t)maps.q_units * p.heads_q : (int64_t)m_blocks * p.bh_total;
+    const int64_t tiles = (int64_t)m_blocks * p.bh_total;
 
     if (tid == 0) {
         for (int s = 0; s < ST; ++s) {
@@ -293,7 +269,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
         for (int64_t tl = fwd_ws_first_tile(maps.paired); tl < tiles; tl = fwd_ws_next_tile(maps.paired, tl)) {
             int m0, bh;
             if (maps.paired) fwd_ws_paired_tile_of(tl, m_blocks, &m0, &bh);
-            else fwd_ws_tile_of(p, maps.q_units, tl, m_blocks, &m0, &bh);
+            else fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
             const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
             if (!w.active) continue;  // a varlen sequence with fewer query blocks than the grid: no work
             const int hk = w.s.h / p.group;
@@ -363,7 +339,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
     for (int64_t tl = fwd_ws_first_tile(maps.paired); tl < tiles; tl = fwd_ws_next_tile(maps.paired, tl)) {
         int m0, bh;
         if (maps.paired) fwd_ws_paired_tile_of(tl, m_blocks, &m0, &bh);
-        else fwd_ws_tile_of(p, maps.q_units, tl, m_blocks, &m0, &bh);
+        else fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
         const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
         if (!w.active) continue;  // the producer skips it too (same test, same order)
         const int64_t hi_b = fwd_ws_hi_b(w);
@@ -439,16 +415,10 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
                 // the softmax of this block overlaps the P V product: it rescales a one-column
                 // O of ones instead of acc_o, which yields alpha per row (1 * alpha = alpha);
                 // acc_o is rescaled by the same products once the P V product is complete
-                // The softmax is written out in both arms of the boundary test: with one copy after
-                // the join, ptxas placed the wait for P V (below) at the join, ahead of the softmax,
-                // and the overlap was lost (SASS and timing: bench/RESULTS-2026-11-25-fws.md).
                 float alpha[1][1][4] = {{{1.0f, 1.0f, 1.0f, 1.0f}}};
-                if (fwd_ws_boundary<NATURAL>(hi_b, w.lo_last, n * BN)) {
+                if (fwd_ws_boundary<NATURAL>(hi_b, w.lo_last, n * BN))
                     fwd_mask_scores<1, NT, NATURAL>(p, w.s, acc_s, m0 + cw * 16 + g, n * BN + 2 * t);
-                    fwd_softmax_step<1, NT, 1, NATURAL>(p, acc_s, row_m, row_l, alpha);
-                } else {
-                    fwd_softmax_step<1, NT, 1, NATURAL>(p, acc_s, row_m, row_l, alpha);
-                }
+                fwd_softmax_step<1, NT, 1, NATURAL>(p, acc_s, row_m, row_l, alpha);
                 gmma_wait<0>();
                 gmma_fence_operands(acc_o[0]);
                 if (lane == 0) gmma_mbar_arrive(b_vempty + 8 * sp);
@@ -581,15 +551,7 @@ int fwd_ws_launch(const fwd_params *p, int hd, int bf16, int natural, int64_t q_
     *e = cudaGetDevice(&dev);
     if (*e == cudaSuccess) *e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (*e != cudaSuccess) return 0;
-    // packed Q: walked by sequence (fwd_ws_tile_of) when that has fewer slots than m_blocks x B
-    int64_t tiles = ((int64_t)p->seqlen_q + fwd_ws_bm - 1) / fwd_ws_bm * p->bh_total;
-    if (p->cu_q != NULL) {
-        const int64_t units = q_rows / fwd_ws_bm + batch;
-        if (units * p->heads_q < tiles && units <= INT32_MAX) {
-            maps.q_units = (int)units;
-            tiles = units * p->heads_q;
-        }
-    }
+    const int64_t tiles = ((int64_t)p->seqlen_q + fwd_ws_bm - 1) / fwd_ws_bm * p->bh_total;
     // the grid: one CTA per SM (persistent) for equal lengths, in the paired walk with an upper
     // bound (fwd_ws_paired_tile_of); per-sequence lengths (varlen, seqused_k): one CTA per tile
     // (tiles of unequal work, balanced by the hardware's dynamic order)
