@@ -3,15 +3,17 @@
  * P rounding and the epilogue are its shared steps, unchanged); what differs from fwd_sm90.cu is
  * who moves the data and when each warpgroup issues its products.
  *
- * A CTA walks tiles of 128 query rows of one (batch, query head), key blocks of 128 (fwd_ws_tile_of:
- * persistent, one CTA per SM, without causal / right window); the producer loads the next tile's
- * Q and K/V while the consumers finish the last one. CTA = 3 warpgroups:
- *   warpgroup 0 (producer, 24 registers a thread after setmaxnreg): warp 0 only. Lane 0 loads
- *     the Q tile and, block by block, K and V into a ring of fwd_ws_stages stages with tensor-map
+ * A CTA walks tiles of 128 query rows of one (batch, query head), key blocks of 128 (fwd_ws_tile_of,
+ * fwd_ws_paired_tile_of: persistent, one CTA per SM, for equal sequence lengths); the producer
+ * loads the next tile's Q (a second Q slot at head dim 64) and K/V while the consumers finish
+ * the last one.
+ * CTA = 3 warpgroups:
+ *   warpgroup 0 (producer, 40 registers a thread after setmaxnreg): warp 0 only. Lane 0 loads
+ *     the Q tiles and, block by block, K and V into a ring of fwd_ws_stages_of(HD) stages with tensor-map
  *     copies (cp.async.bulk.tensor, 128-byte swizzle: the layout of common/gmma.h), each stage
  *     guarded by a "full" mbarrier (copy bytes landed) and an "empty" one (the 8 consumer warps
  *     are done reading it).
- *   warpgroups 1, 2 (consumers, 240 registers): 64 query rows each, as in fwd_sm90.cu:
+ *   warpgroups 1, 2 (consumers, 232 registers): 64 query rows each, as in fwd_sm90.cu:
  *     S = Q K^T by gmma_ss, P in registers (fwd_pack_p), O += P V by gmma_rs.
  * Ping-pong: each consumer warpgroup issues its products of block n (S = Q K(n)^T, then
  * O += P(n+1) V(n+1) of the previous block) between a bar.sync on its own named barrier and a
@@ -39,7 +41,7 @@
  * dense one), each in one page, issued by the producer warp's lanes together
  * (fwd_ws_page_of). Page sizes that are not multiples of 8 are declined (the cp.async kernels
  * gather them). A call with per-sequence lengths runs one CTA per tile (inactive tiles of
- * short sequences exit at once), like the causal ones.
+ * short sequences exit at once).
  * NaN/Inf guard of V (fwd_common.cuh): in a boundary block the producer warp has the copy
  * complete on a separate mbarrier, scans the whole V stage, replaces NaN/Inf halves by +0, fences
  * (generic -> async proxy), raises the host-mapped flag on a hit, and only then arrives on the
@@ -53,23 +55,27 @@
 
 /* The tensor maps of one call (kernel parameter, __grid_constant__: TMA reads them in place).
  * page_box: paged K/V (p.block_table != NULL): the rows of one K/V box, gcd(page_size, BN) (a
- * multiple of 8, so each box starts a 1024-byte swizzle atom); 0 otherwise. */
+ * multiple of 8, so each box starts a 1024-byte swizzle atom); 0 otherwise.
+ * paired: the persistent walk of a call with an upper visibility bound (fwd_ws_tile_of): CTA c
+ * takes the tile pairs c, c + gridDim.x, ... (pair w: tiles 2w, 2w + 1); 0: tiles c, c +
+ * gridDim.x, ... */
 typedef struct {
     CUtensorMap q, k, v;
     int page_box;
+    int paired;
 } fwd_ws_maps;
 
-/* Byte offsets inside the (1024-byte aligned) shared memory: Q tile, K ring, V ring, O staging,
- * mbarriers. */
+/* Byte offsets inside the (1024-byte aligned) shared memory: Q slots, K ring, V ring, O staging,
+ * mbarriers (per stage K full, V full, K empty, V empty; per Q slot full, empty; V landed). */
 static __host__ __device__ constexpr uint32_t fwd_ws_q_bytes(int hd) { return (uint32_t)(fwd_ws_bm * hd * 2); }
 static __host__ __device__ constexpr uint32_t fwd_ws_kv_bytes(int hd) { return (uint32_t)(fwd_ws_bn * hd * 2); }
-static __host__ __device__ constexpr uint32_t fwd_ws_off_k(int hd) { return fwd_ws_q_bytes(hd); }
-static __host__ __device__ constexpr uint32_t fwd_ws_off_v(int hd) { return fwd_ws_off_k(hd) + fwd_ws_stages * fwd_ws_kv_bytes(hd); }
-static __host__ __device__ constexpr uint32_t fwd_ws_off_o(int hd) { return fwd_ws_off_v(hd) + fwd_ws_stages * fwd_ws_kv_bytes(hd); }
+static __host__ __device__ constexpr uint32_t fwd_ws_off_k(int hd) { return fwd_ws_q_slots_of(hd) * fwd_ws_q_bytes(hd); }
+static __host__ __device__ constexpr uint32_t fwd_ws_off_v(int hd) { return fwd_ws_off_k(hd) + fwd_ws_stages_of(hd) * fwd_ws_kv_bytes(hd); }
+static __host__ __device__ constexpr uint32_t fwd_ws_off_o(int hd) { return fwd_ws_off_v(hd) + fwd_ws_stages_of(hd) * fwd_ws_kv_bytes(hd); }
 static __host__ __device__ constexpr uint32_t fwd_ws_off_bar(int hd) { return fwd_ws_off_o(hd) + fwd_ws_q_bytes(hd); }
-static constexpr uint32_t fwd_ws_bar_bytes = 8 * (4 * fwd_ws_stages + 3);
+static __host__ __device__ constexpr uint32_t fwd_ws_bar_bytes(int hd) { return 8 * (4 * fwd_ws_stages_of(hd) + 2 * fwd_ws_q_slots_of(hd) + 1); }
 
-size_t fwd_ws_smem_bytes(int hd) { return (size_t)fwd_ws_off_bar(hd) + fwd_ws_bar_bytes + 1024; }
+size_t fwd_ws_smem_bytes(int hd) { return (size_t)fwd_ws_off_bar(hd) + fwd_ws_bar_bytes(hd) + 1024; }
 
 // ----------------------------------------------------------------------------
 // device
@@ -185,14 +191,35 @@ static __device__ __forceinline__ void fwd_ws_scores_to_p(const fwd_params &p, c
 /* Tile tl of m_blocks x bh_total (query block, (batch, head)): the query block is the fast index,
  * so that tiles that run together share their (batch, head)'s K and V in L2; with an upper
  * visibility bound (p.reverse_m: causal, right window) the last (heaviest) query blocks first.
- * CTA c takes tiles c, c + gridDim.x, ...: the host launches one CTA per SM (persistent) without
- * an upper bound, one CTA per tile with one (the hardware's dynamic order balances the unequal
- * tiles; a static persistent order with heaviest-first query blocks lost L2 reuse and balance:
+ * CTA c takes tiles c, c + gridDim.x, ...: the host launches one CTA per SM (persistent) for
+ * equal lengths without an upper bound (with one: fwd_ws_paired_tile_of), one CTA per tile with
+ * per-sequence lengths (the hardware's dynamic order balances the unequal tiles; a static
+ * persistent order with heaviest-first query blocks lost L2 reuse and balance:
  * bench/RESULTS-2026-11-24-ws.md). */
 static __device__ __forceinline__ void fwd_ws_tile_of(const fwd_params &p, int64_t tl, int m_blocks, int *m0, int *bh) {
     const int mi = (int)(tl % m_blocks);
     *bh = (int)(tl / m_blocks);
     *m0 = (p.reverse_m ? m_blocks - 1 - mi : mi) * fwd_ws_bm;
+}
+
+/* The paired persistent walk (maps.paired, dense Q with an upper bound: causal, right window):
+ * query block r of a (batch, head) is, in walk order, M - 1 - r / 2 for even r and r / 2 for
+ * odd r (M = m_blocks), so the pair 2w, 2w + 1 of one (batch, head) holds the query blocks M - 1
+ * - k and k. Under a causal bound (Sq = Sk) block i visits i + 1 key blocks: every pair visits
+ * M + 1, so a static round-robin over pairs gives each CTA the same work up to one pair (an odd
+ * M leaves one pair per (batch, head) that straddles two of them). */
+static __device__ __forceinline__ void fwd_ws_paired_tile_of(int64_t tl, int m_blocks, int *m0, int *bh) {
+    const int r = (int)(tl % m_blocks);
+    *bh = (int)(tl / m_blocks);
+    *m0 = ((r & 1) ? r / 2 : m_blocks - 1 - r / 2) * fwd_ws_bm;
+}
+
+/* A CTA's first tile and the one after tl in its walk (fwd_ws_maps.paired). */
+static __device__ __forceinline__ int64_t fwd_ws_first_tile(int paired) {
+    return paired ? 2 * (int64_t)blockIdx.x : (int64_t)blockIdx.x;
+}
+static __device__ __forceinline__ int64_t fwd_ws_next_tile(int paired, int64_t tl) {
+    return paired ? ((tl & 1) ? tl + 2 * (int64_t)gridDim.x - 1 : tl + 1) : tl + gridDim.x;
 }
 
 template <int HD, bool BF16, bool NATURAL>
@@ -201,17 +228,17 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
     static_assert(HD == 64 || HD == 128, "warp-specialized forward: HD is 64 or 128");
     static_assert(fwd_ws_bm == 128 && fwd_ws_bn == 128 && fwd_ws_threads == 384, "warp-specialized forward: the tile");
 #if GMMA_ENABLED
-    constexpr int BM = fwd_ws_bm, BN = fwd_ws_bn, ST = fwd_ws_stages;
+    constexpr int BM = fwd_ws_bm, BN = fwd_ws_bn, ST = fwd_ws_stages_of(HD), QS = fwd_ws_q_slots_of(HD);
     constexpr int NT = BN / 8, DT = HD / 8, KP = BN / 16, CB = HD / 64;
     constexpr uint32_t Q_BYTES = fwd_ws_q_bytes(HD), KV_BYTES = fwd_ws_kv_bytes(HD);
     constexpr uint32_t CONSUMER_WARPS = 8;
     extern __shared__ __align__(128) unsigned char smem[];
     const uint32_t sQ = (ptx_smem(smem) + 1023u) & ~1023u;  // the 128-byte swizzle needs 1024-byte tiles
     const uint32_t sK0 = sQ + fwd_ws_off_k(HD), sV0 = sQ + fwd_ws_off_v(HD), sO = sQ + fwd_ws_off_o(HD);
-    // mbarriers: per stage K full, V full, K empty, V empty; then Q full, Q empty, V landed
+    // mbarriers: per stage K full, V full, K empty, V empty; per Q slot full, empty; V landed
     const uint32_t sB = sQ + fwd_ws_off_bar(HD);
     const uint32_t b_kfull = sB, b_vfull = sB + 8 * ST, b_kempty = sB + 16 * ST, b_vempty = sB + 24 * ST;
-    const uint32_t b_qfull = sB + 32 * ST, b_qempty = b_qfull + 8, b_vland = b_qfull + 16;
+    const uint32_t b_qfull = sB + 32 * ST, b_qempty = b_qfull + 8 * QS, b_vland = b_qempty + 8 * QS;
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, wg = warp / 4;
     const int m_blocks = (p.seqlen_q + BM - 1) / BM;
@@ -224,8 +251,10 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
             gmma_mbar_init(b_kempty + 8 * s, CONSUMER_WARPS);
             gmma_mbar_init(b_vempty + 8 * s, CONSUMER_WARPS);
         }
-        gmma_mbar_init(b_qfull, 1);
-        gmma_mbar_init(b_qempty, CONSUMER_WARPS);
+        for (int q = 0; q < QS; ++q) {
+            gmma_mbar_init(b_qfull + 8 * q, 1);
+            gmma_mbar_init(b_qempty + 8 * q, CONSUMER_WARPS);
+        }
         gmma_mbar_init(b_vland, 1);
         gmma_mbar_init_fence();
     }
@@ -235,24 +264,27 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
         // ================= producer =================
         gmma_setmaxnreg_dec<fwd_ws_producer_regs>();
         if (warp != 0) return;
-        uint32_t it = 0, tile = 0, land_phase = 0;  // tile: active tiles so far (the Q barriers' phase)
-        for (int64_t tl = blockIdx.x; tl < tiles; tl += gridDim.x) {
+        // tile: active tiles so far; tile % QS is the tile's Q slot, (tile / QS) & 1 its barriers' phase
+        uint32_t it = 0, tile = 0, land_phase = 0;
+        for (int64_t tl = fwd_ws_first_tile(maps.paired); tl < tiles; tl = fwd_ws_next_tile(maps.paired, tl)) {
             int m0, bh;
-            fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
+            if (maps.paired) fwd_ws_paired_tile_of(tl, m_blocks, &m0, &bh);
+            else fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
             const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
             if (!w.active) continue;  // a varlen sequence with fewer query blocks than the grid: no work
             const int hk = w.s.h / p.group;
             const int64_t hi_b = fwd_ws_hi_b(w);
             const int krow0 = p.cu_k != NULL ? p.cu_k[w.s.b] : 0, kb = p.cu_k != NULL ? 0 : w.s.b;
             if (lane == 0) {
-                gmma_mbar_wait(b_qempty, (tile & 1u) ^ 1u);  // the previous tile's Q reads are done
-                gmma_mbar_arrive_tx(b_qfull, Q_BYTES);
+                const uint32_t qs = tile % QS, qf = b_qfull + 8 * qs, sQt = sQ + qs * Q_BYTES;
+                gmma_mbar_wait(b_qempty + 8 * qs, ((tile / QS) & 1u) ^ 1u);  // tile - QS's Q reads are done
+                gmma_mbar_arrive_tx(qf, Q_BYTES);
                 // packed Q (p.cu_q): the batch-1 map's rows q_tok0 + m0 (rows past Sq_b belong to the
                 // next sequence: their rows are computed and not stored)
                 const int qrow = w.s.q_tok0 + m0, qb = p.cu_q != NULL ? 0 : w.s.b;
 #pragma unroll
                 for (int cb = 0; cb < CB; ++cb)
-                    gmma_tma_load4(sQ + cb * BM * 128, &maps.q, b_qfull, cb * 64, qrow, w.s.h, qb);
+                    gmma_tma_load4(sQt + cb * BM * 128, &maps.q, qf, cb * 64, qrow, w.s.h, qb);
             }
             ++tile;
             for (int n = w.n_end - 1; n >= w.n_begin; --n, ++it) {
@@ -298,16 +330,16 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
     gmma_setmaxnreg_inc<fwd_ws_consumer_regs>();
     const int cw = warp - 4, cwg = cw >> 2, g = lane >> 2, t = lane & 3;
     const int sched_me = 1 + cwg, sched_other = 2 - cwg;  // named barriers 1, 2 (256 threads)
-    const uint32_t sQw = sQ + cwg * 64 * 128;            // this warpgroup's 64 rows of each column block
     // Turns alternate over the whole CTA (both warpgroups take one turn per key block of every
     // tile): warpgroup 1 arrives once here so that warpgroup 0 takes the first turn, and
     // warpgroup 0 consumes warpgroup 1's last arrival after the last tile. (Per-tile arrivals
     // could let warpgroup 1 arrive twice on barrier 1 before warpgroup 0 syncs on it.)
     if (cwg == 1) gmma_bar_arrive(1, 256);
     uint32_t it = 0, tile = 0;  // tile: active tiles so far, as the producer counts them
-    for (int64_t tl = blockIdx.x; tl < tiles; tl += gridDim.x) {
+    for (int64_t tl = fwd_ws_first_tile(maps.paired); tl < tiles; tl = fwd_ws_next_tile(maps.paired, tl)) {
         int m0, bh;
-        fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
+        if (maps.paired) fwd_ws_paired_tile_of(tl, m_blocks, &m0, &bh);
+        else fwd_ws_tile_of(p, tl, m_blocks, &m0, &bh);
         const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, m0);
         if (!w.active) continue;  // the producer skips it too (same test, same order)
         const int64_t hi_b = fwd_ws_hi_b(w);
@@ -322,7 +354,9 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
         row_m[0][0] = row_m[0][1] = -INFINITY;
         row_l[0][0] = row_l[0][1] = 0.0f;
 
-        gmma_mbar_wait(b_qfull, tile & 1u);
+        const uint32_t qs = tile % QS;
+        const uint32_t sQw = sQ + qs * Q_BYTES + cwg * 64 * 128;  // this warpgroup's 64 rows of each column block
+        gmma_mbar_wait(b_qfull + 8 * qs, (tile / QS) & 1u);
         ++tile;
         if (w.n_end > w.n_begin) {
             // ---- the first (last-keyed) block: S = Q K^T alone
@@ -403,7 +437,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
             gmma_fence_operands(acc_o[0]);
             if (lane == 0) gmma_mbar_arrive(b_vempty + 8 * s);
         }
-        if (lane == 0) gmma_mbar_arrive(b_qempty);
+        if (lane == 0) gmma_mbar_arrive(b_qempty + 8 * qs);
 
         // ---- epilogue: this warp's 16 rows, staged in its own rows of the O tile
         fwd_store_o_lse<HD, 1, 16, BF16, NATURAL>(p, w.s, acc_o, row_m, row_l, sO, m0, cw, lane);
@@ -517,12 +551,15 @@ int fwd_ws_launch(const fwd_params *p, int hd, int bf16, int natural, int64_t q_
     *e = cudaGetDevice(&dev);
     if (*e == cudaSuccess) *e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     if (*e != cudaSuccess) return 0;
-    // per-sequence lengths (varlen, seqused_k): one CTA per tile too (tiles of unequal work, and
-    // the inactive tiles of short sequences, are balanced by the hardware's dynamic order)
     const int64_t tiles = ((int64_t)p->seqlen_q + fwd_ws_bm - 1) / fwd_ws_bm * p->bh_total;
+    // the grid: one CTA per SM (persistent) for equal lengths, in the paired walk with an upper
+    // bound (fwd_ws_paired_tile_of); per-sequence lengths (varlen, seqused_k): one CTA per tile
+    // (tiles of unequal work, balanced by the hardware's dynamic order)
     const int per_seq = p->cu_q != NULL || p->cu_k != NULL || p->used_k != NULL;
-    const int64_t cap = p->reverse_m || per_seq ? (int64_t)INT32_MAX : (int64_t)sms;
-    const unsigned grid = (unsigned)(tiles < cap ? tiles : cap);
+    maps.paired = !per_seq && p->reverse_m;
+    const int64_t cap = per_seq ? (int64_t)INT32_MAX : (int64_t)sms;
+    const int64_t want = maps.paired ? (tiles + 1) / 2 : tiles;  // CTAs that get a first tile
+    const unsigned grid = (unsigned)(want < cap ? want : cap);
     kern<<<grid, dim3(fwd_ws_threads, 1, 1), smem, st>>>(*p, maps);
     *e = cudaGetLastError();
     return 0;

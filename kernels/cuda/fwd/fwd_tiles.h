@@ -58,11 +58,16 @@ static constexpr int fwd_sm90_threads = 128 * fwd_sm90_nwg;
 static constexpr int fwd_sm90_minb = fwd_sm90_nwg == 1 ? 2 : 1;
 
 /* The warp-specialized wgmma tile (fwd_sm90_ws.cu): one producer warpgroup (one warp issues the
- * copies, 24 registers) and two consumer warpgroups of 64 query rows (240 registers), 128 keys
- * per block, a ring of fwd_ws_stages K and V stages; padded head dims 64 and 128. */
+ * copies, 40 registers) and two consumer warpgroups of 64 query rows (232 registers), 128 keys
+ * per block, a ring of fwd_ws_stages_of(hd) K and V stages and fwd_ws_q_slots_of(hd) Q tiles;
+ * padded head dims 64 and 128. Head dim 64: 4 stages and 2 Q slots (the next tile's Q loads
+ * while the consumers finish the current one), 176 KiB; its shorter blocks need the deeper ring.
+ * Head dim 128: 2 stages, 1 Q slot, 192 KiB (a second Q slot, 224 KiB, was slower:
+ * bench/RESULTS-2026-11-25-fws.md). */
 static constexpr int fwd_ws_bm = 128;
 static constexpr int fwd_ws_bn = 128;
-static constexpr int fwd_ws_stages = 2;
+static constexpr __host__ __device__ int fwd_ws_stages_of(int hd) { return hd <= 64 ? 4 : 2; }
+static constexpr __host__ __device__ int fwd_ws_q_slots_of(int hd) { return hd <= 64 ? 2 : 1; }
 static constexpr int fwd_ws_threads = 384;
 static constexpr int fwd_ws_producer_regs = 40;
 static constexpr int fwd_ws_consumer_regs = 232;
