@@ -54,26 +54,40 @@ static void push(hcopy *h)
 }
 static void drop(hcopy *h) { free(h->host); h->host = NULL; }
 
+/* the dense extents of a call's tensors (dims of Q, K, V, O / dO, LSE, mask) */
+typedef struct { int64_t q[4], k[4], v[4], o[4], l[3], m[4]; } emu_dims;
+static emu_dims dims_of(const fa_problem *p)
+{
+    const emu_dims d = { { p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk }, { p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk },
+                         { p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v }, { p->batch, p->seqlen_q, p->heads_q, p->head_dim_v },
+                         { p->batch, p->heads_q, p->seqlen_q }, { p->batch, p->heads_q, p->seqlen_q, p->seqlen_k } };
+    return d;
+}
+
+/* host copies of the inputs both passes take (Q, K, V, mask) into the host views h* */
+static void pull_inputs(const emu_dims *d, const fa_tensor *q, const fa_tensor *k, const fa_tensor *v, const fa_mask *m,
+                        hcopy c[4], fa_tensor *hq, fa_tensor *hk, fa_tensor *hv, fa_mask *hm)
+{
+    hq->ptr = pull(&c[0], q->ptr, extent(d->q, q->stride, 4), 2);
+    hk->ptr = pull(&c[1], k->ptr, extent(d->k, k->stride, 4), 2);
+    hv->ptr = pull(&c[2], v->ptr, extent(d->v, v->stride, 4), 2);
+    hm->ptr = pull(&c[3], m->ptr, extent(d->m, m->stride, 4), 4);
+}
+
 static fa_status emu_fwd(const fa_fwd_args *a, fa_error *e)
 {
     calls++;
     outside += gate_depth != 1;
-    const fa_problem *p = &a->p;
-    int64_t dq[4] = { p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk }, dk[4] = { p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk };
-    int64_t dv[4] = { p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v }, dout[4] = { p->batch, p->seqlen_q, p->heads_q, p->head_dim_v };
-    int64_t dl[3] = { p->batch, p->heads_q, p->seqlen_q }, dm[4] = { p->batch, p->heads_q, p->seqlen_q, p->seqlen_k };
-    hcopy q, k, v, m, o, l;
+    const emu_dims d = dims_of(&a->p);
+    hcopy in[4], o, l;
     fa_fwd_args h = *a;
-    h.q.ptr = pull(&q, a->q.ptr, extent(dq, a->q.stride, 4), 2);
-    h.k.ptr = pull(&k, a->k.ptr, extent(dk, a->k.stride, 4), 2);
-    h.v.ptr = pull(&v, a->v.ptr, extent(dv, a->v.stride, 4), 2);
-    h.mask.ptr = pull(&m, a->mask.ptr, extent(dm, a->mask.stride, 4), 4);
-    h.o.ptr = pull(&o, a->o.ptr, extent(dout, a->o.stride, 4), 2);
-    h.lse.ptr = pull(&l, a->lse.ptr, extent(dl, a->lse.stride, 3), 4);
+    pull_inputs(&d, &a->q, &a->k, &a->v, &a->mask, in, &h.q, &h.k, &h.v, &h.mask);
+    h.o.ptr = pull(&o, a->o.ptr, extent(d.o, a->o.stride, 4), 2);
+    h.lse.ptr = pull(&l, a->lse.ptr, extent(d.l, a->lse.stride, 3), 4);
     fa_status st = fa_backend_cpu()->forward(&h, e);
     push(&o);
     push(&l);
-    drop(&q); drop(&k); drop(&v); drop(&m); drop(&o); drop(&l);
+    drop(&in[0]); drop(&in[1]); drop(&in[2]); drop(&in[3]); drop(&o); drop(&l);
     if (mode == 1 && a->o.ptr) cudaMemset((char *)a->o.ptr - 2, 0x11, 2);
     if (mode == 2 && a->q.ptr) cudaMemset(a->q.ptr, 0x22, 2);
     return st;
@@ -83,25 +97,19 @@ static fa_status emu_bwd(const fa_bwd_args *a, fa_error *e)
 {
     calls++;
     outside += gate_depth != 1;
-    const fa_problem *p = &a->p;
-    int64_t dq[4] = { p->batch, p->seqlen_q, p->heads_q, p->head_dim_qk }, dk[4] = { p->batch, p->seqlen_k, p->heads_kv, p->head_dim_qk };
-    int64_t dv[4] = { p->batch, p->seqlen_k, p->heads_kv, p->head_dim_v }, dout[4] = { p->batch, p->seqlen_q, p->heads_q, p->head_dim_v };
-    int64_t dl[3] = { p->batch, p->heads_q, p->seqlen_q }, dm[4] = { p->batch, p->heads_q, p->seqlen_q, p->seqlen_k };
-    hcopy q, k, v, m, o, l, g, gq, gk, gv;
+    const emu_dims d = dims_of(&a->p);
+    hcopy in[4], o, l, g, gq, gk, gv;
     fa_bwd_args h = *a;
-    h.q.ptr = pull(&q, a->q.ptr, extent(dq, a->q.stride, 4), 2);
-    h.k.ptr = pull(&k, a->k.ptr, extent(dk, a->k.stride, 4), 2);
-    h.v.ptr = pull(&v, a->v.ptr, extent(dv, a->v.stride, 4), 2);
-    h.mask.ptr = pull(&m, a->mask.ptr, extent(dm, a->mask.stride, 4), 4);
-    h.o.ptr = pull(&o, a->o.ptr, extent(dout, a->o.stride, 4), 2);
-    h.lse.ptr = pull(&l, a->lse.ptr, extent(dl, a->lse.stride, 3), 4);
-    h.dout.ptr = pull(&g, a->dout.ptr, extent(dout, a->dout.stride, 4), 2);
-    h.dq.ptr = pull(&gq, a->dq.ptr, extent(dq, a->dq.stride, 4), 2);
-    h.dk.ptr = pull(&gk, a->dk.ptr, extent(dk, a->dk.stride, 4), 2);
-    h.dv.ptr = pull(&gv, a->dv.ptr, extent(dv, a->dv.stride, 4), 2);
+    pull_inputs(&d, &a->q, &a->k, &a->v, &a->mask, in, &h.q, &h.k, &h.v, &h.mask);
+    h.o.ptr = pull(&o, a->o.ptr, extent(d.o, a->o.stride, 4), 2);
+    h.lse.ptr = pull(&l, a->lse.ptr, extent(d.l, a->lse.stride, 3), 4);
+    h.dout.ptr = pull(&g, a->dout.ptr, extent(d.o, a->dout.stride, 4), 2);
+    h.dq.ptr = pull(&gq, a->dq.ptr, extent(d.q, a->dq.stride, 4), 2);
+    h.dk.ptr = pull(&gk, a->dk.ptr, extent(d.k, a->dk.stride, 4), 2);
+    h.dv.ptr = pull(&gv, a->dv.ptr, extent(d.v, a->dv.stride, 4), 2);
     fa_status st = fa_backend_cpu()->backward(&h, e);
     push(&gq); push(&gk); push(&gv);
-    drop(&q); drop(&k); drop(&v); drop(&m); drop(&o); drop(&l); drop(&g); drop(&gq); drop(&gk); drop(&gv);
+    drop(&in[0]); drop(&in[1]); drop(&in[2]); drop(&in[3]); drop(&o); drop(&l); drop(&g); drop(&gq); drop(&gk); drop(&gv);
     return st;
 }
 

@@ -8,19 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "case/case.h"
-#include "properties/check/check.h"
-
-static int failures = 0;
-#define CHECK(cond, ...)                                \
-    do {                                                \
-        if (!(cond)) {                                  \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__); \
-            printf(__VA_ARGS__);                        \
-            printf("\n");                               \
-            failures++;                                 \
-        }                                               \
-    } while (0)
+#include "properties/check/tests/check_test.h"
 
 static double now(void) {
     struct timespec t;
