@@ -5,6 +5,7 @@
  * Error: each value is the same formula as the double tier with every unit
  * roundoff <= 2^-prec and plain recursive sums; BOUNDS.md section 6 bounds the
  * result by orc_mpfr_err(). Invisible keys are skipped, never multiplied by 0. */
+#include <math.h>
 #include <mpfr.h>
 #include <string.h>
 
@@ -244,6 +245,41 @@ static void mp_p_ds(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int64_t j
     }
 }
 
+/* 1 when the exact dQ row i of head h (batch b) is 0 (BOUNDS.md 6.1): no sink, at least one
+ * visible key, q_i, dO_i, the visible masks, keys and values finite, and either every visible
+ * key K_j or every visible value V_j equal to the first visible one (as real numbers). Then
+ * sum_j P_ij = 1 and D_i = sum_j P_ij dP_ij give: equal V_j, dP_ij = D_i and every dS_ij = 0;
+ * equal K_j, one softcap factor g and dQ_i = scale g K sum_j P_ij (dP_ij - D_i) = 0. Exact
+ * comparisons; reads no MPFR number. */
+int orc_mpfr_dq_row_zero(const orc_ctx *c, int64_t b, int64_t h, int64_t i) {
+    if (c->has_sinks && c->sinks[h] > -INFINITY) return 0;
+    int64_t hk = h / c->G, lo, hi, j0 = -1;
+    for (int64_t d = 0; d < c->D; d++)
+        if (!isfinite(orc_ld(c->q, c->qs, b, i, h, d, c->dt))) return 0;
+    for (int64_t d = 0; d < c->Dv; d++)
+        if (!isfinite(orc_ld(c->dout, c->dos, b, i, h, d, c->dt))) return 0;
+    orc_row_range(&c->p, i, &lo, &hi);
+    int keq = 1, veq = 1;
+    for (int64_t j = lo; j <= hi; j++) {
+        double m = orc_mask_at(c, b, h, i, j);
+        if (m == -INFINITY) continue;
+        if (!isfinite(m)) return 0;
+        for (int64_t d = 0; d < c->D; d++) {
+            double k = orc_ld(c->k, c->ks, b, j, hk, d, c->dt);
+            if (!isfinite(k)) return 0;
+            if (j0 >= 0 && k != orc_ld(c->k, c->ks, b, j0, hk, d, c->dt)) keq = 0;
+        }
+        for (int64_t d = 0; d < c->Dv; d++) {
+            double v = orc_ld(c->v, c->vs, b, j, hk, d, c->dt);
+            if (!isfinite(v)) return 0;
+            if (j0 >= 0 && v != orc_ld(c->v, c->vs, b, j0, hk, d, c->dt)) veq = 0;
+        }
+        if (j0 < 0) j0 = j;
+        if (!keq && !veq) return 0;
+    }
+    return j0 >= 0;
+}
+
 void orc_mpfr_dq_row(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int prec, double *dq_out) {
     orc_mpfr_dq_row_head(c, NULL, b, h, i, prec, dq_out);
 }
@@ -251,6 +287,10 @@ void orc_mpfr_dq_row(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int prec
 void orc_mpfr_dq_row_head(const orc_ctx *c, const orc_mp_head *hd, int64_t b, int64_t h, int64_t i, int prec,
                           double *dq_out) {
     int64_t hk = h / c->G;
+    if (orc_mpfr_dq_row_zero(c, b, h, i)) { /* exactly 0 (6.1): the MPFR sum would only approximate it */
+        for (int64_t d = 0; d < c->D; d++) dq_out[d] = 0.0;
+        return;
+    }
     if (hd && (hd->b != b || hd->hk != hk || !hd->k)) hd = NULL; /* not this row's head */
     const mpfr_t *hkk = hd ? (const mpfr_t *)hd->k : NULL;
     mp_row r;
