@@ -286,11 +286,16 @@ void orc_mpfr_dq_row(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int prec
 
 void orc_mpfr_dq_row_head(const orc_ctx *c, const orc_mp_head *hd, int64_t b, int64_t h, int64_t i, int prec,
                           double *dq_out) {
-    int64_t hk = h / c->G;
     if (orc_mpfr_dq_row_zero(c, b, h, i)) { /* exactly 0 (6.1): the MPFR sum would only approximate it */
         for (int64_t d = 0; d < c->D; d++) dq_out[d] = 0.0;
         return;
     }
+    orc_mpfr_dq_row_sum(c, hd, b, h, i, prec, dq_out);
+}
+
+void orc_mpfr_dq_row_sum(const orc_ctx *c, const orc_mp_head *hd, int64_t b, int64_t h, int64_t i, int prec,
+                         double *dq_out) {
+    int64_t hk = h / c->G;
     if (hd && (hd->b != b || hd->hk != hk || !hd->k)) hd = NULL; /* not this row's head */
     const mpfr_t *hkk = hd ? (const mpfr_t *)hd->k : NULL;
     mp_row r;

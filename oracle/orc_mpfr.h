@@ -37,5 +37,9 @@ int orc_mpfr_dq_row_zero(const orc_ctx *c, int64_t b, int64_t h, int64_t i);
 /* orc_mpfr_dq_row with the head of (b, h / G) (hd may be NULL): the same values. */
 void orc_mpfr_dq_row_head(const orc_ctx *c, const orc_mp_head *hd, int64_t b, int64_t h, int64_t i, int prec,
                           double *dq_out);
+/* The MPFR sum of a dQ row at prec bits, rounded once to double, whatever the row's structure
+ * (the dQ row functions call it unless orc_mpfr_dq_row_zero holds; test_dq_zero compares). */
+void orc_mpfr_dq_row_sum(const orc_ctx *c, const orc_mp_head *hd, int64_t b, int64_t h, int64_t i, int prec,
+                         double *dq_out);
 
 #endif /* FLASHCHECK_ORC_MPFR_H */
