@@ -245,39 +245,52 @@ static void mp_p_ds(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int64_t j
     }
 }
 
+/* x is finite: exponent field not all ones (fp16: 5 bits, bf16: 8 bits) */
+static inline int mp_bits_finite(uint16_t x, fa_dtype dt) {
+    uint16_t e = dt == FA_BF16 ? 0x7f80 : 0x7c00;
+    return (x & e) != e;
+}
+/* two finite encodings hold the same number: the same bits, or +0 and -0 */
+static inline int mp_bits_same(uint16_t x, uint16_t y) { return x == y || ((x | y) & 0x7fff) == 0; }
+
 /* 1 when the exact dQ row i of head h (batch b) is 0 (BOUNDS.md 6.1): no sink, at least one
  * visible key, q_i, dO_i, the visible masks, keys and values finite, and either every visible
  * key K_j or every visible value V_j equal to the first visible one (as real numbers). Then
  * sum_j P_ij = 1 and D_i = sum_j P_ij dP_ij give: equal V_j, dP_ij = D_i and every dS_ij = 0;
- * equal K_j, one softcap factor g and dQ_i = scale g K sum_j P_ij (dP_ij - D_i) = 0. Exact
- * comparisons; reads no MPFR number. */
+ * equal K_j, one softcap factor g and dQ_i = scale g K sum_j P_ij (dP_ij - D_i) = 0. Compares
+ * encodings (fp16 / bf16 bits; +0 = -0); reads no MPFR number. */
 int orc_mpfr_dq_row_zero(const orc_ctx *c, int64_t b, int64_t h, int64_t i) {
     if (c->has_sinks && c->sinks[h] > -INFINITY) return 0;
-    int64_t hk = h / c->G, lo, hi, j0 = -1;
-    for (int64_t d = 0; d < c->D; d++)
-        if (!isfinite(orc_ld(c->q, c->qs, b, i, h, d, c->dt))) return 0;
-    for (int64_t d = 0; d < c->Dv; d++)
-        if (!isfinite(orc_ld(c->dout, c->dos, b, i, h, d, c->dt))) return 0;
+    int64_t hk = h / c->G, lo, hi, D = c->D, Dv = c->Dv;
+    const uint16_t *q = c->q + b * c->qs[0] + i * c->qs[1] + h * c->qs[2];
+    const uint16_t *dO = c->dout + b * c->dos[0] + i * c->dos[1] + h * c->dos[2];
+    for (int64_t d = 0; d < D; d++)
+        if (!mp_bits_finite(q[d * c->qs[3]], c->dt)) return 0;
+    for (int64_t d = 0; d < Dv; d++)
+        if (!mp_bits_finite(dO[d * c->dos[3]], c->dt)) return 0;
     orc_row_range(&c->p, i, &lo, &hi);
+    const uint16_t *k0 = NULL, *v0 = NULL;
     int keq = 1, veq = 1;
     for (int64_t j = lo; j <= hi; j++) {
         double m = orc_mask_at(c, b, h, i, j);
         if (m == -INFINITY) continue;
         if (!isfinite(m)) return 0;
-        for (int64_t d = 0; d < c->D; d++) {
-            double k = orc_ld(c->k, c->ks, b, j, hk, d, c->dt);
-            if (!isfinite(k)) return 0;
-            if (j0 >= 0 && k != orc_ld(c->k, c->ks, b, j0, hk, d, c->dt)) keq = 0;
+        const uint16_t *k = c->k + b * c->ks[0] + j * c->ks[1] + hk * c->ks[2];
+        const uint16_t *v = c->v + b * c->vs[0] + j * c->vs[1] + hk * c->vs[2];
+        for (int64_t d = 0; d < D; d++) {
+            uint16_t x = k[d * c->ks[3]];
+            if (!mp_bits_finite(x, c->dt)) return 0;
+            if (k0 && !mp_bits_same(x, k0[d * c->ks[3]])) keq = 0;
         }
-        for (int64_t d = 0; d < c->Dv; d++) {
-            double v = orc_ld(c->v, c->vs, b, j, hk, d, c->dt);
-            if (!isfinite(v)) return 0;
-            if (j0 >= 0 && v != orc_ld(c->v, c->vs, b, j0, hk, d, c->dt)) veq = 0;
+        for (int64_t d = 0; d < Dv; d++) {
+            uint16_t x = v[d * c->vs[3]];
+            if (!mp_bits_finite(x, c->dt)) return 0;
+            if (v0 && !mp_bits_same(x, v0[d * c->vs[3]])) veq = 0;
         }
-        if (j0 < 0) j0 = j;
+        if (!k0) { k0 = k; v0 = v; }
         if (!keq && !veq) return 0;
     }
-    return j0 >= 0;
+    return k0 != NULL;
 }
 
 void orc_mpfr_dq_row(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int prec, double *dq_out) {

@@ -123,6 +123,14 @@ static void run_case(int id) {
                     uint16_t *kp = &t.k[b * t.tk.stride[0] + j1 * t.tk.stride[1] + hk * t.tk.stride[2]];
                     uint16_t *vp = &t.v[b * t.tv.stride[0] + j1 * t.tv.stride[1] + hk * t.tv.stride[2]];
                     uint16_t k0 = kp[0], v0 = vp[0];
+                    if (kind == 0) { /* +0 and -0 are one number: K stays constant */
+                        uint16_t *kj = &t.k[b * t.tk.stride[0] + hk * t.tk.stride[2]], *sv = malloc((size_t)Sk * 2);
+                        for (int64_t j = 0; j < Sk; j++) { sv[j] = kj[j * t.tk.stride[1]]; kj[j * t.tk.stride[1]] = 0; }
+                        kp[0] = 0x8000;
+                        CHECK(orc_mpfr_dq_row_zero(&c, b, h, i), "case %d: not taken with K holding +0 and -0", id);
+                        for (int64_t j = 0; j < Sk; j++) kj[j * t.tk.stride[1]] = sv[j];
+                        free(sv);
+                    }
                     kp[0] ^= 1; vp[0] ^= 1; /* one ulp off in K and in V: neither is constant */
                     CHECK(!orc_mpfr_dq_row_zero(&c, b, h, i), "case %d: taken with K and V not constant", id);
                     kp[0] = k0;
