@@ -1,23 +1,23 @@
-/* test_dq_zero.c: dQ rows that are exactly 0 by their inputs' structure (BOUNDS.md 6.1,
- * orc_mpfr_dq_row_zero): a row whose visible keys are all equal, or whose visible values are
- * all equal, with no sink and finite inputs. On random problems (GQA, causal / windows, additive
- * masks with -inf entries, softcap, fp16 / bf16, scales) with K or V made constant per (b, hk)
- * in part of the cases:
- *   - the predicate holds where the structure says it must, and not with a finite sink, a key
- *     or value changed by one ulp, or an Inf input;
- *   - where it holds, the full MPFR sum (orc_mpfr_dq_row_sum) at 1024 bits is within 2^-900
- *     of the row's magnitude of 0, and the certified double tier's interval ref +- orc_err
- *     contains 0 (the shortcut agrees with both tiers);
- *   - orc_bwd (MPFR tier and certified tier with every row escalated) returns +0 exactly for
- *     those rows (the change: the MPFR sum alone leaves a residual, counted below) and, on the
- *     other rows, the same bits as orc_mpfr_dq_row_sum. */
+/* test_dq_zero.c: dQ rows and dK columns that are exactly 0 by their inputs' structure
+ * (BOUNDS.md 6.1, orc_mpfr_dq_row_zero, orc_mpfr_dk_col_zero). On random problems (GQA, causal /
+ * windows, additive masks with -inf entries, softcap, fp16 / bf16, scales) with, by case, K
+ * constant per (b, hk), V constant, both, neither, dO zero, Q zero:
+ *   - the predicates hold where the structure says they must (and with a -inf sink), and not
+ *     with a finite sink (unless dO or Q is zero), a key and a value one ulp off, an Inf input;
+ *   - where they hold, the full MPFR value at 1024 bits is 0 to within 2^-700 of the 128-bit
+ *     one (a nonzero exact value would agree with it to ~2^-120), and the certified double
+ *     tier's interval ref +- orc_err contains 0;
+ *   - orc_bwd (MPFR tier, certified tier with every element escalated) returns +0 exactly for
+ *     the zero dQ rows (the 128-bit MPFR sum alone leaves a residual, counted) and the MPFR sum's
+ *     bits elsewhere; with the default ratio, a column whose dK alone needed MPFR and is 0 by
+ *     structure gets dK = +0 and keeps the double tier's dV bits (counted: the change). */
 #include "oracle/orc_mpfr.h"
 #include "oracle/orc_internal.h"
 #include "oracle/tests/tutil.h"
 
 static int same_bits(double a, double b) { return !memcmp(&a, &b, sizeof a); }
 
-static int64_t n_zero_rows, n_other_rows, n_residual, n_neg;
+static int64_t n_zero_rows, n_other_rows, n_residual, n_neg, n_zero_cols, n_short_cols;
 
 /* max over the row's visible keys of |scale| |K_j|_inf * (|dO_i| |V_j| + |dO_i| max |V|): a
  * magnitude of the row's terms, for the 2^-900 test */
@@ -43,7 +43,7 @@ static void run_case(int id) {
     fa_causal cz = (fa_causal)(t_next() % 3);
     int64_t wl = (t_next() % 3) ? -1 : (int64_t)(t_next() % 5), wr = (t_next() % 3) ? -1 : (int64_t)(t_next() % 5);
     fa_problem p = t_problem(B, Sq, Sk, Hq, Hkv, D, Dv, dt, cz, wl, wr);
-    int kind = id % 4; /* 0: K constant, 1: V constant, 2: both, 3: neither (random) */
+    int kind = id % 6; /* 0: K constant, 1: V constant, 2: both, 3: neither (random), 4: dO 0, 5: Q 0 */
     if (t_next() % 3 == 0) p.softcap = (t_next() & 1) ? 0.125f : 5.0f; /* 0.125: saturated tanh */
     if (t_next() % 2) p.softmax_scale = 0.375f;
     int with_mask = (int)(t_next() % 2);
@@ -65,6 +65,17 @@ static void run_case(int id) {
                         t.v[b * t.tv.stride[0] + j * t.tv.stride[1] + hk * t.tv.stride[2] + d * t.tv.stride[3]] =
                             t.v[b * t.tv.stride[0] + hk * t.tv.stride[2] + d * t.tv.stride[3]];
             }
+    if (kind == 4 || kind == 5) {
+        uint16_t *x = kind == 4 ? t.dout : t.q;
+        const fa_tensor *tx = kind == 4 ? &t.tdo : &t.tq;
+        int64_t dm = kind == 4 ? Dv : D;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t i = 0; i < Sq; i++)
+                for (int64_t h = 0; h < Hq; h++)
+                    for (int64_t d = 0; d < dm; d++)
+                        x[b * tx->stride[0] + i * tx->stride[1] + h * tx->stride[2] + d * tx->stride[3]] =
+                            (t_next() & 1) ? 0x8000 : 0; /* +0 and -0 */
+    }
     fa_fwd_args fa = t_fwd_args(&t);
     orc_options o;
     orc_options_init(&o);
@@ -88,7 +99,7 @@ static void run_case(int id) {
                 for (int64_t j = lo; j <= hi; j++) nv += orc_mask_at(&c, b, h, i, j) > -INFINITY;
                 int z = orc_mpfr_dq_row_zero(&c, b, h, i);
                 /* the structure implies the predicate: constant K or V, or a single visible key */
-                if (kind != 3 || nv == 1) CHECK(z == (nv > 0), "case %d: row (%lld,%lld,%lld), %lld visible keys: predicate %d",
+                if (kind != 3 && kind != 5) CHECK(z == (nv > 0), "case %d: row (%lld,%lld,%lld), %lld visible keys: predicate %d",
                                                 id, (long long)b, (long long)h, (long long)i, (long long)nv, z);
                 if (!z) continue;
                 zr++;
@@ -115,7 +126,8 @@ static void run_case(int id) {
                     float sk[8] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
                     c2.has_sinks = 1;
                     c2.sinks = sk;
-                    CHECK(!orc_mpfr_dq_row_zero(&c2, b, h, i), "case %d: taken with a finite sink", id);
+                    CHECK(orc_mpfr_dq_row_zero(&c2, b, h, i) == (kind == 4), "case %d: dO zero %d, finite sink: %d", id,
+                          kind == 4, !(kind == 4));
                     sk[h] = -INFINITY; /* a sink of -inf is no sink */
                     CHECK(orc_mpfr_dq_row_zero(&c2, b, h, i), "case %d: not taken with a -inf sink", id);
                     if (j1 < 0) continue;
@@ -132,7 +144,7 @@ static void run_case(int id) {
                         free(sv);
                     }
                     kp[0] ^= 1; vp[0] ^= 1; /* one ulp off in K and in V: neither is constant */
-                    CHECK(!orc_mpfr_dq_row_zero(&c, b, h, i), "case %d: taken with K and V not constant", id);
+                    if (kind != 4) CHECK(!orc_mpfr_dq_row_zero(&c, b, h, i), "case %d: taken with K and V not constant", id);
                     kp[0] = k0;
                     vp[0] = orc_encode(INFINITY, dt);
                     CHECK(!orc_mpfr_dq_row_zero(&c, b, h, i), "case %d: taken with an Inf value", id);
@@ -140,6 +152,43 @@ static void run_case(int id) {
                     n_neg++;
                 }
     }
+    /* dK columns: the predicate against the structure, MPFR at 1024 / 128 bits */
+    double *k1 = malloc((size_t)D * sizeof(double)), *k2 = malloc((size_t)D * sizeof(double));
+    double *v1 = malloc((size_t)Dv * sizeof(double));
+    int8_t *cache = malloc((size_t)(G * Sq));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t hk = 0; hk < Hkv; hk++) {
+            memset(cache, -1, (size_t)(G * Sq));
+            for (int64_t j = 0; j < Sk; j++) {
+                int64_t seen = 0;
+                for (int64_t h = hk * G; h < (hk + 1) * G; h++)
+                    for (int64_t i = 0; i < Sq; i++) {
+                        int64_t lo, hi;
+                        orc_row_range(&c.p, i, &lo, &hi);
+                        seen += j >= lo && j <= hi && orc_mask_at(&c, b, h, i, j) > -INFINITY;
+                    }
+                int z = orc_mpfr_dk_col_zero(&c, b, hk, j, (t_next() & 1) ? cache : NULL);
+                CHECK(z == orc_mpfr_dk_col_zero(&c, b, hk, j, NULL), "case %d: column %lld: cached and uncached differ", id,
+                      (long long)j);
+                if (kind == 1 || kind == 2 || kind == 4 || kind == 5)
+                    CHECK(z, "case %d: column (%lld,%lld,%lld) seen by %lld rows: not 0 by structure", id, (long long)b,
+                          (long long)hk, (long long)j, (long long)seen);
+                if (!z || !seen) continue;
+                orc_ctx c2 = c;
+                float sk[8] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+                c2.has_sinks = 1;
+                c2.sinks = sk;
+                if (kind == 1 || kind == 2) CHECK(!orc_mpfr_dk_col_zero(&c2, b, hk, j, NULL), "case %d: column with a sink", id);
+                if (kind == 4 || kind == 5) CHECK(orc_mpfr_dk_col_zero(&c2, b, hk, j, NULL), "case %d: column, dO / Q 0, sink", id);
+                if (n_zero_cols++ % 4) continue; /* MPFR on every fourth (the cost of a column: G Sq rows) */
+                orc_mpfr_dkdv_col(&c, b, hk, j, 1024, k1, v1);
+                orc_mpfr_dkdv_col(&c, b, hk, j, 128, k2, v1);
+                for (int64_t d = 0; d < D; d++)
+                    CHECK(fabs(k1[d]) <= 0x1p-700 * fmax(fabs(k2[d]), 0x1p-300), "case %d: column %lld d %lld: MPFR-1024 dK %a "
+                          "(128 bits: %a), not 0", id, (long long)j, (long long)d, k1[d], k2[d]);
+            }
+        }
+    free(k1); free(k2); free(v1); free(cache);
     /* orc_bwd: MPFR tier (every row through the dQ row functions), then the certified tier
      * with every row escalated (ratio 0) and without escalation (the double interval) */
     orc_bwd_result rm, rc, rd;
@@ -168,6 +217,32 @@ static void run_case(int id) {
         if (z) n_zero_rows++; else n_other_rows++;
     }
     CHECK(bad == 0, "case %d: %lld dQ elements of orc_bwd differ from the exact 0 / the MPFR sum", id, (long long)bad);
+    /* dK columns: the double interval contains 0 where the predicate holds; default ratio: a
+     * column with dK escalated and dV not is a structural 0 (dK = +0, dV the double tier's) */
+    orc_bwd_result rf;
+    orc_options_init(&o);
+    o.baseline = 0;
+    CHECK(orc_bwd(&a, &pr, &o, &rf, &err) == FA_OK, "case %d: orc_bwd default: %s", id, err.msg);
+    int64_t kc = 0, ks = 0;
+    for (int64_t x = 0; x < rf.dk.n; x++) {
+        if (rf.dk.flags[x * D] & ORC_F_MASKED_ROW) continue;
+        const orc_index *ix = &rf.dk.index[x];
+        int z = orc_mpfr_dk_col_zero(&c, ix->b, ix->h, ix->s, NULL);
+        for (int64_t d = 0; d < D && z; d++)
+            if (!(rd.dk.flags[x * D + d] & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE)))
+                kc += !(fabs(rd.dk.ref[x * D + d]) <= rd.dk.orc_err[x * D + d]);
+        int kesc = (rf.dk.flags[x * D] & ORC_F_ESCALATED) != 0, vesc = (rf.dv.flags[x * Dv] & ORC_F_ESCALATED) != 0;
+        if (!kesc || vesc) continue;
+        ks++;
+        CHECK(z, "case %d: column %lld: dK escalated alone without a structural 0", id, (long long)x);
+        for (int64_t d = 0; d < D; d++) CHECK(same_bits(rf.dk.ref[x * D + d], 0.0), "case %d: dK not +0", id);
+        for (int64_t d = 0; d < Dv; d++)
+            CHECK(same_bits(rf.dv.ref[x * Dv + d], rd.dv.ref[x * Dv + d]) && rf.dv.orc_err[x * Dv + d] == rd.dv.orc_err[x * Dv + d],
+                  "case %d: column %lld: dV is not the double tier's", id, (long long)x);
+    }
+    CHECK(kc == 0, "case %d: %lld structurally 0 dK elements outside the double tier's ref +- orc_err", id, (long long)kc);
+    n_short_cols += ks;
+    orc_bwd_free(&rf);
     CHECK(cont == 0, "case %d: %lld exactly-0 dQ elements outside the double tier's ref +- orc_err", id, (long long)cont);
     orc_bwd_free(&rm); orc_bwd_free(&rc); orc_bwd_free(&rd);
     free(x1); free(x2);
@@ -175,11 +250,14 @@ static void run_case(int id) {
 }
 
 int main(void) {
-    for (int id = 0; id < 64; id++) run_case(id);
+    for (int id = 0; id < 96; id++) run_case(id);
     printf("%lld dQ rows exactly 0 by structure (%lld of their elements nonzero in the 128-bit MPFR sum), "
-           "%lld other rows, %lld rows through the negatives\n",
-           (long long)n_zero_rows, (long long)n_residual, (long long)n_other_rows, (long long)n_neg);
-    CHECK(n_zero_rows > 100 && n_other_rows > 100 && n_neg > 20, "too few rows of each kind");
+           "%lld other rows, %lld rows through the negatives; %lld dK columns 0 by structure, %lld of them "
+           "escalated alone in orc_bwd (dK = +0 without MPFR)\n",
+           (long long)n_zero_rows, (long long)n_residual, (long long)n_other_rows, (long long)n_neg,
+           (long long)n_zero_cols, (long long)n_short_cols);
+    CHECK(n_zero_rows > 100 && n_other_rows > 100 && n_neg > 20 && n_zero_cols > 100 && n_short_cols > 0,
+          "too few rows / columns of each kind");
     if (t_failures) { fprintf(stderr, "%d failures\n", t_failures); return 1; }
     printf("PASS\n");
     return 0;
