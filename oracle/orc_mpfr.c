@@ -254,11 +254,13 @@ static inline int mp_bits_finite(uint16_t x, fa_dtype dt) {
 static inline int mp_bits_same(uint16_t x, uint16_t y) { return x == y || ((x | y) & 0x7fff) == 0; }
 
 /* The inputs row i of head h (batch b) reads, by their encodings (fp16 / bf16 bits; +0 = -0):
- * -1 when q_i, dO_i, a visible key's mask, K_j or V_j is not finite; else the number of
+ * -1 when q_i, dO_i, a visible key's mask, K_j or V_j is not finite, or the sink is NaN or
+ * +inf (a sink of -inf is none); else the number of
  * visible keys, with *keq / *veq: every visible K_j / V_j equals the first visible one, *qz /
  * *dz: q_i / dO_i is all zeros. */
 static int64_t mp_row_scan(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int *keq, int *veq, int *qz, int *dz) {
     int64_t hk = h / c->G, lo, hi, D = c->D, Dv = c->Dv, n = 0;
+    if (c->has_sinks && !(c->sinks[h] == -INFINITY || isfinite(c->sinks[h]))) return -1; /* NaN / +inf sink */
     const uint16_t *q = c->q + b * c->qs[0] + i * c->qs[1] + h * c->qs[2];
     const uint16_t *dO = c->dout + b * c->dos[0] + i * c->dos[1] + h * c->dos[2];
     *keq = *veq = *qz = *dz = 1;

@@ -128,6 +128,8 @@ static void run_case(int id) {
                     c2.sinks = sk;
                     CHECK(orc_mpfr_dq_row_zero(&c2, b, h, i) == (kind == 4), "case %d: dO zero %d, finite sink: %d", id,
                           kind == 4, !(kind == 4));
+                    sk[h] = NAN; /* a NaN sink makes the row NaN: never 0 (dO zero or not) */
+                    CHECK(!orc_mpfr_dq_row_zero(&c2, b, h, i), "case %d: taken with a NaN sink", id);
                     sk[h] = -INFINITY; /* a sink of -inf is no sink */
                     CHECK(orc_mpfr_dq_row_zero(&c2, b, h, i), "case %d: not taken with a -inf sink", id);
                     if (j1 < 0) continue;
