@@ -317,18 +317,7 @@ uint16_t fc_f16_from_double(double x) {
     return encode_rne(x, 10, -14, 15);
 }
 
-double fc_f16_to_double(uint16_t h) {
-    int sign = h >> 15, ex = (h >> 10) & 0x1F, m = h & 0x3FF;
-    double v;
-    if (ex == 0x1F) v = m ? NAN : INFINITY;
-    else if (ex == 0) v = (double)m * 0x1p-24; /* subnormal: exact (m < 2^10, power-of-two scale) */
-    else {
-        /* normal: the same value as a double, built from its bits (exponent ex - 15, 10 mantissa bits) */
-        uint64_t u = ((uint64_t)(ex - 15 + 1023) << 52) | ((uint64_t)m << 42);
-        memcpy(&v, &u, 8);
-    }
-    return sign ? -v : v;
-}
+double fc_f16_to_double(uint16_t h) { return fc_half_to_double(h, 0); }
 
 uint16_t fc_bf16_from_double(double x) {
     if (isnan(x)) return 0x7FC0;
@@ -341,12 +330,7 @@ static inline __attribute__((always_inline)) uint16_t enc16(double x, int bf) {
     return bf ? encode_rne(x, 7, -126, 127) : encode_rne(x, 10, -14, 15);
 }
 
-double fc_bf16_to_double(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return (double)f;
-}
+double fc_bf16_to_double(uint16_t h) { return fc_half_to_double(h, 1); }
 
 /* ---------------------------------------------------------------------------
  * Counter-based RNG

@@ -37,8 +37,10 @@
 #ifndef FLASHCHECK_CASE_H
 #define FLASHCHECK_CASE_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/flash_api.h"
 
@@ -362,6 +364,26 @@ uint16_t fc_f16_from_double(double x);
 double fc_f16_to_double(uint16_t h);
 uint16_t fc_bf16_from_double(double x);
 double fc_bf16_to_double(uint16_t h);
+/* The value of fp16 (bf16 = 0) or bf16 (bf16 = 1) bits as a double, exact: what
+ * fc_f16_to_double / fc_bf16_to_double return (they call it), inlined into hot loops. */
+static inline double fc_half_to_double(uint16_t h, int bf16) {
+    double v;
+    if (bf16) {
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return (double)f;
+    }
+    int sign = h >> 15, ex = (h >> 10) & 0x1F, m = h & 0x3FF;
+    if (ex == 0x1F) v = m ? NAN : INFINITY;
+    else if (ex == 0) v = (double)m * 0x1p-24; /* subnormal: exact (m < 2^10, power-of-two scale) */
+    else {
+        /* normal: the same value as a double, built from its bits (exponent ex - 15, 10 mantissa bits) */
+        uint64_t u = ((uint64_t)(ex - 15 + 1023) << 52) | ((uint64_t)m << 42);
+        memcpy(&v, &u, 8);
+    }
+    return sign ? -v : v;
+}
 /* x rounded to dtype d and back (exact round trip value). */
 double fc_round_to(fa_dtype d, double x);
 

@@ -960,17 +960,44 @@ static int bwd_run(const orc_ctx *cin, const fa_precision *prof, const orc_optio
     int64_t *xs = malloc((size_t)(nc > 0 ? nc : 1) * sizeof(int64_t)), nx = 0;
     int64_t *t0 = malloc((size_t)(nc > 0 ? nc : 1) * sizeof(int64_t)), nt = 0;
     if (!xs || !t0) { free(xs); free(t0); return 0; }
+    /* a column whose dK alone needs MPFR and is exactly 0 by structure (BOUNDS.md 6.1) takes
+     * that 0 and keeps its dV; rz: orc_mpfr_dk_col_zero's row answers for one (b, hk) */
+    int8_t *rz = NULL;
+    int64_t rz_b = -1, rz_hk = -1;
     for (int64_t x = 0; x < nc; x++) {
-        int need = opt.tier == ORC_TIER_MPFR;
-        for (int k = 0; k < 2 && !need; k++)
-            for (int64_t d = 0; d < bl[k]->dim && !need; d++) {
+        int need[2] = {opt.tier == ORC_TIER_MPFR, opt.tier == ORC_TIER_MPFR};
+        for (int k = 0; k < 2; k++)
+            for (int64_t d = 0; d < bl[k]->dim && !need[k]; d++) {
                 int64_t e = x * bl[k]->dim + d;
                 if (!(bl[k]->flags[e] & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE | ORC_F_MASKED_ROW)) &&
                     bl[k]->orc_err[e] > opt.escalate_ratio * bl[k]->bound[e])
-                    need = 1;
+                    need[k] = 1;
             }
-        if (need && !(res->dk.flags[x * D] & ORC_F_MASKED_ROW)) xs[nx++] = x;
+        if (!(need[0] || need[1]) || (res->dk.flags[x * D] & ORC_F_MASKED_ROW)) continue;
+        if (!need[1]) {
+            if (ic[x].b != rz_b || ic[x].h != rz_hk) {
+                free(rz);
+                rz = malloc((size_t)(c.G * c.Sq > 0 ? c.G * c.Sq : 1));
+                if (rz) memset(rz, -1, (size_t)(c.G * c.Sq));
+                rz_b = ic[x].b;
+                rz_hk = ic[x].h;
+            }
+            if (rz && orc_mpfr_dk_col_zero(&c, ic[x].b, ic[x].h, ic[x].s, rz)) {
+                double nn = (double)(c.G * c.Sq + c.G);
+                for (int64_t d = 0; d < D; d++) {
+                    int64_t el = x * D + d;
+                    res->dk.orc_err[el] = orc_mpfr_err(0.0, res->dk.orc_err[el], prec, nn);
+                    res->dk.ref[el] = 0.0;
+                    res->dk.flags[el] = (uint8_t)((res->dk.flags[el] & (ORC_F_UNCHECKABLE | ORC_F_OVERFLOW)) |
+                                                  orc_value_flags(0.0) | ORC_F_ESCALATED);
+                }
+                esc += D;
+                continue;
+            }
+        }
+        xs[nx++] = x;
     }
+    free(rz);
     /* ic is grouped by (b, hk): tasks are runs of one (b, hk), at most ceil(run / nth) long */
     for (int64_t a = 0; a < nx;) {
         int64_t e = a;

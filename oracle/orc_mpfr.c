@@ -5,6 +5,7 @@
  * Error: each value is the same formula as the double tier with every unit
  * roundoff <= 2^-prec and plain recursive sums; BOUNDS.md section 6 bounds the
  * result by orc_mpfr_err(). Invisible keys are skipped, never multiplied by 0. */
+#include <math.h>
 #include <mpfr.h>
 #include <string.h>
 
@@ -244,12 +245,113 @@ static void mp_p_ds(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int64_t j
     }
 }
 
+/* x is finite: exponent field not all ones (fp16: 5 bits, bf16: 8 bits) */
+static inline int mp_bits_finite(uint16_t x, fa_dtype dt) {
+    uint16_t e = dt == FA_BF16 ? 0x7f80 : 0x7c00;
+    return (x & e) != e;
+}
+/* two finite encodings hold the same number: the same bits, or +0 and -0 */
+static inline int mp_bits_same(uint16_t x, uint16_t y) { return x == y || ((x | y) & 0x7fff) == 0; }
+
+/* The inputs row i of head h (batch b) reads, by their encodings (fp16 / bf16 bits; +0 = -0):
+ * -1 when q_i, dO_i, a visible key's mask, K_j or V_j is not finite, or the sink is NaN or
+ * +inf (a sink of -inf is none); else the number of
+ * visible keys, with *keq / *veq: every visible K_j / V_j equals the first visible one, *qz /
+ * *dz: q_i / dO_i is all zeros. */
+static int64_t mp_row_scan(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int *keq, int *veq, int *qz, int *dz) {
+    int64_t hk = h / c->G, lo, hi, D = c->D, Dv = c->Dv, n = 0;
+    if (c->has_sinks && !(c->sinks[h] == -INFINITY || isfinite(c->sinks[h]))) return -1; /* NaN / +inf sink */
+    const uint16_t *q = c->q + b * c->qs[0] + i * c->qs[1] + h * c->qs[2];
+    const uint16_t *dO = c->dout + b * c->dos[0] + i * c->dos[1] + h * c->dos[2];
+    *keq = *veq = *qz = *dz = 1;
+    for (int64_t d = 0; d < D; d++) {
+        uint16_t x = q[d * c->qs[3]];
+        if (!mp_bits_finite(x, c->dt)) return -1;
+        if (x & 0x7fff) *qz = 0;
+    }
+    for (int64_t d = 0; d < Dv; d++) {
+        uint16_t x = dO[d * c->dos[3]];
+        if (!mp_bits_finite(x, c->dt)) return -1;
+        if (x & 0x7fff) *dz = 0;
+    }
+    orc_row_range(&c->p, i, &lo, &hi);
+    const uint16_t *k0 = NULL, *v0 = NULL;
+    for (int64_t j = lo; j <= hi; j++) {
+        double m = orc_mask_at(c, b, h, i, j);
+        if (m == -INFINITY) continue;
+        if (!isfinite(m)) return -1;
+        const uint16_t *k = c->k + b * c->ks[0] + j * c->ks[1] + hk * c->ks[2];
+        const uint16_t *v = c->v + b * c->vs[0] + j * c->vs[1] + hk * c->vs[2];
+        for (int64_t d = 0; d < D; d++) {
+            uint16_t x = k[d * c->ks[3]];
+            if (!mp_bits_finite(x, c->dt)) return -1;
+            if (k0 && !mp_bits_same(x, k0[d * c->ks[3]])) *keq = 0;
+        }
+        for (int64_t d = 0; d < Dv; d++) {
+            uint16_t x = v[d * c->vs[3]];
+            if (!mp_bits_finite(x, c->dt)) return -1;
+            if (v0 && !mp_bits_same(x, v0[d * c->vs[3]])) *veq = 0;
+        }
+        if (!k0) { k0 = k; v0 = v; }
+        n++;
+    }
+    return n;
+}
+
+/* 1 when the exact dQ row i of head h (batch b) is 0 (BOUNDS.md 6.1): finite inputs, at least
+ * one visible key, and dO_i = 0 (then D_i = 0 and every dP_ij = 0, so dS_ij = 0), or, with no
+ * sink, every visible K_j or every visible V_j equal to the first visible one (sum_j P_ij = 1
+ * and D_i = sum_j P_ij dP_ij give: equal V_j, dP_ij = D_i and dS_ij = 0; equal K_j, one softcap
+ * factor g and dQ_i = scale g K sum_j P_ij (dP_ij - D_i) = 0). Reads no MPFR number. */
+int orc_mpfr_dq_row_zero(const orc_ctx *c, int64_t b, int64_t h, int64_t i) {
+    int keq, veq, qz, dz;
+    if (mp_row_scan(c, b, h, i, &keq, &veq, &qz, &dz) <= 0) return 0;
+    int sink = c->has_sinks && c->sinks[h] > -INFINITY;
+    return dz || (!sink && (keq || veq));
+}
+
+/* 1 when row i of head h (batch b) adds exactly 0 to every dK column it sees (6.1): finite
+ * inputs, and q_i = 0 (its terms dS_ij q_i), dO_i = 0, or, with no sink, every visible V_j equal
+ * (dS_ij = 0 as for dQ). A row that sees no key adds nothing (1). */
+static int mp_dk_row_zero(const orc_ctx *c, int64_t b, int64_t h, int64_t i) {
+    int keq, veq, qz, dz;
+    int64_t n = mp_row_scan(c, b, h, i, &keq, &veq, &qz, &dz);
+    if (n < 0) return 0;
+    int sink = c->has_sinks && c->sinks[h] > -INFINITY;
+    return n == 0 || qz || dz || (!sink && veq);
+}
+
+int orc_mpfr_dk_col_zero(const orc_ctx *c, int64_t b, int64_t hk, int64_t j, int8_t *rows) {
+    for (int64_t g = 0; g < c->G; g++) {
+        int64_t h = hk * c->G + g;
+        for (int64_t i = 0; i < c->Sq; i++) {
+            int64_t lo, hi;
+            orc_row_range(&c->p, i, &lo, &hi);
+            if (j < lo || j > hi || orc_mask_at(c, b, h, i, j) == -INFINITY) continue;
+            int8_t *f = rows ? &rows[g * c->Sq + i] : NULL;
+            int z = f && *f >= 0 ? *f : mp_dk_row_zero(c, b, h, i);
+            if (f) *f = (int8_t)z;
+            if (!z) return 0;
+        }
+    }
+    return 1;
+}
+
 void orc_mpfr_dq_row(const orc_ctx *c, int64_t b, int64_t h, int64_t i, int prec, double *dq_out) {
     orc_mpfr_dq_row_head(c, NULL, b, h, i, prec, dq_out);
 }
 
 void orc_mpfr_dq_row_head(const orc_ctx *c, const orc_mp_head *hd, int64_t b, int64_t h, int64_t i, int prec,
                           double *dq_out) {
+    if (orc_mpfr_dq_row_zero(c, b, h, i)) { /* exactly 0 (6.1): the MPFR sum would only approximate it */
+        for (int64_t d = 0; d < c->D; d++) dq_out[d] = 0.0;
+        return;
+    }
+    orc_mpfr_dq_row_sum(c, hd, b, h, i, prec, dq_out);
+}
+
+void orc_mpfr_dq_row_sum(const orc_ctx *c, const orc_mp_head *hd, int64_t b, int64_t h, int64_t i, int prec,
+                         double *dq_out) {
     int64_t hk = h / c->G;
     if (hd && (hd->b != b || hd->hk != hk || !hd->k)) hd = NULL; /* not this row's head */
     const mpfr_t *hkk = hd ? (const mpfr_t *)hd->k : NULL;

@@ -30,8 +30,21 @@ typedef struct orc_mp_head {
 /* 0, or -1 out of memory (hd then holds nothing; the rows are computed without it). */
 int orc_mp_head_init(orc_mp_head *hd, const orc_ctx *c, int64_t b, int64_t hk, int with_k);
 void orc_mp_head_free(orc_mp_head *hd);
+/* 1 when the exact dQ row (b, h, i) is 0 by the structure of its inputs (BOUNDS.md 6.1):
+ * finite inputs, a visible key, and dO_i = 0, or no sink and the visible keys all equal or the
+ * visible values all equal. The dQ row functions then return +0 without MPFR work. */
+int orc_mpfr_dq_row_zero(const orc_ctx *c, int64_t b, int64_t h, int64_t i);
+/* 1 when the exact dK column j of kv head hk (batch b) is 0 by structure (6.1): every row of
+ * the G heads that sees key j has finite inputs and q_i = 0, dO_i = 0, or (no sink) its visible
+ * values all equal. rows: NULL, or [G * Sq] per-row answers of this (b, hk), -1 where not yet
+ * known, filled as they are computed (the caller's cache across the columns of one head). */
+int orc_mpfr_dk_col_zero(const orc_ctx *c, int64_t b, int64_t hk, int64_t j, int8_t *rows);
 /* orc_mpfr_dq_row with the head of (b, h / G) (hd may be NULL): the same values. */
 void orc_mpfr_dq_row_head(const orc_ctx *c, const orc_mp_head *hd, int64_t b, int64_t h, int64_t i, int prec,
                           double *dq_out);
+/* The MPFR sum of a dQ row at prec bits, rounded once to double, whatever the row's structure
+ * (the dQ row functions call it unless orc_mpfr_dq_row_zero holds; test_dq_zero compares). */
+void orc_mpfr_dq_row_sum(const orc_ctx *c, const orc_mp_head *hd, int64_t b, int64_t h, int64_t i, int prec,
+                         double *dq_out);
 
 #endif /* FLASHCHECK_ORC_MPFR_H */

@@ -322,34 +322,38 @@ void fc_block_norms_host(const fc_run *r, int t, const orc_block *blk, fc_block_
     /* masked rows (exact), magnitude */
     double ref2 = 0, got2 = 0, bnd2 = 0;
     /* a vector's elements lie at one stride (the last dim; LSE vectors have one element): its
-       first element's index, then steps; values decoded as fc_buf_get does */
-    const int64_t step = t == FC_T_LSE ? 0 : b->stride[3];
+       first element's index, then steps; values decoded as fc_buf_get does. The block's arrays
+       are read through locals (nothing here writes them), the sums run in element order. */
+    const int64_t step = t == FC_T_LSE ? 0 : b->stride[3], dim = blk->dim;
     const char *base = b->alloc;
+    const double *ref = blk->ref, *bound = blk->bound, *oerr = blk->orc_err;
+    const uint8_t *flags = blk->flags;
+    const int f32 = b->elem_size == 4, bf = b->dtype_bf16;
+    double masked_ref = out->masked_ref;
     for (int64_t vi = 0; vi < blk->n; vi++) {
         int64_t idx[4];
         block_logical(r, t, &blk->index[vi], 0, idx);
         const int64_t e0 = fc_buf_index(b, idx);
-        for (int64_t k = 0; k < blk->dim; k++) {
-            int64_t e = vi * blk->dim + k, at = e0 + k * step;
+        for (int64_t k = 0; k < dim; k++) {
+            int64_t e = vi * dim + k, at = e0 + k * step;
             double got;
-            if (b->elem_size == 4) {
+            if (f32) {
                 float g;
                 memcpy(&g, base + (size_t)at * 4, 4);
                 got = (double)g;
             } else {
                 uint16_t h;
                 memcpy(&h, base + (size_t)at * 2, 2);
-                got = b->dtype_bf16 ? fc_bf16_to_double(h) : fc_f16_to_double(h);
+                got = fc_half_to_double(h, bf);
             }
-            if (t != FC_T_LSE) idx[3] = k;
-            uint8_t f = blk->flags[e];
+            uint8_t f = flags[e];
             if (f & ORC_F_MASKED_ROW) {
                 /* exactly the declared value: O, dQ, dK, dV 0; LSE the profile's lse_empty
                    (-inf by the contract) */
-                if (isnan(out->masked_ref)) out->masked_ref = blk->ref[e];
-                int ok = got == blk->ref[e];
-                if (!ok) {
+                if (isnan(masked_ref)) masked_ref = ref[e];
+                if (!(got == ref[e])) {
                     if (!out->masked_bad) {
+                        if (t != FC_T_LSE) idx[3] = k;
                         memcpy(out->masked_at, idx, sizeof idx);
                         out->masked_got = got;
                     }
@@ -358,14 +362,14 @@ void fc_block_norms_host(const fc_run *r, int t, const orc_block *blk, fc_block_
                 continue;
             }
             if (f & (ORC_F_NAN | ORC_F_INF | ORC_F_UNCHECKABLE)) continue;
-            double ref = blk->ref[e];
             if (!isfinite(got)) continue; /* counted by "nan" */
-            double bd = blk->bound[e] + blk->orc_err[e];
-            ref2 += ref * ref;
+            double rf = ref[e], bd = bound[e] + oerr[e];
+            ref2 += rf * rf;
             got2 += got * got;
             bnd2 += bd * bd;
         }
     }
+    out->masked_ref = masked_ref;
     out->ref2 = ref2;
     out->got2 = got2;
     out->bnd2 = bnd2;
