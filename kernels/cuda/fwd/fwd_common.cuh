@@ -538,7 +538,7 @@ static __device__ __forceinline__ void fwd_init_rows(const fwd_params &p, int h,
  * (x * 1 = x, no bit changes). A warp vote that skipped the multiplications
  * when no row moved was slower (it splits the block's code at a branch the
  * scheduler cannot cross). */
-template <int MT, int NT, int DT, bool NATURAL>
+template <int MT, int NT, int DT, bool NATURAL, bool TREE_MAX = false>
 static __device__ __forceinline__ void fwd_softmax_step(const fwd_params &p, float (&acc_s)[MT][NT][4],
                                                         float (&row_m)[MT][2], float (&row_l)[MT][2],
                                                         float (&acc_o)[MT][DT][4]) {
@@ -549,9 +549,24 @@ static __device__ __forceinline__ void fwd_softmax_step(const fwd_params &p, flo
 #pragma unroll
         for (int hf = 0; hf < 2; ++hf) {
             float mx = row_m[mt][hf];
+            if constexpr (TREE_MAX) {
+                // the same maximum by a pairwise tree (fmaxf is exact, associative and
+                // commutative, and drops a NaN operand in any order): depth log2(NT) + 2 instead
+                // of a chain of NT + 1 dependent FMNMX (the warp-specialized kernel, whose
+                // softmax latency is on its critical path)
+                float part[NT];
 #pragma unroll
-            for (int nt = 0; nt < NT; ++nt)
-                mx = fmaxf(mx, fmaxf(acc_s[mt][nt][hf * 2], acc_s[mt][nt][hf * 2 + 1]));
+                for (int nt = 0; nt < NT; ++nt) part[nt] = fmaxf(acc_s[mt][nt][hf * 2], acc_s[mt][nt][hf * 2 + 1]);
+#pragma unroll
+                for (int wd = 1; wd < NT; wd *= 2)
+#pragma unroll
+                    for (int nt = 0; nt + wd < NT; nt += 2 * wd) part[nt] = fmaxf(part[nt], part[nt + wd]);
+                mx = fmaxf(mx, part[0]);
+            } else {
+#pragma unroll
+                for (int nt = 0; nt < NT; ++nt)
+                    mx = fmaxf(mx, fmaxf(acc_s[mt][nt][hf * 2], acc_s[mt][nt][hf * 2 + 1]));
+            }
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
             const float m_old = row_m[mt][hf];

@@ -18,11 +18,16 @@
  * Ping-pong: each consumer warpgroup issues its products of block n (S = Q K(n)^T, then
  * O += P(n+1) V(n+1) of the previous block) between a bar.sync on its own named barrier and a
  * bar.arrive on the other's. The two warpgroups thus take turns on the tensor cores, and one's
- * softmax runs while the other's products do. Inside a warpgroup the softmax of block n runs
- * while its P(n+1) V(n+1) product does (waits: S first, then P V before O is rescaled).
- * Deferring P V by one block changes no arithmetic: O still receives, in order, the rescale by
- * alpha(n+1), the P(n+1) V(n+1) sum, the rescale by alpha(n), ... (same operations, same order;
- * alpha comes from fwd_softmax_step itself, applied to a one-column O of ones).
+ * softmax runs while the other's products do. Inside a warpgroup the softmax of block n follows
+ * the completion of both its products (FA3's intra-warpgroup overlap, the softmax beside its own
+ * P V, measured no faster here: bench/RESULTS-2026-11-25-s6-fwd.md). Deferring P V by one block
+ * changes no arithmetic: O still receives, in order, the rescale by alpha(n+1), the
+ * P(n+1) V(n+1) sum, the rescale by alpha(n), ... (same operations, same order).
+ * The key blocks after a tile's first run in three loops of one step: the blocks holding a key
+ * past the first row's upper bound (element mask), the interior blocks (no mask: no branch in
+ * the loop that runs most blocks), the blocks holding a key before the last row's lower bound
+ * (mask). A warpgroup releases the Q slot once the tile's last S = Q K^T has landed, so the
+ * producer loads the next tile's Q during the last block's softmax, P V and the epilogue.
  *
  * Tensor maps (built on the host, fwd_ws_launch): Q, K, V as rank-4 tensors (head dim, sequence,
  * head, batch) with the call's strides; a box is 64 columns x 128 rows. Elements outside the
@@ -175,6 +180,12 @@ static __device__ __forceinline__ void fwd_ws_issue_pv(float (&acc_o)[1][HD / 8]
         gmma_rs<HD, BF16, 1>(acc_o[0], pa[0][kk], gmma_desc(sV + kk * 16 * 128, fwd_ws_bn * 128, 1024));
 }
 
+/* A compile-time flag passed as a value (the key-block step's `masked`). */
+template <bool B>
+struct fwd_ws_bool {
+    static constexpr bool value = B;
+};
+
 /* Scores of one key block (key0) -> P: the element mask in boundary blocks, the online softmax
  * step (rescales O) and the rounding of P (fwd_common.cuh's steps). row_g: this thread's first
  * row (m0 + warp row base + g). */
@@ -184,7 +195,7 @@ static __device__ __forceinline__ void fwd_ws_scores_to_p(const fwd_params &p, c
                                                           float (&row_l)[1][2], float (&acc_o)[1][DT][4],
                                                           uint32_t (&pa)[1][KP][4], int key0, int64_t hi_b, int row_g, int t) {
     if (fwd_ws_boundary<NATURAL>(hi_b, w.lo_last, key0)) fwd_mask_scores<1, NT, NATURAL>(p, w.s, acc_s, row_g, key0 + 2 * t);
-    fwd_softmax_step<1, NT, DT, NATURAL>(p, acc_s, row_m, row_l, acc_o);
+    fwd_softmax_step<1, NT, DT, NATURAL, true>(p, acc_s, row_m, row_l, acc_o);
     fwd_pack_p<1, KP, BF16>(acc_s, pa);
 }
 
@@ -372,23 +383,28 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
                 gmma_bar_arrive(sched_other, 256);
                 gmma_wait<0>();
                 gmma_fence_operands(acc_s[0]);
-                if (lane == 0) gmma_mbar_arrive(b_kempty + 8 * s);
+                if (lane == 0) {
+                    gmma_mbar_arrive(b_kempty + 8 * s);
+                    if (n == w.n_begin) gmma_mbar_arrive(b_qempty + 8 * qs);  // the tile's last Q read
+                }
                 fwd_ws_scores_to_p<NT, DT, KP, BF16, NATURAL>(p, w, acc_s, row_m, row_l, acc_o, pa, n * BN, hi_b,
                                                               m0 + cw * 16 + g, t);
             }
             // ---- the other blocks: O += P(prev) V(prev) and S = Q K^T in one turn
-            for (--n, ++it; n >= w.n_begin; --n, ++it) {
-                const uint32_t sp = s, php = ph;
-                s = it % ST;
-                ph = (it / ST) & 1u;
-                float acc_s[1][NT][4];
-                gmma_mbar_wait(b_kfull + 8 * s, ph);
-                gmma_mbar_wait(b_vfull + 8 * sp, php);
-                gmma_bar_sync(sched_me, 256);
-                gmma_fence();
-                if constexpr (NATURAL) {
-                    // masks / natural units: the element mask needs more registers than the
-                    // overlap leaves; products and softmax in sequence (the same arithmetic)
+            --n;
+            ++it;
+            if constexpr (NATURAL) {
+                for (; n >= w.n_begin; --n, ++it) {
+                    const uint32_t sp = s, php = ph;
+                    s = it % ST;
+                    ph = (it / ST) & 1u;
+                    float acc_s[1][NT][4];
+                    gmma_mbar_wait(b_kfull + 8 * s, ph);
+                    gmma_mbar_wait(b_vfull + 8 * sp, php);
+                    gmma_bar_sync(sched_me, 256);
+                    gmma_fence();
+                    // masks / natural units: every block is a boundary block (fwd_ws_boundary);
+                    // both products waited for, then the scores (the same arithmetic)
                     fwd_ws_issue_pv<HD, BF16>(acc_o, pa, sV0 + sp * KV_BYTES);
                     fwd_ws_issue_qk<HD, BF16>(acc_s, sQw, sK0 + s * KV_BYTES);
                     gmma_commit();
@@ -399,34 +415,47 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
                     if (lane == 0) {
                         gmma_mbar_arrive(b_kempty + 8 * s);
                         gmma_mbar_arrive(b_vempty + 8 * sp);
+                        if (n == w.n_begin) gmma_mbar_arrive(b_qempty + 8 * qs);
                     }
                     fwd_ws_scores_to_p<NT, DT, KP, BF16, NATURAL>(p, w, acc_s, row_m, row_l, acc_o, pa, n * BN, hi_b,
                                                                   m0 + cw * 16 + g, t);
-                    continue;
                 }
-                fwd_ws_issue_qk<HD, BF16>(acc_s, sQw, sK0 + s * KV_BYTES);
-                gmma_commit();
-                fwd_ws_issue_pv<HD, BF16>(acc_o, pa, sV0 + sp * KV_BYTES);
-                gmma_commit();
-                gmma_bar_arrive(sched_other, 256);
-                gmma_wait<1>();  // S landed; P(prev) V(prev) may still run
-                gmma_fence_operands(acc_s[0]);
-                if (lane == 0) gmma_mbar_arrive(b_kempty + 8 * s);
-                // the softmax of this block overlaps the P V product: it rescales a one-column
-                // O of ones instead of acc_o, which yields alpha per row (1 * alpha = alpha);
-                // acc_o is rescaled by the same products once the P V product is complete
-                float alpha[1][1][4] = {{{1.0f, 1.0f, 1.0f, 1.0f}}};
-                if (fwd_ws_boundary<NATURAL>(hi_b, w.lo_last, n * BN))
-                    fwd_mask_scores<1, NT, NATURAL>(p, w.s, acc_s, m0 + cw * 16 + g, n * BN + 2 * t);
-                fwd_softmax_step<1, NT, 1, NATURAL>(p, acc_s, row_m, row_l, alpha);
-                gmma_wait<0>();
-                gmma_fence_operands(acc_o[0]);
-                if (lane == 0) gmma_mbar_arrive(b_vempty + 8 * sp);
-#pragma unroll
-                for (int dt = 0; dt < DT; ++dt)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) acc_o[0][dt][e] *= alpha[0][0][e];
-                fwd_pack_p<1, KP, BF16>(acc_s, pa);
+            } else {
+                // one key block n (it: its ring position): O += P(prev) V(prev) and S = Q K^T in one
+                // turn; the element mask when `masked` (a boundary block); the K stage, and after
+                // the tile's last S the Q slot, released once S landed, the V stage once P V did
+                auto step = [&](auto masked) {
+                    const uint32_t sp = s, php = ph;
+                    s = it % ST;
+                    ph = (it / ST) & 1u;
+                    float acc_s[1][NT][4];
+                    gmma_mbar_wait(b_kfull + 8 * s, ph);
+                    gmma_mbar_wait(b_vfull + 8 * sp, php);
+                    gmma_bar_sync(sched_me, 256);
+                    gmma_fence();
+                    fwd_ws_issue_qk<HD, BF16>(acc_s, sQw, sK0 + s * KV_BYTES);
+                    gmma_commit();
+                    fwd_ws_issue_pv<HD, BF16>(acc_o, pa, sV0 + sp * KV_BYTES);
+                    gmma_commit();
+                    gmma_bar_arrive(sched_other, 256);
+                    gmma_wait<1>();  // S landed; P(prev) V(prev) may still run
+                    gmma_fence_operands(acc_s[0]);
+                    if (lane == 0) gmma_mbar_arrive(b_kempty + 8 * s);
+                    if (lane == 0 && n == w.n_begin) gmma_mbar_arrive(b_qempty + 8 * qs);
+                    if constexpr (decltype(masked)::value)
+                        fwd_mask_scores<1, NT, NATURAL>(p, w.s, acc_s, m0 + cw * 16 + g, n * BN + 2 * t);
+                    gmma_wait<0>();
+                    gmma_fence_operands(acc_o[0]);
+                    if (lane == 0) gmma_mbar_arrive(b_vempty + 8 * sp);
+                    fwd_softmax_step<1, NT, DT, NATURAL, true>(p, acc_s, row_m, row_l, acc_o);
+                    fwd_pack_p<1, KP, BF16>(acc_s, pa);
+                };
+                // the blocks with a key past hi_b (masked), then the interior (no mask), then the
+                // blocks with a key before lo_last (masked): fwd_ws_boundary's two conditions, each
+                // monotone in n
+                for (; n >= w.n_begin && (int64_t)n * BN + BN - 1 > hi_b; --n, ++it) step(fwd_ws_bool<true>());
+                for (; n >= w.n_begin && (int64_t)n * BN >= w.lo_last; --n, ++it) step(fwd_ws_bool<false>());
+                for (; n >= w.n_begin; --n, ++it) step(fwd_ws_bool<true>());
             }
             // ---- the last block's P V
             gmma_mbar_wait(b_vfull + 8 * s, ph);
@@ -436,8 +465,9 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
             gmma_wait<0>();
             gmma_fence_operands(acc_o[0]);
             if (lane == 0) gmma_mbar_arrive(b_vempty + 8 * s);
+        } else if (lane == 0) {
+            gmma_mbar_arrive(b_qempty + 8 * qs);  // no key block: Q unread
         }
-        if (lane == 0) gmma_mbar_arrive(b_qempty + 8 * qs);
 
         // ---- epilogue: this warp's 16 rows, staged in its own rows of the O tile
         fwd_store_o_lse<HD, 1, 16, BF16, NATURAL>(p, w.s, acc_o, row_m, row_l, sO, m0, cw, lane);
