@@ -259,6 +259,13 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params pk) {
     }
     if (!screening) return; /* uniform over the grid */
     bad = __any_sync(0xffffffffu, bad != 0) | __any_sync(0xffffffffu, nan_norm != 0) << 1;
+    /* the maxima over the warp's row segments (lane 0 holds only its own segment's rows) */
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1) {
+        do2max = fmaxf(do2max, __shfl_xor_sync(0xffffffffu, do2max, m));
+        v2max = fmaxf(v2max, __shfl_xor_sync(0xffffffffu, v2max, m));
+        dmax = fmaxf(dmax, __shfl_xor_sync(0xffffffffu, dmax, m));
+    }
     if (lane == 0) {
         red[0][warp] = bad;
         red[1][warp] = __float_as_uint(do2max);
