@@ -163,8 +163,8 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params pk)
     const uint64_t dKt0 = gmma_desc(sK + (HD == 128 ? wg * BC * 128 : 0), BC * 128, 1024);
 
     /* dQ partials of (query head hq_b, block i0_b), staged in sdQ[bb] (all threads' stores fenced,
-     * then a barrier): one bulk reduction per query row, threads tid < BR (the warps of the first
-     * warpgroup; spreading them over every warp was measured slower: bench/RESULTS-2026-11-25-s6-bwd.md) */
+     * then a barrier): one bulk reduction per query row, threads tid < BR (warps 0 .. BR/32 - 1;
+     * spreading them over every warp was measured slower: bench/RESULTS-2026-11-25-s6-bwd.md) */
     auto bulk_dq = [&](int64_t hq_b, int64_t i0_b, int bb) {
         if (tid < BR) {
             const int r = tid;
