@@ -17,7 +17,9 @@
  * fl(1 - fl(t t)))); the Hopper kernels and the exact (slow-path) kernels have no CAP form.
  *
  * Kernels, run in order on args->stream:
- *   1. bwd_prep_kernel   one warp per query row: Dsum_i = dO_i . O_i (fp32) and a
+ *   1. bwd_prep_kernel   a segment of a warp per query row (the fewest lanes whose 16-byte
+ *                        chunks cover the head dim; 32 without 16-byte loads: bwd_prep_lanes):
+ *                        Dsum_i = dO_i . O_i (fp32) and a
  *                        compact copy of the LSE (+inf for a dead row, so that
  *                        exp(s - lse) = 0 without a test); workspace [B, Hq, Sq];
  *                        plus the screen (NaN/Inf in Q, dO, K; bounds of |dS|),
@@ -38,6 +40,7 @@
  *                        MMA (wgmma), 128 keys per CTA; default mode (DQ = true): dQ partials
  *                        staged in shared memory and added to the workspace by bulk reductions;
  *                        deterministic mode (DQ = false): dK and dV only, then 2q (section 2h).
+ *                        Query blocks of 128 rows at head dim 64, 64 at 128.
  *   2q. after 2h in the deterministic mode: bwd_g_dq_kernel, 3b on wgmma: one CTA per (batch,
  *                        query head, query block of 128), Q, dO resident, K/V blocks of 64
  *                        stream, P and dS recomputed, dQ summed in the wgmma accumulators in
@@ -54,7 +57,7 @@
  *   (one more rounding, ex2 rel. err ~2^-22; the clamp: bwd_p_n8); P rounded (RN) to the input dtype and that
  *   rounded P is used for dV = P^T dO and for dS = P (dP - Dsum) (fp32); dS rounded (RN)
  *   to the input dtype before dS K and dS^T Q; Dsum accumulated in fp32 (RN, sequential
- *   per lane then a butterfly); dQ partials added in fp32 (RN) by atomics in the default
+ *   per lane then a butterfly over the row's lanes); dQ partials added in fp32 (RN) by atomics in the default
  *   mode (order varies; the sm_90 kernel adds them with bulk reductions, cp.reduce.async.bulk
  *   .add.f32: fp32 adds done at L2 like the atomics', held to the same oracle bounds by the
  *   certification; the PTX manual we could check does not state their rounding) or summed in the mma

@@ -138,13 +138,14 @@ static __device__ __noinline__ void bwd_dq_slow(float *sdSf, const uint16_t *sdS
 // so dS cannot reach the 16-bit overflow threshold when sqrt(s1 s2) + s3 is below half
 // of it (the half absorbs the fp32 rounding of the norms and of dP). bwd_needs_exact.
 
-/* sum of squares over one row of D 16-bit elements (lane-strided), and whether one is
- * NaN/Inf (this lane's share) */
+/* sum of squares over one row of D 16-bit elements (strided over the lpr lanes of the row's
+ * segment, sub = this lane's index in it), and whether one is NaN/Inf (this lane's share) */
 template <bool BF16>
-static __device__ __forceinline__ float bwd_row_sq(const uint16_t *x, int64_t D, int vec, int lane, uint32_t *bad) {
+static __device__ __forceinline__ float bwd_row_sq(const uint16_t *x, int64_t D, int vec, int sub, int lpr,
+                                                   uint32_t *bad) {
     float s2 = 0.f;
     if (vec) {
-        for (int64_t d = lane * 8; d < D; d += 256) {
+        for (int64_t d = sub * 8; d < D; d += lpr * 8) {
             const uint4 v = *reinterpret_cast<const uint4 *>(x + d);
             const uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
@@ -156,7 +157,7 @@ static __device__ __forceinline__ float bwd_row_sq(const uint16_t *x, int64_t D,
             }
         }
     } else {
-        for (int64_t d = lane; d < D; d += 32) {
+        for (int64_t d = sub; d < D; d += lpr) {
             const uint16_t h = x[d];
             const float f = ptx_to_float<BF16>(h);
             s2 = fmaf(f, f, s2);
@@ -166,10 +167,29 @@ static __device__ __forceinline__ float bwd_row_sq(const uint16_t *x, int64_t D,
     return s2;
 }
 
-/* one warp per row, grid-stride: rows [0, B Hq Sq) are query rows (b, hq, i), then (when
- * screening) B Hkv Sk key rows (b, hkv, j). The screen is reduced per block in shared
- * memory and added by one set of atomics per block (unsigned max of fp32 bits: the
- * values are >= 0 or NaN, and a NaN's bits are above +Inf's). */
+/* Lanes per row of the preprocess: with 16-byte loads of O and dO, the fewest lanes (a power of
+ * two) whose 8-element chunks cover the wider head dim, so that a warp takes 32 / lanes rows at
+ * once; else 32 (lane-strided elements). Every lane sums its own chunks in order and the lanes
+ * are added by a butterfly, as with 32 lanes: the lanes past the row's chunks held +0, so Dsum is
+ * the same value either way. */
+static __host__ __device__ __forceinline__ int bwd_prep_lanes(const bwd_params &p) {
+    if (!(p.vec_o_prep && p.vec_do_prep)) return 32;
+    const int64_t dmax = p.D > p.Dv ? p.D : p.Dv;
+    int l = 1;
+    while (l < 32 && l * 8 < dmax) l <<= 1;
+    return l;
+}
+
+/* sum over the lpr lanes of this lane's row segment (butterfly; mask: the segment's lanes) */
+static __device__ __forceinline__ float bwd_seg_sum(float v, unsigned mask, int lpr) {
+    for (int m = lpr >> 1; m >= 1; m >>= 1) v += __shfl_xor_sync(mask, v, m);
+    return v;
+}
+
+/* bwd_prep_lanes(p) lanes per row (a warp takes 32 / lpr rows), grid-stride: rows [0, B Hq Sq)
+ * are query rows (b, hq, i), then (when screening) B Hkv Sk key rows (b, hkv, j). The screen is
+ * reduced per block in shared memory and added by one set of atomics per block (unsigned max of
+ * fp32 bits: the values are >= 0 or NaN, and a NaN's bits are above +Inf's). */
 template <bool BF16>
 __global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params pk) {
     __shared__ unsigned red[4][8];
@@ -177,21 +197,25 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params pk) {
      * (bwd_seq_view: batch 1, its lengths, its workspace block) */
     const bwd_params p = pk.vl ? bwd_seq_view(pk, blockIdx.y) : pk;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lpr = bwd_prep_lanes(p), rpw = 32 / lpr, slot = lane / lpr, sub = lane % lpr;
+    const unsigned seg = lpr == 32 ? 0xffffffffu : ((1u << lpr) - 1u) << (slot * lpr);
     const int screening = p.scan_nf || p.scan_norm;
     const int64_t nrows = p.B * p.Hq * p.Sq, nkrows = screening ? p.B * p.Hkv * p.Sk : 0;
     uint32_t bad = 0;
     float do2max = 0.f, v2max = 0.f, dmax = 0.f; /* fmaxf drops NaN: NaN is tracked in bad2 */
     uint32_t nan_norm = 0;
-    for (int64_t row = (int64_t)blockIdx.x * 8 + warp; row < nrows + nkrows; row += (int64_t)gridDim.x * 8) {
+    for (int64_t row0 = ((int64_t)blockIdx.x * 8 + warp) * rpw; row0 < nrows + nkrows;
+         row0 += (int64_t)gridDim.x * 8 * rpw) {
+        const int64_t row = row0 + slot; /* a segment past the end idles (its shuffles are its own) */
+        if (row >= nrows + nkrows) continue;
         if (row >= nrows) {
             const int64_t r = row - nrows, j = r % p.Sk, bh = r / p.Sk;
             const int64_t hkv = bh % p.Hkv, b = bh / p.Hkv;
-            if (p.scan_nf) bwd_row_sq<BF16>(p.k + b * p.ks[0] + j * p.ks[1] + hkv * p.ks[2], p.D, p.vec_k, lane, &bad);
+            if (p.scan_nf) bwd_row_sq<BF16>(p.k + b * p.ks[0] + j * p.ks[1] + hkv * p.ks[2], p.D, p.vec_k, sub, lpr, &bad);
             if (p.scan_norm) {
                 uint32_t unused = 0;
-                float v2 = bwd_row_sq<BF16>(p.v + b * p.vs[0] + j * p.vs[1] + hkv * p.vs[2], p.Dv, p.vec_v, lane, &unused);
-#pragma unroll
-                for (int m = 16; m >= 1; m >>= 1) v2 += __shfl_xor_sync(0xffffffffu, v2, m);
+                float v2 = bwd_row_sq<BF16>(p.v + b * p.vs[0] + j * p.vs[1] + hkv * p.vs[2], p.Dv, p.vec_v, sub, lpr, &unused);
+                v2 = bwd_seg_sum(v2, seg, lpr);
                 nan_norm |= v2 != v2;
                 v2max = fmaxf(v2max, v2);
             }
@@ -204,7 +228,7 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params pk) {
         const uint16_t *g = p.dout + b * p.dos[0] + i * p.dos[1] + hq * p.dos[2];
         float acc = 0.f;
         if (p.vec_o_prep && p.vec_do_prep) {
-            for (int64_t d = lane * 8; d < p.Dv; d += 256) {
+            for (int64_t d = sub * 8; d < p.Dv; d += lpr * 8) {
                 uint4 ov = *reinterpret_cast<const uint4 *>(o + d);
                 uint4 gv = *reinterpret_cast<const uint4 *>(g + d);
                 const uint32_t ow[4] = {ov.x, ov.y, ov.z, ov.w}, gw[4] = {gv.x, gv.y, gv.z, gv.w};
@@ -218,18 +242,16 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params pk) {
         } else {
             for (int64_t d = lane; d < p.Dv; d += 32) acc = fmaf(ptx_to_float<BF16>(o[d]), ptx_to_float<BF16>(g[d]), acc);
         }
-#pragma unroll
-        for (int m = 16; m >= 1; m >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, m);
-        if (lane == 0) {
+        acc = bwd_seg_sum(acc, seg, lpr);
+        if (sub == 0) {
             float l = p.lse[b * p.lses[0] + hq * p.lses[1] + i * p.lses[2]];
             p.lse_ws[row] = (l == -INFINITY) ? INFINITY : l;
             p.dsum_ws[row] = acc;
         }
         if (screening) {
-            float g2 = bwd_row_sq<BF16>(g, p.Dv, p.vec_do_prep, lane, &bad); /* dO again: from L1/L2 */
-            if (p.scan_nf) bwd_row_sq<BF16>(p.q + b * p.qs[0] + i * p.qs[1] + hq * p.qs[2], p.D, p.vec_q, lane, &bad);
-#pragma unroll
-            for (int m = 16; m >= 1; m >>= 1) g2 += __shfl_xor_sync(0xffffffffu, g2, m);
+            float g2 = bwd_row_sq<BF16>(g, p.Dv, p.vec_do_prep, sub, lpr, &bad); /* dO again: from L1/L2 */
+            if (p.scan_nf) bwd_row_sq<BF16>(p.q + b * p.qs[0] + i * p.qs[1] + hq * p.qs[2], p.D, p.vec_q, sub, lpr, &bad);
+            g2 = bwd_seg_sum(g2, seg, lpr);
             nan_norm |= (g2 != g2) | (acc != acc);
             do2max = fmaxf(do2max, g2);
             dmax = fmaxf(dmax, fabsf(acc));
@@ -237,6 +259,13 @@ __global__ void __launch_bounds__(256) bwd_prep_kernel(const bwd_params pk) {
     }
     if (!screening) return; /* uniform over the grid */
     bad = __any_sync(0xffffffffu, bad != 0) | __any_sync(0xffffffffu, nan_norm != 0) << 1;
+    /* the maxima over the warp's row segments (lane 0 holds only its own segment's rows) */
+#pragma unroll
+    for (int m = 16; m >= 1; m >>= 1) {
+        do2max = fmaxf(do2max, __shfl_xor_sync(0xffffffffu, do2max, m));
+        v2max = fmaxf(v2max, __shfl_xor_sync(0xffffffffu, v2max, m));
+        dmax = fmaxf(dmax, __shfl_xor_sync(0xffffffffu, dmax, m));
+    }
     if (lane == 0) {
         red[0][warp] = bad;
         red[1][warp] = __float_as_uint(do2max);
@@ -613,6 +642,19 @@ template <bool BF16>
 __global__ void __launch_bounds__(256) bwd_dq_convert_kernel(const bwd_params pk) {
     const bwd_params p = pk.vl ? bwd_seq_view(pk, blockIdx.y) : pk; /* one-grid varlen: bwd_prep_kernel */
     const int64_t npairs = p.B * p.Hq * p.Sq * (p.D / 2);
+    if (npairs + (int64_t)gridDim.x * blockDim.x <= 0xffffffffLL) {
+        /* the same loop in 32-bit unsigned index arithmetic (the divisions are most of its instructions) */
+        const uint32_t hp = (uint32_t)(p.D / 2), sq = (uint32_t)p.Sq, hqn = (uint32_t)p.Hq, n = (uint32_t)npairs;
+        for (uint32_t x = blockIdx.x * blockDim.x + threadIdx.x; x < n; x += gridDim.x * blockDim.x) {
+            const uint32_t row = x / hp, d = (x - row * hp) * 2;
+            const uint32_t bh = row / sq, i = row - bh * sq;
+            const uint32_t b = bh / hqn, hq = bh - b * hqn;
+            const float2 v = *reinterpret_cast<const float2 *>(p.dq_ws + (int64_t)row * p.D + d);
+            bwd_store_pair<BF16>(p.dq + b * p.dqs[0] + i * p.dqs[1] + hq * p.dqs[2] + d, v.x * p.scale, v.y * p.scale,
+                                 p.w32_dq);
+        }
+        return;
+    }
     for (int64_t x = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; x < npairs; x += (int64_t)gridDim.x * blockDim.x) {
         const int64_t d = (x % (p.D / 2)) * 2;
         const int64_t row = x / (p.D / 2);
@@ -916,7 +958,8 @@ static cudaError_t bwd_launch_prep(const bwd_params &p, cudaStream_t st) {
     if (nrows == 0 || p.B == 0) return cudaSuccess;
     if (p.vl && p.B > 65535) return cudaErrorInvalidConfiguration;
     /* grid-stride; few blocks keep the screen's atomics few */
-    const unsigned blocks = bwd_vl_blocks(p, (nrows + 7) / 8, 4096);
+    const int64_t rpb = 8 * (32 / bwd_prep_lanes(p)); /* rows a block takes at once */
+    const unsigned blocks = bwd_vl_blocks(p, (nrows + rpb - 1) / rpb, 4096);
     bwd_prep_kernel<BF16><<<dim3(blocks, p.vl ? (unsigned)p.B : 1u), 256, 0, st>>>(p);
     return cudaGetLastError();
 }

@@ -11,26 +11,27 @@
 // atomics), with the products on wgmma (kernels/cuda/common/gmma.h) instead of mma.sync.
 // CTA = 2 warpgroups (256 threads) and one block of 128 keys: warpgroup w owns keys
 // 64w .. 64w+63 as the M (row) dimension of its products; K and V stay in shared memory
-// (128-byte swizzle, gmma layout) while the query blocks of 64 rows of every query head
-// of the GQA group stream through (Q, dO double-buffered by cp.async). Per query block,
-// per warpgroup:
-//   S^T[64 x 64] = K_w Q^T,  dP^T[64 x 64] = V_w dO^T   gmma_ss m64n64k16, both operands
+// (128-byte swizzle, gmma layout) while the query blocks of BR rows (BR = 128 at HD = 64,
+// 64 at HD = 128: bwd_g_smem) of every query head of the GQA group stream through (Q, dO
+// double-buffered by cp.async). Per query block, per warpgroup:
+//   S^T[64 x BR] = K_w Q^T,  dP^T[64 x BR] = V_w dO^T   gmma_ss m64nBRk16, both operands
 //                                                      K-major, HD/16 steps
 //   P^T, dS^T in registers, as in the sm_80 kernel (-0 marks a hidden P, dS = 0 there)
 //   dV += P^T dO,  dK += dS^T Q                         gmma_rs m64nHDk16: A = the rounded
 //                                                      P^T / dS^T fragments, B = dO / Q tile
-//                                                      MN-major, 4 steps over the 64 queries
+//                                                      MN-major, BR/16 steps over the queries
 //   dS (queries x keys) to shared memory by stmatrix .trans, barrier, then
-//   dQ[64 x 64] = dS K                                  gmma_ss m64n64k16, A = dS (K-major),
-//                                                      B = the K tile MN-major
-//     HD = 128: warpgroup w forms dQ columns 64w .. 64w+63 over the 128 keys;
-//     HD = 64:  each warpgroup forms all 64 columns over its own 64 keys (two partial
-//               sums per element, both added: the order of the adds varies anyway).
+//   dQ[64 x 64] = dS K over the 128 keys               gmma_ss m64n64k16, A = dS (K-major),
+//                                                      B = the K tile MN-major, 8 steps
+//     HD = 128: warpgroup w forms dQ columns 64w .. 64w+63 of the 64 queries;
+//     HD = 64:  warpgroup w forms dQ of queries 64w .. 64w+63 of the 128 (all 64 columns);
+//     either way one partial per dQ element and key block.
 //   dQ partials to a shared fp32 staging buffer (two, alternating), fenced for the async
-//   proxy; after the NEXT iteration's barrier one thread per (partial, query row) issues a
-//   bulk reduction of the row into the fp32 workspace (cp.reduce.async.bulk .add.f32: one
-//   instruction per row instead of 16 float2 atomics per thread, and no barrier of its own);
-//   a buffer is rewritten only after its reductions have read it (wait_group.read).
+//   proxy; after the NEXT iteration's barrier one thread per query row (threads tid < BR)
+//   issues a bulk reduction of the row into the fp32 workspace
+//   (cp.reduce.async.bulk .add.f32: one instruction per row instead of 16 float2 atomics per
+//   thread, and no barrier of its own); a buffer is rewritten only after its reductions have
+//   read it (wait_group.read).
 // Measured (bench/RESULTS-2026-11-23-bwd.md): float2 atomics per thread instead of the bulk reductions, and
 // the bulk reductions issued behind a barrier of their own, were both slower.
 // Deterministic mode (template DQ = false): the same loop without the dQ stage (no sdS, no
@@ -47,17 +48,19 @@
 
 template <int HD, bool DQ>
 struct bwd_g_smem {
+    /* query rows per block: 128 at HD = 64 (S^T, dP^T are m64n128 products), 64 at HD = 128 (the
+     * registers: dK and dV accumulators of 128 columns) */
+    static constexpr int br = HD == 64 ? 128 : 64;
     static constexpr uint32_t kv = 128u * HD * 2; /* bytes of sK or sV (128 rows) */
-    static constexpr uint32_t qo = 64u * HD * 2;  /* bytes of one sQ or sdO buffer (64 rows) */
+    static constexpr uint32_t qo = (uint32_t)br * HD * 2; /* bytes of one sQ or sdO buffer (br rows) */
     static constexpr uint32_t k = 0, v = kv, q = 2 * kv, dout = 2 * kv + 2 * qo, ds = 2 * kv + 4 * qo;
-    /* sdS [64 queries][128 keys] (only with DQ) */
-    static constexpr uint32_t rows = ds + (DQ ? 64u * 128 * 2 : 0u); /* sLse, sDsum [2][64] fp32 */
-    /* sdQ: fp32 dQ partials for the bulk reductions, [2 buffers][NP partials][64 rows][D + 4]
-     * (row stride D + 4 floats: 16-byte aligned rows, conflict-free float2 stores);
-     * NP = 1 for HD = 128 (the warpgroups own column halves), 2 for HD = 64 */
-    static constexpr int np = HD == 128 ? 1 : 2;
-    static constexpr uint32_t dqbuf = DQ ? (uint32_t)np * 64u * (HD + 4) * 4 : 0u; /* none without DQ */
-    static constexpr uint32_t dq = rows + 4 * 64 * 4;
+    /* sdS [br queries][128 keys] (only with DQ) */
+    static constexpr uint32_t rows = ds + (DQ ? (uint32_t)br * 128 * 2 : 0u); /* sLse, sDsum [2][br] fp32 */
+    /* sdQ: fp32 dQ partials for the bulk reductions, [2 buffers][br rows][D + 4] (row stride D + 4
+     * floats: 16-byte aligned rows, conflict-free float2 stores); one partial per element (HD = 128:
+     * the warpgroups own column halves; HD = 64: they own query-row halves) */
+    static constexpr uint32_t dqbuf = DQ ? (uint32_t)br * (HD + 4) * 4 : 0u; /* none without DQ */
+    static constexpr uint32_t dq = rows + 4u * br * 4;
     /* + 1024: the tiles must start 1024-byte aligned (the swizzle reads address bits 7..9) */
     static constexpr size_t bytes = (size_t)dq + 2 * dqbuf + 1024;
 };
@@ -89,12 +92,12 @@ template <int HD, bool BF16, bool DQ, bool VL>
 __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params pk) {
     extern __shared__ __align__(1024) unsigned char bwd_g_raw[];
     typedef bwd_g_smem<HD, DQ> L;
-    constexpr int BC = 128, BR = 64;
+    constexpr int BC = 128, BR = L::br;
     const uint32_t raw = ptx_smem(bwd_g_raw), base = (raw + 1023u) & ~1023u;
     const uint32_t sK = base + L::k, sV = base + L::v, sQ = base + L::q, sdO = base + L::dout, sdS = base + L::ds;
     float *sLse = reinterpret_cast<float *>(bwd_g_raw + (base - raw) + L::rows); /* [2][BR] */
     float *sDsum = sLse + 2 * BR;                                                  /* [2][BR] */
-    float *sdQ = reinterpret_cast<float *>(bwd_g_raw + (base - raw) + L::dq);      /* [2][NP][BR][D + 4] */
+    float *sdQ = reinterpret_cast<float *>(bwd_g_raw + (base - raw) + L::dq);      /* [2][BR][D + 4] */
     const uint32_t sdQa = base + L::dq;
     const int dq_ld = (int)pk.D + 4;
 
@@ -154,18 +157,20 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params pk)
     /* descriptors (K-major, 128-byte swizzle) of this warpgroup's K and V rows; a k-step adds its
      * byte offset >> 4 (the start-address field; every address here is below 2^18) */
     const uint64_t dK0 = gmma_desc(sK + wg * 64 * 128, 16, 1024), dV0 = gmma_desc(sV + wg * 64 * 128, 16, 1024);
-    /* dQ = dS K: A = dS (K-major), B = the K tile MN-major from column 64 wg (HD = 128) */
-    const uint64_t ddS0 = gmma_desc(sdS, 16, 1024);
+    /* dQ = dS K: A = dS (K-major; HD = 64: this warpgroup's 64 query rows), B = the K tile
+     * MN-major (HD = 128: from column 64 wg) */
+    const uint64_t ddS0 = gmma_desc(sdS + (HD == 64 ? wg * 64 * 128 : 0), 16, 1024);
     const uint64_t dKt0 = gmma_desc(sK + (HD == 128 ? wg * BC * 128 : 0), BC * 128, 1024);
 
     /* dQ partials of (query head hq_b, block i0_b), staged in sdQ[bb] (all threads' stores fenced,
-     * then a barrier): one bulk reduction per (partial, query row), threads tid < NP 64 */
+     * then a barrier): one bulk reduction per query row, threads tid < BR (warps 0 .. BR/32 - 1;
+     * spreading them over every warp was measured slower: bench/RESULTS-2026-11-25-s6-bwd.md) */
     auto bulk_dq = [&](int64_t hq_b, int64_t i0_b, int bb) {
-        if (tid < L::np * BR) {
-            const int part = tid / BR, r = tid % BR;
+        if (tid < BR) {
+            const int r = tid;
             if (i0_b + r < p.Sq)
                 gmma_bulk_add_f32(p.dq_ws + ((b * p.Hq + hq_b) * p.Sq + i0_b + r) * p.D,
-                               sdQa + (uint32_t)(((bb * L::np + part) * BR + r) * dq_ld * 4), (uint32_t)p.D * 4);
+                               sdQa + (uint32_t)((bb * BR + r) * dq_ld * 4), (uint32_t)p.D * 4);
             gmma_bulk_commit();
         }
     };
@@ -201,11 +206,11 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params pk)
         gmma_fence();
 #pragma unroll
         for (int ks = 0; ks < HD / 16; ks++)
-            gmma_ss_m64n64k16<BF16, 0, 0>(s, dK0 + (gmma_kslice_offset<BC>(ks) >> 4), dQ0 + (gmma_kslice_offset<BR>(ks) >> 4), ks > 0);
+            gmma_ss<BR, BF16, 0, 0>(s, dK0 + (gmma_kslice_offset<BC>(ks) >> 4), dQ0 + (gmma_kslice_offset<BR>(ks) >> 4), ks > 0);
         gmma_commit();
 #pragma unroll
         for (int ks = 0; ks < HD / 16; ks++)
-            gmma_ss_m64n64k16<BF16, 0, 0>(dp, dV0 + (gmma_kslice_offset<BC>(ks) >> 4), ddO0 + (gmma_kslice_offset<BR>(ks) >> 4), ks > 0);
+            gmma_ss<BR, BF16, 0, 0>(dp, dV0 + (gmma_kslice_offset<BC>(ks) >> 4), ddO0 + (gmma_kslice_offset<BR>(ks) >> 4), ks > 0);
         gmma_commit();
         gmma_wait<1>();
         gmma_fence_operands(s);
@@ -273,29 +278,22 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params pk)
         gmma_fence_proxy(); /* the stmatrix stores -> visible to wgmma after the barrier */
         __syncthreads();
 
-        /* dQ[64 queries x 64 columns] = dS K, added to the fp32 workspace */
+        /* dQ[64 queries x 64 columns] = dS K over the 128 keys, added to the fp32 workspace
+         * (HD = 128: columns 64 wg.. of the 64 queries; HD = 64: queries 64 wg.. of the 128) */
         float dq[8][4]; /* first step: scale_d = 0 */
         gmma_fence();
-        if (HD == 128) {
 #pragma unroll
-            for (int ks = 0; ks < BC / 16; ks++)
-                gmma_ss_m64n64k16<BF16, 0, 1>(dq, ddS0 + (gmma_kslice_offset<BR>(ks) >> 4), dKt0 + ((ks * 16 * 128) >> 4), ks > 0);
-        } else {
-#pragma unroll
-            for (int x = 0; x < 4; x++) {
-                const int ks = wg * 4 + x; /* this warpgroup's keys */
-                gmma_ss_m64n64k16<BF16, 0, 1>(dq, ddS0 + (gmma_kslice_offset<BR>(ks) >> 4), dKt0 + ((ks * 16 * 128) >> 4), x > 0);
-            }
-        }
+        for (int ks = 0; ks < BC / 16; ks++)
+            gmma_ss_m64n64k16<BF16, 0, 1>(dq, ddS0 + (gmma_kslice_offset<BR>(ks) >> 4), dKt0 + ((ks * 16 * 128) >> 4), ks > 0);
         gmma_commit();
         gmma_wait<0>();
         gmma_fence_operands(dq);
         gmma_fence_operands(acc_dv);
         gmma_fence_operands(acc_dk);
         {
-            /* stage this thread's fragment (rows wl 16 + g, + 8; columns c0 + 8n + 2t below D) */
-            const int c0 = HD == 128 ? wg * 64 : 0;
-            float *st = sdQ + ((size_t)buf * L::np + (HD == 128 ? 0 : wg)) * BR * dq_ld + (wl * 16 + g) * dq_ld + c0 + 2 * t;
+            /* stage this thread's fragment (rows r0 + wl 16 + g, + 8; columns c0 + 8n + 2t below D) */
+            const int c0 = HD == 128 ? wg * 64 : 0, r0 = HD == 128 ? 0 : wg * 64;
+            float *st = sdQ + (size_t)buf * BR * dq_ld + (r0 + wl * 16 + g) * dq_ld + c0 + 2 * t;
             const int ncol = (int)(p.D - c0); /* D % 8 == 0: an 8-column group is all in or all out */
 #pragma unroll
             for (int n = 0; n < 8; n++)
