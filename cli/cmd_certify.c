@@ -271,6 +271,11 @@ static void on_job(void *user, int64_t index, const fz_run_result *r)
     const fz_iso_job *j = &x->jobs[index];
     cr->run = 1;
     cr->cases++;
+    /* wall time since the previous case ended (the worker runs the jobs in order): the case with its
+       share of worker start-ups and restarts (r->total_s covers fz_run_case's checks only) */
+    const double t_now = now_s(), dt = t_now - x->t_last;
+    x->t_last = t_now;
+    cr->seconds += dt;
     {   /* a line per case: on stdout with --category (few, large cases: where the time goes), always
            in DIR/cases.log as the run goes (what ran, how long, what was running if the run is cut) */
         static const char *kn[9] = { "PASS", "SKIP", "FAIL", "FAIL (device fault)", "FAIL (crash)", "FAIL (hang)",
@@ -281,16 +286,10 @@ static void on_job(void *user, int64_t index, const fz_run_result *r)
             fprintf(outs[k], "case %lld/%lld %s %s: %s, %lld elements judged, worst ratio %.4g, %.1f s%s%s%s%s\n",
                     (long long)index + 1, (long long)x->njobs, cat_name(cat), x->entries[index].label,
                     r->klass >= 0 && r->klass < 9 ? kn[r->klass] : "?", (long long)r->elements, r->worst_ratio,
-                    r->total_s, r->failure[0] ? " [" : "", r->failure, r->failure[0] ? "] " : "",
+                    dt, r->failure[0] ? " [" : "", r->failure, r->failure[0] ? "] " : "",
                     r->failure[0] && r->v.n_reasons ? r->v.reason[0].text : "");
             fflush(outs[k]);
         }
-    }
-    {   /* wall time since the previous case ended (the worker runs the jobs in order): the case with
-           its share of worker start-ups and restarts */
-        double t = now_s();
-        cr->seconds += t - x->t_last;
-        x->t_last = t;
     }
     if (r->elements > 0) cr->has_ratio = 1;
     if (r->worst_ratio > cr->worst_ratio) cr->worst_ratio = r->worst_ratio;
