@@ -87,8 +87,8 @@ static const char *certify_help =
     "Verdict: CERTIFIED when every case was judged and none failed; NOT CERTIFIED when a case failed or\n"
     "regressed; INCOMPLETE when none failed but some cases were not judged (a harness error: out of\n"
     "memory, a worker killed from outside, the harness past --timeout, a finding that could not be\n"
-    "saved, or a harness defect: an entry of the device sets (cuda_*, production) that the harness could\n"
-    "not judge, named with its reason): the summary, report.md and report.json list the categories and\n"
+    "saved, a fuzz step stopped by a signal or that checked no case, or a harness defect: an entry of\n"
+    "the device sets (cuda_*, production) that the harness could not judge, named with its reason): the summary, report.md and report.json list the categories and\n"
     "counts not judged. The summary and the reports give each category's wall time (seconds).\n"
     "\n"
     "exit: 0 CERTIFIED (and no regression), 1 NOT CERTIFIED (a category failed or regressed), 2 usage\n"
@@ -118,6 +118,8 @@ typedef struct {
     int has_ratio;           /* some case compared elements with the oracle (worst_ratio is meaningful) */
     int64_t cases, passed, failed, skipped, not_judged;
     int64_t overflow;        /* overflow-sensitive cases (oracle/BOUNDS.md 11): not failures */
+    int64_t bwd_declined;    /* of passed: paged cases whose forward was judged and whose backward the backend
+                                declined (fa_limits.supports_paged claims the forward only) */
     int64_t defects;         /* of not_judged: device entries the harness could not judge (fc_sweep_miss
                                 FC_SWEEP_MISS_DEFECT: a defect of the sweep's entry, not of the backend) */
     double seconds;          /* wall time: the sweep's categories, the sum over their cases of the time from the
@@ -296,8 +298,10 @@ static void on_job(void *user, int64_t index, const fz_run_result *r)
     switch (r->klass) {
     case FZ_OUT_PASS: cr->passed++; break;
     case FZ_OUT_SKIP:   /* a declined layout or an uncheckable finding may be what the entry expects */
-        if (fc_sweep_met(&x->entries[index], &r->v, NULL, 0)) cr->passed++;
-        else if (fc_sweep_miss(&x->entries[index], &r->v) == FC_SWEEP_MISS_DEFECT) {
+        if (fc_sweep_met(&x->entries[index], &r->v, NULL, 0)) {
+            cr->passed++;
+            cr->bwd_declined += x->entries[index].expect == FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE;
+        } else if (fc_sweep_miss(&x->entries[index], &r->v) == FC_SWEEP_MISS_DEFECT) {
             /* a device entry the harness cannot judge: not judged (the run cannot certify), named
                with its reason as a harness defect, not a failure of the backend */
             cr->not_judged++;
@@ -447,6 +451,20 @@ static void run_fuzz(certify_ctx *x, double seconds, int jobs)
     cr->has_ratio = st.elements > 0;
     snprintf(cr->note, sizeof cr->note, "%.0f s, %d worker(s), %.1f cases/s, %lld distinct findings in fuzz-findings/",
              st.seconds, cfg.workers, st.cases_per_s, (long long)st.findings_new);
+    /* a fuzz step that was cut short or checked nothing is not judged (the run cannot certify), and says
+       why: a signal (SIGTERM from a timeout, SIGINT, SIGHUP) stops the campaign cleanly after its
+       current cases, and certify then writes its reports, which must not read as a pass */
+    if (st.stop_signal) {
+        cr->not_judged++;
+        snprintf(cr->note, sizeof cr->note, "harness: the fuzz step was stopped by signal %d (%s) after %.1f of %.0f s, "
+                 "%lld case(s) checked: not judged (not a finding; run certify again)", st.stop_signal,
+                 strsignal(st.stop_signal), st.seconds, seconds, (long long)st.cases);
+    } else if (st.cases == 0) {
+        cr->not_judged++;
+        snprintf(cr->note, sizeof cr->note, "harness: the fuzz step checked no case in %.1f s (budget %.0f s, %d "
+                 "worker(s), %lld skipped, %lld harness errors): not judged (not a finding)", st.seconds, seconds,
+                 cfg.workers, (long long)st.skipped, (long long)st.harness_errors);
+    }
     if (st.findings_unsaved > 0) {   /* harness error: the findings are not on disk (stderr has their text) */
         cr->not_judged += st.findings_unsaved;
         snprintf(cr->note, sizeof cr->note, "harness error: %lld finding(s) could not be saved: %.180s",
@@ -569,6 +587,7 @@ static cJSON *report_json(const certify_ctx *x, int verdict, const char *date, c
         cJSON_AddNumberToObject(o, "not_judged", (double)c->not_judged);
         cJSON_AddNumberToObject(o, "overflow_sensitive", (double)c->overflow);
         cJSON_AddNumberToObject(o, "harness_defects", (double)c->defects);   /* of not_judged */
+        cJSON_AddNumberToObject(o, "backward_declined", (double)c->bwd_declined);   /* of passed: forward judged */
         cJSON_AddNumberToObject(o, "seconds", c->seconds);
         if (c->has_ratio) cJSON_AddNumberToObject(o, "worst_ratio", c->worst_ratio);
         else cJSON_AddNullToObject(o, "worst_ratio");   /* no element compared with the oracle */
@@ -695,6 +714,9 @@ static int write_markdown(const certify_ctx *x, const char *path, int verdict, c
     for (int i = 0; i < CAT_COUNT; i++) {
         const cat_result *c = &x->cat[i];
         if (c->note[0]) MD("- %s: %s\n", cat_name(i), c->note);
+        if (c->bwd_declined)
+            MD("- %s: %lld case(s) passed on the forward alone: the backend declined their backward (paged K/V: "
+               "fa_limits.supports_paged claims the forward only)\n", cat_name(i), (long long)c->bwd_declined);
         if (c->overflow)
             MD("- %s: %lld overflow-sensitive case(s) (NaN/Inf where the profile's intermediates may overflow, "
                "oracle/BOUNDS.md section 11; not failures): overflow-sensitive/\n", cat_name(i), (long long)c->overflow);
@@ -898,6 +920,10 @@ int cli_certify(int argc, char **argv)
     }
     for (int i = 0; i < CAT_COUNT; i++)
         for (int k = 0; k < x->cat[i].nfail_listed; k++) printf("  FAIL %s: %s\n", cat_name(i), x->cat[i].failures[k]);
+    for (int i = 0; i < CAT_COUNT; i++)
+        if (x->cat[i].bwd_declined)
+            printf("  %s: %lld case(s) passed on the forward alone (the backend declined their paged backward)\n",
+                   cat_name(i), (long long)x->cat[i].bwd_declined);
     for (int i = 0; i < CAT_COUNT; i++)
         for (int k = 0; k < x->cat[i].ndefect_listed; k++)
             printf("  HARNESS DEFECT %s (not judged, not a backend finding): %s\n", cat_name(i), x->cat[i].defect_list[k]);

@@ -207,7 +207,12 @@ int fc_sweep_v3_claimed(const fa_limits *l, const fc_case *c) {
 }
 
 static void add_v3(sweep_list *s, int cat, const fc_case *c, int prop) {
-    if (fc_sweep_v3_claimed(s->o->lim, c)) add_base(s, cat, c, prop);
+    if (!fc_sweep_v3_claimed(s->o->lim, c)) return;
+    add_base(s, cat, c, prop);
+    /* a paged call: the contract's supports_paged covers the forward, a backend may decline the
+       backward (fa_limits); the forward is judged either way */
+    if (!s->oom && prop < 0 && c->p.page_size >= 1 && s->e[s->n - 1].c.backward)
+        s->e[s->n - 1].expect = FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE;
 }
 
 static void build_base_v3(sweep_list *s) {
@@ -1043,6 +1048,13 @@ int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t
         else other++;
     }
     if (e->expect == FC_SWEEP_EXPECT_DECLINE && unsupported && !other) return 1;
+    if (e->expect == FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE && v->outcome == FC_SKIP && !uncheckable && !other &&
+        unsupported) {
+        int bwd_only = 1;   /* every UNSUPPORTED is the backward's (judge_status: "backward: backend says ...") */
+        for (int i = 0; i < v->n_reasons; i++)
+            if (strncmp(v->reason[i].text, "backward: ", 10) != 0) bwd_only = 0;
+        if (bwd_only && v->t[FC_T_O].checked && v->t[FC_T_O].elements > 0) return 1;
+    }
     if (judged && uncheckable && !unsupported && !other) {
         /* the tensor the finding is about (dQ; O for a forward-only run) had judged elements */
         const fc_tensor_stats *ts = &v->t[e->c.backward ? FC_T_DQ : FC_T_O];

@@ -14,6 +14,8 @@
  *     score and no non-finite reference; was SKIP "the placement shows nothing"): judged now, and
  *     each catches a broken backend it let through before (4105: a mask read with batch stride 0,
  *     the cross-batch leak; 4009: a forward that clamps NaN/Inf results to 0);
+ *   - test_paged_backward_declined: a paged case on a backend that declines the paged backward (the
+ *     contract lets it) is judged on its forward and met, and still fails with a broken paged forward;
  *   - test_miss: a device entry the harness cannot judge is a harness defect (fc_sweep_miss, and
  *     fc_sweep_run's DEFECT line and tally), not a failure of the backend and not a pass; a BASE
  *     skip stays a skip; a device UNSUPPORTED stays the backend's failure. */
@@ -255,7 +257,67 @@ static void test_miss(void) {
           "the log names the defect with its reason, neither a failure nor a pass");
 }
 
+/* a backend that claims paged K/V (the forward) and declines the paged backward, as the contract lets
+   it (fa_limits.supports_paged): UNSUPPORTED before any write */
+static fa_status bwd_no_paged(const fa_bwd_args *a, fa_error *err) {
+    if (a->p.page_size >= 1) return fa_fail(err, FA_ERR_UNSUPPORTED, "page_size", "no paged backward (test backend)");
+    return fa_backend_cpu()->backward(a, err);
+}
+
+/* the paged category on such a backend: its forward is judged and passes (the entries are met, not
+   skipped); a paged forward that reads the block table with the wrong stride still fails it; a
+   backend that declines the paged forward too is skipped, not met */
+static void test_paged_backward_declined(void) {
+    fc_sweep_opts o;
+    fc_sweep_opts_default(&o);
+    o.lim = &fa_backend_cpu()->limits;
+    fc_sweep_entry *e;
+    int64_t n = fc_sweep_build(&o, &e), np = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (e[i].c.p.page_size >= 1 && e[i].prop < 0) {
+            np++;
+            CHECK(e[i].expect == FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE, "%s: the backward may be declined", e[i].label);
+        }
+    CHECK(np >= 5, "paged entries: %lld (the paged category and the sinks' paged case)", (long long)np);
+    fa_backend be = *fa_backend_cpu();
+    be.backward = bwd_no_paged;
+    fc_sweep_tally t[FC_SWEEP_CAT_COUNT];
+    fa_cpu_set_mutant(0);
+    int64_t bad = fc_sweep_run(&be, e, n, FC_SWEEP_PAGED, stdout, t);
+    CHECK(bad == 0 && t[FC_SWEEP_PAGED].ran == 4 && t[FC_SWEEP_PAGED].skipped == 0 && t[FC_SWEEP_PAGED].failed == 0,
+          "paged category with the backward declined: %lld not met, %lld skipped of %lld", (long long)bad,
+          (long long)t[FC_SWEEP_PAGED].skipped, (long long)t[FC_SWEEP_PAGED].ran);
+    fc_verdict *v = malloc(sizeof *v);
+    for (int64_t i = 0; i < n; i++) {
+        if (e[i].category != FC_SWEEP_PAGED) continue;
+        fc_sweep_check(&be, &e[i], v);
+        CHECK(fc_sweep_met(&e[i], v, NULL, 0) && v->outcome == FC_SKIP && v->t[FC_T_O].elements > 0 &&
+                  !v->t[FC_T_DQ].checked,
+              "%s: met on the forward alone (%s, %lld O elements judged)", e[i].label, fc_outcome_name(v->outcome),
+              (long long)v->t[FC_T_O].elements);
+    }
+    int id = fa_cpu_mutant_id("block_table_stride");
+    CHECK(id > 0, "mutant block_table_stride exists");
+    fa_cpu_set_mutant(id);
+    bad = fc_sweep_run(&be, e, n, FC_SWEEP_PAGED, stdout, t);
+    fa_cpu_set_mutant(0);
+    CHECK(bad > 0 && t[FC_SWEEP_PAGED].failed == bad, "a paged forward reading the block table with the wrong stride "
+          "fails the category with the backward declined (%lld)", (long long)bad);
+    /* the same expectation does not excuse a declined forward */
+    for (int64_t i = 0; i < n; i++) {
+        if (e[i].category != FC_SWEEP_PAGED) continue;
+        fc_verdict_init(v);
+        fc_verdict_skip(v, "forward: backend says unsupported (page_size): no paged forward");
+        CHECK(!fc_sweep_met(&e[i], v, NULL, 0) && fc_sweep_miss(&e[i], v) == FC_SWEEP_MISS_SKIP,
+              "a declined paged forward is skipped, not met");
+        break;
+    }
+    free(v);
+    free(e);
+}
+
 int main(void) {
+    test_paged_backward_declined();
     test_miss();
     test_regression_nonfinite_4105_keypad();
     test_regression_nonfinite_4009_one_key_row();
