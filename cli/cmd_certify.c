@@ -52,7 +52,8 @@ static const char *certify_help =
     "that case, not of the run. Prints a summary table; writes DIR/report.md and DIR/report.json\n"
     "(pass/fail and the worst error/bound ratio per category), DIR/plots/*.svg (shown in report.md:\n"
     "an error/bound histogram per output tensor, a heat map per failing or near-failing tensor) and a\n"
-    "repro file per failure. On a terminal a progress line shows cases done and the elapsed time.\n"
+    "repro file per failure, and DIR/cases.log, a line per case as it finishes (category, label, verdict,\n"
+    "seconds). On a terminal a progress line shows cases done and the elapsed time.\n"
     "\n"
     "options:\n"
     "  --backend B         cpu | cuda | PATH.so (default: CUDA when a GPU is present, else CPU)\n"
@@ -86,7 +87,9 @@ static const char *certify_help =
     "Verdict: CERTIFIED when every case was judged and none failed; NOT CERTIFIED when a case failed or\n"
     "regressed; INCOMPLETE when none failed but some cases were not judged (a harness error: out of\n"
     "memory, a worker killed from outside, the harness past --timeout, a finding that could not be\n"
-    "saved): the summary, report.md and report.json list the categories and counts not judged.\n"
+    "saved, a fuzz step stopped by a signal or that checked no case, or a harness defect: an entry of\n"
+    "the device sets (cuda_*, production) that the harness could not judge, named with its reason): the summary, report.md and report.json list the categories and\n"
+    "counts not judged. The summary and the reports give each category's wall time (seconds).\n"
     "\n"
     "exit: 0 CERTIFIED (and no regression), 1 NOT CERTIFIED (a category failed or regressed), 2 usage\n"
     "      (incl. a bad --baseline, or DIR in use by another run or holding a report), 3 backend cannot be\n"
@@ -115,10 +118,18 @@ typedef struct {
     int has_ratio;           /* some case compared elements with the oracle (worst_ratio is meaningful) */
     int64_t cases, passed, failed, skipped, not_judged;
     int64_t overflow;        /* overflow-sensitive cases (oracle/BOUNDS.md 11): not failures */
+    int64_t bwd_declined;    /* of passed: paged cases whose forward was judged and whose backward the backend
+                                declined (fa_limits.supports_paged claims the forward only) */
+    int64_t defects;         /* of not_judged: device entries the harness could not judge (fc_sweep_miss
+                                FC_SWEEP_MISS_DEFECT: a defect of the sweep's entry, not of the backend) */
+    double seconds;          /* wall time: the sweep's categories, the sum over their cases of the time from the
+                                previous case's end to theirs; certify's own steps, the step's */
     double worst_ratio;
     char note[256];
     char failures[8][300];   /* first failures: "state -> file" */
     int nfail_listed;
+    char defect_list[4][300];/* first harness defects: "LABEL: reason" */
+    int ndefect_listed;
 } cat_result;
 
 /* Rounding bias of one output tensor pooled over the fixed sweep's cases (fc_tensor_stats.bias_*,
@@ -154,6 +165,8 @@ typedef struct {
     rp_plots *plots;         /* histograms and heat maps of the sweep's verdicts */
     bias_acc bias[5];        /* rounding bias per output tensor (bias_tensors), pooled over the fixed sweep */
     rp_progress prog;
+    FILE *cases_log;         /* DIR/cases.log: a line per sweep case and per own step, as they finish */
+    double t_last;           /* when the previous sweep case ended (now_s), or the sweep started */
 } certify_ctx;
 
 /* ------------------------------------------------------------------------- */
@@ -231,6 +244,13 @@ static int build_sweep(certify_ctx *x, int quick)
 /* ------------------------------------------------------------------------- */
 /* results                                                                   */
 
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 static void note_failure(certify_ctx *x, cat_result *cr, const fc_case *c, const char *pass, const char *tensor,
                          const char *failure, const char *detail)
 {
@@ -253,22 +273,43 @@ static void on_job(void *user, int64_t index, const fz_run_result *r)
     const fz_iso_job *j = &x->jobs[index];
     cr->run = 1;
     cr->cases++;
-    if (x->only >= 0) {   /* --category: a line per case (few, large cases: where the time goes) */
+    /* wall time since the previous case ended (the worker runs the jobs in order): the case with its
+       share of worker start-ups and restarts (r->total_s covers fz_run_case's checks only) */
+    const double t_now = now_s(), dt = t_now - x->t_last;
+    x->t_last = t_now;
+    cr->seconds += dt;
+    {   /* a line per case: on stdout with --category (few, large cases: where the time goes), always
+           in DIR/cases.log as the run goes (what ran, how long, what was running if the run is cut) */
         static const char *kn[9] = { "PASS", "SKIP", "FAIL", "FAIL (device fault)", "FAIL (crash)", "FAIL (hang)",
                                      "NOT JUDGED (harness error)", "NOT JUDGED (harness past --timeout)", "OVERFLOW" };
-        printf("case %lld/%lld %s: %s, %lld elements judged, worst ratio %.4g, %.1f s%s%s%s%s\n", (long long)index + 1,
-               (long long)x->njobs, x->entries[index].label, r->klass >= 0 && r->klass < 9 ? kn[r->klass] : "?",
-               (long long)r->elements, r->worst_ratio, r->total_s, r->failure[0] ? " [" : "", r->failure,
-               r->failure[0] ? "] " : "", r->failure[0] && r->v.n_reasons ? r->v.reason[0].text : "");
-        fflush(stdout);
+        FILE *outs[2] = { x->only >= 0 ? stdout : NULL, x->cases_log };
+        for (int k = 0; k < 2; k++) {
+            if (!outs[k]) continue;
+            fprintf(outs[k], "case %lld/%lld %s %s: %s, %lld elements judged, worst ratio %.4g, %.1f s%s%s%s%s\n",
+                    (long long)index + 1, (long long)x->njobs, cat_name(cat), x->entries[index].label,
+                    r->klass >= 0 && r->klass < 9 ? kn[r->klass] : "?", (long long)r->elements, r->worst_ratio,
+                    dt, r->failure[0] ? " [" : "", r->failure, r->failure[0] ? "] " : "",
+                    r->failure[0] && r->v.n_reasons ? r->v.reason[0].text : "");
+            fflush(outs[k]);
+        }
     }
     if (r->elements > 0) cr->has_ratio = 1;
     if (r->worst_ratio > cr->worst_ratio) cr->worst_ratio = r->worst_ratio;
     switch (r->klass) {
     case FZ_OUT_PASS: cr->passed++; break;
     case FZ_OUT_SKIP:   /* a declined layout or an uncheckable finding may be what the entry expects */
-        if (fc_sweep_met(&x->entries[index], &r->v, NULL, 0)) cr->passed++;
-        else {
+        if (fc_sweep_met(&x->entries[index], &r->v, NULL, 0)) {
+            cr->passed++;
+            cr->bwd_declined += x->entries[index].expect == FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE;
+        } else if (fc_sweep_miss(&x->entries[index], &r->v) == FC_SWEEP_MISS_DEFECT) {
+            /* a device entry the harness cannot judge: not judged (the run cannot certify), named
+               with its reason as a harness defect, not a failure of the backend */
+            cr->not_judged++;
+            cr->defects++;
+            if (cr->ndefect_listed < 4)
+                snprintf(cr->defect_list[cr->ndefect_listed++], sizeof cr->defect_list[0], "%.120s: %.170s",
+                         x->entries[index].label, r->v.n_reasons > 0 ? r->v.reason[0].text : "(no reason given)");
+        } else {
             cr->skipped++;
             if (cat >= FC_SWEEP_VARLEN && cat <= FC_SWEEP_SINKS && !cr->note[0])   /* contract v3: say why, once */
                 snprintf(cr->note, sizeof cr->note, "skipped: %.200s",
@@ -410,6 +451,20 @@ static void run_fuzz(certify_ctx *x, double seconds, int jobs)
     cr->has_ratio = st.elements > 0;
     snprintf(cr->note, sizeof cr->note, "%.0f s, %d worker(s), %.1f cases/s, %lld distinct findings in fuzz-findings/",
              st.seconds, cfg.workers, st.cases_per_s, (long long)st.findings_new);
+    /* a fuzz step that was cut short or checked nothing is not judged (the run cannot certify), and says
+       why: a signal (SIGTERM from a timeout, SIGINT, SIGHUP) stops the campaign cleanly after its
+       current cases, and certify then writes its reports, which must not read as a pass */
+    if (st.stop_signal) {
+        cr->not_judged++;
+        snprintf(cr->note, sizeof cr->note, "harness: the fuzz step was stopped by signal %d (%s) after %.1f of %.0f s, "
+                 "%lld case(s) checked: not judged (not a finding; run certify again)", st.stop_signal,
+                 strsignal(st.stop_signal), st.seconds, seconds, (long long)st.cases);
+    } else if (st.cases == 0) {
+        cr->not_judged++;
+        snprintf(cr->note, sizeof cr->note, "harness: the fuzz step checked no case in %.1f s (budget %.0f s, %d "
+                 "worker(s), %lld skipped, %lld harness errors): not judged (not a finding)", st.seconds, seconds,
+                 cfg.workers, (long long)st.skipped, (long long)st.harness_errors);
+    }
     if (st.findings_unsaved > 0) {   /* harness error: the findings are not on disk (stderr has their text) */
         cr->not_judged += st.findings_unsaved;
         snprintf(cr->note, sizeof cr->note, "harness error: %lld finding(s) could not be saved: %.180s",
@@ -531,11 +586,16 @@ static cJSON *report_json(const certify_ctx *x, int verdict, const char *date, c
         cJSON_AddNumberToObject(o, "skipped", (double)c->skipped);
         cJSON_AddNumberToObject(o, "not_judged", (double)c->not_judged);
         cJSON_AddNumberToObject(o, "overflow_sensitive", (double)c->overflow);
+        cJSON_AddNumberToObject(o, "harness_defects", (double)c->defects);   /* of not_judged */
+        cJSON_AddNumberToObject(o, "backward_declined", (double)c->bwd_declined);   /* of passed: forward judged */
+        cJSON_AddNumberToObject(o, "seconds", c->seconds);
         if (c->has_ratio) cJSON_AddNumberToObject(o, "worst_ratio", c->worst_ratio);
         else cJSON_AddNullToObject(o, "worst_ratio");   /* no element compared with the oracle */
         cJSON_AddStringToObject(o, "note", c->note);
         cJSON *f = cJSON_AddArrayToObject(o, "failures");
         for (int k = 0; k < c->nfail_listed; k++) cJSON_AddItemToArray(f, cJSON_CreateString(c->failures[k]));
+        cJSON *d = cJSON_AddArrayToObject(o, "harness_defect_list");
+        for (int k = 0; k < c->ndefect_listed; k++) cJSON_AddItemToArray(d, cJSON_CreateString(c->defect_list[k]));
         cJSON_AddItemToArray(cats, o);
     }
     cJSON *bias = cJSON_AddObjectToObject(root, "rounding_bias");   /* per output tensor, fixed sweep pooled */
@@ -614,19 +674,21 @@ static int write_markdown(const certify_ctx *x, const char *path, int verdict, c
     MD("- precision profile: %s\n\n", x->profile ? x->profile : "declared by the backend");
     char njl[600];
     if (not_judged_list(x, njl, sizeof njl) > 0)
-        MD("**Not judged** (harness errors: out of memory, killed from outside, harness past --timeout; not findings "
-           "against the backend, but the run cannot certify): %s. Run those cases again.\n\n", njl);
+        MD("**Not judged** (harness errors: out of memory, killed from outside, harness past --timeout, a sweep entry "
+           "the harness cannot judge; not findings against the backend, but the run cannot certify): %s. Run those "
+           "cases again; a harness defect (listed below) needs a fixed sweep.\n\n", njl);
     MD("Each case checks every output element against the oracle's per-element bound (ratio = |got - ref| / bound;\n"
        "an element passes at ratio <= 1), plus guards, unwritten outputs, unchanged inputs and determinism.\n\n");
-    MD("| category | status | cases | passed | failed | skipped | not judged | worst error/bound | covers |\n");
-    MD("|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+    MD("| category | status | cases | passed | failed | skipped | not judged | worst error/bound | seconds | covers |\n");
+    MD("|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for (int i = 0; i < CAT_COUNT; i++) {
         const cat_result *c = &x->cat[i];
         if (!cat_shown(x, i)) continue;
         char ratio[32];
         cat_ratio(c, ratio, sizeof ratio);
-        MD("| %s | %s | %lld | %lld | %lld | %lld | %lld | %s | %s |\n", cat_name(i), cat_status(c), (long long)c->cases,
-           (long long)c->passed, (long long)c->failed, (long long)c->skipped, (long long)c->not_judged, ratio, cat_what(i));
+        MD("| %s | %s | %lld | %lld | %lld | %lld | %lld | %s | %.1f | %s |\n", cat_name(i), cat_status(c), (long long)c->cases,
+           (long long)c->passed, (long long)c->failed, (long long)c->skipped, (long long)c->not_judged, ratio, c->seconds,
+           cat_what(i));
     }
     MD("\n");
     int any_bias = 0;
@@ -652,9 +714,20 @@ static int write_markdown(const certify_ctx *x, const char *path, int verdict, c
     for (int i = 0; i < CAT_COUNT; i++) {
         const cat_result *c = &x->cat[i];
         if (c->note[0]) MD("- %s: %s\n", cat_name(i), c->note);
+        if (c->bwd_declined)
+            MD("- %s: %lld case(s) passed on the forward alone: the backend declined their backward (paged K/V: "
+               "fa_limits.supports_paged claims the forward only)\n", cat_name(i), (long long)c->bwd_declined);
         if (c->overflow)
             MD("- %s: %lld overflow-sensitive case(s) (NaN/Inf where the profile's intermediates may overflow, "
                "oracle/BOUNDS.md section 11; not failures): overflow-sensitive/\n", cat_name(i), (long long)c->overflow);
+    }
+    for (int i = 0; i < CAT_COUNT; i++) {
+        const cat_result *c = &x->cat[i];
+        if (!c->ndefect_listed) continue;
+        MD("\n## %s: harness defects (entries the sweep built but cannot judge; not findings against the backend)\n\n",
+           cat_name(i));
+        for (int k = 0; k < c->ndefect_listed; k++) MD("- %s\n", c->defect_list[k]);
+        if (c->defects > c->ndefect_listed) MD("- ... %lld more\n", (long long)(c->defects - c->ndefect_listed));
     }
     for (int i = 0; i < CAT_COUNT; i++) {
         const cat_result *c = &x->cat[i];
@@ -774,16 +847,40 @@ int cli_certify(int argc, char **argv)
     fprintf(stderr, "flashcheck certify: precision profile %s\n", x->profile ? x->profile : "declared by the backend");
     if (build_sweep(x, quick) != 0) { fprintf(stderr, "flashcheck certify: out of memory building the sweep\n"); return CLI_INTERNAL; }
     x->plots = rp_plots_new();
+    {
+        char lp[4300];
+        snprintf(lp, sizeof lp, "%s/cases.log", x->out);
+        /* appended (a run cut short on this DIR leaves its lines); a log only: the reports are
+           written, and their failure reported, at the end */
+        x->cases_log = fopen(lp, "a");
+        if (!x->cases_log) fprintf(stderr, "flashcheck certify: cannot write %s: %s (no per-case log)\n", lp, strerror(errno));
+        else fprintf(x->cases_log, "# flashcheck certify %s, backend %s, %lld sweep cases\n", date, x->backend,
+                     (long long)x->njobs);
+    }
     rp_progress_start(&x->prog, stderr, "flashcheck certify", "cases", x->njobs, quiet);
+    x->t_last = now_s();
     fz_iso_batch(x->backend_arg, x->jobs, x->njobs, timeout, on_job, x);
     rp_progress_end(&x->prog);
     if (x->only < 0) {
+        double t0 = now_s();
         run_misuse(x);
+        double t1 = now_s();
+        x->cat[CAT_API].seconds = t1 - t0;
         fprintf(stderr, "flashcheck certify: API misuse done; fuzzing %.0f s\n", fuzz_s);
         run_fuzz(x, fuzz_s, (int)jobs);
+        double t2 = now_s();
+        x->cat[CAT_FUZZ].seconds = t2 - t1;
         run_sanitizer(x, sanitizer);
+        x->cat[CAT_SANITIZER].seconds = now_s() - t2;
+        for (int i = CAT_API; i < CAT_COUNT && x->cases_log; i++)
+            if (x->cat[i].run)
+                fprintf(x->cases_log, "step %s: %lld cases, %lld failed, %lld not judged, %.1f s\n", cat_name(i),
+                        (long long)x->cat[i].cases, (long long)x->cat[i].failed, (long long)x->cat[i].not_judged,
+                        x->cat[i].seconds);
     }
     rp_progress_end(&x->prog);
+    if (x->cases_log) fclose(x->cases_log);
+    x->cases_log = NULL;
 
     int pass = 1;
     for (int i = 0; i < CAT_COUNT; i++) if (x->cat[i].failed) pass = 0;
@@ -810,17 +907,26 @@ int cli_certify(int argc, char **argv)
 
     /* summary table */
     printf("flashcheck certify: backend %s, profile %s\n", x->backend, x->profile ? x->profile : "declared by the backend");
-    printf("  %-11s %-10s %7s %7s %7s %8s %11s %12s\n", "category", "status", "cases", "passed", "failed", "skipped", "not judged", "worst ratio");
+    printf("  %-16s %-10s %7s %7s %7s %8s %11s %12s %9s\n", "category", "status", "cases", "passed", "failed", "skipped",
+           "not judged", "worst ratio", "seconds");
     for (int i = 0; i < CAT_COUNT; i++) {
         const cat_result *c = &x->cat[i];
         if (!cat_shown(x, i)) continue;
         char ratio[32];
         cat_ratio(c, ratio, sizeof ratio);
-        printf("  %-11s %-10s %7lld %7lld %7lld %8lld %11lld %12s\n", cat_name(i), cat_status(c), (long long)c->cases,
-               (long long)c->passed, (long long)c->failed, (long long)c->skipped, (long long)c->not_judged, ratio);
+        printf("  %-16s %-10s %7lld %7lld %7lld %8lld %11lld %12s %9.1f\n", cat_name(i), cat_status(c), (long long)c->cases,
+               (long long)c->passed, (long long)c->failed, (long long)c->skipped, (long long)c->not_judged, ratio,
+               c->seconds);
     }
     for (int i = 0; i < CAT_COUNT; i++)
         for (int k = 0; k < x->cat[i].nfail_listed; k++) printf("  FAIL %s: %s\n", cat_name(i), x->cat[i].failures[k]);
+    for (int i = 0; i < CAT_COUNT; i++)
+        if (x->cat[i].bwd_declined)
+            printf("  %s: %lld case(s) passed on the forward alone (the backend declined their paged backward)\n",
+                   cat_name(i), (long long)x->cat[i].bwd_declined);
+    for (int i = 0; i < CAT_COUNT; i++)
+        for (int k = 0; k < x->cat[i].ndefect_listed; k++)
+            printf("  HARNESS DEFECT %s (not judged, not a backend finding): %s\n", cat_name(i), x->cat[i].defect_list[k]);
     for (int i = 0; i < CAT_COUNT; i++)
         if (x->cat[i].overflow)
             printf("  overflow-sensitive %s: %lld case(s), not failures (oracle/BOUNDS.md 11), in %s/overflow-sensitive/\n",

@@ -9,9 +9,11 @@
  *   - an element it cannot reach keeps its finite reference and bound: a NaN/Inf there is a leak
  *     ("nan"), a value outside the bound a "bound" failure; a row with no visible key stays exactly
  *     O = 0, LSE = -inf, dQ = 0 ("masked_row"), whatever its Q or dO hold.
- * Placements (b = 0; the probe key j0 is visible to some rows of (b, h) and hidden from others of
- * the same (b, h), next to the probe row's visible range; rows: a row with no visible key when the
- * case has one, and a row that sees some keys but not all):
+ * Placements (nf_plan, head 0): the key j0 of batch b visible to some rows of (b, 0) and hidden
+ * from others, next to the probe row's visible range; when no batch has one (key padding), a key
+ * no row of its batch sees, preferably one another batch's rows see (nothing may reach any
+ * output); rows: a row with no visible key when the case has one, and a row that sees some keys
+ * but not all, Q's +Inf in a component that gives it a +Inf or NaN score (nf_q_comp):
  *   K[j0] one element NaN, K[j0] one element -Inf, V[j0] a whole row NaN/+Inf/-Inf by component,
  *   Q[row] one element +Inf, dO[row] one element NaN (backward).
  * Elements without a finite bound (the oracle's UNCHECKABLE: dK/dV with a NaN K or V, rows whose
@@ -45,8 +47,12 @@ static const char *const nf_kind_name[NF_KINDS] = {"K NaN", "K -Inf", "V NaN/+In
 
 typedef struct {
     nf_kind kind;
+    int64_t b;     /* batch of the placement */
     int64_t pos;   /* key j0 (K, V) or query row (Q, dO) */
-    int dead;      /* Q, dO: the row sees no key (nothing may reach any output) */
+    int64_t comp;  /* the component poisoned (K NaN / -Inf, Q +Inf, dO NaN) */
+    int dead;      /* Q, dO: the row sees no key; K, V: no row of batch b sees the key (nothing may
+                      reach any output) */
+    int cross;     /* K, V dead: rows of another batch see the same key index (a cross-batch leak) */
 } nf_place;
 
 /* Counts over one oracle block: references NaN/Inf, elements with ORC_F_INF_INPUT, and finite
@@ -122,25 +128,30 @@ static int nf_one(const fa_backend *be, const fc_case *c, const nf_place *pl, in
                   fc_verdict *s) {
     const fa_problem *p = &c->p;
     char label[96], msg[300];
-    snprintf(label, sizeof label, "%s at %s %lld%s", nf_kind_name[pl->kind], pl->kind <= NF_V_ROW ? "key" : "row",
-             (long long)pl->pos, pl->dead ? " (a row with no visible key)" : "");
+    const int kv = pl->kind <= NF_V_ROW;
+    char batch[32] = "";
+    if (pl->b) snprintf(batch, sizeof batch, " of batch %lld", (long long)pl->b);
+    snprintf(label, sizeof label, "%s at %s %lld%s%s", nf_kind_name[pl->kind], kv ? "key" : "row", (long long)pl->pos,
+             batch, !pl->dead ? "" : !kv ? " (a row with no visible key)"
+                      : pl->cross ? " (hidden from every row of its batch, seen by another batch's rows)"
+                                  : " (hidden from every row)");
     fc_run r;
     if (fc_run_init(&r, c, FC_POISON_A, msg, sizeof msg)) {
         fc_prop_fail(v, NF, "harness: %s", msg);
         return 0;
     }
-    const int64_t dqk = p->head_dim_qk, dv = p->head_dim_v;
+    const int64_t dv = p->head_dim_v;
     switch (pl->kind) {
-    case NF_K_NAN: { int64_t idx[4] = {0, pl->pos, 0, 3 % dqk}; fc_buf_set(&r.buf[FC_T_K], idx, NAN); break; }
-    case NF_K_NEGINF: { int64_t idx[4] = {0, pl->pos, 0, 5 % dqk}; fc_buf_set(&r.buf[FC_T_K], idx, -INFINITY); break; }
+    case NF_K_NAN: { int64_t idx[4] = {pl->b, pl->pos, 0, pl->comp}; fc_buf_set(&r.buf[FC_T_K], idx, NAN); break; }
+    case NF_K_NEGINF: { int64_t idx[4] = {pl->b, pl->pos, 0, pl->comp}; fc_buf_set(&r.buf[FC_T_K], idx, -INFINITY); break; }
     case NF_V_ROW:
         for (int64_t d = 0; d < dv; d++) {
-            int64_t idx[4] = {0, pl->pos, 0, d};
+            int64_t idx[4] = {pl->b, pl->pos, 0, d};
             fc_buf_set(&r.buf[FC_T_V], idx, d % 3 == 0 ? NAN : d % 3 == 1 ? INFINITY : -INFINITY);
         }
         break;
-    case NF_Q_INF: { int64_t idx[4] = {0, pl->pos, 0, 4 % dqk}; fc_buf_set(&r.buf[FC_T_Q], idx, INFINITY); break; }
-    case NF_DO_NAN: { int64_t idx[4] = {0, pl->pos, 0, 2 % dv}; fc_buf_set(&r.buf[FC_T_DO], idx, NAN); break; }
+    case NF_Q_INF: { int64_t idx[4] = {pl->b, pl->pos, 0, pl->comp}; fc_buf_set(&r.buf[FC_T_Q], idx, INFINITY); break; }
+    case NF_DO_NAN: { int64_t idx[4] = {pl->b, pl->pos, 0, pl->comp}; fc_buf_set(&r.buf[FC_T_DO], idx, NAN); break; }
     default: break;
     }
     fc_verdict_init(s);
@@ -192,24 +203,23 @@ static int nf_one(const fa_backend *be, const fc_case *c, const nf_place *pl, in
     judged = 1;
     /* what the placement must have shown: the guarded tensors keep judged finite elements */
     {
-        const int kv = pl->kind <= NF_V_ROW;
         const int64_t nonfinite = fwd.nonfinite + gq.nonfinite + gk.nonfinite + gv.nonfinite;
         if (fwd.finite == 0) fc_prop_fail(v, NF, "%s: no O/LSE element kept a finite judged reference", label);
         if (bwd && kv && gq.finite == 0) fc_prop_fail(v, NF, "%s: no dQ element kept a finite judged reference", label);
         if (bwd && !kv && (gk.finite == 0 || gv.finite == 0))
             fc_prop_fail(v, NF, "%s: no dK (%lld) or dV (%lld) element kept a finite judged reference", label,
                     (long long)gk.finite, (long long)gv.finite);
-        /* a row with no visible key reaches nothing */
+        /* a row with no visible key, or a key no row of its batch sees, reaches nothing */
         if (pl->dead && nonfinite > 0)
-            fc_prop_fail(v, NF, "%s: the oracle has %lld non-finite references for a value only a row with no visible "
-                       "key reads (harness)", label, (long long)nonfinite);
+            fc_prop_fail(v, NF, "%s: the oracle has %lld non-finite references for a value %s (harness)", label,
+                         (long long)nonfinite, kv ? "no row sees" : "only a row with no visible key reads");
         /* a placement some row sees must reach an output (K -Inf may only hide its key: a score of
            -Inf is a weight of 0; dO reaches outputs in the backward only) */
         if (!pl->dead && pl->kind != NF_K_NEGINF && (pl->kind != NF_DO_NAN || bwd) && nonfinite == 0) {
             fc_verdict_skip(v, "%s: %s: no output has a non-finite reference; the placement shows nothing", NF, label);
             judged = 0;
         }
-        if (pl->kind == NF_V_ROW && fwd.inf_input == 0) {
+        if (pl->kind == NF_V_ROW && !pl->dead && fwd.inf_input == 0) {
             fc_verdict_skip(v, "%s: %s: no O element has an infinite exact value (BOUNDS.md 11.1)", NF, label);
             judged = 0;
         }
@@ -217,6 +227,164 @@ static int nf_one(const fa_backend *be, const fc_case *c, const nf_place *pl, in
 out:
     fc_run_free(&r);
     return judged;
+}
+
+/* Rows and keys of batch b, head 0 (the mask of the clean run r0): nvis[i] keys row i sees, the
+ * first and last of them; seen[j] rows that see key j. The probe (the row nearest Sq / 2 that sees
+ * some keys but not all, else one that sees any), a row with no visible key (dead), and j0: a key
+ * some row sees and another does not, hidden from the probe and nearest its visible range when
+ * there is one, else nearest Sk / 2. -1 where there is none. */
+static void nf_scan(const fc_run *r0, int64_t b, int64_t *nvis, int64_t *first, int64_t *last, int64_t *seen,
+                    int64_t *probe, int64_t *dead, int64_t *j0) {
+    const int64_t Sq = r0->c.p.seqlen_q, Sk = r0->c.p.seqlen_k;
+    memset(seen, 0, sizeof *seen * (size_t)Sk);
+    for (int64_t i = 0; i < Sq; i++) {
+        first[i] = last[i] = -1;
+        nvis[i] = 0;
+        for (int64_t j = 0; j < Sk; j++)
+            if (nf_visible(r0, b, 0, i, j)) {
+                if (first[i] < 0) first[i] = j;
+                last[i] = j;
+                nvis[i]++;
+                seen[j]++;
+            }
+    }
+    *probe = *dead = *j0 = -1;
+    for (int pass = 0; pass < 2 && *probe < 0; pass++)
+        for (int64_t k = 0; k < Sq && *probe < 0; k++)
+            for (int sgn = 0; sgn < 2 && *probe < 0; sgn++) {
+                int64_t i = Sq / 2 + (sgn ? -k : k);
+                if (i >= 0 && i < Sq && nvis[i] > 0 && (pass || nvis[i] < Sk)) *probe = i;
+            }
+    for (int64_t i = 0; i < Sq && *dead < 0; i++)
+        if (nvis[i] == 0) *dead = i;
+    if (*probe < 0) return;
+    int64_t best = -1;
+    for (int pass = 0; pass < 2 && *j0 < 0; pass++)
+        for (int64_t j = 0; j < Sk; j++) {
+            if (seen[j] == 0 || seen[j] == Sq) continue;
+            int64_t dist;
+            if (pass == 0) {
+                if (nf_visible(r0, b, 0, *probe, j)) continue;
+                dist = j < first[*probe] ? first[*probe] - j : j > last[*probe] ? j - last[*probe] : 0;
+            } else {
+                dist = j < Sk / 2 ? Sk / 2 - j : j - Sk / 2;
+            }
+            if (best < 0 || dist < best) { best = dist; *j0 = j; }
+        }
+}
+
+/* The component of Q[b, i, 0, .] whose +Inf reaches row i's outputs: one where some key j the row
+ * sees has scale * K[b, j, 0, d] >= 0, so that its score is +Inf or NaN (a non-finite reference,
+ * BOUNDS.md 11); a score of -Inf is only an UNCHECKABLE row (a weight of 0 from an overflowed
+ * intermediate) and shows nothing. Tried from d = 4 mod Dqk on; -1 when no component qualifies. */
+static int64_t nf_q_comp(const fc_run *r0, int64_t b, int64_t i) {
+    const fa_problem *p = &r0->c.p;
+    const double sgn = p->softmax_scale < 0 ? -1.0 : 1.0;   /* 0: the default scale, 1/sqrt(Dqk) */
+    for (int64_t k = 0; k < p->head_dim_qk; k++) {
+        int64_t d = (4 + k) % p->head_dim_qk;
+        for (int64_t j = 0; j < p->seqlen_k; j++) {
+            if (!nf_visible(r0, b, 0, i, j)) continue;
+            int64_t idx[4] = {b, j, 0, d};
+            if (sgn * fc_buf_get(&r0->buf[FC_T_K], idx) >= 0) return d;
+        }
+    }
+    return -1;
+}
+
+/* The placements of nonfinite for the case of the clean run r0, derived from its geometry and
+ * inputs so that each one can show the relation (PROPERTIES.md "nonfinite"):
+ *   K, V at (b, j0): the first batch b (from 0) with a key some of its rows see and others do not
+ *     (j0 as nf_scan); else a key no row of its batch sees (nothing may reach any output),
+ *     preferring one that rows of another batch see (a kernel that reads another batch's mask
+ *     leaks it), then the one nearest its batch's visible keys (a key tile those rows read);
+ *   Q +Inf, dO NaN at the probe row of that batch (else of the first batch with a row that sees a
+ *     key), Q's component by nf_q_comp; and at a row with no visible key when the case has one.
+ * Returns the number of placements (pl holds 7), 0 with the reason in why when the case cannot
+ * show the relation (no key hidden from any row: nothing can leak), -1 out of memory. */
+static int nf_plan(const fc_run *r0, int bwd, nf_place *pl, char *why, size_t whylen) {
+    const fa_problem *p = &r0->c.p;
+    const int64_t B = p->batch, Sq = p->seqlen_q, Sk = p->seqlen_k;
+    int64_t *nvis = calloc((size_t)Sq, sizeof *nvis), *first = calloc((size_t)Sq, sizeof *first);
+    int64_t *last = calloc((size_t)Sq, sizeof *last), *seen = calloc((size_t)Sk, sizeof *seen);
+    int64_t *probe = calloc((size_t)B, sizeof *probe), *dead = calloc((size_t)B, sizeof *dead);
+    unsigned char *sees = calloc((size_t)(B * Sk), 1);   /* sees[b Sk + j]: some row of batch b sees key j */
+    int64_t *dist = calloc((size_t)(B * Sk), sizeof *dist); /* key j to batch b's nearest seen key */
+    int np = -1;
+    if (!nvis || !first || !last || !seen || !probe || !dead || !sees || !dist) {
+        snprintf(why, whylen, "out of memory");
+        goto done;
+    }
+    int64_t kb = -1, kj = -1, kdead = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t j0;
+        nf_scan(r0, b, nvis, first, last, seen, &probe[b], &dead[b], &j0);
+        int64_t prev = -1;
+        for (int64_t j = 0; j < Sk; j++) {
+            sees[b * Sk + j] = seen[j] > 0;
+            if (seen[j]) prev = j;
+            dist[b * Sk + j] = prev >= 0 ? j - prev : INT64_MAX;
+        }
+        for (int64_t j = Sk - 1, next = -1; j >= 0; j--) {
+            if (seen[j]) next = j;
+            if (next >= 0 && next - j < dist[b * Sk + j]) dist[b * Sk + j] = next - j;
+        }
+        if (kb < 0 && j0 >= 0) { kb = b; kj = j0; }
+    }
+    int cross = 0;
+    if (kb < 0) {   /* no split key in any batch: a key hidden from every row of its batch */
+        int64_t best = INT64_MAX;
+        for (int64_t b = 0; b < B; b++)
+            for (int64_t j = 0; j < Sk; j++) {
+                if (sees[b * Sk + j]) continue;
+                int x = 0;
+                for (int64_t o = 0; o < B && !x; o++) x = o != b && sees[o * Sk + j];
+                /* cross-batch first, then nearest the batch's own visible keys */
+                int64_t d = dist[b * Sk + j] == INT64_MAX ? Sk : dist[b * Sk + j];
+                int64_t score = (x ? 0 : 2 * Sk) + d;
+                if (score < best) { best = score; kb = b; kj = j; cross = x; }
+            }
+        kdead = 1;
+    }
+    if (kb < 0) {
+        snprintf(why, whylen, "no key is hidden from one row and seen by another, nor hidden from every row of a "
+                              "batch; nothing can leak");
+        np = 0;
+        goto done;
+    }
+    int64_t pb = probe[kb] >= 0 ? kb : -1, db = dead[kb] >= 0 ? kb : -1;
+    for (int64_t b = 0; b < B && pb < 0; b++) if (probe[b] >= 0) pb = b;
+    for (int64_t b = 0; b < B && db < 0; b++) if (dead[b] >= 0) db = b;
+    const int64_t dqk = p->head_dim_qk, dv = p->head_dim_v;
+    np = 0;
+    pl[np++] = (nf_place){NF_K_NAN, kb, kj, 3 % dqk, kdead, cross};
+    pl[np++] = (nf_place){NF_K_NEGINF, kb, kj, 5 % dqk, kdead, cross};
+    pl[np++] = (nf_place){NF_V_ROW, kb, kj, 0, kdead, cross};
+    if (pb >= 0) {
+        int64_t qd = nf_q_comp(r0, pb, probe[pb]);
+        if (qd < 0) {
+            snprintf(why, whylen, "row %lld of batch %lld: every key it sees has scale * K < 0 in every component (a "
+                                  "+Inf in Q gives only -Inf scores)", (long long)probe[pb], (long long)pb);
+            np = 0;
+            goto done;
+        }
+        pl[np++] = (nf_place){NF_Q_INF, pb, probe[pb], qd, 0, 0};
+        if (bwd) pl[np++] = (nf_place){NF_DO_NAN, pb, probe[pb], 2 % dv, 0, 0};
+    }
+    if (db >= 0) {
+        pl[np++] = (nf_place){NF_Q_INF, db, dead[db], 4 % dqk, 1, 0};
+        if (bwd) pl[np++] = (nf_place){NF_DO_NAN, db, dead[db], 2 % dv, 1, 0};
+    }
+done:
+    free(nvis);
+    free(first);
+    free(last);
+    free(seen);
+    free(probe);
+    free(dead);
+    free(sees);
+    free(dist);
+    return np;
 }
 
 fc_outcome fc_prop_nonfinite(const fa_backend *be, const fc_case *c, fc_verdict *v) {
@@ -232,83 +400,45 @@ fc_outcome fc_prop_nonfinite(const fa_backend *be, const fc_case *c, fc_verdict 
         return v->outcome;
     }
     const int bwd = c->backward && be->backward != NULL;
-    /* visibility of (b = 0, h = 0): the mask buffer of a clean run */
     fc_run r0;
     char msg[300];
     if (fc_run_init(&r0, c, FC_POISON_A, msg, sizeof msg)) {
         fc_prop_fail(v, NF, "harness: %s", msg);
         return v->outcome;
     }
-    int64_t *nvis = calloc((size_t)Sq, sizeof *nvis), *first = calloc((size_t)Sq, sizeof *first);
-    int64_t *last = calloc((size_t)Sq, sizeof *last), *seen_by = calloc((size_t)Sk, sizeof *seen_by);
-    if (!nvis || !first || !last || !seen_by) {
-        fc_prop_fail(v, NF, "harness: out of memory");
-        goto done;
-    }
-    for (int64_t i = 0; i < Sq; i++) {
-        first[i] = -1;
-        for (int64_t j = 0; j < Sk; j++)
-            if (nf_visible(&r0, 0, 0, i, j)) {
-                if (first[i] < 0) first[i] = j;
-                last[i] = j;
-                nvis[i]++;
-                seen_by[j]++;
-            }
-    }
-    /* probe row: the row nearest Sq / 2 that sees some keys but not all (else one that sees any);
-       j0: a key some row sees and another does not (a tile other rows read), hidden from the probe
-       and nearest its visible range when there is one, else nearest Sk / 2 */
-    int64_t probe = -1, j0 = -1, dead = -1;
-    for (int pass = 0; pass < 2 && probe < 0; pass++)
-        for (int64_t k = 0; k < Sq && probe < 0; k++)
-            for (int sgn = 0; sgn < 2 && probe < 0; sgn++) {
-                int64_t i = Sq / 2 + (sgn ? -k : k);
-                if (i >= 0 && i < Sq && nvis[i] > 0 && (pass || nvis[i] < Sk)) probe = i;
-            }
-    for (int64_t i = 0; i < Sq && dead < 0; i++)
-        if (nvis[i] == 0) dead = i;
-    if (probe >= 0) {
-        int64_t best = -1;
-        for (int pass = 0; pass < 2 && j0 < 0; pass++)
-            for (int64_t j = 0; j < Sk; j++) {
-                if (seen_by[j] == 0 || seen_by[j] == Sq) continue;
-                int64_t dist;
-                if (pass == 0) {
-                    if (nf_visible(&r0, 0, 0, probe, j)) continue;
-                    dist = j < first[probe] ? first[probe] - j : j > last[probe] ? j - last[probe] : 0;
-                } else {
-                    dist = j < Sk / 2 ? Sk / 2 - j : j - Sk / 2;
-                }
-                if (best < 0 || dist < best) { best = dist; j0 = j; }
-            }
-    }
-    if (j0 < 0) {
-        fc_verdict_skip(v, "%s: no key is hidden from one row and seen by another; nothing can leak", NF);
-        goto done;
-    }
     nf_place pl[7];
-    int np = 0;
-    pl[np++] = (nf_place){NF_K_NAN, j0, 0};
-    pl[np++] = (nf_place){NF_K_NEGINF, j0, 0};
-    pl[np++] = (nf_place){NF_V_ROW, j0, 0};
-    pl[np++] = (nf_place){NF_Q_INF, probe, 0};
-    if (bwd) pl[np++] = (nf_place){NF_DO_NAN, probe, 0};
-    if (dead >= 0) {
-        pl[np++] = (nf_place){NF_Q_INF, dead, 1};
-        if (bwd) pl[np++] = (nf_place){NF_DO_NAN, dead, 1};
+    char why[200];
+    int np = nf_plan(&r0, bwd, pl, why, sizeof why);
+    if (np < 0) fc_prop_fail(v, NF, "harness: %s", why);
+    else if (np == 0) fc_verdict_skip(v, "%s: %s", NF, why);
+    else {
+        fc_verdict *s = malloc(sizeof *s);
+        if (!s) fc_prop_fail(v, NF, "harness: out of memory");
+        for (int k = 0; s && k < np; k++) nf_one(be, c, &pl[k], bwd, v, s);
+        free(s);
     }
-    fc_verdict *s = malloc(sizeof *s);
-    if (!s) {
-        fc_prop_fail(v, NF, "harness: out of memory");
-        goto done;
-    }
-    for (int k = 0; k < np; k++) nf_one(be, c, &pl[k], bwd, v, s);
-    free(s);
-done:
-    free(nvis);
-    free(first);
-    free(last);
-    free(seen_by);
     fc_run_free(&r0);
     return v->outcome;
+}
+
+int fc_prop_nonfinite_plan(const fc_case *c, int bwd, char *why, size_t whylen) {
+    char buf[300];
+    if (fc_case_is_v3(c)) {
+        snprintf(why, whylen, "not defined for contract-v3 cases");
+        return 0;
+    }
+    if (c->p.batch == 0 || c->p.seqlen_q == 0 || c->p.seqlen_k == 0 || c->p.heads_q == 0) {
+        snprintf(why, whylen, "empty problem");
+        return 0;
+    }
+    fc_run r0;
+    if (fc_run_init(&r0, c, FC_POISON_A, buf, sizeof buf)) {
+        snprintf(why, whylen, "%s", buf);
+        return -1;
+    }
+    nf_place pl[7];
+    int np = nf_plan(&r0, bwd, pl, buf, sizeof buf);
+    snprintf(why, whylen, "%s", np > 0 ? "" : buf);
+    fc_run_free(&r0);
+    return np;
 }

@@ -69,6 +69,12 @@ fc_outcome fc_prop_packing(const fa_backend *be, const fc_case *c, fc_verdict *v
  * 11.1: the same NaN/Inf where the value reaches, finite within the bound where it cannot, rows
  * with no visible key exactly 0); the tensors it could leak into must keep judged elements. */
 fc_outcome fc_prop_nonfinite(const fa_backend *be, const fc_case *c, fc_verdict *v);
+/* nonfinite's judging precondition, without a backend: the number of placements it runs on c
+ * (bwd: with the backward's dO placements), each derived from c's geometry and inputs so that it
+ * can show the relation (a key some row sees and another does not, or one no row of its batch
+ * sees; a probe row and a Q component whose +Inf gives a non-finite score); 0 with the reason in
+ * why when c cannot show it (the property's SKIP), -1 harness error (why says which). */
+int fc_prop_nonfinite_plan(const fc_case *c, int bwd, char *why, size_t whylen);
 fc_outcome fc_prop_paging(const fa_backend *be, const fc_case *c, fc_verdict *v);
 
 typedef struct {

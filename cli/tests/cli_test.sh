@@ -278,6 +278,17 @@ check 'grep -q "result: \*\*INCOMPLETE\*\*" "$tmp/r_inc1/report.md" && grep -q "
 check '! grep -q "failures/" "$tmp/r_inc1/report.md" && [ ! -d "$tmp/r_inc1/failures" ]' "certify: killed cases are not findings against the backend"
 expect 4 "^result: INCOMPLETE" "certify: every case killed (nothing judged) is INCOMPLETE, never CERTIFIED" -- \
   env FAULTY_MODE=killed_all "$fc" certify --backend "$faulty" --quick --fuzz-seconds 0 --out "$tmp/r_inc2"
+# a fuzz step stopped by a signal (SIGTERM, as from `timeout`, during the fuzz step: the campaign stops
+# cleanly and certify writes its reports) checked too little to count: INCOMPLETE with the reason, never
+# CERTIFIED (an H100 run read "fuzz empty, 0 cases" and "result: CERTIFIED" after a timeout's SIGTERM)
+"$fc" certify --backend cpu --quick --fuzz-seconds 120 --jobs 1 --out "$tmp/r_sig" >"$tmp/sig.out" 2>"$tmp/sig.err" &
+sigpid=$!
+for _ in $(seq 600); do grep -q "fuzzing 120 s" "$tmp/sig.err" 2>/dev/null && break; sleep 0.2; done
+sleep 1; kill -TERM $sigpid; wait $sigpid; rc_sig=$?
+check '[ $rc_sig -eq 4 ] && grep -q "^result: INCOMPLETE" "$tmp/sig.out" && grep -Eq "^not judged: .*fuzz 1" "$tmp/sig.out"' \
+  "certify: a fuzz step stopped by SIGTERM is not judged: INCOMPLETE (exit $rc_sig), never CERTIFIED"
+check 'grep -q "fuzz: harness: the fuzz step was stopped by signal 15" "$tmp/r_sig/report.md" && grep -Eq "^case [0-9]+/[0-9]+ shapes " "$tmp/r_sig/cases.log" && grep -q "^step fuzz: " "$tmp/r_sig/cases.log"' \
+  "certify: report.md says why (the signal); cases.log has a line per case and per step"
 
 # --- cases / inputs (issue 14 item 3: the pytest fixture's cases are certify's) -------------
 cs="$tmp/cases"

@@ -106,8 +106,12 @@ typedef enum {
                                     own intermediates may overflow: oracle/BOUNDS.md section 11)
                                     while the tensor the entry is about (dQ; O when forward only)
                                     had judged elements and none failed (the fuzz findings) */
-    FC_SWEEP_EXPECT_JUDGED_ALL   /* JUDGED, and dK and dV had judged elements too (a finding whose
+    FC_SWEEP_EXPECT_JUDGED_ALL,  /* JUDGED, and dK and dV had judged elements too (a finding whose
                                     dK/dV the old cc_test required judged: a63605906157a3f1) */
+    FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE /* a paged case with a backward (fa_limits.supports_paged claims
+                                    the forward; the backward may answer UNSUPPORTED): PASS, or SKIP
+                                    whose only reasons are the backward's UNSUPPORTED after a forward
+                                    that was judged (O had judged elements) and passed */
 } fc_sweep_expect;
 
 typedef struct {
@@ -147,14 +151,30 @@ fc_outcome fc_sweep_check(const fa_backend *be, const fc_sweep_entry *e, fc_verd
 /* 1 when verdict v is what entry e expects (fc_sweep_expect), else 0 with a sentence in why. */
 int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t whylen);
 
+/* What an entry that did not meet its expectation (fc_sweep_met returned 0) means:
+ *   FC_SWEEP_MISS_FAIL    a failure against the backend: FAIL, an UNSUPPORTED where the entry
+ *                         allows no decline, a write on a rejected call;
+ *   FC_SWEEP_MISS_SKIP    a BASE entry the backend declined or that has elements without a finite
+ *                         bound (these cases are built for any backend): skipped, as certify skips it;
+ *   FC_SWEEP_MISS_DEFECT  a CUDA or PRODUCTION entry the harness could not judge (SKIP for a reason
+ *                         other than the backend's UNSUPPORTED, or overflow-sensitive): those sets are
+ *                         built for the CUDA backend's claims and every entry must be judgeable by
+ *                         construction (sweep_judgeable_test), so this is a defect of the sweep's
+ *                         entry, reported with its reason: never a finding against the backend, never
+ *                         a pass. */
+enum { FC_SWEEP_MISS_FAIL = 1, FC_SWEEP_MISS_SKIP, FC_SWEEP_MISS_DEFECT };
+int fc_sweep_miss(const fc_sweep_entry *e, const fc_verdict *v);
+
 /* Run entries in process, one after another (a driver without worker processes: the GPU
  * cc_tests): entries whose category is not `only` (>= 0) are left out. Prints one line per entry
- * to log ("ok   LABEL: ...", "FAIL LABEL: why", or "skip LABEL: why" for a BASE entry the
- * backend declined or that could not be judged: skipped, as in `flashcheck certify`) and a table
- * per category with its wall time; fills tally (per category, may be NULL). Returns the number
- * of entries that did not meet their expectation (fc_sweep_met), skipped BASE entries excluded. */
+ * to log ("ok   LABEL: ...", "FAIL LABEL: why", "skip LABEL: why" for a BASE entry the backend
+ * declined or that could not be judged: skipped, as in `flashcheck certify`, or "DEFECT LABEL:
+ * why" for a harness defect, fc_sweep_miss) and a table per category with its wall time; fills
+ * tally (per category, may be NULL). Returns the number of entries that did not meet their
+ * expectation (fc_sweep_met), skipped BASE entries excluded: failures and harness defects (the
+ * tally tells them apart; either leaves the sweep uncertified). */
 typedef struct {
-    int64_t ran, failed, skipped;
+    int64_t ran, failed, skipped, defects;
     double seconds;
 } fc_sweep_tally;
 int64_t fc_sweep_run(const fa_backend *be, const fc_sweep_entry *e, int64_t n, int only, FILE *log,
