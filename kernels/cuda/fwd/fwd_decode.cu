@@ -57,10 +57,117 @@ static __device__ __noinline__ void fwd_dec_load_kv(uint32_t s_base, const uint1
     }
 }
 
-/* One warp a CTA (blockDim 32), grid (1, units, n_split or 1) as fwd_sm80.cu's decode tile:
- * unit u = the (batch, first query head) u * p.pack; split z = blockIdx.z. Shared memory:
- * Q [16][HD], K [2][64][HD], V [2][64][HD] (fwd_smem_bytes of the decode tile). */
+// ----------------------------------------------------------------------------
+// the split combine inside a thread block cluster (sm_90: distributed shared memory)
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+static __device__ __forceinline__ void fwd_dec_cluster_sync(void) {
+    // release this CTA's shared-memory writes to the cluster, acquire the others'
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+/* The address of the same shared-memory byte in the cluster's CTA `rank`. */
+static __device__ __forceinline__ uint32_t fwd_dec_map(uint32_t addr, int rank) {
+    uint32_t r;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+    return r;
+}
+static __device__ __forceinline__ float2 fwd_dec_ld2(uint32_t cluster_addr) {
+    float2 v;
+    asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(cluster_addr));
+    return v;
+}
+#endif
+
+/* Splits combined in the cluster, fwd_dec_cluster_splits at most (one CTA a split). */
+static constexpr int fwd_dec_cluster_splits = 16;
+
+/* The cluster epilogue (CLUSTER kernels: the n_split CTAs of a unit form one cluster along z,
+ * rank = blockIdx.z = the split). Each CTA stages its split's partials (acc, m, l: what
+ * fwd_store_partial writes to global memory) in its own K stages, then the cluster's CTAs
+ * combine them through distributed shared memory with flash_fwd_combine's arithmetic (fwd_host.cu:
+ * m = max_z m_z, alpha_z = fwd_split_alpha, l and acc summed in split order z = 0, 1, ... with
+ * RN multiplies and adds, O = RN_dtype(acc / l), LSE = fwd_split_lse), so the result is that of
+ * the split kernel and the combine kernel, bitwise. Work: one warp task per (query row, 64
+ * columns); lane z reads split z's (m, l), each lane its two columns of every split. */
 template <int HD, bool BF16, bool NATURAL>
+static __device__ __forceinline__ void fwd_dec_cluster_combine(const fwd_params &p, const fwd_seq &sq,
+                                                               const float (&acc_o)[1][HD / 8][4],
+                                                               const float (&row_m)[1][2], const float (&row_l)[1][2],
+                                                               uint32_t sP, int lane) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    constexpr int BM = 16, PS = HD + 4;  // staged rows of PS floats (+4: the 8 rows of a store hit distinct banks)
+    constexpr int DT = HD / 8, CH = HD / 64;
+    const int g = lane >> 2, t = lane & 3;
+    const uint32_t sML = sP + BM * PS * 4;
+#pragma unroll
+    for (int hf = 0; hf < 2; ++hf) {
+        float l = row_l[0][hf];
+        l += __shfl_xor_sync(0xffffffffu, l, 1);
+        l += __shfl_xor_sync(0xffffffffu, l, 2);
+        const int r = g + hf * 8;
+#pragma unroll
+        for (int dt = 0; dt < DT; ++dt)
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(sP + (uint32_t)(r * PS + dt * 8 + 2 * t) * 4),
+                         "f"(acc_o[0][dt][hf * 2]), "f"(acc_o[0][dt][hf * 2 + 1]) : "memory");
+        if (t == 0)
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(sML + (uint32_t)r * 8), "f"(row_m[0][hf]), "f"(l)
+                         : "memory");
+    }
+    fwd_dec_cluster_sync();
+    const int nz = p.n_split, rank = (int)blockIdx.z;
+    const int tasks = p.pack * p.seqlen_q * CH;
+    for (int task = rank; task < tasks; task += nz) {
+        const int r = task / CH, d = (task % CH) * 64 + 2 * lane;
+        int dh;
+        const int i = fwd_row_of<true>(p, 0, r, &dh);
+        if (i >= sq.sq) continue;  // warp-uniform: a row past the pack or the sequence
+        // every load first (none depends on another): split lane's (m, l), this lane's columns of every split
+        const float2 ml = lane < nz ? fwd_dec_ld2(fwd_dec_map(sML + (uint32_t)r * 8, lane)) : make_float2(-INFINITY, 0.0f);
+        float2 v[fwd_dec_cluster_splits];
+#pragma unroll
+        for (int z = 0; z < fwd_dec_cluster_splits; ++z)
+            v[z] = z < nz ? fwd_dec_ld2(fwd_dec_map(sP + (uint32_t)(r * PS + d) * 4, z)) : make_float2(0.0f, 0.0f);
+        float m = ml.x;  // max: exact in any order
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+        const float m_scaled = m == -INFINITY ? 0.0f : m * p.scale_log2;
+        const float alpha = fwd_split_alpha(ml.x, m, m_scaled, p.scale_log2, NATURAL);
+        float l = 0.0f, a0 = 0.0f, a1 = 0.0f;
+#pragma unroll
+        for (int z = 0; z < fwd_dec_cluster_splits; ++z) {  // the sums, in split order
+            if (z >= nz) break;
+            const float az = __shfl_sync(0xffffffffu, alpha, z), lz = __shfl_sync(0xffffffffu, ml.y, z);
+            l = __fadd_rn(l, __fmul_rn(lz, az));
+            a0 = __fadd_rn(a0, __fmul_rn(v[z].x, az));
+            a1 = __fadd_rn(a1, __fmul_rn(v[z].y, az));
+        }
+        const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+        if (d < p.head_dim_v) {
+            uint16_t *orow = p.o + (p.cu_q != NULL ? (int64_t)sq.q_tok0 * p.o_ss : (int64_t)sq.b * p.o_sb) +
+                             (int64_t)i * p.o_ss + (int64_t)(sq.h + dh) * p.o_sh;
+            *(uint32_t *)(orow + d) = ptx_pack2<BF16>(a0 * inv, a1 * inv);
+        }
+        if (d == 0) {
+            const int64_t lse_b = p.cu_q != NULL ? (int64_t)sq.q_tok0 * p.lse_ss : (int64_t)sq.b * p.lse_sb;
+            p.lse[lse_b + (int64_t)(sq.h + dh) * p.lse_sh + (int64_t)i * p.lse_ss] = fwd_split_lse(m, l, p.scale, NATURAL);
+        }
+    }
+    fwd_dec_cluster_sync();  // no CTA leaves or restages while another reads its partials
+#else
+    __trap();  // launched on sm_90 only (fwd_host.cu)
+#endif
+}
+
+// ----------------------------------------------------------------------------
+// the kernel
+
+/* One warp a CTA (blockDim 32), grid (1, units, n_split or 1) as fwd_sm80.cu's decode tile:
+ * unit u = the (batch, first query head) u * p.pack; split z = blockIdx.z. CLUSTER: launched
+ * with clusters of (1, 1, n_split) (n_split <= fwd_dec_cluster_splits), the splits combined in
+ * the cluster (fwd_dec_cluster_combine); else the partials go to global memory for
+ * flash_fwd_combine (n_split > 0), or O and LSE are stored (no split). Shared memory:
+ * Q [16][HD], K [2][64][HD], V [2][64][HD] (fwd_smem_bytes of the decode tile). */
+template <int HD, bool BF16, bool NATURAL, bool CLUSTER>
 __global__ void __launch_bounds__(32, 3) flash_fwd_decode_kernel(const fwd_params p) {
     constexpr int BM = 16, BN = 64;
     constexpr int NT = BN / 8;   // n8 tiles of S
@@ -79,13 +186,13 @@ __global__ void __launch_bounds__(32, 3) flash_fwd_decode_kernel(const fwd_param
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     // split-KV: the combine (a programmatic dependent launch, fwd_host.cu) may be scheduled once
     // every CTA of this grid has started; it waits for this grid's completion before reading
-    if (p.n_split > 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    if (!CLUSTER && p.n_split > 0) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 
     for (int u = blockIdx.y; u < units; u += gridDim.y) {
         const int bh = u * p.pack;
         const fwd_cta_work w = fwd_cta_work_of<BM, BN>(p, bh, 0);
-        if (!w.active) continue;  // CTA-uniform: a varlen sequence with no query row
+        if (!w.active) continue;  // cluster-uniform (the same unit): a varlen sequence with no query row
         const fwd_seq &sq = w.s;
         const int kv_lo = w.kv_lo, kv_hi = w.kv_hi, n_begin = w.n_begin, n_end = w.n_end;
         const int64_t hi_first = w.hi_first, lo_last = w.lo_last;
@@ -201,22 +308,25 @@ __global__ void __launch_bounds__(32, 3) flash_fwd_decode_kernel(const fwd_param
         __syncwarp();
 
         // ---- epilogue: the split's partials, or O / l and LSE (staged in the Q tile)
-        if (p.n_split > 0) fwd_store_partial<HD, 1, BM, true>(p, sq, bh, acc_o, row_m, row_l, 0, 0, lane);
+        if (CLUSTER) fwd_dec_cluster_combine<HD, BF16, NATURAL>(p, sq, acc_o, row_m, row_l, sK0, lane);
+        else if (p.n_split > 0) fwd_store_partial<HD, 1, BM, true>(p, sq, bh, acc_o, row_m, row_l, 0, 0, lane);
         else fwd_store_o_lse<HD, 1, BM, BF16, NATURAL, true>(p, sq, acc_o, row_m, row_l, sQ, 0, 0, lane);
         __syncwarp();  // shared memory is reused by the next unit of this CTA
     }
 }
 
+template <int HD, bool CLUSTER>
+static fwd_kernel_fn fwd_dec_pick(int bf16, int natural) {
+    if (bf16) return natural ? flash_fwd_decode_kernel<HD, true, true, CLUSTER> : flash_fwd_decode_kernel<HD, true, false, CLUSTER>;
+    return natural ? flash_fwd_decode_kernel<HD, false, true, CLUSTER> : flash_fwd_decode_kernel<HD, false, false, CLUSTER>;
+}
+
 /* The decode kernel for a padded head dim (64 or 128; NULL otherwise), a dtype and the score
- * units. Its tile, shared memory and grid are the decode tile's (fwd_decode_tiles). */
-fwd_kernel_fn fwd_decode_kernel(int hd, int bf16, int natural) {
-    if (hd == 64) {
-        if (bf16) return natural ? flash_fwd_decode_kernel<64, true, true> : flash_fwd_decode_kernel<64, true, false>;
-        return natural ? flash_fwd_decode_kernel<64, false, true> : flash_fwd_decode_kernel<64, false, false>;
-    }
-    if (hd == 128) {
-        if (bf16) return natural ? flash_fwd_decode_kernel<128, true, true> : flash_fwd_decode_kernel<128, true, false>;
-        return natural ? flash_fwd_decode_kernel<128, false, true> : flash_fwd_decode_kernel<128, false, false>;
-    }
+ * units; cluster: the one that combines its splits in a cluster (sm_90 only). Its tile, shared
+ * memory and grid are the decode tile's (fwd_decode_tiles). */
+fwd_kernel_fn fwd_decode_kernel(int hd, int bf16, int natural, int cluster) {
+    if (hd == 64) return cluster ? fwd_dec_pick<64, true>(bf16, natural) : fwd_dec_pick<64, false>(bf16, natural);
+    if (hd == 128) return cluster ? fwd_dec_pick<128, true>(bf16, natural) : fwd_dec_pick<128, false>(bf16, natural);
     return NULL;
 }
+int fwd_decode_cluster_max(void) { return fwd_dec_cluster_splits; }

@@ -125,7 +125,7 @@ static int v3_max(const int *x, int n) {
 static fa_cuda_policy pol_exact[3], pol_default, pol_ws;
 /* NULL, or the policy of run_case's twin call: the same call again under it must give the same
  * bits (the decode cases: fwd_decode.cu's kernel against the general kernel's decode tile,
- * testing.h fwd_decode_general, which share the tile, the grid and the arithmetic). */
+ * testing.h fwd_decode = 2, which share the tile, the grid and the arithmetic). */
 static const fa_cuda_policy *pol_twin = NULL;
 static const char *pol_name[3] = {"sm90/default-tile", "sm80 family 0", "sm80 family 1"};
 static long n_checked = 0, n_failed = 0;
@@ -820,7 +820,7 @@ int main(int argc, char **argv) {
     /* ---- decode (default policy: decode tile, split-KV, combine) against the float64 reference,
      * and bitwise against the general kernel's decode tile (pol_twin) */
     fa_cuda_policy pol_general = fa_cuda_policy_default;
-    pol_general.fwd_decode_general = 1;
+    pol_general.fwd_decode = 2;
     pol_twin = &pol_general;
     int ndec = 0;
     static const int dsq[3] = {1, 4, 16}, dsk[3] = {1000, 4096, 20000};
