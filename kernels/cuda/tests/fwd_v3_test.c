@@ -22,6 +22,9 @@
  *      (factor 2 for second-order terms); |LSE - ref| <= 2 (max_j ds_j + |lse| 2^-22
  *      + (Sk_b + 16) 2^-23 + 2^-20). Rows without a visible key: O = 0 and LSE = -inf, or
  *      the sink, exactly. These bounds are this test's, stated here, not the oracle's.
+ *   3. the decode cases again under the general kernel's decode tile (testing.h fwd_decode = 2,
+ *      the same split count): O and LSE bitwise those of the default path (fwd_decode.cu's
+ *      kernel; on sm_90 its cluster combine where the split count fits a cluster).
  * usage: fwd_v3_test [--threads N] [--ws-only] [--decode-only] (OpenMP threads of the reference; --ws-only: the
  * warp-specialized kernel's cases only, ws_cases; --decode-only: the decode cases only, Sq <= 16 with
  * split-KV, the combine and the pinned split counts). Exit 0: all passed. */
