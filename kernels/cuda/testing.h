@@ -31,13 +31,9 @@ typedef struct {
                             calls are timed (kernels/cuda/bench/bench.c --decode) */
     int bwd_vl_per_seq; /* 0: default (varlen backward in one grid where the Hopper kernels run);
                            1: every varlen backward sequence by sequence (bwd_host.cu bwd_varlen) */
-    int fwd_decode;   /* the decode tile's kernel: 0: default (fwd/fwd_decode.cu's, on sm_90 its cluster
-                         variant where the split count fits a cluster); 1: fwd_decode.cu's without
-                         the cluster (partials + flash_fwd_combine); 2: the general mma.sync kernel's
-                         decode instantiation (fwd_sm80.cu). Same tile and arithmetic: same bits */
 } fa_cuda_policy;
 
-/* {-1, -1, 1, 1, 1, 1, 0, 0, {NULL, NULL}, 0, 0} (backend.cu) */
+/* {-1, -1, 1, 1, 1, 1, 0, 0, {NULL, NULL}, 0} (backend.cu) */
 extern const fa_cuda_policy fa_cuda_policy_default;
 
 fa_status fa_cuda_forward_policy(const fa_fwd_args *args, const fa_cuda_policy *policy, fa_error *err);

@@ -696,31 +696,11 @@ static __device__ __forceinline__ void fwd_store_partial(const fwd_params &p, co
         }
 }
 
-/* The split combine's arithmetic (fwd_host.cu flash_fwd_combine, fwd_decode.cu's cluster combine),
- * one definition so both give the same bits. alpha: the weight of a split whose row max is m_z
- * once the row max over all splits is m: 2^((m_z - m) log2 e) in natural units, else (raw q.k
- * units) 2^(m_z scale log2 e - m_scaled) with m_scaled = m * scale_log2 (one FMA, as the key
- * loop's rescale); 1 when m = -inf (no split saw a key: l = 0 stays 0). ex2.approx.ftz. */
-static __device__ __forceinline__ float fwd_split_alpha(float m_z, float m, float m_scaled, float scale_log2,
-                                                        bool natural) {
-    constexpr float LOG2E = 1.4426950408889634f;
-    return m == -INFINITY ? 1.0f : natural ? ptx_ex2((m_z - m) * LOG2E) : ptx_ex2(__fmaf_rn(m_z, scale_log2, -m_scaled));
-}
-/* LSE of a combined row: m (natural units) or m * scale (one FMA) plus logf(l); l == 0: -inf. */
-static __device__ __forceinline__ float fwd_split_lse(float m, float l, float scale, bool natural) {
-    return l == 0.0f ? -INFINITY : natural ? m + logf(l) : __fmaf_rn(m, scale, logf(l));
-}
-
 typedef void (*fwd_kernel_fn)(const fwd_params);
 
 /* The kernels of one family for a tile, a dtype and the score units (fwd_sm80.cu,
  * fwd_sm90.cu); NULL when the family has no kernel for that tile. */
 fwd_kernel_fn fwd_sm80_kernel(const fwd_tile *t, int bf16, int natural);
-/* The decode tile's own kernel (fwd_decode.cu: fwd_sm80.cu's decode tile with compact code, the
- * same arithmetic), padded head dims 64 and 128; NULL otherwise. cluster = 1: the kernel that
- * combines its 2..fwd_decode_cluster_max() splits in a thread block cluster (sm_90). */
-fwd_kernel_fn fwd_decode_kernel(int hd, int bf16, int natural, int cluster);
-int fwd_decode_cluster_max(void);
 fwd_kernel_fn fwd_sm90_kernel(int hd, int bf16, int natural);
 
 #endif /* FLASHCHECK_CUDA_FWD_COMMON_CUH */

@@ -121,6 +121,7 @@ static constexpr int fwd_combine_unroll = 16;   // splits whose partials are in 
  * memory before its sums start; every sum keeps its order, so the result is that of the serial
  * loop. */
 __global__ void __launch_bounds__(fwd_combine_threads) flash_fwd_combine(const fwd_params p, int natural, int bf16) {
+    constexpr float LOG2E = 1.4426950408889634f;
     constexpr int T = fwd_combine_threads, U = fwd_combine_unroll;
     constexpr int PAIRS = FA_CUDA_MAX_HEAD_DIM / (2 * T);  // column pairs per thread: d = 2 tid + 2 T c
     constexpr int ZT = fwd_split_max / T;                  // splits' (m, l) per thread: z = tid + T j
@@ -168,7 +169,9 @@ __global__ void __launch_bounds__(fwd_combine_threads) flash_fwd_combine(const f
         for (int j = 0; j < ZT; ++j) {
             const int z = tid + T * j;
             if (z < nz) {
-                s_alpha[z] = fwd_split_alpha(ml[j].x, m, m_scaled, p.scale_log2, natural != 0);
+                s_alpha[z] = m == -INFINITY ? 1.0f
+                             : natural      ? ptx_ex2((ml[j].x - m) * LOG2E)
+                                            : ptx_ex2(ml[j].x * p.scale_log2 - m_scaled);
                 s_l[z] = ml[j].y;
             }
         }
@@ -213,7 +216,7 @@ __global__ void __launch_bounds__(fwd_combine_threads) flash_fwd_combine(const f
             }
         }
         if (tid == 0) {
-            const float lse = fwd_split_lse(m, l, p.scale, natural != 0);
+            const float lse = l == 0.0f ? -INFINITY : (natural ? m : m * p.scale) + logf(l);
             const int64_t lse_b = p.cu_q != NULL ? (int64_t)s.q_tok0 * p.lse_ss : (int64_t)s.b * p.lse_sb;
             p.lse[lse_b + (int64_t)s.h * p.lse_sh + (int64_t)i * p.lse_ss] = lse;
         }
@@ -348,57 +351,6 @@ static cudaError_t fwd_kernel_ready(int dev, fwd_kernel_fn kern, int threads, si
     return e;
 }
 
-/* Splits of the cluster decode kernel: caches of at most this many key blocks take the cluster's
- * maximum split count when the rule wants more (fwd_run). */
-static constexpr int64_t fwd_dec_cluster_blocks = 256;
-
-/* 1 when kern (fwd_decode.cu's cluster kernel) can run clusters of cz one-warp CTAs with smem
- * bytes each on device dev (cudaOccupancyMaxActiveClusters >= 1; above 8 CTAs the non-portable
- * size is allowed first), cached per (device, kernel, size). */
-#define FWD_CLUSTER_CACHE 256
-typedef struct {
-    int dev, cz, ok;
-    fwd_kernel_fn kern;
-} fwd_cluster_info;
-static fwd_cluster_info fwd_cc[FWD_CLUSTER_CACHE];
-static int fwd_cc_n;
-
-static int fwd_cluster_ready(int dev, fwd_kernel_fn kern, int cz, size_t smem) {
-    pthread_mutex_lock(&fwd_kc_lock);
-    for (int x = 0; x < fwd_cc_n; ++x)
-        if (fwd_cc[x].dev == dev && fwd_cc[x].kern == kern && fwd_cc[x].cz == cz) {
-            const int ok = fwd_cc[x].ok;
-            pthread_mutex_unlock(&fwd_kc_lock);
-            return ok;
-        }
-    cudaError_t e = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (e == cudaSuccess && cz > 8)
-        e = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    int n = 0;
-    if (e == cudaSuccess) {
-        cudaLaunchConfig_t lc = {};
-        lc.gridDim = dim3(1, 1, (unsigned)cz);
-        lc.blockDim = dim3(32, 1, 1);
-        lc.dynamicSmemBytes = smem;
-        cudaLaunchAttribute ca[1];
-        ca[0].id = cudaLaunchAttributeClusterDimension;
-        ca[0].val.clusterDim.x = 1;
-        ca[0].val.clusterDim.y = 1;
-        ca[0].val.clusterDim.z = (unsigned)cz;
-        lc.attrs = ca;
-        lc.numAttrs = 1;
-        e = cudaOccupancyMaxActiveClusters(&n, (const void *)kern, &lc);
-    }
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        n = 0;
-    }
-    const int ok = n >= 1;
-    if (fwd_cc_n < FWD_CLUSTER_CACHE) fwd_cc[fwd_cc_n++] = (fwd_cluster_info){dev, cz, ok, kern};
-    pthread_mutex_unlock(&fwd_kc_lock);
-    return ok;
-}
-
 extern "C" fa_status fa_cuda_forward_policy(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_error *err) {
     const fa_backend *be = fa_backend_cuda();
     if (be == NULL) return fa_fail(err, FA_ERR_INTERNAL, "backend", "the cuda backend table is missing");
@@ -530,10 +482,6 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         launch_threads = fwd_sm90_threads;
     } else {
         kern = fwd_sm80_kernel(cfg, pr->dtype == FA_BF16, natural);
-        // the decode tile runs fwd_decode.cu's kernel (the same tile, grid and arithmetic as the
-        // general kernel's decode instantiation, compact code); the policy may ask for the latter
-        if (cfg->nw == 1 && cfg->bm == 16 && cfg->hv == 0 && pol->fwd_decode != 2)
-            kern = fwd_decode_kernel(cfg->hd, pr->dtype == FA_BF16, natural, 0);
         smem = fwd_smem_bytes(cfg);
         launch_bm = cfg->bm;
         launch_bn = cfg->bn;
@@ -610,7 +558,6 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     const int64_t ctas = m_blocks * units;
     const int64_t slots = (int64_t)(per_sm < fwd_split_ctas_per_sm ? per_sm : fwd_split_ctas_per_sm) * n_sms;
     int n_split = 0, bps = 0;
-    const int dec_sm90 = cc_major == 9 && cc_minor == 0 && cfg->nw == 1 && cfg->bm == 16 && cfg->hv == 0;
     // (the combine's grid is one CTA a row: rows within a grid dimension)
     if (decode && !use_sm90 && launch_bn == fwd_decode_bn && n_blocks >= 2 * fwd_split_min_blocks &&
         (int64_t)p.bh_total * Sq <= INT32_MAX) {
@@ -621,28 +568,14 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         if (want < 1) want = 1;
         if (pol->fwd_split > 0) want = pol->fwd_split < most ? pol->fwd_split : most;  // test hook
         if (pol->fwd_split < 0) want = 1;
-        // sm_90, the decode tile: a cache of at most fwd_dec_cluster_blocks blocks takes at most the
-        // cluster kernel's split count (whichever kernel the policy runs: the same splits, the same bits)
-        if (dec_sm90 && pol->fwd_split == 0 && n_blocks <= fwd_dec_cluster_blocks && want > fwd_decode_cluster_max())
-            want = fwd_decode_cluster_max();
         bps = (int)((n_blocks + want - 1) / want);
         n_split = (int)((n_blocks + bps - 1) / bps);
         if (n_split < 2) n_split = bps = 0;
     }
-    // sm_90, fwd_decode.cu's kernel with at most fwd_decode_cluster_max() splits: its cluster
-    // variant, the splits combined in a cluster (no partials in global memory, no combine launch)
-    int cluster = 0;
-    if (n_split >= 2 && n_split <= fwd_decode_cluster_max() && dec_sm90 && pol->fwd_decode == 0) {
-        fwd_kernel_fn ck = fwd_decode_kernel(cfg->hd, pr->dtype == FA_BF16, natural, 1);
-        if (ck != NULL && fwd_cluster_ready(dev, ck, n_split, smem)) {
-            kern = ck;
-            cluster = 1;
-        }
-    }
     const int64_t B = pr->batch;
     const size_t meta_ints = (cu_q ? (size_t)(B + 1) : 0) + (cu_k ? (size_t)(B + 1) : 0) + (used_k ? (size_t)B : 0) +
                              (paged ? (size_t)((B - 1) * a->paged.table_stride + a->paged.max_pages_per_seq) : 0);
-    const size_t part_rows = n_split && !cluster ? (size_t)n_split * (size_t)p.bh_total * (size_t)Sq : 0;
+    const size_t part_rows = n_split ? (size_t)n_split * (size_t)p.bh_total * (size_t)Sq : 0;
     const size_t ws_bytes = fwd_align256(meta_ints * 4) + fwd_align256(part_rows * (size_t)p.head_dim_v * 4) +
                             fwd_align256(part_rows * 8);
     cudaStream_t stream = (cudaStream_t)a->stream;
@@ -689,14 +622,13 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
             p.table_stride = a->paged.table_stride;
             p.page_size = (int)pr->page_size;
         }
-        if (n_split && !cluster) {
+        if (n_split) {
+            p.n_split = n_split;
+            p.blocks_per_split = bps;
             p.part_o = (float *)(ws + fwd_align256(meta_ints * 4));
             p.part_ml = (float *)(ws + fwd_align256(meta_ints * 4) + fwd_align256(part_rows * (size_t)p.head_dim_v * 4));
         }
     }
-
-    p.n_split = n_split;
-    p.blocks_per_split = bps;
 
     // ---- the NaN/Inf flag: pinned host memory the kernel writes through its
     // mapping (no device work on the common path), one per host thread (calls on
@@ -716,27 +648,13 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     // ---- launch (and, with split-KV, the combine)
     dim3 grid((unsigned)m_blocks, (unsigned)(units < 65535 ? units : 65535), (unsigned)(n_split ? n_split : 1));
     dim3 block((unsigned)launch_threads, 1, 1);
-    if (cluster) {  // clusters of the n_split CTAs of a unit along z
-        cudaLaunchConfig_t lc = {};
-        lc.gridDim = grid;
-        lc.blockDim = block;
-        lc.dynamicSmemBytes = smem;
-        lc.stream = stream;
-        cudaLaunchAttribute ca[1];
-        ca[0].id = cudaLaunchAttributeClusterDimension;
-        ca[0].val.clusterDim.x = 1;
-        ca[0].val.clusterDim.y = 1;
-        ca[0].val.clusterDim.z = (unsigned)n_split;
-        lc.attrs = ca;
-        lc.numAttrs = 1;
-        e = cudaLaunchKernelEx(&lc, kern, p);
-    } else if (!use_ws || fwd_ws_launch(&p, cfg->hd, pr->dtype == FA_BF16, natural, rows_q, cu_k ? (int64_t)cu_k[B] : 0,
-                                        paged ? a->paged.num_pages : 0, stream, &e) != 0) {
+    if (!use_ws || fwd_ws_launch(&p, cfg->hd, pr->dtype == FA_BF16, natural, rows_q, cu_k ? (int64_t)cu_k[B] : 0,
+                                 paged ? a->paged.num_pages : 0, stream, &e) != 0) {
         kern<<<grid, block, smem, stream>>>(p);
         e = cudaGetLastError();
     }
     if (e != cudaSuccess) return fwd_device_error(err, e, "flash_fwd_kernel launch");
-    if (n_split && !cluster) {
+    if (n_split) {
         const int64_t rows = (int64_t)p.bh_total * Sq;
         // sm_90: a programmatic dependent launch (its launch overlaps the split kernel's tail;
         // the combine waits for that grid's completion in griddepcontrol.wait)
