@@ -69,7 +69,8 @@ def _probs(q, k, scale, vis, mask):
     e = np.where(np.isneginf(s), 0.0, np.exp(s - ms[:, None]))
     den = e.sum(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        p = np.where(empty[:, None], 0.0, e / np.where(empty, 1.0, den)[:, None])
+        # e = 0 (a hidden key) stays 0 even when den is NaN (a NaN score the row sees)
+        p = np.where(empty[:, None] | (e == 0), 0.0, e / np.where(empty, 1.0, den)[:, None])
         lse = np.where(empty, -np.inf, ms + np.log(np.where(empty, 1.0, den)))
     return p, lse
 
@@ -119,7 +120,9 @@ def _make(bug=None):
                     gv[b, :, g] += _mm0(p.T, dof)
                     dp = np.where(p != 0, _mm0(dof, vf.T), 0.0)
                     dsum = np.where(p.any(axis=1), (dof * of).sum(axis=1), 0.0)
-                    ds = p * (dp - dsum[:, None])
+                    # hidden (p = 0) entries stay exact zeros: a NaN row sum (a NaN/Inf the row sees)
+                    # times p = 0 would put NaN into the dK column of a key no row sees
+                    ds = np.where(p != 0, p * (dp - dsum[:, None]), 0.0)
                     gq[b, :, h] = scale * _mm0(ds, kf)
                     gk[b, :, g] += (1.0 if bug == "dk" else scale) * _mm0(ds.T, qf)
             dq[...] = from_float(gq, dtype, dq)
