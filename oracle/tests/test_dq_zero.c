@@ -35,14 +35,10 @@ static double row_mag(const orc_ctx *c, int64_t b, int64_t h, int64_t i) {
 }
 
 static void run_case(int id) {
-    int64_t B = 1 + (int64_t)(t_next() % 2), Hkv = 1 + (int64_t)(t_next() % 2);
-    int64_t G = 1 + (int64_t)(t_next() % 3), Hq = Hkv * G;
-    int64_t Sq = 1 + (int64_t)(t_next() % 13), Sk = 1 + (int64_t)(t_next() % 17);
-    int64_t D = 1 + (int64_t)(t_next() % 9), Dv = 1 + (int64_t)(t_next() % 9);
-    fa_dtype dt = (t_next() & 1) ? FA_F16 : FA_BF16;
-    fa_causal cz = (fa_causal)(t_next() % 3);
-    int64_t wl = (t_next() % 3) ? -1 : (int64_t)(t_next() % 5), wr = (t_next() % 3) ? -1 : (int64_t)(t_next() % 5);
-    fa_problem p = t_problem(B, Sq, Sk, Hq, Hkv, D, Dv, dt, cz, wl, wr);
+    fa_problem p = t_random_problem();
+    const int64_t B = p.batch, Sq = p.seqlen_q, Sk = p.seqlen_k, Hq = p.heads_q, Hkv = p.heads_kv, G = Hq / Hkv;
+    const int64_t D = p.head_dim_qk, Dv = p.head_dim_v;
+    const fa_dtype dt = p.dtype;
     int kind = id % 6; /* 0: K constant, 1: V constant, 2: both, 3: neither (random), 4: dO 0, 5: Q 0 */
     if (t_next() % 3 == 0) p.softcap = (t_next() & 1) ? 0.125f : 5.0f; /* 0.125: saturated tanh */
     if (t_next() % 2) p.softmax_scale = 0.375f;

@@ -141,6 +141,20 @@ static fa_problem t_problem(int64_t B, int64_t Sq, int64_t Sk, int64_t Hq, int64
     return p;
 }
 
+/* A small random problem (the oracle tests' shared draw, in this order): B 1..2, Hkv 1..2, G 1..3
+ * (Hq = Hkv G), Sq 1..13, Sk 1..17, Dqk and Dv 1..9, fp16 or bf16, causal none/top-left/bottom-right,
+ * each window side -1 (2 in 3) or 0..4. */
+static fa_problem t_random_problem(void) {
+    int64_t B = 1 + (int64_t)(t_next() % 2), Hkv = 1 + (int64_t)(t_next() % 2);
+    int64_t G = 1 + (int64_t)(t_next() % 3), Hq = Hkv * G;
+    int64_t Sq = 1 + (int64_t)(t_next() % 13), Sk = 1 + (int64_t)(t_next() % 17);
+    int64_t D = 1 + (int64_t)(t_next() % 9), Dv = 1 + (int64_t)(t_next() % 9);
+    fa_dtype dt = (t_next() & 1) ? FA_F16 : FA_BF16;
+    fa_causal cz = (fa_causal)(t_next() % 3);
+    int64_t wl = (t_next() % 3) ? -1 : (int64_t)(t_next() % 5), wr = (t_next() % 3) ? -1 : (int64_t)(t_next() % 5);
+    return t_problem(B, Sq, Sk, Hq, Hkv, D, Dv, dt, cz, wl, wr);
+}
+
 /* An fp32-accumulating profile (RN), P and dS rounded, outputs rounded, IEEE
  * gradual underflow (no flush to zero). */
 static fa_precision t_profile_fp32(void) {
