@@ -482,6 +482,10 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         launch_threads = fwd_sm90_threads;
     } else {
         kern = fwd_sm80_kernel(cfg, pr->dtype == FA_BF16, natural);
+        // the decode tile runs fwd_decode.cu's kernel (the same tile, grid and arithmetic as the
+        // general kernel's decode instantiation, compact code); the policy may ask for the latter
+        if (cfg->nw == 1 && cfg->bm == 16 && cfg->hv == 0 && !pol->fwd_decode_general)
+            kern = fwd_decode_kernel(cfg->hd, pr->dtype == FA_BF16, natural);
         smem = fwd_smem_bytes(cfg);
         launch_bm = cfg->bm;
         launch_bn = cfg->bn;
