@@ -34,12 +34,9 @@ typedef struct {
     int fwd_decode_general; /* 0: default (the decode tile runs fwd/fwd_decode.cu's kernel); 1: the
                                general mma.sync kernel's decode instantiation (fwd_sm80.cu) instead:
                                the same tile, grid and arithmetic, for bitwise comparisons */
-    int fwd_decode_prefetch; /* 0: default (fwd_host.cu fwd_decode_pf); -1: no L2 prefetch in
-                                fwd_decode.cu's kernel; 2, 3: block n - that many prefetched into L2
-                                while block n is computed (no value changes: bitwise the same) */
 } fa_cuda_policy;
 
-/* {-1, -1, 1, 1, 1, 1, 0, 0, {NULL, NULL}, 0, 0, 0} (backend.cu) */
+/* {-1, -1, 1, 1, 1, 1, 0, 0, {NULL, NULL}, 0, 0} (backend.cu) */
 extern const fa_cuda_policy fa_cuda_policy_default;
 
 fa_status fa_cuda_forward_policy(const fa_fwd_args *args, const fa_cuda_policy *policy, fa_error *err);

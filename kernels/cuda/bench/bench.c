@@ -25,7 +25,7 @@
  * usage: bench [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST]
  *              [--iters N] [--warmup N] [--tokens N] [--hidden N] [--deterministic]
  *              [--policy default|sm80|nows|fam1|perseq|decgen] [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]
- *              [--decode] [--pick LIST] [--split N] [--prefetch N]
+ *              [--decode] [--pick LIST] [--split N]
  * --v3: instead of the grid, the contract-v3 problems (bench_v3: packed varlen, paged K/V, decode at
  *       Sq = 1 with caches of 4k..128k keys) beside torch's counterparts, one table; then the varlen
  *       backward (bench_v3_bwd) beside FlashAttention-2's varlen backward and cuDNN's, a second table
@@ -34,7 +34,6 @@
  *       MHA 32/32, caches 4k..128k, D = 128, bf16), beside the SDPA backends.
  * --pick LIST: only these problems of the --v3 / --decode list (0-based indices).
  * --split N: the decode split count pinned (kernels/cuda/testing.h fwd_split; -1: no split).
- * --prefetch N: fwd_decode.cu's L2 prefetch distance (testing.h fwd_decode_prefetch; -1: none; 2, 3).
  * The --v3 / --decode tables time both ways (call and kernels) and print the sync floor: the
  * latency of returning from a synchronous call, part of our kernels time, not of torch's.
  * LIST: comma-separated (--d 64,128 --s 512,2048 --causal 0,1 --dtype bf16,fp16).
@@ -892,7 +891,7 @@ static void usage(const char *argv0) {
             "usage: %s [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST] [--iters N]\n"
             "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80|nows|fam1|perseq|decgen]\n"
             "          [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3] [--decode] [--pick LIST]\n"
-            "          [--split N] [--prefetch N]\n",
+            "          [--split N]\n",
             argv0);
 }
 
@@ -939,10 +938,6 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--decode")) o.v3 = 2;
         else if (!strcmp(a, "--pick") && v) ok = parse_list(argv[++i], &o.pick, 0);
         else if (!strcmp(a, "--split") && v) ok = (o.pol.fwd_split = atoi(argv[++i])) >= -1;
-        else if (!strcmp(a, "--prefetch") && v) {
-            o.pol.fwd_decode_prefetch = atoi(argv[++i]); /* testing.h: -1 none, 2 or 3 blocks ahead */
-            ok = o.pol.fwd_decode_prefetch == -1 || o.pol.fwd_decode_prefetch == 2 || o.pol.fwd_decode_prefetch == 3;
-        }
         else if (!strcmp(a, "--no-torch")) o.torch = NULL;
         else if (!strcmp(a, "--torch") && v) o.torch = argv[++i];
         else if (!strcmp(a, "--out") && v) o.out = argv[++i];

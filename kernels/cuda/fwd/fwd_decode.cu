@@ -57,34 +57,10 @@ static __device__ __noinline__ void fwd_dec_load_kv(uint32_t s_base, const uint1
     }
 }
 
-/* Block row0's K or V tile prefetched into L2 (prefetch.global.L2: a hint that writes no register
- * and changes no value; it also warms the address translation of the block's memory): lane takes
- * rows row0 + lane and row0 + lane + 32 of [valid_lo, valid_hi), each row's head_dim * 2 bytes in
- * 128-byte lines. Dense tiles and tiles in one page only (the per-row gather is not prefetched).
- * The addresses are those fwd_dec_load_kv copies from later (same table entry, same rows). */
-template <int HD>
-static __device__ __forceinline__ void fwd_dec_prefetch_kv(const uint16_t *g_base, int64_t row_stride,
-                                                           int64_t page_stride, const int *pages, int page_size,
-                                                           int row0, int valid_lo, int valid_hi, int head_dim) {
-    if (pages != NULL && page_size % 64 != 0) return;
-    const uint16_t *base = g_base;
-    if (pages != NULL) base += (int64_t)pages[row0 / page_size] * page_stride - (int64_t)(row0 - row0 % page_size) * row_stride;
-    const int lane = (int)threadIdx.x, bytes = head_dim * 2;
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-        const int gr = row0 + lane + 32 * i;
-        if (gr < valid_lo || gr >= valid_hi) continue;
-        const char *a = (const char *)(base + (int64_t)gr * row_stride);
-#pragma unroll
-        for (int l = 0; l < (HD * 2 + 127) / 128; ++l)
-            if (l * 128 < bytes) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(a + l * 128));
-    }
-}
-
 /* One warp a CTA (blockDim 32), grid (1, units, n_split or 1) as fwd_sm80.cu's decode tile:
  * unit u = the (batch, first query head) u * p.pack; split z = blockIdx.z. Shared memory:
  * Q [16][HD], K [2][64][HD], V [2][64][HD] (fwd_smem_bytes of the decode tile). */
-template <int HD, bool BF16, bool NATURAL, int PF>
+template <int HD, bool BF16, bool NATURAL>
 __global__ void __launch_bounds__(32, 3) flash_fwd_decode_kernel(const fwd_params p) {
     constexpr int BM = 16, BN = 64;
     constexpr int NT = BN / 8;   // n8 tiles of S
@@ -160,13 +136,6 @@ __global__ void __launch_bounds__(32, 3) flash_fwd_decode_kernel(const fwd_param
                                     p.page_size, (n - 1) * BN, kv_lo, kv_hi, p.head_dim_v);
                 ptx_cp_commit();
             }
-            // block n - PF (PF > 1: beyond the copies in flight) into L2; no value depends on it
-            if (PF > 1 && n - PF >= n_begin) {
-                fwd_dec_prefetch_kv<HD>(sq.k_base, p.k_ss, p.k_sb, sq.pages, p.page_size, (n - PF) * BN, kv_lo, kv_hi,
-                                        p.head_dim);
-                fwd_dec_prefetch_kv<HD>(sq.v_base, p.v_ss, p.v_sb, sq.pages, p.page_size, (n - PF) * BN, kv_lo, kv_hi,
-                                        p.head_dim_v);
-            }
             // boundary block: some key hidden from some row (tail, window, diagonal, natural
             // units): the element mask, and V's NaN/Inf guard (fwd_common.cuh: V(n) waited for,
             // each lane zeroes NaN/Inf in the chunks it copied, the warp ORs, a hit raises the flag)
@@ -238,15 +207,16 @@ __global__ void __launch_bounds__(32, 3) flash_fwd_decode_kernel(const fwd_param
     }
 }
 
-/* The decode kernel for a padded head dim (64 or 128; NULL otherwise), a dtype, the score units
- * and the L2 prefetch distance pf (0: none; 2, 3: block n - pf while block n is computed). Its
- * tile, shared memory and grid are the decode tile's (fwd_decode_tiles). */
-#define FWD_DEC_PICK(HD, PF)                                                                                 \
-    (bf16 ? (natural ? flash_fwd_decode_kernel<HD, true, true, PF> : flash_fwd_decode_kernel<HD, true, false, PF>) \
-          : (natural ? flash_fwd_decode_kernel<HD, false, true, PF> : flash_fwd_decode_kernel<HD, false, false, PF>))
-fwd_kernel_fn fwd_decode_kernel(int hd, int bf16, int natural, int pf) {
-    if (hd == 64) return pf == 3 ? FWD_DEC_PICK(64, 3) : pf == 2 ? FWD_DEC_PICK(64, 2) : FWD_DEC_PICK(64, 0);
-    if (hd == 128) return pf == 3 ? FWD_DEC_PICK(128, 3) : pf == 2 ? FWD_DEC_PICK(128, 2) : FWD_DEC_PICK(128, 0);
+/* The decode kernel for a padded head dim (64 or 128; NULL otherwise), a dtype and the score
+ * units. Its tile, shared memory and grid are the decode tile's (fwd_decode_tiles). */
+fwd_kernel_fn fwd_decode_kernel(int hd, int bf16, int natural) {
+    if (hd == 64) {
+        if (bf16) return natural ? flash_fwd_decode_kernel<64, true, true> : flash_fwd_decode_kernel<64, true, false>;
+        return natural ? flash_fwd_decode_kernel<64, false, true> : flash_fwd_decode_kernel<64, false, false>;
+    }
+    if (hd == 128) {
+        if (bf16) return natural ? flash_fwd_decode_kernel<128, true, true> : flash_fwd_decode_kernel<128, true, false>;
+        return natural ? flash_fwd_decode_kernel<128, false, true> : flash_fwd_decode_kernel<128, false, false>;
+    }
     return NULL;
 }
-#undef FWD_DEC_PICK

@@ -309,9 +309,6 @@ static constexpr int fwd_decode_max_sq = 16;
 static constexpr int fwd_decode_bn = 64;
 static constexpr int fwd_split_min_blocks = 2;
 static constexpr int fwd_split_ctas_per_sm = 2;
-/* fwd_decode.cu's kernel: the key block prefetched into L2 this many blocks ahead of the one it
- * computes (0: none; the copies into shared memory run one block ahead either way). */
-static constexpr int fwd_decode_pf = 0;
 
 static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev);
 
@@ -488,9 +485,7 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         // the decode tile runs fwd_decode.cu's kernel (the same tile, grid and arithmetic as the
         // general kernel's decode instantiation, compact code); the policy may ask for the latter
         if (cfg->nw == 1 && cfg->bm == 16 && cfg->hv == 0 && !pol->fwd_decode_general)
-            kern = fwd_decode_kernel(cfg->hd, pr->dtype == FA_BF16, natural,
-                                     pol->fwd_decode_prefetch == 0 ? fwd_decode_pf
-                                                                   : (pol->fwd_decode_prefetch < 0 ? 0 : pol->fwd_decode_prefetch));
+            kern = fwd_decode_kernel(cfg->hd, pr->dtype == FA_BF16, natural);
         smem = fwd_smem_bytes(cfg);
         launch_bm = cfg->bm;
         launch_bn = cfg->bn;

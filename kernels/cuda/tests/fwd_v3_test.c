@@ -822,11 +822,6 @@ int main(int argc, char **argv) {
     fa_cuda_policy pol_general = fa_cuda_policy_default;
     pol_general.fwd_decode_general = 1;
     pol_twin = &pol_general;
-    /* fwd_decode.cu's L2 prefetch (testing.h fwd_decode_prefetch) in rotation over the cases: the
-     * default, none, 2 and 3 blocks ahead; a hint, so every one must give the twin's bits */
-    static const int pf_rot[4] = {0, -1, 2, 3};
-    fa_cuda_policy pol_dec[4];
-    for (int k = 0; k < 4; ++k) pol_dec[k] = fa_cuda_policy_default, pol_dec[k].fwd_decode_prefetch = pf_rot[k];
     int ndec = 0;
     static const int dsq[3] = {1, 4, 16}, dsk[3] = {1000, 4096, 20000};
     for (int di = 0; di < 2; ++di)
@@ -854,11 +849,10 @@ int main(int argc, char **argv) {
                     /* packed queries of unequal lengths (Sq_b < Sqmax): packed rows stride by Sqmax */
                     if (lay == 1 && dsq[qi] > 1)
                         for (int b = 0; b < 3; ++b) c.sq[b] = dsq[qi] - b;
-                    run_case(&c, &pol_dec[(ndec / 2) % 4], 0, 1);
+                    run_case(&c, &pol_default, 0, 1);
                     ++ndec;
                 }
-    printf("decode (split-KV + combine; L2 prefetch default/none/2/3 in rotation; twin: the general kernel's "
-           "decode tile, bitwise): %d cases\n", ndec);
+    printf("decode (split-KV + combine; twin: the general kernel's decode tile, bitwise): %d cases\n", ndec);
     /* ---- decode with the split count pinned (testing.h fwd_split): no split, a few splits, more
      * splits than the combine has threads, the most the rule admits (fwd_split_max = 256 at
      * 33000 keys: 516 blocks of 64, 2 a split); one cache shorter (its last splits see no key) */
@@ -868,7 +862,6 @@ int main(int argc, char **argv) {
         for (int qi = 0; qi < 2; ++qi) {
             fa_cuda_policy pol = fa_cuda_policy_default;
             pol.fwd_split = forced[fi];
-            pol.fwd_decode_prefetch = pf_rot[(fi + qi) % 4];
             pol_general.fwd_split = forced[fi];
             v3_case c;
             memset(&c, 0, sizeof(c));
