@@ -25,7 +25,7 @@
  * usage: bench [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST]
  *              [--iters N] [--warmup N] [--tokens N] [--hidden N] [--deterministic]
  *              [--policy default|sm80|nows|fam1|perseq|decgen] [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]
- *              [--decode] [--pick LIST] [--split N]
+ *              [--decode] [--pick LIST] [--split N] [--pages-in-order]
  * --v3: instead of the grid, the contract-v3 problems (bench_v3: packed varlen, paged K/V, decode at
  *       Sq = 1 with caches of 4k..128k keys) beside torch's counterparts, one table; then the varlen
  *       backward (bench_v3_bwd) beside FlashAttention-2's varlen backward and cuDNN's, a second table
@@ -34,6 +34,8 @@
  *       MHA 32/32, caches 4k..128k, D = 128, bf16), beside the SDPA backends.
  * --pick LIST: only these problems of the --v3 / --decode list (0-based indices).
  * --split N: the decode split count pinned (kernels/cuda/testing.h fwd_split; -1: no split).
+ * --pages-in-order: paged problems with the block table 0, 1, 2, ... instead of shuffled pages
+ *       (what the page order costs: the same kernels and addresses' layout, sequential pages).
  * The --v3 / --decode tables time both ways (call and kernels) and print the sync floor: the
  * latency of returning from a synchronous call, part of our kernels time, not of torch's.
  * LIST: comma-separated (--d 64,128 --s 512,2048 --causal 0,1 --dtype bf16,fp16).
@@ -83,6 +85,7 @@ typedef struct {
     bench_list d, s, causal, dtype; /* dtype: 1 bf16, 0 fp16 */
     int iters, warmup, deterministic, check, v3;
     bench_list pick; /* --pick: indices into the --v3 / --decode problem list (n = 0: all) */
+    int pages_in_order; /* --pages-in-order: paged problems read pages 0, 1, 2, ... (no shuffle) */
     int64_t tokens, hidden;
     fa_cuda_policy pol;
     const char *policy_name, *torch, *out;
@@ -600,11 +603,11 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
             CK(bench_fill(v[x], kvrows * Hkv * D, 307u + x, 1));
         }
         int32_t *table = NULL;
-        if (paged) { /* a shuffled permutation of the pages (LCG, deterministic) */
+        if (paged) { /* a shuffled permutation of the pages (LCG, deterministic); --pages-in-order: none */
             table = malloc(sizeof(int32_t) * (size_t)npages);
             for (int64_t x = 0; x < npages; x++) table[x] = (int32_t)x;
             uint64_t z = 12345;
-            for (int64_t x = npages - 1; x > 0; x--) {
+            for (int64_t x = npages - 1; x > 0 && !o->pages_in_order; x--) {
                 z = z * 6364136223846793005ull + 1442695040888963407ull;
                 const int64_t y = (int64_t)((z >> 33) % (uint64_t)(x + 1));
                 const int32_t t = table[x]; table[x] = table[y]; table[y] = t;
@@ -891,7 +894,7 @@ static void usage(const char *argv0) {
             "usage: %s [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST] [--iters N]\n"
             "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80|nows|fam1|perseq|decgen]\n"
             "          [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3] [--decode] [--pick LIST]\n"
-            "          [--split N]\n",
+            "          [--split N] [--pages-in-order]\n",
             argv0);
 }
 
@@ -936,6 +939,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-check")) o.check = 0;
         else if (!strcmp(a, "--v3")) o.v3 = 1;
         else if (!strcmp(a, "--decode")) o.v3 = 2;
+        else if (!strcmp(a, "--pages-in-order")) o.pages_in_order = 1;
         else if (!strcmp(a, "--pick") && v) ok = parse_list(argv[++i], &o.pick, 0);
         else if (!strcmp(a, "--split") && v) ok = (o.pol.fwd_split = atoi(argv[++i])) >= -1;
         else if (!strcmp(a, "--no-torch")) o.torch = NULL;
