@@ -309,11 +309,6 @@ static constexpr int fwd_decode_max_sq = 16;
 static constexpr int fwd_decode_bn = 64;
 static constexpr int fwd_split_min_blocks = 2;
 static constexpr int fwd_split_ctas_per_sm = 2;
-/* Long caches (n_blocks / splits >= fwd_split_long_blocks): up to fwd_split_ctas_per_sm_long CTAs an
- * SM (bench/RESULTS-2026-11-25-s7-decode.md: B 1, 32 KV heads, 16k and 64k keys: 12 splits, 3 an SM,
- * 5-6% faster than 7 or 9). */
-static constexpr int fwd_split_ctas_per_sm_long = 3;
-static constexpr int fwd_split_long_blocks = 16;
 /* The most key blocks a decode CTA runs on fwd_decode.cu's kernel (more: the general kernel's
  * decode instantiation; see fwd_run). */
 static constexpr int fwd_decode_most_blocks = 128;
@@ -578,10 +573,6 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         int64_t most = n_blocks / fwd_split_min_blocks;
         if (most > fwd_split_max) most = fwd_split_max;
         int64_t want = slots / ctas;
-        // long caches: one wave of every CTA the occupancy admits (up to fwd_split_ctas_per_sm_long an
-        // SM) where each split still runs at least fwd_split_long_blocks blocks
-        const int64_t slots_long = (int64_t)(per_sm < fwd_split_ctas_per_sm_long ? per_sm : fwd_split_ctas_per_sm_long) * n_sms;
-        if (slots_long / ctas > want && n_blocks / (slots_long / ctas) >= fwd_split_long_blocks) want = slots_long / ctas;
         if (want > most) want = most;
         if (want < 1) want = 1;
         if (pol->fwd_split > 0) want = pol->fwd_split < most ? pol->fwd_split : most;  // test hook

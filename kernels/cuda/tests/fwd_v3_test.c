@@ -877,26 +877,6 @@ int main(int argc, char **argv) {
             ++nforced;
         }
     printf("decode (split count pinned: -1, 2, 7, 65, 130, 256; twin as above): %d cases\n", nforced);
-    /* ---- decode, long caches with the host's split rule: 8 (batch, KV head) units at 65536 keys
-     * take the rule's long-cache clause on an H100 (3 CTAs an SM: 49 splits of 21 blocks; fwd_host.cu
-     * fwd_split_ctas_per_sm_long), dense MHA and paged GQA; the twin at the same split count */
-    pol_general.fwd_split = 0;
-    int nlong = 0;
-    for (int lay = 0; lay < 2; ++lay) {
-        v3_case c;
-        memset(&c, 0, sizeof(c));
-        c.B = 1, c.Hq = lay ? 32 : 8, c.Hkv = 8, c.D = 128, c.bf16 = lay;
-        c.causal = lay ? FA_CAUSAL_BOTTOM_RIGHT : FA_CAUSAL_NONE;
-        c.wl = c.wr = -1;
-        c.amp = 1.0;
-        c.sq[0] = 1, c.sk_alloc[0] = 65536, c.used[0] = lay ? 65536 - 5 : 65536;
-        c.use_used = 1;
-        if (lay == 0) c.name = "decode, long cache", c.varlen_q = 0;
-        else c.name = "decode, long cache, paged", c.page_size = 256, c.varlen_q = 1;
-        run_case(&c, &pol_default, 0, 1);
-        ++nlong;
-    }
-    printf("decode (long caches, the host's split rule; twin as above): %d cases\n", nlong);
     pol_twin = NULL;
     /* ---- backward with sinks: dsinks and dQ, dK, dV */
     int nb = 0;
