@@ -31,9 +31,12 @@ typedef struct {
                             calls are timed (kernels/cuda/bench/bench.c --decode) */
     int bwd_vl_per_seq; /* 0: default (varlen backward in one grid where the Hopper kernels run);
                            1: every varlen backward sequence by sequence (bwd_host.cu bwd_varlen) */
+    int fwd_decode_general; /* 0: default (the decode tile runs fwd/fwd_decode.cu's kernel); 1: the
+                               general mma.sync kernel's decode instantiation (fwd_sm80.cu) instead:
+                               the same tile, grid and arithmetic, for bitwise comparisons */
 } fa_cuda_policy;
 
-/* {-1, -1, 1, 1, 1, 1, 0, 0, {NULL, NULL}, 0} (backend.cu) */
+/* {-1, -1, 1, 1, 1, 1, 0, 0, {NULL, NULL}, 0, 0} (backend.cu) */
 extern const fa_cuda_policy fa_cuda_policy_default;
 
 fa_status fa_cuda_forward_policy(const fa_fwd_args *args, const fa_cuda_policy *policy, fa_error *err);

@@ -24,8 +24,8 @@
  *
  * usage: bench [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST]
  *              [--iters N] [--warmup N] [--tokens N] [--hidden N] [--deterministic]
- *              [--policy default|sm80|nows|fam1|perseq] [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]
- *              [--decode] [--pick LIST] [--split N]
+ *              [--policy default|sm80|nows|fam1|perseq|decgen] [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]
+ *              [--decode] [--pick LIST] [--split N] [--split-list LIST] [--pages-in-order]
  * --v3: instead of the grid, the contract-v3 problems (bench_v3: packed varlen, paged K/V, decode at
  *       Sq = 1 with caches of 4k..128k keys) beside torch's counterparts, one table; then the varlen
  *       backward (bench_v3_bwd) beside FlashAttention-2's varlen backward and cuDNN's, a second table
@@ -34,12 +34,18 @@
  *       MHA 32/32, caches 4k..128k, D = 128, bf16), beside the SDPA backends.
  * --pick LIST: only these problems of the --v3 / --decode list (0-based indices).
  * --split N: the decode split count pinned (kernels/cuda/testing.h fwd_split; -1: no split).
+ * --split-list LIST: one split count per picked problem, in order (0: the host's rule; -1: none;
+ *       n: pinned as --split n), e.g. a previous split rule's counts beside the current one.
+ * --pages-in-order: paged problems with the block table 0, 1, 2, ... instead of shuffled pages
+ *       (what the page order costs: the same kernels and addresses' layout, sequential pages).
  * The --v3 / --decode tables time both ways (call and kernels) and print the sync floor: the
  * latency of returning from a synchronous call, part of our kernels time, not of torch's.
  * LIST: comma-separated (--d 64,128 --s 512,2048 --causal 0,1 --dtype bf16,fp16).
  * --policy sm80: the mma.sync kernels everywhere (kernels/cuda/testing.h), for comparisons;
  * --policy nows: the plain wgmma forward instead of the warp-specialized one;
- * --policy fam1: the 64-row tile family everywhere (decode on it instead of the 16-row tile).
+ * --policy fam1: the 64-row tile family everywhere (decode on it instead of the 16-row tile);
+ * --policy decgen: the decode tile on the general mma.sync kernel (fwd_sm80.cu) instead of
+ *       fwd_decode.cu's kernel (same tile, grid and arithmetic).
  * --out FILE: the merged Markdown table is also written there (e.g. bench/RESULTS-<date>.md). */
 #define _POSIX_C_SOURCE 200809L /* popen, readlink, access, clock_gettime under -std=c11 */
 #include <cuda_runtime.h>
@@ -81,6 +87,8 @@ typedef struct {
     bench_list d, s, causal, dtype; /* dtype: 1 bf16, 0 fp16 */
     int iters, warmup, deterministic, check, v3;
     bench_list pick; /* --pick: indices into the --v3 / --decode problem list (n = 0: all) */
+    int pages_in_order; /* --pages-in-order: paged problems read pages 0, 1, 2, ... (no shuffle) */
+    int split_list[32], n_split_list; /* --split-list: per picked problem, testing.h fwd_split */
     int64_t tokens, hidden;
     fa_cuda_policy pol;
     const char *policy_name, *torch, *out;
@@ -598,11 +606,11 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
             CK(bench_fill(v[x], kvrows * Hkv * D, 307u + x, 1));
         }
         int32_t *table = NULL;
-        if (paged) { /* a shuffled permutation of the pages (LCG, deterministic) */
+        if (paged) { /* a shuffled permutation of the pages (LCG, deterministic); --pages-in-order: none */
             table = malloc(sizeof(int32_t) * (size_t)npages);
             for (int64_t x = 0; x < npages; x++) table[x] = (int32_t)x;
             uint64_t z = 12345;
-            for (int64_t x = npages - 1; x > 0; x--) {
+            for (int64_t x = npages - 1; x > 0 && !o->pages_in_order; x--) {
                 z = z * 6364136223846793005ull + 1442695040888963407ull;
                 const int64_t y = (int64_t)((z >> 33) % (uint64_t)(x + 1));
                 const int32_t t = table[x]; table[x] = table[y]; table[y] = t;
@@ -649,7 +657,9 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
         CK(cudaEventCreate(&g1));
         /* kernels mode: the call also records g0 / g1 around its GPU work (testing.h fwd_events),
          * timed like torch's asynchronous calls: its "cuda gpu ms" */
-        fa_cuda_policy pol_ev = o->pol;
+        fa_cuda_policy pol = o->pol; /* --split-list: this problem's split count pinned */
+        if (i < o->n_split_list) pol.fwd_split = o->split_list[i];
+        fa_cuda_policy pol_ev = pol;
         pol_ev.fwd_events[0] = g0;
         pol_ev.fwd_events[1] = g1;
         double *tk = malloc(sizeof(double) * (size_t)o->iters), *tc = malloc(sizeof(double) * (size_t)o->iters);
@@ -662,7 +672,7 @@ static int bench_v3(const bench_opts *o, cudaStream_t st, const v3_prob *probs, 
                 CK(cudaStreamSynchronize(st));
                 if (mode == 1) CK(bench_spin(st, BENCH_SPIN_US));
                 CK(cudaEventRecord(e0, st));
-                if (fa_cuda_forward_policy(&fa[x], mode ? &pol_ev : &o->pol, &err) != FA_OK) {
+                if (fa_cuda_forward_policy(&fa[x], mode ? &pol_ev : &pol, &err) != FA_OK) {
                     fprintf(stderr, "bench v3 #%d: %s: %s\n", i, err.arg, err.msg);
                     ok = 0;
                 }
@@ -887,9 +897,9 @@ static int bench_v3_bwd(const bench_opts *o, cudaStream_t st) {
 static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST] [--iters N]\n"
-            "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80|nows|fam1|perseq]\n"
+            "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80|nows|fam1|perseq|decgen]\n"
             "          [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3] [--decode] [--pick LIST]\n"
-            "          [--split N]\n",
+            "          [--split N] [--split-list LIST] [--pages-in-order]\n",
             argv0);
 }
 
@@ -934,6 +944,19 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--no-check")) o.check = 0;
         else if (!strcmp(a, "--v3")) o.v3 = 1;
         else if (!strcmp(a, "--decode")) o.v3 = 2;
+        else if (!strcmp(a, "--pages-in-order")) o.pages_in_order = 1;
+        else if (!strcmp(a, "--split-list") && v) { /* n,n,...: 0 the host's rule, -1 none, n > 0 pinned */
+            const char *c = argv[++i];
+            char *end;
+            o.n_split_list = 0;
+            while (ok && *c && o.n_split_list < 32) {
+                const long x = strtol(c, &end, 10);
+                ok = end != c && x >= -1 && x <= 256 && (*end == ',' || *end == 0);
+                o.split_list[o.n_split_list++] = (int)x;
+                c = *end ? end + 1 : end;
+            }
+            ok = ok && !*c;
+        }
         else if (!strcmp(a, "--pick") && v) ok = parse_list(argv[++i], &o.pick, 0);
         else if (!strcmp(a, "--split") && v) ok = (o.pol.fwd_split = atoi(argv[++i])) >= -1;
         else if (!strcmp(a, "--no-torch")) o.torch = NULL;
@@ -948,6 +971,8 @@ int main(int argc, char **argv) {
                 o.pol.fwd_ws = 0;
             } else if (!strcmp(o.policy_name, "perseq")) {
                 o.pol.bwd_vl_per_seq = 1; /* varlen backward: one launch sequence per sequence */
+            } else if (!strcmp(o.policy_name, "decgen")) {
+                o.pol.fwd_decode_general = 1; /* decode: the general kernel's decode tile (fwd_sm80.cu) */
             } else if (!strcmp(o.policy_name, "fam1")) {
                 o.pol.fwd_family = 1; /* the 64-row family everywhere (decode too: not the 16-row decode tile) */
             } else ok = !strcmp(o.policy_name, "default");

@@ -716,6 +716,9 @@ typedef void (*fwd_kernel_fn)(const fwd_params);
 /* The kernels of one family for a tile, a dtype and the score units (fwd_sm80.cu,
  * fwd_sm90.cu); NULL when the family has no kernel for that tile. */
 fwd_kernel_fn fwd_sm80_kernel(const fwd_tile *t, int bf16, int natural);
+/* The decode tile's own kernel (fwd_decode.cu: fwd_sm80.cu's decode tile with compact code, the
+ * same arithmetic), padded head dims 64 and 128; NULL otherwise. */
+fwd_kernel_fn fwd_decode_kernel(int hd, int bf16, int natural);
 fwd_kernel_fn fwd_sm90_kernel(int hd, int bf16, int natural);
 
 #endif /* FLASHCHECK_CUDA_FWD_COMMON_CUH */

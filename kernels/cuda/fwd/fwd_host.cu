@@ -309,6 +309,9 @@ static constexpr int fwd_decode_max_sq = 16;
 static constexpr int fwd_decode_bn = 64;
 static constexpr int fwd_split_min_blocks = 2;
 static constexpr int fwd_split_ctas_per_sm = 2;
+/* The most key blocks a decode CTA runs on fwd_decode.cu's kernel (more: the general kernel's
+ * decode instantiation; see fwd_run). */
+static constexpr int fwd_decode_most_blocks = 128;
 
 static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_error *err, int dev);
 
@@ -471,7 +474,7 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
     const int use_ws = !decode && Dqk == Dv && !softcap && !sinks &&
                        cc_major == 9 && cc_minor == 0 && pol->fwd_sm90 != 0 && pol->fwd_ws != 0 &&
                        (cfg->hd == 128 || cfg->hd == 64) && (size_t)smem_optin >= fwd_ws_smem_bytes(cfg->hd);
-    fwd_kernel_fn kern;
+    fwd_kernel_fn kern, kern_decode = NULL, kern_general = NULL;
     size_t smem;
     int launch_bm, launch_bn, launch_threads;
     if (use_sm90) {
@@ -482,6 +485,12 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         launch_threads = fwd_sm90_threads;
     } else {
         kern = fwd_sm80_kernel(cfg, pr->dtype == FA_BF16, natural);
+        // the decode tile runs fwd_decode.cu's kernel (the same tile, grid and arithmetic as the
+        // general kernel's decode instantiation, compact code) where its CTAs run few key blocks
+        // (below, once the split is known); the policy may ask for the general one everywhere
+        if (cfg->nw == 1 && cfg->bm == 16 && cfg->hv == 0 && !pol->fwd_decode_general)
+            kern_decode = fwd_decode_kernel(cfg->hd, pr->dtype == FA_BF16, natural);
+        if (kern_decode != NULL) kern_general = kern, kern = kern_decode;
         smem = fwd_smem_bytes(cfg);
         launch_bm = cfg->bm;
         launch_bn = cfg->bn;
@@ -571,6 +580,17 @@ static fa_status fwd_run(const fa_fwd_args *a, const fa_cuda_policy *pol, fa_err
         bps = (int)((n_blocks + want - 1) / want);
         n_split = (int)((n_blocks + bps - 1) / bps);
         if (n_split < 2) n_split = bps = 0;
+    }
+    // a CTA that runs many key blocks (a long split, or a long cache without one): the general
+    // kernel's decode instantiation, whose code is then warm and whose unrolled loads were faster
+    // (0.5-1.6% at 256 and more blocks a CTA); fewer blocks: fwd_decode.cu's kernel, whose CTAs
+    // no longer wait on instruction fetch (kernels/cuda/bench/RESULTS-2026-11-25-s7-decode.md).
+    // Both give the same bits (the same tile, grid, split and arithmetic: fwd_v3_test's twin calls).
+    if (kern_decode != NULL && (n_split ? (int64_t)bps : n_blocks) > fwd_decode_most_blocks) {
+        kern = kern_general;
+        int per_sm_general = 1;  // (the split counted fwd_decode.cu's CTAs an SM: same tile and shared memory)
+        e = fwd_kernel_ready(dev, kern, launch_threads, smem, &per_sm_general);
+        if (e != cudaSuccess) return fwd_device_error(err, e, "cudaFuncSetAttribute");
     }
     const int64_t B = pr->batch;
     const size_t meta_ints = (cu_q ? (size_t)(B + 1) : 0) + (cu_k ? (size_t)(B + 1) : 0) + (used_k ? (size_t)B : 0) +

@@ -123,6 +123,10 @@ static int v3_max(const int *x, int n) {
 }
 
 static fa_cuda_policy pol_exact[3], pol_default, pol_ws;
+/* NULL, or the policy of run_case's twin call: the same call again under it must give the same
+ * bits (the decode cases: fwd_decode.cu's kernel against the general kernel's decode tile,
+ * testing.h fwd_decode_general, which share the tile, the grid and the arithmetic). */
+static const fa_cuda_policy *pol_twin = NULL;
 static const char *pol_name[3] = {"sm90/default-tile", "sm80 family 0", "sm80 family 1"};
 static long n_checked = 0, n_failed = 0;
 
@@ -342,6 +346,27 @@ static void run_case(const v3_case *c, const fa_cuda_policy *pol, int exact, int
     float *L = malloc(lsen * 4 + 4);
     CK(cudaMemcpy(O, dO, on * 2, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(L, dl, lsen * 4, cudaMemcpyDeviceToHost));
+    /* 0. the twin call (pol_twin): the outputs poisoned with another NaN pattern, then bitwise */
+    if (pol_twin != NULL) {
+        CK(cudaMemset(dO, 0xFE, on * 2));
+        CK(cudaMemset(dl, 0xFE, lsen * 4));
+        st = fa_cuda_forward_policy(&a, pol_twin, &err);
+        ++n_checked;
+        if (st != FA_OK) {
+            char msg[400];
+            snprintf(msg, sizeof(msg), "twin call returned %s: %s: %s", fa_status_name(st), err.arg, err.msg);
+            fail(c, msg);
+        } else {
+            uint16_t *O2 = malloc(on * 2 + 2);
+            float *L2 = malloc(lsen * 4 + 4);
+            CK(cudaMemcpy(O2, dO, on * 2, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(L2, dl, lsen * 4, cudaMemcpyDeviceToHost));
+            if (memcmp(O2, O, on * 2) != 0) fail(c, "O differs from the twin policy's call (not bitwise)");
+            else if (memcmp(L2, L, lsen * 4) != 0) fail(c, "LSE differs from the twin policy's call (not bitwise)");
+            free(O2);
+            free(L2);
+        }
+    }
 #define LSE_AT(b, h, i) (c->varlen_q ? L[(int64_t)(h) * qrows + cu_q[b] + (i)] : L[((int64_t)(b) * Hq + (h)) * Sqmax + (i)])
 #define LSE_PTR(b, h) (c->varlen_q ? &L[(int64_t)(h) * qrows + cu_q[b]] : &L[((int64_t)(b) * Hq + (h)) * Sqmax])
     /* 1. each sequence alone, dense, bitwise */
@@ -792,7 +817,11 @@ int main(int argc, char **argv) {
             }
     printf("Dqk != Dv (192/128, 136/72, 128/64, 64/128): %d cases, %ld failed so far\n", npair, n_failed);
 
-    /* ---- decode (default policy: decode tile, split-KV, combine) against the float64 reference */
+    /* ---- decode (default policy: decode tile, split-KV, combine) against the float64 reference,
+     * and bitwise against the general kernel's decode tile (pol_twin) */
+    fa_cuda_policy pol_general = fa_cuda_policy_default;
+    pol_general.fwd_decode_general = 1;
+    pol_twin = &pol_general;
     int ndec = 0;
     static const int dsq[3] = {1, 4, 16}, dsk[3] = {1000, 4096, 20000};
     for (int di = 0; di < 2; ++di)
@@ -823,7 +852,7 @@ int main(int argc, char **argv) {
                     run_case(&c, &pol_default, 0, 1);
                     ++ndec;
                 }
-    printf("decode (split-KV + combine): %d cases\n", ndec);
+    printf("decode (split-KV + combine; twin: the general kernel's decode tile, bitwise): %d cases\n", ndec);
     /* ---- decode with the split count pinned (testing.h fwd_split): no split, a few splits, more
      * splits than the combine has threads, the most the rule admits (fwd_split_max = 256 at
      * 33000 keys: 516 blocks of 64, 2 a split); one cache shorter (its last splits see no key) */
@@ -833,6 +862,7 @@ int main(int argc, char **argv) {
         for (int qi = 0; qi < 2; ++qi) {
             fa_cuda_policy pol = fa_cuda_policy_default;
             pol.fwd_split = forced[fi];
+            pol_general.fwd_split = forced[fi];
             v3_case c;
             memset(&c, 0, sizeof(c));
             c.B = 2, c.Hq = 8, c.Hkv = qi ? 8 : 2, c.D = (fi & 1) ? 64 : 128, c.bf16 = (fi + qi) & 1;
@@ -846,7 +876,8 @@ int main(int argc, char **argv) {
             run_case(&c, &pol, 0, 1);
             ++nforced;
         }
-    printf("decode (split count pinned: -1, 2, 7, 65, 130, 256): %d cases\n", nforced);
+    printf("decode (split count pinned: -1, 2, 7, 65, 130, 256; twin as above): %d cases\n", nforced);
+    pol_twin = NULL;
     /* ---- backward with sinks: dsinks and dQ, dK, dV */
     int nb = 0;
     for (int bf = 0; bf < (decode_only ? 0 : 2); ++bf)

@@ -22,6 +22,7 @@ BACKEND_SRCS = [
     "bwd/bwd_host.cu",
     "bwd/bwd_sm80.cu",
     "bwd/bwd_sm90.cu",
+    "fwd/fwd_decode.cu",
     "fwd/fwd_host.cu",
     "fwd/fwd_sm80.cu",
     "fwd/fwd_sm90.cu",
