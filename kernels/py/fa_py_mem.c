@@ -84,6 +84,7 @@ fa_status fa_py_mem_check_bwd(const fa_bwd_args *a, fa_py_mem_space_fn space, vo
  * CUDA versions): CUresult is an int, 0 = CUDA_SUCCESS; CUdeviceptr is 64 bits. */
 enum {
     CU_SUCCESS = 0,
+    CU_ERROR_INVALID_VALUE = 1,
     CU_ERROR_NOT_INITIALIZED = 3,
     CU_ERROR_INVALID_CONTEXT = 201,
     CU_POINTER_ATTRIBUTE_DEVICE_POINTER = 3
@@ -143,13 +144,21 @@ int fa_py_mem_cuda_space(const void *ptr, void *ctx, char *why, size_t whylen) {
     unsigned long long addr = 0;
     int rc = cu_device_address(ptr, &addr);
     if (rc == CU_ERROR_NOT_INITIALIZED || rc == CU_ERROR_INVALID_CONTEXT) {
-        /* no current context on this thread yet: bind device 0's primary context
-           (the worker's only visible device; the one torch's runtime uses) and ask again */
+        /* no current context on this thread yet: bind device 0's primary context (the
+           worker's only visible device; the one torch's runtime uses) and ask again */
         int dev = 0;
         void *pctx = NULL;
         if (CU.init(0) == CU_SUCCESS && CU.device_get(&dev, 0) == CU_SUCCESS &&
-            CU.primary_retain(&pctx, dev) == CU_SUCCESS && CU.set_current(pctx) == CU_SUCCESS)
+            CU.primary_retain(&pctx, dev) == CU_SUCCESS && CU.set_current(pctx) == CU_SUCCESS) {
             rc = cu_device_address(ptr, &addr);
+            /* with a context current, the remaining "invalid" answers mean that no UVA
+               context knows ptr (cuda.h: "If ptr was not allocated by, mapped by, or
+               registered with a CUcontext which uses UVA, CUDA_ERROR_INVALID_CONTEXT"):
+               plain host memory */
+            if (rc == CU_ERROR_INVALID_CONTEXT || rc == CU_ERROR_INVALID_VALUE) return 0;
+        }
+    } else if (rc == CU_ERROR_INVALID_VALUE) {
+        return 0; /* the pointer is not one the driver knows (the singular query's answer) */
     }
     if (rc != CU_SUCCESS) {
         snprintf(why, whylen, "cuPointerGetAttributes returned CUresult %d", rc);
