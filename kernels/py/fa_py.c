@@ -12,6 +12,7 @@
 #include <Python.h>
 
 #include "kernels/py/fa_py.h"
+#include "kernels/py/fa_py_mem.h"
 
 #include <dlfcn.h>
 #include <dlpack/dlpack.h>
@@ -472,6 +473,9 @@ static fa_status py_forward(const fa_fwd_args *a, fa_error *err) {
     if (st != FA_OK) return st;
     const fa_problem *p = &a->p;
     int cuda = S.table.memspace == FA_MEM_CUDA;
+    /* a device kernel gets device tensors only: a host pointer is rejected here, named,
+       before anything is wrapped (fa_py_mem.h) */
+    if (cuda && (st = fa_py_mem_check_fwd(a, fa_py_mem_cuda_space, NULL, err)) != FA_OK) return st;
     const py_geom gm = geom_of(p, &a->varlen, &a->paged);
     PyGILState_STATE g = P.PyGILState_Ensure();
     PyObject *items[11] = {
@@ -493,6 +497,7 @@ static fa_status py_backward(const fa_bwd_args *a, fa_error *err) {
     if (st != FA_OK) return st;
     const fa_problem *p = &a->p;
     int cuda = S.table.memspace == FA_MEM_CUDA;
+    if (cuda && (st = fa_py_mem_check_bwd(a, fa_py_mem_cuda_space, NULL, err)) != FA_OK) return st;
     const py_geom gm = geom_of(p, &a->varlen, &a->paged);
     PyGILState_STATE g = P.PyGILState_Ensure();
     PyObject *items[16] = {

@@ -17,6 +17,10 @@ backward(q, k, v, o, do, lse, *, causal, window, window_align, scale, mask, dq, 
     a deterministic case runs under torch.use_deterministic_algorithms(True) (a RuntimeError about a
     missing deterministic implementation is Unsupported).
 Only the keyword arguments a callable names are passed, unless it takes **kwargs.
+A call with nothing to write (forward: out and lse have no element, as with B = 0 or Sq = 0;
+backward: dq, dk, dv have none) is answered by the bridge without calling the kernel (dsinks,
+when wanted, set to 0). On a device="cuda" kernel the C side (kernels/py/fa_py_mem.h) rejects a
+host pointer, named, before this module sees the call.
 
 Contract v3 (kernels/flash_api.h fa_varlen, fa_paged, softcap, sinks), for kernels that claim a
 feature with @flashcheck.kernel(varlen=True, paged=True, softcap=True, sinks=True); both calls
@@ -298,10 +302,30 @@ def _sync(k, cuda):
         k.torch.cuda.synchronize()
 
 
+def _no_element(items):
+    """True when none of the views (capsule, ptr, shape, strides, bits) has an element."""
+    for it in items:
+        if it is not None and all(n > 0 for n in it[2]):
+            return False
+    return True
+
+
+def _zero(x):
+    if hasattr(x, "zero_"):
+        x.zero_()
+    else:
+        x[...] = 0
+
+
 def forward(k, items, prob, _flag):
     cuda = k.decl["device"] == "cuda"
     try:
         kw = _problem_kw(k, prob)
+        if _no_element(items[4:6]):
+            # an empty problem (B = 0, no query rows, no heads): O and LSE have no element, so
+            # there is nothing to compute or write; the kernel is not called (flash_api.h: "Sq = 0
+            # writes nothing"), as the cpu and cuda backends return at once
+            return (FA_OK, "", "")
         q, kk, v, mask, o, lse, *v3 = _views(k, items, kw["dtype"], cuda)
         if mask is not None and not k.decl["mask"]:
             raise Unsupported("additive mask (declared mask=False)")
@@ -325,6 +349,14 @@ def backward(k, items, prob, deterministic):
         kw = _problem_kw(k, prob)
         if deterministic and not k.decl["deterministic"]:
             raise Unsupported("deterministic backward (declared deterministic=False)")
+        if _no_element(items[7:10]):
+            # dQ, dK, dV have no element (B = 0, or no query rows and no key rows): nothing to
+            # compute; only dsinks, when wanted, is written: a sum over no row, 0
+            if _no_element(items[15:16]):
+                return (FA_OK, "", "")
+            _zero(_views(k, items[15:16], kw["dtype"], cuda)[0])
+            _sync(k, cuda)
+            return (FA_OK, "", "")
         q, kk, v, o, do, lse, mask, dq, dk, dv, *v3 = _views(k, items, kw["dtype"], cuda)
         if mask is not None and not k.decl["mask"]:
             raise Unsupported("additive mask (declared mask=False)")

@@ -173,3 +173,16 @@ v3_broken_dsinks = _v3_make("dsinks")    # the sink gradient with the wrong sign
 @flashcheck.kernel(device="cpu", profile="fp32", varlen=True)
 def v3_undeclared_kwargs(q, k, v, *, out, lse):
     """claims varlen but takes no cu_seqlens: a load error, not a silently wrong kernel"""
+
+
+# --------------------------------------------------------------------------------------------
+# Empty problems: a forward and a backward that raise on every call. The bridge answers a call
+# with nothing to write without calling them (B = 0; Sq = Sk = 0), so such cases pass; a
+# backward with key rows to zero (Sq = 0 < Sk) still reaches the kernel.
+def _raises_bwd(q, k, v, o, do, lse, *, dq, dk, dv):
+    raise ZeroDivisionError("planted failure in the backward")
+
+
+@flashcheck.kernel(device="cpu", profile="fp32", backward=_raises_bwd)
+def raises_fb(q, k, v, *, out, lse):
+    raise ZeroDivisionError("planted failure in the kernel")

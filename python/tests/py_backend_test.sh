@@ -116,5 +116,22 @@ grep -q "dsinks" rp_v3_broken_dsinks_v3_packed.log || bad "the wrong dsinks is n
 [ $rc -eq 3 ] && grep -q "declares varlen=True but its forward takes no cu_seqlens_q" undecl.log ||
   { bad "a v3 claim without its keyword arguments: rc $rc"; cat undecl.log; }
 
+# 6. empty problems: the bridge answers a call with nothing to write without calling the kernel
+#    (B = 0: cuda_grid F#173; Sq = Sk = 0), so a kernel that raises on every call passes them; a
+#    backward with key rows to zero (Sq = 0 < Sk) still reaches the kernel (and fails here)
+printf 'shape = 0 3 17 2 2 32 32\ndtype = bf16\nbackward = 1\ndeterministic = 0\nseed = 5\n' > empty_b0.case
+printf 'shape = 1 0 0 2 1 16 16\nbackward = 1\ndeterministic = 0\nseed = 6\n' > empty_q0k0.case
+printf 'shape = 1 0 17 2 1 16 16\nbackward = 1\ndeterministic = 0\nseed = 7\n' > empty_q0.case
+for c in empty_b0 empty_q0k0; do
+  "$FC" repro $c.case --backend "py:$T:raises_fb" > rp_$c.log 2>&1; rc=$?
+  [ $rc -eq 0 ] && grep -q "^PASS" rp_$c.log && grep -q "forward + backward" rp_$c.log && ! grep -q "planted failure" rp_$c.log ||
+    { bad "$c: the bridge called the kernel on a problem with nothing to write (rc $rc)"; tail -8 rp_$c.log; }
+done
+"$FC" repro empty_q0.case --backend "py:$T:raises_fb" > rp_empty_q0.log 2>&1; rc=$?
+[ $rc -eq 1 ] && grep -q "planted failure in the backward" rp_empty_q0.log ||
+  { bad "empty_q0: the backward with dK, dV to write did not reach the kernel (rc $rc)"; tail -8 rp_empty_q0.log; }
+"$FC" repro empty_b0.case --backend "$K:attention" > rp_empty_b0_np.log 2>&1; rc=$?
+[ $rc -eq 0 ] && grep -q "^PASS" rp_empty_b0_np.log || { bad "empty_b0 on the numpy kernel (rc $rc)"; tail -5 rp_empty_b0_np.log; }
+
 [ $fail -eq 0 ] && echo "py_backend_test: all passed"
 exit $fail

@@ -278,3 +278,16 @@ def test_bridge_passes_v3_limits_and_checks_keywords():
     assert st == 1 and "declares varlen=True but its forward takes no cu_seqlens_q" in msg
     with pytest.raises(TypeError, match="unknown declaration"):
         flashcheck.kernel(varlen_q=True)
+
+
+def test_adapter_refusals():
+    """The adapters' decline classification (flashcheck.adapters._refusals, no torch needed): the
+    implementation's own checks before launch are declines; a device fault or any other error is not."""
+    from flashcheck.adapters._refusals import refusal
+    assert refusal("No available kernel. Aborting execution.") == "No available kernel. Aborting execution."
+    assert refusal("cutlassF: no kernel found to launch!") == "cutlassF: no kernel found to launch!"
+    assert refusal("cutlassB: no kernel found to launch!") is not None
+    assert refusal("\nquery is not correctly aligned (strideH)\nmore") == "query is not correctly aligned (strideH)"
+    assert refusal("CUDA error: misaligned address\nCUDA kernel errors might be asynchronously reported") is None
+    assert refusal("cannot reshape tensor of 0 elements into shape [0, 2, -1]") is None
+    assert refusal(RuntimeError("Expected query, key, and value to have the same dtype")) is None

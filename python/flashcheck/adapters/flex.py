@@ -35,6 +35,15 @@ def attention(q, k, v, *, causal, window, window_align, scale, out, lse):
         if wr >= 0:
             ok = ok & (j <= diag + wr)
         return ok
+    if qt.shape[0] == 0 or qt.shape[1] == 0:
+        # no batch or no head: every tensor is empty, nothing to compute (flex_attention returns
+        # no LSE then); O stays on the autograd graph
+        o = qt.new_zeros(qt.shape[0], qt.shape[1], Sq, vt.shape[3])
+        if torch.is_grad_enabled() and any(x.requires_grad for x in (qt, kt, vt)):
+            o = o + (qt.sum() + kt.sum() + vt.sum()).to(o.dtype) * 0
+        if out is None:
+            return o.transpose(1, 2)
+        return o.transpose(1, 2), torch.zeros(qt.shape[0], qt.shape[1], Sq, dtype=torch.float32, device=q.device)
     if Sq == 0 or Sk == 0:
         raise flashcheck.Unsupported("flex_attention needs Sq, Sk > 0")
     bm = create_block_mask(mask_mod, None, None, Sq, Sk, device=q.device)
@@ -47,4 +56,6 @@ def attention(q, k, v, *, causal, window, window_align, scale, out, lse):
             raise flashcheck.Unsupported("torch.compile(flex_attention) has no kernel for this problem "
                                          "(Inductor NoValidChoicesError)") from None
         raise
+    if out is None:  # the autograd form's forward
+        return o.transpose(1, 2)
     return o.transpose(1, 2), l.float()

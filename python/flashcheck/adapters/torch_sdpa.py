@@ -13,16 +13,26 @@ attention) returns, computed on contiguous copies; math has no LSE output, so it
 torch.logsumexp of the fp32 scores. Backward: the autograd form (torch.autograd.grad through the
 same public call: the backend's backward kernel); deterministic-backward cases run under torch's
 own deterministic setting (torch.use_deterministic_algorithms), and the harness's bitwise re-run
-judges it. GQA: k and v are expanded with repeat_interleave (differentiable; dK, dV sum over the
-group). Not in SDPA, declared unsupported: windows, bottom-right causal, additive masks (SDPA takes
-the bias in the input dtype, not the contract's fp32). Precision: the preset torch-<backend> when
-this flashcheck has it, else tensorcore (the profile of flash kernels on tensor cores).
+judges it. GQA: SDPA's own enable_gqa=True (torch >= 2.5), the path users call, whose gradient
+reduction is what each preset's gqa_reduce states (math: K/V repeated in fp32 inside the graph,
+FA_GQA_FUSED; flash: FA2's dk_expanded summed by at::sum, round_sum32; cudnn: native). Where a
+backend's dispatcher refuses enable_gqa ("No available kernel": the memory-efficient backend in
+torch versions whose dispatcher does not take GQA for it) k and v are expanded with
+repeat_interleave in the dtype and autograd sums the group's gradients (fp32 accumulation of the
+dtype tensors, one rounding: round_sum32, which torch-efficient declares); never for math, whose
+preset declares the fused reduction that only enable_gqa gives. An empty problem (B or Hq zero)
+returns empty outputs (the bridge does not even call the kernel then). Not in SDPA,
+declared unsupported: windows, bottom-right causal, additive masks (SDPA takes the bias in the
+input dtype, not the contract's fp32). Declines: flashcheck.adapters._refusals. Precision: the
+preset torch-<backend> when this flashcheck has it, else tensorcore (the profile of flash
+kernels on tensor cores).
 """
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import flashcheck
+from flashcheck.adapters._refusals import refusal
 
 
 def _expand(k, v, Hq):
@@ -58,7 +68,55 @@ def _lse(kind, q, k, v, is_causal, scale):
             hide = torch.ones(Sq, k.shape[2], dtype=torch.bool, device=s.device).tril().logical_not()
             s = s.masked_fill(hide, float("-inf"))
         l = torch.logsumexp(s, dim=-1)
+    if l is None or l.numel() == 0:
+        return torch.zeros(q.shape[0], q.shape[1], Sq, dtype=torch.float32, device=q.device)
     return l.reshape(l.shape[0], l.shape[1], -1)[:, :, :Sq].float()
+
+
+def _declined(kind, e):
+    """flashcheck.Unsupported for the backend's own explicit refusal (_refusals), else None."""
+    why = refusal(e)
+    if why is None:
+        return None
+    return flashcheck.Unsupported("torch SDPA %s declines this case: %s" % (kind, why[:120]))
+
+
+def _sdpa(kind, backend, qt, kt, vt, is_causal, scale):
+    """O [B, H, Sq, Dv] of the public call under sdpa_kernel([backend]); GQA through enable_gqa
+    (or, where the dispatcher refuses it for a backend other than math, the dtype expansion)."""
+    gqa = qt.shape[1] != kt.shape[1]
+    try:
+        with sdpa_kernel([backend]):
+            return F.scaled_dot_product_attention(qt, kt, vt, is_causal=is_causal, scale=scale, enable_gqa=gqa)
+    except RuntimeError as e:
+        dec = _declined(kind, e)
+        if dec is None:
+            raise
+        if not gqa or kind == "math" or "No available kernel" not in str(e):
+            raise dec from None
+    ke, ve = _expand(kt, vt, qt.shape[1])
+    try:
+        with sdpa_kernel([backend]):
+            return F.scaled_dot_product_attention(qt, ke, ve, is_causal=is_causal, scale=scale)
+    except RuntimeError as e:
+        dec = _declined(kind, e)
+        if dec is None:
+            raise
+        raise dec from None
+
+
+def _empty(qt, kt, vt, out):
+    """The outputs of a problem with no batch or no head (every tensor empty): O [B, Sq, Hq, Dv]
+    and LSE [B, Hq, Sq] with no element, O on the autograd graph. SDPA itself is not asked: its
+    cuDNN backend returned None for B = 0 (torch 2.11, cuda_grid F#173). (Sq = 0 or Sk = 0 go to SDPA, whose fused backends
+    decline them.)"""
+    B, Hq, Sq = qt.shape[0], qt.shape[1], qt.shape[2]
+    o = qt.new_zeros(B, Hq, Sq, vt.shape[3])
+    if torch.is_grad_enabled() and any(x.requires_grad for x in (qt, kt, vt)):
+        o = o + (qt.sum() + kt.sum() + vt.sum()).to(o.dtype) * 0
+    if out is None:
+        return o.transpose(1, 2)
+    return o.transpose(1, 2), torch.zeros(B, Hq, Sq, dtype=torch.float32, device=qt.device)
 
 
 def _make(kind):
@@ -71,20 +129,14 @@ def _make(kind):
     def attention(q, k, v, *, causal, scale, out, lse):
         # [B, S, H, D] views -> [B, H, S, D] views: the case's strides go to torch unchanged
         qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
-        kt, vt = _expand(kt, vt, qt.shape[1])
         is_causal = causal == "top_left"
-        try:
-            with sdpa_kernel([backend]):
-                o = F.scaled_dot_product_attention(qt, kt, vt, is_causal=is_causal, scale=scale)
-        except RuntimeError as e:
-            # the backend's own explicit refusals (the dispatcher's "No available kernel", the
-            # memory-efficient kernel's TORCH_CHECK on operand alignment) are declines, not failures
-            if "No available kernel" in str(e) or "not correctly aligned" in str(e):
-                raise flashcheck.Unsupported("torch SDPA %s declines this case: %s" % (kind, str(e).splitlines()[0][:120]))
-            raise
+        if qt.shape[0] == 0 or qt.shape[1] == 0:  # no batch or no head: every tensor is empty
+            return _empty(qt, kt, vt, out)
+        o = _sdpa(kind, backend, qt, kt, vt, is_causal, scale)
         if out is None:  # the autograd form's forward
             return o.transpose(1, 2)
-        return o.transpose(1, 2), _lse(kind, qt, kt, vt, is_causal, scale)
+        ke, ve = _expand(kt, vt, qt.shape[1])
+        return o.transpose(1, 2), _lse(kind, qt, ke, ve, is_causal, scale)
 
     return attention
 
