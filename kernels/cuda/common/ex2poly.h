@@ -1,9 +1,13 @@
-/* ex2poly.h: 2^x on the FMA pipe (prefix poly_): the forward computes a fixed share of a row's
- * exponentials with it and the rest with ex2.approx (MUFU.EX2), so that both pipes work
- * (fwd_common.cuh, fwd_softmax_step's POLY_NT). Host and device (the CPU test
- * tests/ex2poly_test.cu evaluates the same code).
+/* ex2poly.h: 2^x on the FMA pipe (prefix poly_), for a softmax that computes a fixed share of a
+ * row's exponentials with it and the rest with ex2.approx (MUFU.EX2), so that both pipes work
+ * (FA3 / FA4).
+ * No shipped kernel calls it: in the warp-specialized forward (a share of 1..4 of 16 column
+ * tiles) it was slower at every measured size (bench/RESULTS-2026-11-25-s7-fwd.md), and a kernel
+ * with it no longer gives the same bits as the kernels with ex2.approx alone (fwd_v3_test's
+ * paged-vs-dense identity). Kept with its error bound and test for a kernel whose MUFU pipe is
+ * the limit. Host and device (the CPU test tests/ex2poly_test.cu evaluates the same code).
  *
- * poly_ex2(x), any float x (12 instructions: 2 FMNMX, 3 FADD, 6 FFMA, 1 IMAD):
+ * poly_ex2(x), any float x (12 SASS instructions: 2 FMNMX.NAN, 3 FADD, 6 FFMA, 1 LEA):
  *   x = min.NaN(max.NaN(x, -127), 128)    (NaN stays NaN)
  *   t = RN(x + M), M = 1.5 * 2^23         (t - M = n = round(x), an integer: x + M lies in
  *                                          [2^23, 2^24), where the fp32 spacing is 1)

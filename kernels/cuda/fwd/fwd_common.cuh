@@ -76,7 +76,6 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "kernels/cuda/common/ex2poly.h"
 #include "kernels/cuda/common/gmma.h"
 #include "kernels/cuda/common/limits.h"
 #include "kernels/cuda/common/ptx.h"
@@ -538,11 +537,8 @@ static __device__ __forceinline__ void fwd_init_rows(const fwd_params &p, int h,
  * Rescale O every block: alpha is exactly 1 for a row whose max did not move
  * (x * 1 = x, no bit changes). A warp vote that skipped the multiplications
  * when no row moved was slower (it splits the block's code at a branch the
- * scheduler cannot cross).
- * POLY_NT > 0: the p of POLY_NT of the NT column tiles (those with (nt POLY_NT) mod NT <
- * POLY_NT, spread over the row) are poly_ex2 (common/ex2poly.h: FMA pipe, relative error
- * 0.73 * 2^-22, inside exp_rel_err), the others ex2.approx; alpha is always ex2.approx. */
-template <int MT, int NT, int DT, bool NATURAL, bool TREE_MAX = false, int POLY_NT = 0>
+ * scheduler cannot cross). */
+template <int MT, int NT, int DT, bool NATURAL, bool TREE_MAX = false>
 static __device__ __forceinline__ void fwd_softmax_step(const fwd_params &p, float (&acc_s)[MT][NT][4],
                                                         float (&row_m)[MT][2], float (&row_l)[MT][2],
                                                         float (&acc_o)[MT][DT][4]) {
@@ -584,8 +580,7 @@ static __device__ __forceinline__ void fwd_softmax_step(const fwd_params &p, flo
                 for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
-                        const float x = (acc_s[mt][nt][hf * 2 + e] - m_use) * LOG2E;
-                        const float pv = (nt * POLY_NT) % NT < POLY_NT ? poly_ex2(x) : ptx_ex2(x);
+                        float pv = ptx_ex2((acc_s[mt][nt][hf * 2 + e] - m_use) * LOG2E);
                         acc_s[mt][nt][hf * 2 + e] = pv;
                         sum += pv;
                     }
@@ -597,8 +592,7 @@ static __device__ __forceinline__ void fwd_softmax_step(const fwd_params &p, flo
                 for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
                     for (int e = 0; e < 2; ++e) {
-                        const float x = fmaf(acc_s[mt][nt][hf * 2 + e], p.scale_log2, -m_scaled);
-                        const float pv = (nt * POLY_NT) % NT < POLY_NT ? poly_ex2(x) : ptx_ex2(x);
+                        float pv = ptx_ex2(fmaf(acc_s[mt][nt][hf * 2 + e], p.scale_log2, -m_scaled));
                         acc_s[mt][nt][hf * 2 + e] = pv;
                         sum += pv;
                     }

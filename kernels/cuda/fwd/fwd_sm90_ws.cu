@@ -186,11 +186,6 @@ struct fwd_ws_bool {
     static constexpr bool value = B;
 };
 
-/* How many of a block's NT = 16 column tiles take their exponentials on the FMA pipe (poly_ex2,
- * fwd_softmax_step's POLY_NT): at head dim 64 one MUFU.EX2 per score costs as much time as the
- * block's two products on the tensor cores. */
-static __host__ __device__ constexpr int fwd_ws_poly_nt_of(int hd) { return hd == 64 ? 3 : 2; }
-
 /* Scores of one key block (key0) -> P: the element mask in boundary blocks, the online softmax
  * step (rescales O) and the rounding of P (fwd_common.cuh's steps). row_g: this thread's first
  * row (m0 + warp row base + g). */
@@ -200,7 +195,7 @@ static __device__ __forceinline__ void fwd_ws_scores_to_p(const fwd_params &p, c
                                                           float (&row_l)[1][2], float (&acc_o)[1][DT][4],
                                                           uint32_t (&pa)[1][KP][4], int key0, int64_t hi_b, int row_g, int t) {
     if (fwd_ws_boundary<NATURAL>(hi_b, w.lo_last, key0)) fwd_mask_scores<1, NT, NATURAL>(p, w.s, acc_s, row_g, key0 + 2 * t);
-    fwd_softmax_step<1, NT, DT, NATURAL, true, fwd_ws_poly_nt_of(DT * 8)>(p, acc_s, row_m, row_l, acc_o);
+    fwd_softmax_step<1, NT, DT, NATURAL, true>(p, acc_s, row_m, row_l, acc_o);
     fwd_pack_p<1, KP, BF16>(acc_s, pa);
 }
 
@@ -452,7 +447,7 @@ __global__ void __launch_bounds__(fwd_ws_threads, 1)
                     gmma_wait<0>();
                     gmma_fence_operands(acc_o[0]);
                     if (lane == 0) gmma_mbar_arrive(b_vempty + 8 * sp);
-                    fwd_softmax_step<1, NT, DT, NATURAL, true, fwd_ws_poly_nt_of(DT * 8)>(p, acc_s, row_m, row_l, acc_o);
+                    fwd_softmax_step<1, NT, DT, NATURAL, true>(p, acc_s, row_m, row_l, acc_o);
                     fwd_pack_p<1, KP, BF16>(acc_s, pa);
                 };
                 // the blocks with a key past hi_b (masked), then the interior (no mask), then the

@@ -34,7 +34,6 @@ BACKEND_HDRS = [
     "//kernels/cuda:cuda_backend.h",
     "//kernels/cuda:testing.h",
     "//kernels/cuda:bwd/bwd_common.cuh",
-    "//kernels/cuda:common/ex2poly.h",
     "//kernels/cuda:common/gmma.h",
     "//kernels/cuda:common/limits.h",
     "//kernels/cuda:common/pairs.h",
