@@ -211,7 +211,17 @@ static int nf_one(const fa_backend *be, const fc_case *c, const nf_place *pl, in
     {
         const int64_t nonfinite = fwd.nonfinite + gq.nonfinite + gk.nonfinite + gv.nonfinite;
         if (fwd.finite == 0) fc_prop_fail(v, NF, "%s: no O/LSE element kept a finite judged reference", label);
-        if (bwd && kv && gq.finite == 0) fc_prop_fail(v, NF, "%s: no dQ element kept a finite judged reference", label);
+        if (bwd && kv && gq.finite == 0) {
+            /* under FA_MASKED_NF_PROPAGATES a NaN/Inf V_j0 may turn the O rows hidden from j0 into NaN
+               (declared); the rows that see j0 are NaN anyway, so every row's D = dO.O and dQ are NaN
+               and the oracle has no dQ to judge: this placement shows nothing about dQ (the K
+               placements judge it) */
+            if (s->t[FC_T_O].propagated > 0)
+                fc_verdict_note(v, "%s: %s: dQ not judged: every O row is NaN, by the declared masked non-finite "
+                                   "propagation or by seeing the key", NF, label);
+            else
+                fc_prop_fail(v, NF, "%s: no dQ element kept a finite judged reference", label);
+        }
         if (bwd && !kv && (gk.finite == 0 || gv.finite == 0))
             fc_prop_fail(v, NF, "%s: no dK (%lld) or dV (%lld) element kept a finite judged reference", label,
                     (long long)gk.finite, (long long)gv.finite);
