@@ -275,7 +275,7 @@ typedef enum {
     FA_LSE_EMPTY_ZERO = 2     /* 0 */
 } fa_lse_empty;
 
-/* Whether a non-finite input of a MASKED pair may reach outputs (section 10.8). A pair
+/* Whether a non-finite input of a MASKED pair may reach outputs (section 10.10). A pair
  * (i, j) of one sequence is masked when key j < Sk_b is hidden from row i < Sq_b by the
  * causal rule, the window or an additive -inf. Keys outside the problem (past seqused_k or a
  * sequence's end, unused cache slots, pool pages no table entry names, stride gaps) are not

@@ -173,10 +173,23 @@ static const fa_preset presets[] = {
                          .d_source = FA_D_FROM_P, .gqa_reduce = FA_GQA_ROUND_SUM32,
                          .lse_empty = FA_LSE_EMPTY_NEG_INF,
                          .masked_nonfinite = FA_MASKED_NF_PROPAGATES}},
+    /* torch-flex: torch.compile(flex_attention) (python/flashcheck/adapters/flex.py): Inductor's
+     *   Triton flex templates. Arithmetic: tensorcore's (tl.dot on tensor cores, P and dS cast to
+     *   the input dtype before their dots; not measured beyond the certify runs that pass with it).
+     *   Masked pairs (FA_MASKED_NF_PROPAGATES), measured (H100, 2026-11-25, torch 2.11,
+     *   RESULTS-2026-11-25-s7-nf.md): nonfinite#4000 (causal, K NaN at key 76) gave dQ NaN at the
+     *   76 rows of each head that do not see key 76: the backward's dS.K dot runs over the whole
+     *   key block with dS_ij = 0 for the hidden keys. */
+    {"torch-flex", {FA_TC_CONSERVATIVE, .exp_rel_err = 0x1p-21, .exp_ulps = 2, .scores_fp32 = 1,
+                    .p_rounded = 1, .ds_rounded = 1, .out_rounded = 1, .max_rescales = -1,
+                    .flushes_subnormals = 1, .ds_scale_folded = 0, .dp_rounded = 0,
+                    .d_source = FA_D_FROM_O, .gqa_reduce = FA_GQA_FUSED,
+                    .lse_empty = FA_LSE_EMPTY_NEG_INF,
+                    .masked_nonfinite = FA_MASKED_NF_PROPAGATES}},
 };
 
 static const char *const preset_names[] = {"tensorcore",  "tensorcore-hopper", "fp32",       "torch-flash",    "torch-efficient",
-                                           "torch-cudnn", "torch-math", "torch-math-lowp", NULL};
+                                           "torch-cudnn", "torch-math", "torch-math-lowp", "torch-flex", NULL};
 
 const char *const *fa_precision_preset_names(void) { return preset_names; }
 

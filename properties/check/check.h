@@ -323,7 +323,7 @@ int64_t fc_oracle_find(const orc_block *blk, int64_t b, int64_t h, int64_t s);
 int64_t fc_check_fwd_outputs(const fc_run *r, const orc_fwd_result *res, fc_verdict *v);
 int64_t fc_check_bwd_outputs(const fc_run *r, const orc_bwd_result *res, fc_verdict *v);
 /* Both apply two declared rules for non-finite values (properties/PROPERTIES.md "Masked
- * non-finite"; oracle/BOUNDS.md 10.6, 10.8), each named by a "note" reason when it accepted
+ * non-finite"; oracle/BOUNDS.md 10.6, 10.10), each named by a "note" reason when it accepted
  * something:
  *   masked non-finite: under fa_precision.masked_nonfinite = PROPAGATES, an element of O_i,
  *     LSE_i, dQ_i (row i) or dK_j, dV_j (key j) that a masked pair (i, j) with a non-finite
