@@ -12,7 +12,9 @@
  *   outside        the products over every allocated key slot, past seqused_k too: a NaN in an
  *                  unused slot reaches outputs: fails under both (garbage memory, never a pair);
  *   lse_inf        forward; a NaN LSE written +inf (FlashAttention-2's normalize_softmax_lse):
- *                  passes under lse_empty POS_INF, fails under NEG_INF. */
+ *                  passes under lse_empty POS_INF, fails under NEG_INF.
+ * And the "note" reasons that name an applied rule: they change no outcome and stay after
+ * every failure (reason[0] is what reports print). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -298,7 +300,33 @@ static void test_lse(void) {
     }
 }
 
+/* ---------------------------------------------------------------------------
+ * Notes (fc_verdict_note): no outcome change, kept after every other reason
+ * ------------------------------------------------------------------------- */
+static void test_notes(void) {
+    fc_verdict v;
+    fc_verdict_init(&v);
+    fc_verdict_note(&v, "a rule applied");
+    CHECK(v.outcome == FC_PASS && !strcmp(fc_verdict_first_check(&v), ""), "a note leaves a pass a pass");
+    fc_verdict_fail(&v, "nan", "dq: a failure");
+    CHECK(v.outcome == FC_FAIL && !strcmp(v.reason[0].check, "nan") && !strcmp(v.reason[1].check, "note") &&
+          !strcmp(fc_verdict_first_check(&v), "nan"), "a failure after a note is reason[0] (reports show it)");
+    fc_verdict w;
+    fc_verdict_init(&w);
+    for (int i = 0; i < FC_VERDICT_MAX_REASONS; i++) fc_verdict_note(&w, "note %d", i);
+    fc_verdict_skip(&w, "a skip");
+    CHECK(w.outcome == FC_SKIP && !strcmp(w.reason[0].check, "skip") && w.n_reasons == FC_VERDICT_MAX_REASONS &&
+          w.n_dropped == 1, "a full list gives up its last note for another reason");
+    fc_verdict m;
+    fc_verdict_init(&m);
+    fc_verdict_note(&m, "note of dst");
+    fc_verdict_merge(&m, &v);
+    CHECK(m.outcome == FC_FAIL && !strcmp(m.reason[0].check, "nan") && m.n_reasons == 3,
+          "merge keeps failures before notes");
+}
+
 int main(void) {
+    test_notes();
     test_properties();
     test_outside();
     test_lse();
