@@ -78,7 +78,7 @@ static const char *certify_help =
     "                      property suite, API misuse, fuzz and sanitizer steps not run; the result line\n"
     "                      and report.json (\"only_category\") say so\n"
     "  --profile NAME      judge by the named precision preset (tensorcore, fp32, torch-flash, torch-efficient,\n"
-    "                      torch-cudnn, torch-math, torch-math-lowp) instead of the backend's profile\n"
+    "                      torch-cudnn, torch-math, torch-math-lowp, torch-flex) instead of the backend's profile\n"
     "\n"
     "A case whose NaN/Inf comes where the profile's own intermediates may overflow for its magnitudes\n"
     "(oracle/BOUNDS.md section 11) is counted as overflow-sensitive, saved under DIR/overflow-sensitive/,\n"

@@ -75,7 +75,7 @@ static const char *fuzz_help =
     "                   a wake-up per wait); auto (default): spin while holding the device lock, yield\n"
     "                   without one\n"
     "  --profile NAME   judge by the named precision preset (tensorcore, fp32, torch-flash, torch-efficient,\n"
-    "                   torch-cudnn, torch-math, torch-math-lowp) instead of the backend's profile\n"
+    "                   torch-cudnn, torch-math, torch-math-lowp, torch-flex) instead of the backend's profile\n"
     "\n"
     "NaN/Inf where the profile's own intermediates may overflow for the case's magnitudes\n"
     "(oracle/BOUNDS.md section 11) are not findings: they are saved as repro files under\n"

@@ -75,6 +75,8 @@ static const char *verify_help =
     "                     torch-cudnn: PyTorch SDPA cuDNN (closed source: the dominating choices)\n"
     "                     torch-math: PyTorch SDPA math (unfused, upcast to fp32 by default)\n"
     "                     torch-math-lowp: the math graph with allow_fp16_bf16_reduction_math_sdp(True)\n"
+    "                     torch-flex: torch.compile(flex_attention) (tensorcore's arithmetic); the torch-*\n"
+    "                       presets declare masked non-finite propagation (NaN through zero weights)\n"
     "  --json FILE      also write the result as JSON (strict: a non-finite number is written as the\n"
     "                   string \"inf\", \"-inf\" or \"nan\"). FILE is removed when the run starts and\n"
     "                   written atomically at the end, so it always describes the latest run or does not\n"

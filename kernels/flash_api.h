@@ -27,6 +27,9 @@
  *
  * A row with no visible key (this includes Sk = 0): O row = 0, LSE = -inf,
  * and in backward dQ row = 0, no contribution to dK, dV. Sq = 0 writes nothing.
+ * A hidden key never changes a row's outputs, whatever its K/V hold (NaN/Inf too);
+ * a backend whose exact-zero weights multiply such values declares it
+ * (fa_precision.masked_nonfinite).
  *
  * GQA/MQA: Hq = g * Hkv; query head h reads kv head h / g; dK and dV sum over
  * the g query heads of a group.
@@ -79,14 +82,18 @@
 extern "C" {
 #endif
 
-#define FA_ABI_VERSION 4 /* 2: fa_precision.flushes_subnormals; 3: exp_ulps, tensor-core
+#define FA_ABI_VERSION 5 /* 2: fa_precision.flushes_subnormals; 3: exp_ulps, tensor-core
                             accumulation, backward scale/dP/D/GQA roundings, empty-row LSE;
                             4: contract v3 (varlen, paged K/V, softcap, sinks): fields appended
                             to fa_problem, fa_fwd_args, fa_bwd_args, fa_limits. The layouts of
                             ABI 3 and 4 differ (fa_problem opens the args structs and fa_limits
                             sits before the function pointers in fa_backend), so the loader
                             rejects an ABI-3 library with a message to rebuild it: ABI 4 is
-                            SOURCE compatible (new fields zero = off), not binary compatible. */
+                            SOURCE compatible (new fields zero = off), not binary compatible.
+                            5: fa_precision.masked_nonfinite appended; fa_precision is embedded
+                            in fa_backend before fa_limits, so the loader rejects an ABI-4
+                            library the same way: source compatible (zero = isolated, the
+                            contract), not binary compatible. */
 
 typedef enum {
     FA_OK = 0,
@@ -257,12 +264,32 @@ typedef enum {
 } fa_gqa_reduce;
 
 /* What a backend writes to LSE for a row with no visible key (section 10.6).
- * The checker accepts the declared value and nothing else. */
+ * The checker accepts the declared value and nothing else. FA_LSE_EMPTY_POS_INF also
+ * covers a row whose exact LSE is NaN (a NaN score it sees): FlashAttention-2's
+ * normalize_softmax_lse takes one branch for both, lse = (sum == 0 || sum != sum) ?
+ * INFINITY : ..., so such a row's LSE may be NaN or +inf; under the other values it
+ * must be NaN (section 10.6). */
 typedef enum {
     FA_LSE_EMPTY_NEG_INF = 0, /* -inf: the contract above (log of an empty sum) */
     FA_LSE_EMPTY_POS_INF = 1, /* +inf: FlashAttention-2 (softmax.h normalize_softmax_lse) */
     FA_LSE_EMPTY_ZERO = 2     /* 0 */
 } fa_lse_empty;
+
+/* Whether a non-finite input of a MASKED pair may reach outputs (section 10.10). A pair
+ * (i, j) of one sequence is masked when key j < Sk_b is hidden from row i < Sq_b by the
+ * causal rule, the window or an additive -inf. Keys outside the problem (past seqused_k or a
+ * sequence's end, unused cache slots, pool pages no table entry names, stride gaps) are not
+ * pairs: whatever they hold never reaches an output, for every value of this field. */
+typedef enum {
+    FA_MASKED_NF_ISOLATED = 0,  /* the contract: a key hidden from row i never changes row i's
+                                   outputs, whatever its K/V hold (and a hidden pair's Q_i, dO_i
+                                   never reach dK_j, dV_j) */
+    FA_MASKED_NF_PROPAGATES = 1 /* a NaN/Inf in Q_i, K_j, V_j or dO_i of a masked pair (i, j) may
+                                   reach O_i, LSE_i, dQ_i, dK_j, dV_j as NaN through a product with
+                                   an exact-zero weight (P_ij = 0 times V_j in P.V, dS_ij = 0 times
+                                   K_j or Q_i, a -inf bias added to a NaN score); never a wrong
+                                   finite value, never an Inf */
+} fa_masked_nonfinite;
 
 typedef struct {
     double u_acc;        /* unit roundoff of the fp32 additions of dot products and P.V / dQ / dK / dV
@@ -308,6 +335,8 @@ typedef struct {
     int d_source;        /* fa_d_source */
     int gqa_reduce;      /* fa_gqa_reduce */
     int lse_empty;       /* fa_lse_empty */
+    /* --- ABI 5 --- */
+    int masked_nonfinite; /* fa_masked_nonfinite: 0 ISOLATED (the contract), 1 PROPAGATES */
 } fa_precision;
 
 /* Limits a backend supports; used by fa_validate_*. */

@@ -8,7 +8,11 @@
  *     that NaN / Inf (check "nan");
  *   - an element it cannot reach keeps its finite reference and bound: a NaN/Inf there is a leak
  *     ("nan"), a value outside the bound a "bound" failure; a row with no visible key stays exactly
- *     O = 0, LSE = -inf, dQ = 0 ("masked_row"), whatever its Q or dO hold.
+ *     O = 0, LSE = -inf, dQ = 0 ("masked_row"), whatever its Q or dO hold;
+ *   - except where the profile declares FA_MASKED_NF_PROPAGATES: an element a masked pair with the
+ *     poisoned value reaches may be NaN (check.h fc_mnf; noted "masked non-finite: declared
+ *     propagating; N elements NaN by it"); a finite value there is judged as above. And a row whose
+ *     exact LSE is NaN may hold +inf under lse_empty +inf (BOUNDS.md 10.6).
  * Placements (nf_plan, head 0): the key j0 of batch b visible to some rows of (b, 0) and hidden
  * from others, next to the probe row's visible range; when no batch has one (key padding), a key
  * no row of its batch sees, preferably one another batch's rows see (nothing may reach any
@@ -84,7 +88,8 @@ static void nf_transfer(fc_verdict *v, const fc_verdict *s, const char *label) {
     for (int i = 0; i < s->n_reasons; i++) {
         const fc_reason *x = &s->reason[i];
         if (!strcmp(x->check, "skip") || !strcmp(x->check, "overflow")) continue;
-        fc_prop_fail(v, NF, "%s: [%s] %.200s", label, x->check, x->text);
+        if (!strcmp(x->check, "note")) fc_verdict_note(v, "%s: %s: %.200s", NF, label, x->text);
+        else fc_prop_fail(v, NF, "%s: [%s] %.200s", label, x->check, x->text);
     }
 }
 
@@ -101,6 +106,7 @@ static void nf_stats(fc_verdict *v, const fc_verdict *s) {
         b->nonfinite_mismatch += a->nonfinite_mismatch;
         b->nonfinite_ok += a->nonfinite_ok;
         b->uncheckable += a->uncheckable;
+        b->propagated += a->propagated;
         b->exact += a->exact;
         if (a->max_ratio > b->max_ratio) b->max_ratio = a->max_ratio;
         if (a->max_abs_err > b->max_abs_err) b->max_abs_err = a->max_abs_err;
@@ -205,7 +211,17 @@ static int nf_one(const fa_backend *be, const fc_case *c, const nf_place *pl, in
     {
         const int64_t nonfinite = fwd.nonfinite + gq.nonfinite + gk.nonfinite + gv.nonfinite;
         if (fwd.finite == 0) fc_prop_fail(v, NF, "%s: no O/LSE element kept a finite judged reference", label);
-        if (bwd && kv && gq.finite == 0) fc_prop_fail(v, NF, "%s: no dQ element kept a finite judged reference", label);
+        if (bwd && kv && gq.finite == 0) {
+            /* under FA_MASKED_NF_PROPAGATES a NaN/Inf V_j0 may turn the O rows hidden from j0 into NaN
+               (declared); the rows that see j0 are NaN anyway, so every row's D = dO.O and dQ are NaN
+               and the oracle has no dQ to judge: this placement shows nothing about dQ (the K
+               placements judge it) */
+            if (s->t[FC_T_O].propagated > 0)
+                fc_verdict_note(v, "%s: %s: dQ not judged: every O row is NaN, by the declared masked non-finite "
+                                   "propagation or by seeing the key", NF, label);
+            else
+                fc_prop_fail(v, NF, "%s: no dQ element kept a finite judged reference", label);
+        }
         if (bwd && !kv && (gk.finite == 0 || gv.finite == 0))
             fc_prop_fail(v, NF, "%s: no dK (%lld) or dV (%lld) element kept a finite judged reference", label,
                     (long long)gk.finite, (long long)gv.finite);

@@ -246,8 +246,15 @@ static double poison_value(int64_t k) {
  * value is finite, and |got - ref| <= bound + orc_err (the reference is within
  * orc_err of the exact value, so a correct kernel always passes). Elements the
  * oracle did not compute or flags uncheckable need only be finite. */
-static int leak_elem_ok(const orc_block *blk, int t, fa_dtype dt, const fc_buf *got, const int64_t idx[4]) {
+static int leak_elem_ok(const orc_block *blk, int t, fa_dtype dt, const fc_buf *got, const int64_t idx[4],
+                        int propagates, int64_t *propagated) {
     double x = fc_buf_get(got, idx);
+    /* a backend declaring FA_MASKED_NF_PROPAGATES: every poisoned key is hidden from this row, so
+       a NaN here came through an exact-zero weight (check.h fc_mnf); a finite value is judged */
+    if (propagates && isnan(x)) {
+        (*propagated)++;
+        return 1;
+    }
     int64_t e = blk_entry(blk, t, idx);
     if (e < 0 || (blk->flags[e] & ORC_F_UNCHECKABLE)) return !isnan(x) && !isinf(x);
     double ref = blk->ref[e];
@@ -301,6 +308,13 @@ fc_outcome fc_prop_leak(const fa_backend *be, const fc_case *c, fc_verdict *v) {
                         }
                     }
                 }
+        fc_mnf mnf;
+        memset(&mnf, 0, sizeof mnf);
+        if (nhidden > 0 && fc_mnf_init(&mnf, &rb, fc_check_profile(be), bwd)) {
+            fc_prop_fail(v, prop, "harness: out of memory");
+            nhidden = 0;
+        }
+        int64_t propagated = 0;
         if (nhidden > 0 && run_all(be, &ra, bwd, v, prop) && run_all(be, &rb, bwd, v, prop)) {
             /* The oracle of the clean run, computed only if some row's bits moved: the
              * exact O/LSE/dQ of a row that sees no key of J do not depend on J's values,
@@ -341,15 +355,17 @@ fc_outcome fc_prop_leak(const fa_backend *be, const fc_case *c, fc_verdict *v) {
                             if (!oracle_bwd(&ra, be, &ba, v, prop)) { oracle_failed = 1; break; }
                             have_bwd = 1;
                         }
-                        int row_bad = !leak_elem_ok(&fa.lse, FC_T_LSE, p->dtype, &rb.buf[FC_T_LSE], li);
+                        const int pr = fc_mnf_row(&mnf, b, h, i);
+                        int row_bad = !leak_elem_ok(&fa.lse, FC_T_LSE, p->dtype, &rb.buf[FC_T_LSE], li, pr, &propagated);
                         for (int64_t d = 0; d < p->head_dim_v; d++) {
                             int64_t idx[4] = {b, i, h, d};
-                            row_bad |= !leak_elem_ok(&fa.o, FC_T_O, p->dtype, &rb.buf[FC_T_O], idx);
+                            row_bad |= !leak_elem_ok(&fa.o, FC_T_O, p->dtype, &rb.buf[FC_T_O], idx, pr, &propagated);
                         }
                         if (bwd)
                             for (int64_t d = 0; d < p->head_dim_qk; d++) {
                                 int64_t idx[4] = {b, i, h, d};
-                                row_bad |= !leak_elem_ok(&ba.dq, FC_T_DQ, p->dtype, &rb.buf[FC_T_DQ], idx);
+                                row_bad |= !leak_elem_ok(&ba.dq, FC_T_DQ, p->dtype, &rb.buf[FC_T_DQ], idx, pr,
+                                                         &propagated);
                             }
                         if (!row_bad) { moved_within++; continue; }
                         if (!bad)
@@ -362,10 +378,14 @@ fc_outcome fc_prop_leak(const fa_backend *be, const fc_case *c, fc_verdict *v) {
                         bad++;
                     }
             if (bad > 1) fc_prop_fail(v, prop, "%lld rows leaked in all", (long long)bad);
+            if (propagated > 0)
+                fc_verdict_note(v, "%s: probe row %lld: masked non-finite: declared propagating; %lld elements NaN by it",
+                                prop, (long long)i0, (long long)propagated);
             (void)moved_within; /* rows that moved within their bound: a legitimate path change */
             if (have_fwd) orc_fwd_free(&fa);
             if (have_bwd) orc_bwd_free(&ba);
         }
+        fc_mnf_free(&mnf);
         free(hidden);
         fc_run_free(&ra);
         fc_run_free(&rb);

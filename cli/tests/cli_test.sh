@@ -120,7 +120,7 @@ expect 2 "big endian" "verify: big-endian file" -- \
 expect 2 "shapes disagree" "verify: inconsistent shapes" -- "$fc" verify --dir "$n/bad_shape"
 expect 2 "q, k and v are required" "verify: missing arrays" -- "$fc" verify --o "$n/good/o.npy"
 expect 2 "--causal must be" "verify: bad --causal" -- "$fc" verify --dir "$n/good" --causal sideways
-presets="tensorcore, tensorcore-hopper, fp32, torch-flash, torch-efficient, torch-cudnn, torch-math, torch-math-lowp"
+presets="tensorcore, tensorcore-hopper, fp32, torch-flash, torch-efficient, torch-cudnn, torch-math, torch-math-lowp, torch-flex"
 for pr in tensorcore fp32 torch-flash torch-efficient torch-cudnn torch-math torch-math-lowp; do
   expect 0 "profile $pr" "verify --profile $pr: correct outputs pass" -- "$fc" verify --dir "$n/good" --causal bottom_right --profile $pr
 done

@@ -551,8 +551,8 @@ static fa_status fill_table(PyObject *info, fa_error *err) {
         if (err) memset(err, 0, sizeof *err);
     } else {
         PyObject *f = P.PyTuple_GetItem(info, 4);
-        if (!f || P.PyTuple_Size(f) != 8)
-            return fa_fail(err, FA_ERR_INVALID, "profile", "py backend: the profile needs 8 fields");
+        if (!f || P.PyTuple_Size(f) != 9)
+            return fa_fail(err, FA_ERR_INVALID, "profile", "py backend: the profile needs 9 fields");
         b->precision.u_acc = item_f(f, 0);
         b->precision.exp_rel_err = item_f(f, 1);
         b->precision.scores_fp32 = (int)item_i(f, 2);
@@ -561,6 +561,7 @@ static fa_status fill_table(PyObject *info, fa_error *err) {
         b->precision.out_rounded = (int)item_i(f, 5);
         b->precision.max_rescales = (int)item_i(f, 6);
         b->precision.flushes_subnormals = (int)item_i(f, 7);
+        b->precision.masked_nonfinite = (int)item_i(f, 8); /* _decl.profile_values: 0 or 1 */
     }
     PyObject *l = P.PyTuple_GetItem(info, 5);
     if (!l || P.PyTuple_Size(l) != 9) return fa_fail(err, FA_ERR_INVALID, "limits", "py backend: limits need 9 fields");

@@ -66,12 +66,14 @@ fa_status fa_backend_load(const char *path, const fa_backend **out, fa_error *er
     if (b == NULL) problem = FA_BACKEND_EXPORT_SYMBOL "() returned NULL";
     else if (b->abi_version != FA_ABI_VERSION) {
         /* ABI 3 -> 4 appended fields to fa_problem (which opens the args structs) and to
-         * fa_limits (which precedes the function pointers): an ABI-3 table cannot be read
-         * nor called with ABI-4 arguments, so it is rejected; rebuilding needs no source
-         * change (flash_api.h, FA_ABI_VERSION). */
+         * fa_limits (which precedes the function pointers); 4 -> 5 appended
+         * fa_precision.masked_nonfinite (fa_precision precedes fa_limits in the table): an
+         * older table cannot be read nor called with these arguments, so it is rejected;
+         * rebuilding needs no source change (flash_api.h, FA_ABI_VERSION). */
         snprintf(detail, sizeof(detail), "its table has abi_version %d but this flashcheck needs %d%s",
                  b->abi_version, FA_ABI_VERSION,
-                 b->abi_version == 3 ? " (ABI 4 is source compatible: recompile unchanged)" : "");
+                 b->abi_version == 3 || b->abi_version == 4
+                     ? " (ABI 5 is source compatible: recompile unchanged)" : "");
         problem = detail;
     } else if (b->name == NULL || b->name[0] == '\0') problem = "its table has no name";
     else if (b->forward == NULL) problem = "its table has a NULL forward";

@@ -375,29 +375,155 @@ void fc_block_norms_host(const fc_run *r, int t, const orc_block *blk, fc_block_
     out->bnd2 = bnd2;
 }
 
+/* ---------------------------------------------------------------------------
+ * Declared rules for non-finite values (check.h above fc_mnf; PROPERTIES.md "Masked
+ * non-finite"; oracle/BOUNDS.md 10.6, 10.8). Applied to a copy of the oracle block: an
+ * accepted element gets the reference the backend's value matches (NaN, or +inf for the LSE of
+ * a NaN row), so the compare counts it as a matched non-finite value; nothing else changes.
+ * ------------------------------------------------------------------------- */
+
+/* out = blk with the rules applied (fresh ref and flags arrays when some element is accepted,
+   else the same arrays); *prop += elements NaN by the masked non-finite rule, *lse_inf += LSE
+   elements +inf where the oracle is NaN. 0, or -1 out of memory. */
+static int nf_rules(const fc_run *r, int t, const orc_block *blk, const fa_precision *prof, const fc_mnf *m,
+                    orc_block *out, int64_t *prop, int64_t *lse_inf) {
+    *out = *blk;
+    const int rows = t == FC_T_O || t == FC_T_LSE || t == FC_T_DQ;
+    const int lse_pos = t == FC_T_LSE && prof->lse_empty == FA_LSE_EMPTY_POS_INF;
+    if (!m->on && !lse_pos) return 0;
+    const fc_buf *b = &r->buf[t];
+    for (int64_t vi = 0; vi < blk->n; vi++) {
+        const orc_index *ix = &blk->index[vi];
+        const int reach = rows ? fc_mnf_row(m, ix->b, ix->h, ix->s) : fc_mnf_col(m, ix->b, ix->h, ix->s);
+        if (!reach && !lse_pos) continue;
+        for (int64_t k = 0; k < blk->dim; k++) {
+            const int64_t e = vi * blk->dim + k;
+            int64_t idx[4];
+            block_logical(r, t, ix, k, idx);
+            if (t != FC_T_LSE) idx[3] = k;
+            const double got = fc_buf_get(b, idx);
+            const uint8_t f = blk->flags[e];
+            double ref;
+            uint8_t nf;
+            if (reach && isnan(got) && !(f & (ORC_F_NAN | ORC_F_UNCHECKABLE))) {
+                /* a masked pair's NaN/Inf through an exact-zero weight (fa_masked_nonfinite) */
+                ref = NAN;
+                nf = (uint8_t)((f & ~(ORC_F_MASKED_ROW | ORC_F_INF | ORC_F_INF_INPUT | ORC_F_OVERFLOW)) | ORC_F_NAN);
+                (*prop)++;
+            } else if (lse_pos && (f & ORC_F_NAN) && got == INFINITY) {
+                /* FlashAttention-2 normalize_softmax_lse: sum != sum takes the empty row's branch */
+                ref = INFINITY;
+                nf = (uint8_t)((f & ~ORC_F_NAN) | ORC_F_INF);
+                (*lse_inf)++;
+            } else {
+                continue;
+            }
+            if (out->ref == blk->ref) {
+                const size_t n = (size_t)(blk->n * blk->dim);
+                out->ref = malloc(n * sizeof *out->ref);
+                out->flags = malloc(n);
+                if (!out->ref || !out->flags) {
+                    free(out->ref);
+                    free(out->flags);
+                    *out = *blk;
+                    return -1;
+                }
+                memcpy(out->ref, blk->ref, n * sizeof *out->ref);
+                memcpy(out->flags, blk->flags, n);
+            }
+            out->ref[e] = ref;
+            out->flags[e] = nf;
+        }
+    }
+    return 0;
+}
+
+static void nf_rules_free(const orc_block *blk, orc_block *out) {
+    if (out->ref != blk->ref) free(out->ref);
+    if (out->flags != blk->flags) free(out->flags);
+}
+
+/* the notes of the rules applied to a call's outputs (nothing when nothing was accepted) */
+static void nf_rules_note(fc_verdict *v, int64_t prop, int64_t lse_inf, int64_t pairs) {
+    if (prop > 0)
+        fc_verdict_note(v, "masked non-finite: declared propagating; %lld elements NaN by it (%lld masked pairs with a "
+                           "NaN/Inf input)", (long long)prop, (long long)pairs);
+    if (lse_inf > 0)
+        fc_verdict_note(v, "lse: %lld rows whose exact LSE is NaN hold +inf, as the profile's lse_empty +inf declares "
+                           "(FlashAttention-2 normalize_softmax_lse)", (long long)lse_inf);
+}
+
 static int64_t judge(const fc_run *r, const orc_block *blk, const orc_stats *st, int t, fc_verdict *v) {
     fc_block_norms nm;
     fc_block_norms_host(r, t, blk, &nm);
     return fc_judge_tensor(r, t, st, &nm, v);
 }
 
-int64_t fc_check_fwd_outputs(const fc_run *r, const orc_fwd_result *res, fc_verdict *v) {
+int64_t fc_check_fwd_outputs(const fc_run *r, const orc_fwd_result *res0, fc_verdict *v) {
     fa_tensor o = host_tensor(&r->buf[FC_T_O]);
     fa_lse lse = host_lse(&r->buf[FC_T_LSE]);
     orc_stats so, sl;
     fa_error err;
     memset(&err, 0, sizeof err);
-    fa_status st = orc_compare_fwd(res, &o, &lse, &so, &sl, &err);
-    if (st != FA_OK) {
-        fc_verdict_fail(v, "harness", "oracle compare (forward) failed: %s: %s", fa_status_name(st), err.msg);
+    /* the declared non-finite rules on a shallow copy of the result (check.h) */
+    orc_fwd_result rc = *res0, *res = &rc;
+    fc_mnf m;
+    int64_t po = 0, pl = 0, li = 0;
+    if (fc_mnf_init(&m, r, &res0->prof, 0) || nf_rules(r, FC_T_O, &res0->o, &res0->prof, &m, &rc.o, &po, &li) ||
+        nf_rules(r, FC_T_LSE, &res0->lse, &res0->prof, &m, &rc.lse, &pl, &li)) {
+        nf_rules_free(&res0->o, &rc.o);
+        fc_mnf_free(&m);
+        fc_verdict_fail(v, "harness", "out of memory for the non-finite rules (forward)");
         return 1;
     }
-    int64_t n = judge(r, &res->o, &so, FC_T_O, v);
-    n += judge(r, &res->lse, &sl, FC_T_LSE, v);
+    const int64_t pairs = m.pairs;
+    fc_mnf_free(&m);
+    fa_status st = orc_compare_fwd(res, &o, &lse, &so, &sl, &err);
+    int64_t n = 1;
+    if (st != FA_OK) {
+        fc_verdict_fail(v, "harness", "oracle compare (forward) failed: %s: %s", fa_status_name(st), err.msg);
+    } else {
+        n = judge(r, &res->o, &so, FC_T_O, v);
+        n += judge(r, &res->lse, &sl, FC_T_LSE, v);
+        v->t[FC_T_O].propagated += po;
+        v->t[FC_T_LSE].propagated += pl;
+        nf_rules_note(v, po + pl, li, pairs);
+    }
+    nf_rules_free(&res0->o, &rc.o);
+    nf_rules_free(&res0->lse, &rc.lse);
     return n;
 }
 
-int64_t fc_check_bwd_outputs(const fc_run *r, const orc_bwd_result *res, fc_verdict *v) {
+static int64_t check_bwd(const fc_run *r, const orc_bwd_result *res, fc_verdict *v);
+
+int64_t fc_check_bwd_outputs(const fc_run *r, const orc_bwd_result *res0, fc_verdict *v) {
+    /* the declared non-finite rules on a shallow copy of the result (check.h) */
+    orc_bwd_result rc = *res0;
+    fc_mnf m;
+    int64_t pq = 0, pk = 0, pv = 0, li = 0;
+    const int bad = fc_mnf_init(&m, r, &res0->prof, 1) ||
+                    nf_rules(r, FC_T_DQ, &res0->dq, &res0->prof, &m, &rc.dq, &pq, &li) ||
+                    nf_rules(r, FC_T_DK, &res0->dk, &res0->prof, &m, &rc.dk, &pk, &li) ||
+                    nf_rules(r, FC_T_DV, &res0->dv, &res0->prof, &m, &rc.dv, &pv, &li);
+    const int64_t pairs = m.pairs;
+    fc_mnf_free(&m);
+    int64_t n = 1;
+    if (bad) {
+        fc_verdict_fail(v, "harness", "out of memory for the non-finite rules (backward)");
+    } else {
+        n = check_bwd(r, &rc, v);
+        v->t[FC_T_DQ].propagated += pq;
+        v->t[FC_T_DK].propagated += pk;
+        v->t[FC_T_DV].propagated += pv;
+        nf_rules_note(v, pq + pk + pv, 0, pairs);
+    }
+    nf_rules_free(&res0->dq, &rc.dq);
+    nf_rules_free(&res0->dk, &rc.dk);
+    nf_rules_free(&res0->dv, &rc.dv);
+    return n;
+}
+
+static int64_t check_bwd(const fc_run *r, const orc_bwd_result *res, fc_verdict *v) {
     fa_tensor dq = host_tensor(&r->buf[FC_T_DQ]), dk = host_tensor(&r->buf[FC_T_DK]), dv = host_tensor(&r->buf[FC_T_DV]);
     orc_stats sq, sk, sv;
     fa_error err;

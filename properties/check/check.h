@@ -84,6 +84,7 @@ typedef struct {
      * block, sequence block) cell (-1 none judged, +inf non-finite mismatch). */
     int64_t ratio_hist[ORC_HIST_BUCKETS];
     int64_t exact, nonfinite_ok, uncheckable;
+    int64_t propagated;     /* NaN accepted by the masked non-finite rule (fc_check_fwd_outputs) */
     /* Rounding bias, from orc_stats: sums of (got - ref) / bound and of sign(ref) (got - ref) /
      * bound over the bias_n finite elements with bound > 0 (properties/PROPERTIES.md, "Rounding
      * bias"). Sums, so that cases can be pooled; fc_bias_mean gives the means. */
@@ -124,6 +125,14 @@ void fc_verdict_skip(fc_verdict *v, const char *fmt, ...)
 /* Record an overflow-sensitive result: a reason with check "overflow"; outcome
  * OVERFLOW unless already FAIL. */
 void fc_verdict_overflow(fc_verdict *v, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Record a note: a reason with check "note" naming a rule the judgement applied; it changes
+ * no outcome and is kept after every other reason (reason[0] is a note only when nothing
+ * else was recorded). */
+void fc_verdict_note(fc_verdict *v, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
@@ -313,6 +322,36 @@ int64_t fc_oracle_find(const orc_block *blk, int64_t b, int64_t h, int64_t s);
  * Fills v->t[...]; returns the number of problems. */
 int64_t fc_check_fwd_outputs(const fc_run *r, const orc_fwd_result *res, fc_verdict *v);
 int64_t fc_check_bwd_outputs(const fc_run *r, const orc_bwd_result *res, fc_verdict *v);
+/* Both apply two declared rules for non-finite values (properties/PROPERTIES.md "Masked
+ * non-finite"; oracle/BOUNDS.md 10.6, 10.10), each named by a "note" reason when it accepted
+ * something:
+ *   masked non-finite: under fa_precision.masked_nonfinite = PROPAGATES, an element of O_i,
+ *     LSE_i, dQ_i (row i) or dK_j, dV_j (key j) that a masked pair (i, j) with a non-finite
+ *     input reaches (fc_mnf) may be NaN where the oracle has another value; a finite value is
+ *     judged against its bound as ever, an Inf is not accepted;
+ *   the LSE of a NaN row: where the oracle's LSE is NaN, +inf is accepted when the profile's
+ *     lse_empty is FA_LSE_EMPTY_POS_INF (FlashAttention-2 writes one value for both rows).
+ * fc_tensor_stats.propagated counts the elements accepted by the first rule. */
+
+/* The reach of masked pairs with a non-finite input (fa_masked_nonfinite), on the logical
+ * inputs of a run: pair (i, j) of sequence b is masked when j < Sk_b is hidden from row i < Sq_b
+ * (causal, window, a -inf mask entry); Q_i, K_j, V_j (and dO_i for a backward) are its inputs.
+ * Keys j >= Sk_b (past seqused_k, another sequence's, unused pool slots) are never pairs.
+ * rows [B, Hq, seqlen_q] by (sequence, query head, position); cols [CB, Hkv, CS] by the dK/dV
+ * block's vector index: (sequence, kv head, key) or, paged, (page, kv head, slot). */
+typedef struct {
+    int on;                 /* the profile propagates and some masked pair has a non-finite input */
+    int64_t B, H, S;        /* row array dims */
+    int64_t CB, CH, CS;     /* column array dims */
+    unsigned char *row, *col;
+    int64_t pairs;          /* masked pairs with a non-finite input */
+} fc_mnf;
+/* 0 (m->on tells whether anything may propagate), -1 out of memory (m->on = 0). bwd: dO is an
+ * input (judging a backward). */
+int fc_mnf_init(fc_mnf *m, const fc_run *r, const fa_precision *prof, int bwd);
+void fc_mnf_free(fc_mnf *m);
+int fc_mnf_row(const fc_mnf *m, int64_t b, int64_t h, int64_t i);
+int fc_mnf_col(const fc_mnf *m, int64_t b, int64_t hkv, int64_t j);
 
 /* ---------------------------------------------------------------------------
  * The device path: production-size calls judged on the GPU in batch chunks

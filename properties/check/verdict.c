@@ -19,14 +19,40 @@ const char *fc_outcome_name(fc_outcome o) {
 
 void fc_verdict_init(fc_verdict *v) { memset(v, 0, sizeof *v); }
 
-static void add_reason(fc_verdict *v, const char *check, const char *fmt, va_list ap) {
+static int is_note(const fc_reason *r) { return strcmp(r->check, "note") == 0; }
+
+/* The slot for a new reason: notes go last; any other reason goes before the first note (the
+ * notes move up; with the list full the last note gives way). NULL: the list is full. */
+static fc_reason *reason_slot(fc_verdict *v, int note) {
+    int first_note = v->n_reasons;
+    while (first_note > 0 && is_note(&v->reason[first_note - 1])) first_note--;
     if (v->n_reasons == FC_VERDICT_MAX_REASONS) {
+        if (note || first_note == v->n_reasons) return NULL;
+        v->n_reasons--; /* the last note is dropped (counted by the caller) */
+        v->n_dropped++;
+    }
+    if (note) return &v->reason[v->n_reasons++];
+    memmove(&v->reason[first_note + 1], &v->reason[first_note],
+            (size_t)(v->n_reasons - first_note) * sizeof v->reason[0]);
+    v->n_reasons++;
+    return &v->reason[first_note];
+}
+
+static void add_reason(fc_verdict *v, const char *check, const char *fmt, va_list ap) {
+    fc_reason *r = reason_slot(v, strcmp(check, "note") == 0);
+    if (!r) {
         v->n_dropped++;
         return;
     }
-    fc_reason *r = &v->reason[v->n_reasons++];
     snprintf(r->check, sizeof r->check, "%s", check);
     vsnprintf(r->text, sizeof r->text, fmt, ap);
+}
+
+void fc_verdict_note(fc_verdict *v, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    add_reason(v, "note", fmt, ap);
+    va_end(ap);
 }
 
 void fc_verdict_fail(fc_verdict *v, const char *check, const char *fmt, ...) {
@@ -55,11 +81,12 @@ void fc_verdict_overflow(fc_verdict *v, const char *fmt, ...) {
 
 void fc_verdict_merge(fc_verdict *dst, const fc_verdict *src) {
     for (int i = 0; i < src->n_reasons; i++) {
-        if (dst->n_reasons == FC_VERDICT_MAX_REASONS) {
+        fc_reason *r = reason_slot(dst, is_note(&src->reason[i]));
+        if (!r) {
             dst->n_dropped++;
             continue;
         }
-        dst->reason[dst->n_reasons++] = src->reason[i];
+        *r = src->reason[i];
     }
     dst->n_dropped += src->n_dropped;
     for (int t = 0; t < FC_T_COUNT; t++)
@@ -75,7 +102,7 @@ double fc_bias_mean(double sum, int64_t n) {
 
 const char *fc_verdict_first_check(const fc_verdict *v) {
     for (int i = 0; i < v->n_reasons; i++)
-        if (strcmp(v->reason[i].check, "skip") != 0 &&
+        if (strcmp(v->reason[i].check, "skip") != 0 && !is_note(&v->reason[i]) &&
             (strcmp(v->reason[i].check, "overflow") != 0 || v->outcome == FC_OVERFLOW))
             return v->reason[i].check;
     return "";

@@ -1042,6 +1042,7 @@ int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t
     int unsupported = 0, uncheckable = 0, other = 0;
     for (int i = 0; i < v->n_reasons; i++) {
         const char *t = v->reason[i].text;
+        if (!strcmp(v->reason[i].check, "note")) continue; /* a rule applied (check.h), not a reason */
         if (!strcmp(v->reason[i].check, "overflow")) uncheckable++; /* no finite bound there either (BOUNDS.md 11) */
         else if (strstr(t, "unsupported (")) unsupported++;
         else if (strstr(t, "uncheckable")) uncheckable++;
@@ -1052,7 +1053,7 @@ int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t
         unsupported) {
         int bwd_only = 1;   /* every UNSUPPORTED is the backward's (judge_status: "backward: backend says ...") */
         for (int i = 0; i < v->n_reasons; i++)
-            if (strncmp(v->reason[i].text, "backward: ", 10) != 0) bwd_only = 0;
+            if (strncmp(v->reason[i].text, "backward: ", 10) != 0 && strcmp(v->reason[i].check, "note")) bwd_only = 0;
         if (bwd_only && v->t[FC_T_O].checked && v->t[FC_T_O].elements > 0) return 1;
     }
     if (judged && uncheckable && !unsupported && !other) {

@@ -186,14 +186,11 @@ def open(spec):  # noqa: A001 (the C side calls it by this name)
             except ImportError:
                 k.bf16 = numpy.dtype(numpy.uint16)
         prof = decl["profile"]
-        preset, fields = None, (0.0,) * 8
+        preset, fields = None, (0.0,) * 9
         if isinstance(prof, str):
             preset = prof
         elif isinstance(prof, dict):
-            missing = [f for f in _decl.PROFILE_FIELDS if f not in prof]
-            if missing:
-                raise ValueError("profile dict lacks %s" % missing)
-            fields = tuple(float(prof[f]) if i < 2 else int(prof[f]) for i, f in enumerate(_decl.PROFILE_FIELDS))
+            fields = _decl.profile_values(prof)
         else:
             raise TypeError("profile must be a preset name or a dict of %s" % (_decl.PROFILE_FIELDS,))
         _check_v3_kwargs(k)

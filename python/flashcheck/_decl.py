@@ -10,6 +10,34 @@ DTYPE_NAMES = ("float16", "bfloat16")
 # fa_precision fields, in the order of kernels/flash_api.h
 PROFILE_FIELDS = ("u_acc", "exp_rel_err", "scores_fp32", "p_rounded", "ds_rounded", "out_rounded",
                   "max_rescales", "flushes_subnormals")
+# optional in a dict profile, with their defaults (the contract's value): masked_nonfinite
+# (fa_masked_nonfinite, ABI 5): 0 or "isolated", 1 or "propagates" (a NaN/Inf of a masked pair may
+# reach outputs as NaN through an exact-zero weight, as FlashAttention-2 and PyTorch's SDPA
+# kernels do). A preset given by name carries its own value (kernels/api/fa_profile.c).
+PROFILE_OPTIONAL = (("masked_nonfinite", 0),)
+MASKED_NONFINITE_NAMES = ("isolated", "propagates")
+
+
+def profile_values(prof):
+    """The values a dict profile gives, in the order the bridge hands them to kernels/py/fa_py.c:
+    PROFILE_FIELDS (all required), then PROFILE_OPTIONAL (defaults when absent)."""
+    known = set(PROFILE_FIELDS) | {k for k, _ in PROFILE_OPTIONAL}
+    missing = [f for f in PROFILE_FIELDS if f not in prof]
+    if missing:
+        raise ValueError("profile dict lacks %s" % missing)
+    bad = sorted(set(prof) - known)
+    if bad:
+        raise ValueError("profile dict: unknown field(s) %s; known: %s" % (bad, sorted(known)))
+    vals = [float(prof[f]) if i < 2 else int(prof[f]) for i, f in enumerate(PROFILE_FIELDS)]
+    mnf = prof.get("masked_nonfinite", 0)
+    if isinstance(mnf, str):
+        if mnf not in MASKED_NONFINITE_NAMES:
+            raise ValueError("masked_nonfinite must be one of %s (or 0, 1), not %r" % (MASKED_NONFINITE_NAMES, mnf))
+        mnf = MASKED_NONFINITE_NAMES.index(mnf)
+    if mnf not in (0, 1) or isinstance(mnf, float):
+        raise ValueError("masked_nonfinite must be 0 (isolated) or 1 (propagates), not %r" % (mnf,))
+    vals.append(int(mnf))
+    return tuple(vals)
 
 # contract-v3 features a kernel may claim, and the keyword arguments each needs its forward (and
 # a backward callable) to take when claimed
@@ -21,6 +49,7 @@ DEFAULTS = dict(
     device="cpu",            # "cpu" (host arrays) or "cuda" (device tensors through DLPack)
     arrays=None,             # "numpy" or "torch"; default: numpy on cpu, torch on cuda
     profile="tensorcore",    # a preset name of fa_precision_preset, or a dict of PROFILE_FIELDS
+                             # (and PROFILE_OPTIONAL: masked_nonfinite)
     backward=None,           # None (forward only), a callable, or "autograd"
     max_head_dim=256,        # fa_limits
     head_dim_multiple=1,

@@ -17,6 +17,22 @@ def bad_profile(q, k, v, *, out, lse):
     pass
 
 
+# a dict profile (python/flashcheck/_decl.py PROFILE_FIELDS), without and with the optional
+# masked_nonfinite (kernels/flash_api.h fa_masked_nonfinite)
+_FP64_PROFILE = dict(u_acc=2.0 ** -24, exp_rel_err=2.0 ** -23, scores_fp32=1, p_rounded=0, ds_rounded=0,
+                     out_rounded=1, max_rescales=0, flushes_subnormals=0)
+
+
+@flashcheck.kernel(device="cpu", profile=dict(_FP64_PROFILE))
+def dict_profile(q, k, v, *, out, lse):
+    raise flashcheck.Unsupported("declarations only")
+
+
+@flashcheck.kernel(device="cpu", profile=dict(_FP64_PROFILE, masked_nonfinite="propagates"))
+def dict_profile_propagates(q, k, v, *, out, lse):
+    raise flashcheck.Unsupported("declarations only")
+
+
 @flashcheck.kernel(device="cpu", profile="fp32", name="noop")
 def noop(q, k, v, *, out, lse):
     """Writes nothing: the bridge's cost alone (kernels/py/py_call_bench.c)."""

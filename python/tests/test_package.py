@@ -164,6 +164,29 @@ def test_repro_wrapper_runs_callables_through_the_py_backend():
     assert bad.returncode == 1 and "numpy-broken-causal" in bad.stdout
 
 
+def test_dict_profile_masked_nonfinite():
+    """fa_precision.masked_nonfinite (ABI 5) through a dict profile: optional (0, the contract, when
+    absent), 0/1 or "isolated"/"propagates"; the bridge hands it to the C side as the 9th field."""
+    from flashcheck import _bridge, _decl
+    spec = os.path.join(HERE, "kernels_for_tests.py")
+    st, _, msg, _, info = _bridge.open(spec + ":dict_profile")
+    assert st == 0, msg
+    assert info[3] is None and len(info[4]) == 9 and info[4][8] == 0
+    st, _, msg, _, info = _bridge.open(spec + ":dict_profile_propagates")
+    assert st == 0, msg
+    assert info[4][8] == 1 and info[4][0] == 2.0 ** -24 and info[4][5] == 1
+    base = dict(u_acc=2.0 ** -24, exp_rel_err=2.0 ** -23, scores_fp32=1, p_rounded=0, ds_rounded=0,
+                out_rounded=1, max_rescales=0, flushes_subnormals=0)
+    assert _decl.profile_values(dict(base, masked_nonfinite=1))[8] == 1
+    assert _decl.profile_values(dict(base, masked_nonfinite="isolated"))[8] == 0
+    for bad, words in ((dict(base, masked_nonfinite=2), "masked_nonfinite must be 0"),
+                       (dict(base, masked_nonfinite="sometimes"), "masked_nonfinite must be one of"),
+                       (dict(base, masked_nonfinit=1), "unknown field"),
+                       ({"u_acc": 1e-7}, "lacks")):
+        with pytest.raises(ValueError, match=words):
+            _decl.profile_values(bad)
+
+
 def test_bridge_maps_exceptions():
     from flashcheck import _bridge
 

@@ -2,7 +2,7 @@
  * Built several times (tests/api/BUILD) with one of:
  *   BAD_NO_EXPORT  the export symbol is missing (misspelled)
  *   BAD_ABI        abi_version is FA_ABI_VERSION - 1 (a library built against the previous
- *                  header: ABI 3 had no contract v3 fields)
+ *                  header: ABI 4 had no fa_precision.masked_nonfinite)
  *   BAD_NO_FORWARD forward is NULL
  *   BAD_NULL       fa_backend_export returns NULL */
 #include <stddef.h>

@@ -59,6 +59,8 @@ static void test_load_example(void **state) {
     assert_int_equal(b->precision.d_source, FA_D_FROM_O);
     assert_int_equal(b->precision.gqa_reduce, FA_GQA_FUSED);
     assert_int_equal(b->precision.lse_empty, FA_LSE_EMPTY_NEG_INF);
+    /* ABI 5: a table that does not set masked_nonfinite declares the contract (isolated) */
+    assert_int_equal(b->precision.masked_nonfinite, FA_MASKED_NF_ISOLATED);
     const fa_backend *b2 = NULL;
     assert_int_equal(fa_backend_by_name(lib_example, &b2, &err), FA_OK); /* contains '/' */
     assert_string_equal(b2->name, "example-cpu");
@@ -98,7 +100,10 @@ static void test_load_errors(void **state) {
     expect_load_error("/nonexistent/dir/backend.so", "/nonexistent/dir/backend.so");
     expect_load_error("", "empty");
     expect_load_error(lib_no_export, FA_BACKEND_EXPORT_SYMBOL);
-    expect_load_error(lib_abi, "abi_version 3 but this flashcheck needs 4 (ABI 4 is source compatible");
+    /* an ABI-4 library (fa_precision without masked_nonfinite, so fa_limits and the function
+       pointers sit 4 bytes earlier): rejected with the message to rebuild */
+    expect_load_error(lib_abi, "abi_version 4 but this flashcheck needs 5 (ABI 5 is source compatible");
+    expect_load_error(lib_abi, "rebuild the backend");
     expect_load_error(lib_no_forward, "forward");
     expect_load_error(lib_null, "returned NULL");
     const fa_backend *b;

@@ -15,7 +15,7 @@ import flashcheck
 _compiled = torch.compile(flex_attention, dynamic=False)
 
 
-@flashcheck.kernel(device="cuda", profile="tensorcore", backward="autograd", mask=False, max_head_dim=128,
+@flashcheck.kernel(device="cuda", profile="torch-flex|tensorcore", backward="autograd", mask=False, max_head_dim=128,
                    name="torch-flex")
 def attention(q, k, v, *, causal, window, window_align, scale, out, lse):
     qt, kt, vt = (x.transpose(1, 2) for x in (q, k, v))
