@@ -117,7 +117,7 @@ void fz_run_classify(const fc_case *c, const fc_verdict *verdict, fz_run_result 
         int t = failing_tensor(&r->v);
         snprintf(r->tensor, sizeof r->tensor, "%s", t >= 0 ? fc_tensor_name(t) : "-");
         int bwd = t == FC_T_DQ || t == FC_T_DK || t == FC_T_DV ||
-                  (t < 0 && c->backward && strstr(r->v.reason[0].text, "backward") != NULL);
+                  (t < 0 && c->backward && r->v.reason[0].phase == FC_PHASE_BACKWARD);
         snprintf(r->pass, sizeof r->pass, "%s", bwd ? "bwd" : "fwd");
         for (int i = 0; i < r->v.n_reasons; i++)
             if (strstr(r->v.reason[i].text, "FA_ERR_DEVICE") || strstr(r->v.reason[i].text, "DEVICE")) {

@@ -28,15 +28,15 @@ static int v3_run(fc_run *r, const fc_case *c, int poison, fc_verdict *v, const 
 }
 
 static int v3_call(const fa_backend *be, fc_run *r, int bwd, fc_verdict *v, const char *prop) {
-    const char *pass = "forward";
+    fc_phase ph = FC_PHASE_FORWARD;
     fa_status st = fc_run_forward(r, be);
     if (st == FA_OK && bwd) {
-        pass = "backward";
+        ph = FC_PHASE_BACKWARD;
         st = fc_run_backward(r, be);
     }
     if (st == FA_OK) return 1;
-    if (st == FA_ERR_UNSUPPORTED) fc_verdict_skip(v, "%s: %s unsupported: %s", prop, pass, r->err.msg);
-    else fc_prop_fail(v, prop, "%s: backend returned %s: %s", pass, fa_status_name(st), r->err.msg);
+    if (st == FA_ERR_UNSUPPORTED) fc_verdict_decline(v, ph, "%s: %s unsupported: %s", prop, fc_phase_name(ph), r->err.msg);
+    else fc_prop_fail(v, prop, "%s: backend returned %s: %s", fc_phase_name(ph), fa_status_name(st), r->err.msg);
     return 0;
 }
 

@@ -1028,7 +1028,7 @@ int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t
     if (v->outcome == FC_PASS) return 1;
     if (v->outcome == FC_FAIL) {
         int k = 0;   /* the first failure's reason (skips and overflow notes may precede it) */
-        while (k + 1 < v->n_reasons && (!strcmp(v->reason[k].check, "skip") || !strcmp(v->reason[k].check, "overflow"))) k++;
+        while (k + 1 < v->n_reasons && v->reason[k].kind != FC_REASON_FAILURE && v->reason[k].kind != FC_REASON_HARNESS) k++;
         if (why && whylen) snprintf(why, whylen, "failed: [%s] %s", v->n_reasons ? v->reason[k].check : "?",
                                     v->n_reasons ? v->reason[k].text : "");
         return 0;
@@ -1038,23 +1038,19 @@ int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t
         if (why && whylen) snprintf(why, whylen, "overflow-sensitive (not a pass): %s", v->n_reasons ? v->reason[0].text : "");
         return 0;
     }
-    /* SKIP (or, for a finding, OVERFLOW) */
-    int unsupported = 0, uncheckable = 0, other = 0;
+    /* SKIP (or, for a finding, OVERFLOW): the reasons' kinds and phases, as their makers set them */
+    int unsupported = 0, uncheckable = 0, other = 0, bwd_only = 1;
     for (int i = 0; i < v->n_reasons; i++) {
-        const char *t = v->reason[i].text;
-        if (!strcmp(v->reason[i].check, "overflow")) uncheckable++; /* no finite bound there either (BOUNDS.md 11) */
-        else if (strstr(t, "unsupported (")) unsupported++;
-        else if (strstr(t, "uncheckable")) uncheckable++;
+        const fc_reason *r = &v->reason[i];
+        if (r->kind == FC_REASON_OVERFLOW || r->kind == FC_REASON_UNCHECKABLE) uncheckable++; /* no finite bound (BOUNDS.md 11) */
+        else if (r->kind == FC_REASON_UNSUPPORTED) unsupported++, bwd_only &= r->phase == FC_PHASE_BACKWARD;
         else other++;
     }
     if (e->expect == FC_SWEEP_EXPECT_DECLINE && unsupported && !other) return 1;
+    /* every reason the backward's UNSUPPORTED, after a forward whose O had judged elements */
     if (e->expect == FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE && v->outcome == FC_SKIP && !uncheckable && !other &&
-        unsupported) {
-        int bwd_only = 1;   /* every UNSUPPORTED is the backward's (judge_status: "backward: backend says ...") */
-        for (int i = 0; i < v->n_reasons; i++)
-            if (strncmp(v->reason[i].text, "backward: ", 10) != 0) bwd_only = 0;
-        if (bwd_only && v->t[FC_T_O].checked && v->t[FC_T_O].elements > 0) return 1;
-    }
+        unsupported && bwd_only && v->t[FC_T_O].checked && v->t[FC_T_O].elements > 0)
+        return 1;
     if (judged && uncheckable && !unsupported && !other) {
         /* the tensor the finding is about (dQ; O for a forward-only run) had judged elements */
         const fc_tensor_stats *ts = &v->t[e->c.backward ? FC_T_DQ : FC_T_O];
@@ -1074,7 +1070,7 @@ int fc_sweep_miss(const fc_sweep_entry *e, const fc_verdict *v) {
        no decline) is the backend's; anything else is the entry's */
     if (v->outcome == FC_SKIP)
         for (int i = 0; i < v->n_reasons; i++)
-            if (!strcmp(v->reason[i].check, "skip") && strstr(v->reason[i].text, "unsupported")) return FC_SWEEP_MISS_FAIL;
+            if (v->reason[i].kind == FC_REASON_UNSUPPORTED) return FC_SWEEP_MISS_FAIL;
     return FC_SWEEP_MISS_DEFECT;
 }
 

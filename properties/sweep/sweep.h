@@ -95,7 +95,9 @@ int fc_sweep_cat_set(int cat);
 #define FC_SWEEP_SET_CUDA 2
 #define FC_SWEEP_SET_PRODUCTION 4
 
-/* What an entry must give (fc_sweep_met). */
+/* What an entry must give (fc_sweep_met). The verdict's reasons are read by their kind and phase
+ * (fc_reason in check.h: UNSUPPORTED is the backend's FA_ERR_UNSUPPORTED, recorded where the status
+ * was judged), never by their text. */
 typedef enum {
     FC_SWEEP_EXPECT_PASS = 0,    /* PASS; a SKIP (unsupported, uncheckable) is not a pass */
     FC_SWEEP_EXPECT_DECLINE,     /* a layout the backend may decline: PASS, or SKIP because the
