@@ -210,8 +210,10 @@ static void add_v3(sweep_list *s, int cat, const fc_case *c, int prop) {
     if (!fc_sweep_v3_claimed(s->o->lim, c)) return;
     add_base(s, cat, c, prop);
     /* a paged call: the contract's supports_paged covers the forward, a backend may decline the
-       backward (fa_limits); the forward is judged either way */
-    if (!s->oom && prop < 0 && c->p.page_size >= 1 && s->e[s->n - 1].c.backward)
+       backward (fa_limits); the forward is judged either way (the full check, and the paging
+       property: prop_v3.c) */
+    if (!s->oom && (prop < 0 || !strcmp(fc_prop_table[prop].name, "paging")) && c->p.page_size >= 1 &&
+        s->e[s->n - 1].c.backward)
         s->e[s->n - 1].expect = FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE;
 }
 

@@ -110,10 +110,11 @@ typedef enum {
                                     had judged elements and none failed (the fuzz findings) */
     FC_SWEEP_EXPECT_JUDGED_ALL,  /* JUDGED, and dK and dV had judged elements too (a finding whose
                                     dK/dV the old cc_test required judged: a63605906157a3f1) */
-    FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE /* a paged case with a backward (fa_limits.supports_paged claims
-                                    the forward; the backward may answer UNSUPPORTED): PASS, or SKIP
-                                    whose only reasons are the backward's UNSUPPORTED after a forward
-                                    that was judged (O had judged elements) and passed */
+    FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE /* a paged case with a backward, under the full check or the
+                                    paging property (fa_limits.supports_paged claims the forward; the
+                                    backward may answer UNSUPPORTED): PASS, or SKIP whose only reasons
+                                    are the backward's UNSUPPORTED after a forward that was judged (O
+                                    had judged elements) and passed */
 } fc_sweep_expect;
 
 typedef struct {

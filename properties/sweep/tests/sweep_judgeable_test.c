@@ -379,7 +379,51 @@ static void test_regression_unsupported_in_text(void) {
     free(v);
 }
 
+/* the paging property on a backend that declines the paged backward (bwd_no_paged): it runs and
+   judges the forward (was: SKIP "paging: backward unsupported" with nothing judged, not met), and a
+   page lookup that assumes a sequence's pages are consecutive fails it */
+static void test_paging_backward_declined(void) {
+    const int paging = (int)(fc_prop_by_name("paging") - fc_prop_table);
+    fc_sweep_opts o;
+    fc_sweep_opts_default(&o);
+    o.lim = &fa_backend_cpu()->limits;
+    fc_sweep_entry *e;
+    int64_t n = fc_sweep_build(&o, &e), np = 0;
+    fa_backend be = *fa_backend_cpu();
+    be.backward = bwd_no_paged;
+    fc_verdict *v = malloc(sizeof *v);
+    const int id = fa_cpu_mutant_id("pages_assumed_contiguous");
+    CHECK(id > 0, "mutant pages_assumed_contiguous exists");
+    for (int64_t i = 0; i < n; i++) {
+        if (e[i].prop != paging) continue;
+        np++;
+        CHECK(e[i].expect == FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE, "%s paging: the backward may be declined", e[i].label);
+        fa_cpu_set_mutant(0);
+        fc_sweep_check(&be, &e[i], v);
+        CHECK(fc_sweep_met(&e[i], v, NULL, 0) && v->outcome == FC_SKIP && v->n_reasons == 1 &&
+                  v->reason[0].kind == FC_REASON_UNSUPPORTED && v->reason[0].phase == FC_PHASE_BACKWARD &&
+                  v->t[FC_T_O].elements > 0 && v->t[FC_T_LSE].elements > 0 && !v->t[FC_T_DQ].checked,
+              "%s paging with the backward declined: met on the forward (%s, %lld O elements compared)", e[i].label,
+              fc_outcome_name(v->outcome), (long long)v->t[FC_T_O].elements);
+        fa_cpu_set_mutant(id);
+        fc_sweep_check(&be, &e[i], v);
+        fa_cpu_set_mutant(0);
+        CHECK(!fc_sweep_met(&e[i], v, NULL, 0) && v->outcome == FC_FAIL && fc_sweep_miss(&e[i], v) == FC_SWEEP_MISS_FAIL &&
+                  v->t[FC_T_O].violations > 0,
+              "%s paging catches pages assumed consecutive with the backward declined (%s, %lld O elements differ)",
+              e[i].label, fc_outcome_name(v->outcome), (long long)v->t[FC_T_O].violations);
+        /* the full backward still judged where the backend has it */
+        fc_sweep_check(fa_backend_cpu(), &e[i], v);
+        CHECK(v->outcome == FC_PASS && v->t[FC_T_DK].elements > 0, "%s paging on the CPU backend: dK judged too (%s)",
+              e[i].label, fc_outcome_name(v->outcome));
+    }
+    CHECK(np == 2, "paging entries in the base set: %lld", (long long)np);
+    free(v);
+    free(e);
+}
+
 int main(void) {
+    test_paging_backward_declined();
     test_regression_unsupported_in_text();
     test_paged_backward_declined();
     test_miss();
