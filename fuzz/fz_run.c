@@ -36,14 +36,6 @@ static volatile int *fz_run_phase;
 static const fa_backend *fz_run_real;
 static double fz_run_backend_s;     /* seconds inside backend calls during the current case */
 
-#include <time.h>
-static double fz_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 void fz_run_set_phase_hook(volatile int *phase)
 {
     fz_run_phase = phase;
@@ -52,9 +44,9 @@ void fz_run_set_phase_hook(volatile int *phase)
 static fa_status shim_forward(const fa_fwd_args *a, fa_error *e)
 {
     __atomic_store_n(fz_run_phase, FZ_PHASE_BACKEND, __ATOMIC_SEQ_CST);
-    double t0 = fz_now();
+    double t0 = fc_clock_s();
     fa_status st = fz_run_real->forward(a, e);
-    fz_run_backend_s += fz_now() - t0;
+    fz_run_backend_s += fc_clock_s() - t0;
     __atomic_store_n(fz_run_phase, FZ_PHASE_HARNESS, __ATOMIC_SEQ_CST);
     return st;
 }
@@ -62,9 +54,9 @@ static fa_status shim_forward(const fa_fwd_args *a, fa_error *e)
 static fa_status shim_backward(const fa_bwd_args *a, fa_error *e)
 {
     __atomic_store_n(fz_run_phase, FZ_PHASE_BACKEND, __ATOMIC_SEQ_CST);
-    double t0 = fz_now();
+    double t0 = fc_clock_s();
     fa_status st = fz_run_real->backward(a, e);
-    fz_run_backend_s += fz_now() - t0;
+    fz_run_backend_s += fc_clock_s() - t0;
     __atomic_store_n(fz_run_phase, FZ_PHASE_HARNESS, __ATOMIC_SEQ_CST);
     return st;
 }
@@ -87,9 +79,9 @@ void fz_run_case(const fa_backend *be, const fc_case *c, int determinism, fz_run
     o.stress = determinism >= 2 ? determinism : 0; /* fz_run.h: N >= 2 is stress mode with N runs */
     if (!v) { memset(r, 0, sizeof *r); r->klass = FZ_OUT_ERROR; return; }
     fz_run_backend_s = 0;
-    double t0 = fz_now();
+    double t0 = fc_clock_s();
     fc_check_case(be, c, &o, v);
-    double total = fz_now() - t0;
+    double total = fc_clock_s() - t0;
     fz_run_classify(c, v, r, f);
     r->total_s = total;
     r->backend_s = fz_run_phase ? fz_run_backend_s : -1;

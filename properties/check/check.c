@@ -1,24 +1,12 @@
 /* check.c: judge a backend's outputs against the oracle, and the whole check
  * of one case (fc_check_case). The list of checks is in check.h. */
-#ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
-#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <time.h>
-
 #include "properties/check/check.h"
 #include "properties/check/oracle_tier.h"
-
-/* Wall seconds (CLOCK_MONOTONIC), for the phase times of a production-size check. */
-static double chk_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Phases of fc_check_case timed for calls of oracle work >= 2^36 (production shapes; never a
  * fuzz case): one "check timing" line on stderr per such case, so that a certify run shows
@@ -662,11 +650,11 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
     int64_t nch_f = 0, nch_b = 0; /* chunks of the device path (0: host path) */
     int dev_b = 1;                /* the backward's device pass: 0 done, 1 not applicable */
     memset(&r2, 0, sizeof r2);
-    double tm[TM_N] = {0}, t0 = chk_now(), t1;
+    double tm[TM_N] = {0}, t0 = fc_clock_s(), t1;
     /* production-size calls: a line per phase as it ends (a run cut short still shows where its
        time went) */
     const int timed = oracle_work(&c) >= TIMED_WORK;
-#define LAP(k) (t1 = chk_now(), tm[k] += t1 - t0, t0 = t1, timed ? lap_note(&c, k, tm[k]) : (void)0)
+#define LAP(k) (t1 = fc_clock_s(), tm[k] += t1 - t0, t0 = t1, timed ? lap_note(&c, k, tm[k]) : (void)0)
     if (fc_run_init(&r1, &c, FC_POISON_A, msg, sizeof msg)) {
         fc_verdict_fail(v, "harness", "%s", msg);
         return v->outcome;

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "fuzz/fz_gen.h"
 #include "properties/properties.h"
@@ -1096,12 +1095,6 @@ int64_t fc_sweep_misuse(const fa_backend *be, fc_sweep_misuse_cb cb, void *user)
     return n;
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 int64_t fc_sweep_run(const fa_backend *be, const fc_sweep_entry *e, int64_t n, int only, FILE *log,
                      fc_sweep_tally tally[FC_SWEEP_CAT_COUNT]) {
     fc_sweep_tally local[FC_SWEEP_CAT_COUNT];
@@ -1116,9 +1109,9 @@ int64_t fc_sweep_run(const fa_backend *be, const fc_sweep_entry *e, int64_t n, i
     for (int64_t i = 0; i < n; i++) {
         if (only >= 0 && e[i].category != only) continue;
         fc_sweep_tally *t = &tally[e[i].category];
-        double t0 = now_s();
+        double t0 = fc_clock_s();
         fc_sweep_check(be, &e[i], v);
-        double dt = now_s() - t0;
+        double dt = fc_clock_s() - t0;
         char why[400];
         int ok = fc_sweep_met(&e[i], v, why, sizeof why);
         /* a BASE entry the backend declines or cannot have judged is skipped, as in `flashcheck
