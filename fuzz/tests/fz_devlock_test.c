@@ -23,9 +23,8 @@
 #include "fuzz/fz_devlock.h"
 #include "fuzz/fz_run.h"
 #include "properties/check/check.h"
+#include "properties/check/tests/check_test.h"
 
-static int failures, checks;
-#define CHECK(cond, ...) do { checks++; if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
 
 /* a byte from fd within ms milliseconds: 1 got, 0 timeout, -1 EOF/error */
 static int wait_byte(int fd, int ms)

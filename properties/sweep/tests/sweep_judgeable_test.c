@@ -25,19 +25,10 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_mutants.h"
+#include "properties/check/tests/check_test.h"
 #include "properties/properties.h"
 #include "properties/sweep/sweep.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                          \
-    do {                                                          \
-        if (!(cond)) {                                            \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);           \
-            printf(__VA_ARGS__);                                  \
-            printf("\n");                                         \
-            failures++;                                           \
-        }                                                         \
-    } while (0)
 
 /* a small dense case (B1 Sq17 Sk33 H1 D16) */
 static fc_case base_case_small(void) {

@@ -20,19 +20,11 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_mutants.h"
+#define CHECK_QUIET_OK /* checks in loops over every entry of the sweeps */
+#include "properties/check/tests/check_test.h"
 #include "properties/properties.h"
 #include "properties/sweep/sweep.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                          \
-    do {                                                          \
-        if (!(cond)) {                                            \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);           \
-            printf(__VA_ARGS__);                                  \
-            printf("\n");                                         \
-            failures++;                                           \
-        }                                                         \
-    } while (0)
 
 static int64_t count_cat(const fc_sweep_entry *e, int64_t n, int cat) {
     int64_t k = 0;
