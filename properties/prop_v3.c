@@ -27,21 +27,6 @@ static int v3_run(fc_run *r, const fc_case *c, int poison, fc_verdict *v, const 
     return 0;
 }
 
-/* Forward (and backward when bwd) on r. 1: every call succeeded; 2: the forward succeeded and the
- * backend declined the backward (UNSUPPORTED: a decline of phase backward in v); 0: otherwise (the
- * decline or failure recorded in v). */
-static int v3_call(const fa_backend *be, fc_run *r, int bwd, fc_verdict *v, const char *prop) {
-    fc_phase ph = FC_PHASE_FORWARD;
-    fa_status st = fc_run_forward(r, be);
-    if (st == FA_OK && bwd) {
-        ph = FC_PHASE_BACKWARD;
-        st = fc_run_backward(r, be);
-    }
-    if (st == FA_OK) return 1;
-    if (st == FA_ERR_UNSUPPORTED) fc_verdict_decline(v, ph, "%s: %s unsupported: %s", prop, fc_phase_name(ph), r->err.msg);
-    else fc_prop_fail(v, prop, "%s: backend returned %s: %s", fc_phase_name(ph), fa_status_name(st), r->err.msg);
-    return st == FA_ERR_UNSUPPORTED && ph == FC_PHASE_BACKWARD ? 2 : 0;
-}
 
 /* Logical indices in a run of query row i / key j of sequence b (head h, component d). */
 static void q_index(const fc_run *r, int64_t b, int64_t i, int64_t h, int64_t d, int64_t idx[4]) {
@@ -103,7 +88,7 @@ fc_outcome fc_prop_packing(const fa_backend *be, const fc_case *c, fc_verdict *v
     const int bwd = c->backward && be->backward;
     fc_run ra;
     if (v3_run(&ra, c, FC_POISON_A, v, prop)) return v->outcome;
-    if (v3_call(be, &ra, bwd, v, prop) != 1) {
+    if (fc_prop_call(be, &ra, bwd, v, prop) != 1) {
         fc_run_free(&ra);
         return v->outcome;
     }
@@ -152,7 +137,7 @@ fc_outcome fc_prop_packing(const fa_backend *be, const fc_case *c, fc_verdict *v
                     fc_buf_set(&rs.buf[FC_T_V], is, fc_buf_get(&ra.buf[FC_T_V], ia));
                 }
             }
-        if (v3_call(be, &rs, bwd, v, prop) != 1) { fc_run_free(&rs); ok = 0; break; }
+        if (fc_prop_call(be, &rs, bwd, v, prop) != 1) { fc_run_free(&rs); ok = 0; break; }
         for (int64_t i = 0; i < sq; i++)
             for (int64_t h = 0; h < p->heads_q; h++) {
                 lse_index(&ra, b, i, h, ia); lse_index(&rs, 0, i, h, is);
@@ -264,9 +249,9 @@ fc_outcome fc_prop_paging(const fa_backend *be, const fc_case *c, fc_verdict *v)
     /* a backend may decline the paged backward (fa_limits.supports_paged claims the forward): the
        relation is then judged on the forward alone, beside the backward's decline (a SKIP whose O
        and LSE were judged: the sweep's FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE) */
-    const int sa = v3_call(be, &ra, bwd, v, prop);
+    const int sa = fc_prop_call(be, &ra, bwd, v, prop);
     const int jb = bwd && sa == 1;   /* the backward's outputs are judged */
-    if (sa && v3_call(be, &rb, jb, v, prop) == 1) {
+    if (sa && fc_prop_call(be, &rb, jb, v, prop) == 1) {
         const int same_shape[3] = {FC_T_O, FC_T_LSE, FC_T_DQ};
         for (int k = 0; k < 3; k++) {
             const int t = same_shape[k];

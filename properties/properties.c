@@ -63,9 +63,7 @@ static int init_run(fc_run *r, const fc_case *c, int poison, fc_verdict *v, cons
     return 1;
 }
 
-/* Forward (and backward when bwd) on r. 1 on success; else the status is
- * recorded (UNSUPPORTED: skip; other: failure) and 0 returned. */
-static int run_all(const fa_backend *be, fc_run *r, int bwd, fc_verdict *v, const char *prop) {
+int fc_prop_call(const fa_backend *be, fc_run *r, int bwd, fc_verdict *v, const char *prop) {
     fc_phase ph = FC_PHASE_FORWARD;
     fa_status st = fc_run_forward(r, be);
     if (st == FA_OK && bwd) {
@@ -75,7 +73,12 @@ static int run_all(const fa_backend *be, fc_run *r, int bwd, fc_verdict *v, cons
     if (st == FA_OK) return 1;
     if (st == FA_ERR_UNSUPPORTED) fc_verdict_decline(v, ph, "%s: %s unsupported: %s", prop, fc_phase_name(ph), r->err.msg);
     else fc_prop_fail(v, prop, "%s: backend returned %s: %s", fc_phase_name(ph), fa_status_name(st), r->err.msg);
-    return 0;
+    return st == FA_ERR_UNSUPPORTED && ph == FC_PHASE_BACKWARD ? 2 : 0;
+}
+
+/* fc_prop_call: 1 when every call succeeded, else 0 (the reason recorded). */
+static int run_all(const fa_backend *be, fc_run *r, int bwd, fc_verdict *v, const char *prop) {
+    return fc_prop_call(be, r, bwd, v, prop) == 1;
 }
 
 static int oracle_fwd(const fc_run *r, const fa_backend *be, orc_fwd_result *res, fc_verdict *v, const char *prop) {
