@@ -629,6 +629,68 @@ static int judge_status(const fc_run *r, fc_phase ph, const int *outs, int nouts
     return 0;
 }
 
+/* The laps of one fc_check_case: each lap's time goes to the phase that just ended (tm[k]); a
+ * production-size call (timed) prints a line per lap as it ends, so that a run cut short still shows
+ * where its time went. */
+typedef struct {
+    double tm[TM_N], t0;
+    int timed;
+    const fc_case *c;
+} check_laps;
+
+static void lap(check_laps *l, int k) {
+    double t1 = fc_clock_s();
+    l->tm[k] += t1 - l->t0;
+    l->t0 = t1;
+    if (l->timed) lap_note(l->c, k, l->tm[k]);
+}
+
+/* The values of one pass (bwd: dQ, dK, dV; else O, LSE) judged against the oracle: with dev_path
+ * on the device first (fc_check_*_device: oracle and compare in one pass, timed as the oracle's
+ * lap; nch its chunks), else, or when the device path does not take the call, the host path (the
+ * oracle, then the compare). The buffer checks' lap ends first. Returns 0 judged on the device, 1 on
+ * the host, -1 after a harness failure (recorded in v). */
+static int judge_values(const fa_backend *be, const fc_run *r, int bwd, int dev_path, int64_t max_rows,
+                        int64_t max_cols, check_laps *L, int64_t *nch, fc_verdict *v, char *msg, size_t msglen) {
+    const int chk = bwd ? TM_BCHK : TM_FCHK, orc = chk + 1, cmp = chk + 2;
+    const fa_precision *prof = fc_check_profile(be);
+    if (dev_path) {
+        lap(L, chk);
+        int d = bwd ? fc_check_bwd_device(r, prof, v, nch, msg, msglen) : fc_check_fwd_device(r, prof, v, nch, msg, msglen);
+        lap(L, orc);
+        if (d < 0) {
+            fc_verdict_fail(v, "harness", "%s", msg);
+            return -1;
+        }
+        if (d == 0) return 0;
+    }
+    lap(L, chk);
+    int st;
+    if (bwd) {
+        orc_bwd_result res;
+        st = fc_oracle_bwd_plan(r, prof, fc_check_oracle(), max_rows, max_cols, &res, NULL, msg, msglen);
+        if (!st) {
+            lap(L, orc);
+            fc_check_bwd_outputs(r, &res, v);
+            orc_bwd_free(&res);
+        }
+    } else {
+        orc_fwd_result res;
+        st = fc_oracle_fwd_plan(r, prof, fc_check_oracle(), max_rows, &res, NULL, msg, msglen);
+        if (!st) {
+            lap(L, orc);
+            fc_check_fwd_outputs(r, &res, v);
+            orc_fwd_free(&res);
+        }
+    }
+    if (st) {
+        fc_verdict_fail(v, "harness", "%s", msg);
+        return -1;
+    }
+    lap(L, cmp);
+    return 1;
+}
+
 fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check_opts *o, fc_verdict *v) {
     fc_check_opts def;
     if (!o) {
@@ -648,13 +710,10 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
     fc_run r1, r2;
     int second = 0; /* r2 initialized */
     int64_t nch_f = 0, nch_b = 0; /* chunks of the device path (0: host path) */
-    int dev_b = 1;                /* the backward's device pass: 0 done, 1 not applicable */
     memset(&r2, 0, sizeof r2);
-    double tm[TM_N] = {0}, t0 = fc_clock_s(), t1;
-    /* production-size calls: a line per phase as it ends (a run cut short still shows where its
-       time went) */
-    const int timed = oracle_work(&c) >= TIMED_WORK;
-#define LAP(k) (t1 = fc_clock_s(), tm[k] += t1 - t0, t0 = t1, timed ? lap_note(&c, k, tm[k]) : (void)0)
+    check_laps L = {{0}, fc_clock_s(), oracle_work(&c) >= TIMED_WORK, &c};
+    double *const tm = L.tm;
+#define LAP(k) lap(&L, k)
     if (fc_run_init(&r1, &c, FC_POISON_A, msg, sizeof msg)) {
         fc_verdict_fail(v, "harness", "%s", msg);
         return v->outcome;
@@ -672,34 +731,16 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
     fc_check_written(&r1, FC_T_LSE, v);
     int64_t max_rows, max_cols;
     fc_check_sample_plan(&c, o, &max_rows, &max_cols);
-    orc_fwd_result fres;
     const int no_oracle = oracle_v3_refused(&r1, msg, sizeof msg) != 0;
-    /* production size on a CUDA backend: judged on the device in batch chunks (check.h); 1: the
-       path does not apply to this call (the host path below) */
+    /* production size on a CUDA backend: judged on the device in batch chunks (check.h), unless
+       the device path does not take the call (then the host path, for the backward too) */
     int dev_path = !no_oracle && fc_check_device_path(&r1);
-    int dev_f = 1;
-    if (dev_path) {
-        LAP(TM_FCHK);
-        dev_f = fc_check_fwd_device(&r1, fc_check_profile(be), v, &nch_f, msg, sizeof msg);
-        if (dev_f < 0) {
-            fc_verdict_fail(v, "harness", "%s", msg);
-            goto done;
-        }
-        LAP(TM_FORC);
-        if (dev_f > 0) dev_path = 0;
-    }
     if (no_oracle) {
         fc_verdict_add(v, FC_PHASE_FORWARD, FC_REASON_NOT_JUDGED, NULL, "forward values not judged: %s", msg);
-    } else if (dev_f == 0) {
-        /* judged on the device */
-    } else if (LAP(TM_FCHK), fc_oracle_fwd_plan(&r1, fc_check_profile(be), fc_check_oracle(), max_rows, &fres, NULL, msg, sizeof msg)) {
-        fc_verdict_fail(v, "harness", "%s", msg);
-        goto done;
     } else {
-        LAP(TM_FORC);
-        fc_check_fwd_outputs(&r1, &fres, v);
-        orc_fwd_free(&fres);
-        LAP(TM_FCMP);
+        const int where = judge_values(be, &r1, 0, dev_path, max_rows, max_cols, &L, &nch_f, v, msg, sizeof msg);
+        if (where < 0) goto done;
+        dev_path = where == 0;
     }
 
     /* second run: fresh buffers, other poison */
@@ -730,7 +771,6 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
         fc_check_guards(&r1, v);
         if (!judge_status(&r1, FC_PHASE_BACKWARD, bwd_outs, 3, v)) goto done;
         for (int i = 0; i < 3; i++) fc_check_written(&r1, bwd_outs[i], v);
-        orc_bwd_result bres;
         if (no_oracle) {
             fc_verdict_add(v, FC_PHASE_BACKWARD, FC_REASON_NOT_JUDGED, NULL,
                            "backward values not judged: the oracle of this build has no contract-v3 support");
@@ -740,21 +780,8 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
                forward's failure is the finding, the backward's oracle pass would cost minutes */
             fc_verdict_add(v, FC_PHASE_BACKWARD, FC_REASON_NOT_JUDGED, NULL,
                            "backward values not judged: the forward of this production-size call already failed");
-        } else if (dev_path && (LAP(TM_BCHK), dev_b = fc_check_bwd_device(&r1, fc_check_profile(be), v, &nch_b, msg,
-                                                                           sizeof msg)) <= 0) {
-            LAP(TM_BORC);
-            if (dev_b < 0) {
-                fc_verdict_fail(v, "harness", "%s", msg);
-                goto done;
-            }
-        } else if (LAP(TM_BCHK), fc_oracle_bwd_plan(&r1, fc_check_profile(be), fc_check_oracle(), max_rows, max_cols, &bres, NULL, msg, sizeof msg)) {
-            fc_verdict_fail(v, "harness", "%s", msg);
+        } else if (judge_values(be, &r1, 1, dev_path, max_rows, max_cols, &L, &nch_b, v, msg, sizeof msg) < 0) {
             goto done;
-        } else {
-            LAP(TM_BORC);
-            fc_check_bwd_outputs(&r1, &bres, v);
-            orc_bwd_free(&bres);
-            LAP(TM_BCMP);
         }
         if (second && c.deterministic && r2.status == FA_OK) {
             fc_run_backward(&r2, be);
