@@ -119,9 +119,16 @@ void fz_run_classify(const fc_case *c, const fc_verdict *verdict, fz_run_result 
         /* the HARNESS could not run or judge the case (a bad case, out of memory while
            materializing inputs or computing the oracle, a failed CUDA allocation or copy of
            the harness's own buffers): a harness error, never a finding against the backend */
-        int harness = check && strcmp(check, "harness") == 0;
-        for (int i = 0; i < r->v.n_reasons && !harness; i++)
-            harness = strstr(r->v.reason[i].text, "harness:") != NULL;
+        /* by the reasons' kinds: the first failure is the harness's, or a call's status was the
+           harness's own failure (a reason of kind HARNESS with a phase: judge_status), whatever
+           the checks it spoiled before (guards, inputs of buffers never copied back) */
+        int harness = 0, first = 1;
+        for (int i = 0; i < r->v.n_reasons && !harness; i++) {
+            const fc_reason *x = &r->v.reason[i];
+            if (x->kind != FC_REASON_FAILURE && x->kind != FC_REASON_HARNESS) continue;
+            harness = x->kind == FC_REASON_HARNESS && (first || x->phase != FC_PHASE_NONE);
+            first = 0;
+        }
         if (harness) {
             r->klass = FZ_OUT_ERROR;
             snprintf(r->failure, sizeof r->failure, "harness");

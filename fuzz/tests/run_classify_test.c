@@ -16,6 +16,11 @@ static fa_status fwd_fails(const fa_fwd_args *a, fa_error *err) {
     return fa_fail(err, FA_ERR_INTERNAL, "workspace", "backward workspace not allocated by the caller");
 }
 
+static fa_status fwd_says_harness(const fa_fwd_args *a, fa_error *err) {
+    (void)a;
+    return fa_fail(err, FA_ERR_INVALID, "q", "harness: the caller's scratch buffer is too small");
+}
+
 static fa_status bwd_fails(const fa_bwd_args *a, fa_error *err) {
     (void)a;
     return fa_fail(err, FA_ERR_INTERNAL, "workspace", "out of scratch");
@@ -38,6 +43,11 @@ int main(void) {
     fz_run_case(&be, &c, 0, &r, NULL);
     CHECK(r.klass == FZ_OUT_FAIL && !strcmp(r.failure, "status") && !strcmp(r.pass, "bwd"),
           "the backward's error status: a backward finding (%d %s %s)", r.klass, r.failure, r.pass);
+    be = *fa_backend_cpu();
+    be.forward = fwd_says_harness;
+    fz_run_case(&be, &c, 0, &r, NULL);
+    CHECK(r.klass == FZ_OUT_FAIL && !strcmp(r.failure, "status") && !strcmp(r.pass, "fwd"),
+          "a backend's message starting \"harness:\" is the backend's finding (%d %s %s)", r.klass, r.failure, r.pass);
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "ok", failures);
     return failures ? 1 : 0;
 }

@@ -612,8 +612,10 @@ static int judge_status(const fc_run *r, fc_phase ph, const int *outs, int nouts
     if (r->status == FA_ERR_UNSUPPORTED) {
         fc_verdict_decline(v, ph, "%s: backend says unsupported (%s): %s", pass, r->err.arg, r->err.msg);
     } else {
-        fc_verdict_add(v, ph, FC_REASON_FAILURE, "status", "%s: backend rejected a valid case with %s (arg '%s'): %s",
-                       pass, fa_status_name(r->status), r->err.arg, r->err.msg);
+        /* the harness's own failure around the call is no finding against the backend */
+        fc_verdict_add(v, ph, r->harness_err ? FC_REASON_HARNESS : FC_REASON_FAILURE, r->harness_err ? "harness" : "status",
+                       "%s: backend rejected a valid case with %s (arg '%s'): %s", pass, fa_status_name(r->status),
+                       r->err.arg, r->err.msg);
     }
     if (r->status != FA_ERR_DEVICE) {
         /* nothing may be written by a rejected call */

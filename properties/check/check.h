@@ -193,6 +193,8 @@ typedef struct {
     int on_device;              /* the last call ran on a backend working in device memory (CUDA) */
     int have_fwd, have_bwd;     /* outputs of forward / backward are in buf */
     fa_status status;           /* status of the last call */
+    int harness_err;            /* that status is the harness's own failure (a CUDA allocation or copy
+                                   of its buffers, no backward buffers), not the backend's */
     fa_error err;
     /* contract v3 (host memory; NULL when the case does not use the feature): the varlen and
      * paged host arrays of the call, the sinks [Hq] and the backward's dsinks [Hq] (NaN-poisoned

@@ -198,8 +198,9 @@ static int stress_status(const fc_run *r, fc_phase ph, int run, fc_verdict *t, i
         *stop = 1;
         return 0;
     }
-    fc_verdict_add(t, ph, FC_REASON_FAILURE, "status", "%s run %d: backend returned %s (arg '%s'): %s", fc_phase_name(ph),
-                   run + 1, fa_status_name(r->status), r->err.arg, r->err.msg);
+    fc_verdict_add(t, ph, r->harness_err ? FC_REASON_HARNESS : FC_REASON_FAILURE, r->harness_err ? "harness" : "status",
+                   "%s run %d: backend returned %s (arg '%s'): %s", fc_phase_name(ph), run + 1,
+                   fa_status_name(r->status), r->err.arg, r->err.msg);
     *stop = 1;
     return 0;
 }
