@@ -88,6 +88,15 @@ void fz_run_case(const fa_backend *be, const fc_case *c, int determinism, fz_run
     free(v);
 }
 
+/* A property's reason (check "property:<name>") whose text has `what`: the properties record a
+ * backend's FA_ERR_DEVICE and their own harness errors as property failures whose text says so
+ * ("backend returned FA_ERR_DEVICE", "harness: ..."), not yet as reasons of kind DEVICE or HARNESS
+ * (prop_nonfinite.c among them); fc_check_case's reasons are told by their kind alone. */
+static int prop_text(const fc_reason *x, const char *what)
+{
+    return strncmp(x->check, "property:", 9) == 0 && strstr(x->text, what) != NULL;
+}
+
 void fz_run_classify(const fc_case *c, const fc_verdict *verdict, fz_run_result *r, fz_feat *f)
 {
     memset(r, 0, sizeof *r);
@@ -112,7 +121,7 @@ void fz_run_classify(const fc_case *c, const fc_verdict *verdict, fz_run_result 
                   (t < 0 && c->backward && r->v.reason[0].phase == FC_PHASE_BACKWARD);
         snprintf(r->pass, sizeof r->pass, "%s", bwd ? "bwd" : "fwd");
         for (int i = 0; i < r->v.n_reasons; i++)
-            if (strstr(r->v.reason[i].text, "FA_ERR_DEVICE") || strstr(r->v.reason[i].text, "DEVICE")) {
+            if (r->v.reason[i].kind == FC_REASON_DEVICE || prop_text(&r->v.reason[i], "DEVICE")) {
                 r->klass = FZ_OUT_DEVICE;
                 snprintf(r->failure, sizeof r->failure, "device");
             }
@@ -125,8 +134,8 @@ void fz_run_classify(const fc_case *c, const fc_verdict *verdict, fz_run_result 
         int harness = 0, first = 1;
         for (int i = 0; i < r->v.n_reasons && !harness; i++) {
             const fc_reason *x = &r->v.reason[i];
-            if (x->kind != FC_REASON_FAILURE && x->kind != FC_REASON_HARNESS) continue;
-            harness = x->kind == FC_REASON_HARNESS && (first || x->phase != FC_PHASE_NONE);
+            if (!fc_reason_fails(x->kind)) continue;
+            harness = (x->kind == FC_REASON_HARNESS && (first || x->phase != FC_PHASE_NONE)) || prop_text(x, "harness:");
             first = 0;
         }
         if (harness) {

@@ -21,6 +21,16 @@ static fa_status fwd_says_harness(const fa_fwd_args *a, fa_error *err) {
     return fa_fail(err, FA_ERR_INVALID, "q", "harness: the caller's scratch buffer is too small");
 }
 
+static fa_status fwd_says_device(const fa_fwd_args *a, fa_error *err) {
+    (void)a;
+    return fa_fail(err, FA_ERR_INVALID, "q", "DEVICE pointer expected, got host memory");
+}
+
+static fa_status fwd_device_fault(const fa_fwd_args *a, fa_error *err) {
+    (void)a;
+    return fa_fail(err, FA_ERR_DEVICE, "", "illegal memory access");
+}
+
 static fa_status bwd_fails(const fa_bwd_args *a, fa_error *err) {
     (void)a;
     return fa_fail(err, FA_ERR_INTERNAL, "workspace", "out of scratch");
@@ -48,6 +58,14 @@ int main(void) {
     fz_run_case(&be, &c, 0, &r, NULL);
     CHECK(r.klass == FZ_OUT_FAIL && !strcmp(r.failure, "status") && !strcmp(r.pass, "fwd"),
           "a backend's message starting \"harness:\" is the backend's finding (%d %s %s)", r.klass, r.failure, r.pass);
+    be.forward = fwd_says_device;
+    fz_run_case(&be, &c, 0, &r, NULL);
+    CHECK(r.klass == FZ_OUT_FAIL && !strcmp(r.failure, "status"),
+          "a backend's message saying \"DEVICE\" with FA_ERR_INVALID is a plain finding (%d %s)", r.klass, r.failure);
+    be.forward = fwd_device_fault;
+    fz_run_case(&be, &c, 0, &r, NULL);
+    CHECK(r.klass == FZ_OUT_DEVICE && !strcmp(r.failure, "device") && !strcmp(r.pass, "fwd"),
+          "FA_ERR_DEVICE from the forward: a device fault (%d %s %s)", r.klass, r.failure, r.pass);
     printf("%s: %d failure(s)\n", failures ? "FAIL" : "ok", failures);
     return failures ? 1 : 0;
 }

@@ -613,7 +613,7 @@ static int judge_status(const fc_run *r, fc_phase ph, const int *outs, int nouts
         fc_verdict_decline(v, ph, "%s: backend says unsupported (%s): %s", pass, r->err.arg, r->err.msg);
     } else {
         /* the harness's own failure around the call is no finding against the backend */
-        fc_verdict_add(v, ph, r->harness_err ? FC_REASON_HARNESS : FC_REASON_FAILURE, r->harness_err ? "harness" : "status",
+        fc_verdict_add(v, ph, fc_run_status_kind(r), r->harness_err ? "harness" : "status",
                        "%s: backend rejected a valid case with %s (arg '%s'): %s", pass, fa_status_name(r->status),
                        r->err.arg, r->err.msg);
     }
@@ -754,7 +754,8 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
         second = 1;
         fc_run_forward(&r2, be);
         if (r2.status != r1.status) {
-            fc_verdict_add(v, FC_PHASE_FORWARD, FC_REASON_FAILURE, "determinism", "forward: second run returned %s, "
+            fc_verdict_add(v, FC_PHASE_FORWARD, r2.status != FA_OK ? fc_run_status_kind(&r2) : FC_REASON_FAILURE,
+                           r2.harness_err ? "harness" : "determinism", "forward: second run returned %s, "
                            "first %s", fa_status_name(r2.status), fa_status_name(r1.status));
         } else {
             fc_check_guards(&r2, v);
@@ -788,7 +789,8 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
         if (second && c.deterministic && r2.status == FA_OK) {
             fc_run_backward(&r2, be);
             if (r2.status != r1.status) {
-                fc_verdict_add(v, FC_PHASE_BACKWARD, FC_REASON_FAILURE, "determinism", "backward: second run returned "
+                fc_verdict_add(v, FC_PHASE_BACKWARD, r2.status != FA_OK ? fc_run_status_kind(&r2) : FC_REASON_FAILURE,
+                               r2.harness_err ? "harness" : "determinism", "backward: second run returned "
                                "%s, first %s", fa_status_name(r2.status), fa_status_name(r1.status));
             } else {
                 fc_check_guards(&r2, v);

@@ -109,9 +109,15 @@ typedef enum {
     FC_REASON_UNSUPPORTED,  /* the backend answered FA_ERR_UNSUPPORTED: it declined the call (SKIP) */
     FC_REASON_UNCHECKABLE,  /* elements without a finite oracle bound, not judged (SKIP) */
     FC_REASON_OVERFLOW,     /* NaN/Inf where the profile's own intermediates may overflow (OVERFLOW) */
-    FC_REASON_NOT_JUDGED    /* any other skip: a precondition not met, nothing to test (SKIP) */
+    FC_REASON_NOT_JUDGED,   /* any other skip: a precondition not met, nothing to test (SKIP) */
+    FC_REASON_DEVICE        /* the backend's call ended in a device fault (FA_ERR_DEVICE: its own, or a
+                               fault seen at the first synchronize after it; FAIL) */
 } fc_reason_kind;
 const char *fc_reason_kind_name(fc_reason_kind k);   /* "failure", "harness", "unsupported", ... */
+/* 1 for the kinds that make a verdict FAIL: FAILURE, HARNESS, DEVICE. */
+static inline int fc_reason_fails(fc_reason_kind k) {
+    return k == FC_REASON_FAILURE || k == FC_REASON_HARNESS || k == FC_REASON_DEVICE;
+}
 
 typedef struct {
     char check[40];   /* "bound", "guard", ... or "property:<name>"; "skip" and "overflow" for those kinds */
@@ -207,6 +213,10 @@ typedef struct {
 /* The contract-v3 part of a call's arguments from a run (host pointers; sinks / dsinks
  * as given). */
 void fc_run_v3_args(const fc_run *r, fa_varlen *vl, fa_paged *pg);
+/* The kind of a failed call's status (r->status != FA_OK, not UNSUPPORTED): HARNESS when the
+ * harness's own work around the call failed (r->harness_err), DEVICE for the backend's
+ * FA_ERR_DEVICE, else FAILURE. */
+fc_reason_kind fc_run_status_kind(const fc_run *r);
 
 /* Allocate and fill the inputs (Q, K, V, dO, mask) from the case; outputs O,
  * LSE (and dQ, dK, dV when c->backward) are allocated and poisoned with

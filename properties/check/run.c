@@ -515,6 +515,10 @@ static fa_status mem_finish(fc_run *r, call_mem *m, fa_status before) {
     return st;
 }
 
+fc_reason_kind fc_run_status_kind(const fc_run *r) {
+    return r->harness_err ? FC_REASON_HARNESS : r->status == FA_ERR_DEVICE ? FC_REASON_DEVICE : FC_REASON_FAILURE;
+}
+
 fa_status fc_run_forward(fc_run *r, const fa_backend *be) {
     memset(&r->err, 0, sizeof r->err);
     const int inputs[4] = {FC_T_Q, FC_T_K, FC_T_V, FC_T_MASK};

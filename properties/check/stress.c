@@ -181,9 +181,9 @@ static int64_t merge_stress(fc_verdict *v, const fc_verdict *t, const char *tag)
     int64_t n = 0;
     for (int i = 0; i < t->n_reasons; i++) {
         const fc_reason *r = &t->reason[i];
-        if (r->kind != FC_REASON_FAILURE && r->kind != FC_REASON_HARNESS) continue;
+        if (!fc_reason_fails(r->kind)) continue;
         if (r->kind == FC_REASON_HARNESS) fc_verdict_add(v, r->phase, FC_REASON_HARNESS, "harness", "%s: %s", tag, r->text);
-        else fc_verdict_add(v, r->phase, FC_REASON_FAILURE, "stress", "%s: %s: %s", tag, r->check, r->text);
+        else fc_verdict_add(v, r->phase, r->kind, "stress", "%s: %s: %s", tag, r->check, r->text);
         n++;
     }
     if (t->n_dropped) fc_verdict_fail(v, "stress", "%s: %d more problem(s) not listed", tag, t->n_dropped);
@@ -198,7 +198,7 @@ static int stress_status(const fc_run *r, fc_phase ph, int run, fc_verdict *t, i
         *stop = 1;
         return 0;
     }
-    fc_verdict_add(t, ph, r->harness_err ? FC_REASON_HARNESS : FC_REASON_FAILURE, r->harness_err ? "harness" : "status",
+    fc_verdict_add(t, ph, fc_run_status_kind(r), r->harness_err ? "harness" : "status",
                    "%s run %d: backend returned %s (arg '%s'): %s", fc_phase_name(ph), run + 1,
                    fa_status_name(r->status), r->err.arg, r->err.msg);
     *stop = 1;

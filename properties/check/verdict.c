@@ -36,13 +36,14 @@ const char *fc_reason_kind_name(fc_reason_kind k) {
     case FC_REASON_UNCHECKABLE: return "uncheckable";
     case FC_REASON_OVERFLOW: return "overflow";
     case FC_REASON_NOT_JUDGED: return "not_judged";
+    case FC_REASON_DEVICE: return "device";
     }
     return "?";
 }
 
 static void add_reason(fc_verdict *v, fc_phase phase, fc_reason_kind kind, const char *check, const char *fmt,
                        va_list ap) {
-    if (kind == FC_REASON_FAILURE || kind == FC_REASON_HARNESS) v->outcome = FC_FAIL;
+    if (fc_reason_fails(kind)) v->outcome = FC_FAIL;
     else if (kind == FC_REASON_OVERFLOW) { if (v->outcome != FC_FAIL) v->outcome = FC_OVERFLOW; }
     else if (v->outcome == FC_PASS) v->outcome = FC_SKIP;
     if (v->n_reasons == FC_VERDICT_MAX_REASONS) {
@@ -50,7 +51,7 @@ static void add_reason(fc_verdict *v, fc_phase phase, fc_reason_kind kind, const
         return;
     }
     if (kind == FC_REASON_OVERFLOW) check = "overflow";
-    else if (kind != FC_REASON_FAILURE && kind != FC_REASON_HARNESS) check = "skip";
+    else if (!fc_reason_fails(kind)) check = "skip";
     else if (!check) check = kind == FC_REASON_HARNESS ? "harness" : "fail";
     fc_reason *r = &v->reason[v->n_reasons++];
     snprintf(r->check, sizeof r->check, "%s", check);

@@ -1029,7 +1029,7 @@ int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t
     if (v->outcome == FC_PASS) return 1;
     if (v->outcome == FC_FAIL) {
         int k = 0;   /* the first failure's reason (skips and overflow notes may precede it) */
-        while (k + 1 < v->n_reasons && v->reason[k].kind != FC_REASON_FAILURE && v->reason[k].kind != FC_REASON_HARNESS) k++;
+        while (k + 1 < v->n_reasons && !fc_reason_fails(v->reason[k].kind)) k++;
         if (why && whylen) snprintf(why, whylen, "failed: [%s] %s", v->n_reasons ? v->reason[k].check : "?",
                                     v->n_reasons ? v->reason[k].text : "");
         return 0;
