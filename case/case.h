@@ -416,6 +416,13 @@ int fc_case_save(const char *path, const fc_case *c, char *msg, size_t msglen);
 /* Fill an fa_problem (copy of c->p). */
 static inline fa_problem fc_case_problem(const fc_case *c) { return c->p; }
 
+/* The harness's one clock (case/case_clock.c), for elapsed times, watchdogs and progress lines:
+ * CLOCK_MONOTONIC in nanoseconds (never goes back; its origin is arbitrary, the same for every
+ * process of the machine). fc_clock_s: the same in seconds (one rounding of the int64 to double:
+ * exact to 2 ns for an origin < 10^7 s back). */
+int64_t fc_clock_ns(void);
+static inline double fc_clock_s(void) { return 1e-9 * (double)fc_clock_ns(); }
+
 #ifdef __cplusplus
 }
 #endif

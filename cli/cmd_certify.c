@@ -244,13 +244,6 @@ static int build_sweep(certify_ctx *x, int quick)
 /* ------------------------------------------------------------------------- */
 /* results                                                                   */
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static void note_failure(certify_ctx *x, cat_result *cr, const fc_case *c, const char *pass, const char *tensor,
                          const char *failure, const char *detail)
 {
@@ -275,7 +268,7 @@ static void on_job(void *user, int64_t index, const fz_run_result *r)
     cr->cases++;
     /* wall time since the previous case ended (the worker runs the jobs in order): the case with its
        share of worker start-ups and restarts (r->total_s covers fz_run_case's checks only) */
-    const double t_now = now_s(), dt = t_now - x->t_last;
+    const double t_now = fc_clock_s(), dt = t_now - x->t_last;
     x->t_last = t_now;
     cr->seconds += dt;
     {   /* a line per case: on stdout with --category (few, large cases: where the time goes), always
@@ -858,20 +851,20 @@ int cli_certify(int argc, char **argv)
                      (long long)x->njobs);
     }
     rp_progress_start(&x->prog, stderr, "flashcheck certify", "cases", x->njobs, quiet);
-    x->t_last = now_s();
+    x->t_last = fc_clock_s();
     fz_iso_batch(x->backend_arg, x->jobs, x->njobs, timeout, on_job, x);
     rp_progress_end(&x->prog);
     if (x->only < 0) {
-        double t0 = now_s();
+        double t0 = fc_clock_s();
         run_misuse(x);
-        double t1 = now_s();
+        double t1 = fc_clock_s();
         x->cat[CAT_API].seconds = t1 - t0;
         fprintf(stderr, "flashcheck certify: API misuse done; fuzzing %.0f s\n", fuzz_s);
         run_fuzz(x, fuzz_s, (int)jobs);
-        double t2 = now_s();
+        double t2 = fc_clock_s();
         x->cat[CAT_FUZZ].seconds = t2 - t1;
         run_sanitizer(x, sanitizer);
-        x->cat[CAT_SANITIZER].seconds = now_s() - t2;
+        x->cat[CAT_SANITIZER].seconds = fc_clock_s() - t2;
         for (int i = CAT_API; i < CAT_COUNT && x->cases_log; i++)
             if (x->cat[i].run)
                 fprintf(x->cases_log, "step %s: %lld cases, %lld failed, %lld not judged, %.1f s\n", cat_name(i),

@@ -47,7 +47,7 @@ compile() { # flags file...
 }
 # harness, case, API, CPU backend, checks and properties: coverage + sanitizers
 compile "$cov" fuzz/fz_gen.c fuzz/fz_feat.c fuzz/fz_store.c fuzz/fz_harness.c fuzz/fz_misuse.c fuzz/fz_run.c \
-  case/case.c case/case_text.c kernels/api/fa_api.c kernels/api/fa_validate.c \
+  case/case.c case/case_clock.c case/case_text.c kernels/api/fa_api.c kernels/api/fa_validate.c \
   kernels/cpu/cpu_backend.c kernels/cpu/cpu_fwd.c kernels/cpu/cpu_bwd.c kernels/cpu/cpu_mutants.c \
   properties/check/check.c properties/check/masked_nf.c properties/check/run.c properties/check/verdict.c properties/properties.c
 # the oracle: sanitizers, no coverage (its branches say nothing about the kernel), its own ISA flags

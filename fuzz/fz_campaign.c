@@ -65,13 +65,6 @@ typedef struct {
 enum { CONFIRM_NONE = 0, CONFIRM_TIMEOUT = 1, CONFIRM_KILLED = 2 };
 #define CAMP_CONFIRM_FACTOR 4.0   /* the confirming re-run's limit, times case_timeout_s */
 
-static int64_t mono_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 /* the campaign's device lock file (fz_lock_file), inherited by the workers; -1: none */
 static int camp_lock_fd = -1;
 
@@ -218,7 +211,7 @@ static void worker_confirm(const fz_camp_cfg *cfg, camp_slot *slot, int index, c
     fc_case c;
     char msg[256];
     if (fc_case_parse(slot->text, &c, msg, sizeof msg) != 0) { slot->confirm = CONFIRM_NONE; return; }
-    slot->case_start_ns = mono_ns();
+    slot->case_start_ns = fc_clock_ns();
     __atomic_store_n(&slot->state, 1, __ATOMIC_RELEASE);
     fz_run_result r;
     fz_run_case(be, &c, cfg->determinism, &r, NULL);
@@ -278,7 +271,7 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index, pid_
     corpus_scan(&corpus, cfg->corpus_dir);
     corpus_scan(&corpus, cfg->seeds_dir);
     fz_feat_map *map = &slot->map;
-    int64_t last_scan = mono_ns();
+    int64_t last_scan = fc_clock_ns();
     char *text = malloc(CAMP_TEXT_MAX);
     if (slot->confirm != CONFIRM_NONE) worker_confirm(cfg, slot, index, be);
     int error_lines = 0;
@@ -313,7 +306,7 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index, pid_
 
         /* publish the in-flight case, then run it */
         memcpy(slot->text, text, tl + 1);
-        slot->case_start_ns = mono_ns();
+        slot->case_start_ns = fc_clock_ns();
         __atomic_store_n(&slot->state, 1, __ATOMIC_RELEASE);
         fz_feat f;
         fz_feat_clear(&f);
@@ -386,9 +379,9 @@ static void worker_main(const fz_camp_cfg *cfg, camp_slot *slot, int index, pid_
                 fprintf(stderr, "\nflashcheck fuzz: worker %d: overflow-sensitive %s NOT SAVED (%s); repro:\n%s\n", index,
                         state, msg, text);
         }
-        if (mono_ns() - last_scan > 5000000000LL) {
+        if (fc_clock_ns() - last_scan > 5000000000LL) {
             corpus_scan(&corpus, cfg->corpus_dir);
-            last_scan = mono_ns();
+            last_scan = fc_clock_ns();
         }
     }
     _exit(0);
@@ -512,13 +505,13 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
 
     fz_camp_stats base;            /* what the supervisor itself counted */
     memset(&base, 0, sizeof base);
-    int64_t t0 = mono_ns(), last_print = 0;
+    int64_t t0 = fc_clock_ns(), last_print = 0;
     int64_t prev_cases = 0, prev_t = t0;
     int64_t warm_ns = 0, warm_cases = 0;   /* when every slot had run a case, and the cases then */
     double rate = 0;
     int backend_failures = 0;
     for (;;) {
-        int64_t now = mono_ns();
+        int64_t now = fc_clock_ns();
         double elapsed = (double)(now - t0) * 1e-9;
         fz_camp_stats cur;
         sum_slots(slots, n, &cur, &base);
@@ -633,12 +626,12 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
     /* stop: ask, then insist */
     for (int i = 0; i < n; i++) __atomic_store_n(&slots[i].stop, 1, __ATOMIC_RELEASE);
     /* a short grace for the case in flight (it has not failed: killing it loses nothing) */
-    int64_t deadline = mono_ns() + 2000000000LL;
+    int64_t deadline = fc_clock_ns() + 2000000000LL;
     for (int i = 0; i < n; i++) {
         if (pid[i] <= 0) continue;
         int status;
         while (waitpid(pid[i], &status, WNOHANG) == 0) {
-            if (mono_ns() > deadline) {
+            if (fc_clock_ns() > deadline) {
                 /* still running a case at the end: stop it (not a finding: it had not timed out) */
                 kill(pid[i], SIGKILL);
                 waitpid(pid[i], &status, 0);
@@ -648,7 +641,7 @@ int fz_camp_run(const fz_camp_cfg *cfg, fz_camp_stats *stats, char *msg, size_t 
         }
     }
     sum_slots(slots, n, stats, &base);
-    stats->seconds = (double)(mono_ns() - t0) * 1e-9;
+    stats->seconds = (double)(fc_clock_ns() - t0) * 1e-9;
     stats->cases_per_s = stats->seconds > 0 ? (double)stats->cases / stats->seconds : 0;
     stats->execs_per_s = stats->seconds > 0 ? (double)stats->execs / stats->seconds : 0;
     if (warm_ns) {

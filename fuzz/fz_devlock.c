@@ -13,13 +13,6 @@
 
 #include "fuzz/fz_run.h"
 
-static int64_t lock_now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 int fz_lock_file(const char *path, char *msg, size_t msglen)
 {
     int fd = path ? open(path, O_RDWR | O_CREAT, 0600) : memfd_create("flashcheck-device-lock", 0);
@@ -56,14 +49,14 @@ void fz_lock_close(fz_lock *l)
 void fz_lock_acquire(fz_lock *l)
 {
     if (l->fd < 0 || l->depth++ > 0) return;
-    int64_t t0 = lock_now_ns();
+    int64_t t0 = fc_clock_ns();
     int prev = FZ_PHASE_IDLE;
     if (l->phase) {
         prev = __atomic_load_n(l->phase, __ATOMIC_ACQUIRE);
         __atomic_store_n(l->phase, FZ_PHASE_WAIT, __ATOMIC_SEQ_CST);
     }
     while (flock(l->fd, LOCK_EX) != 0 && errno == EINTR) {}
-    int64_t t1 = lock_now_ns();
+    int64_t t1 = fc_clock_ns();
     /* the wait is not the case's time: move its start by as much, then leave the wait phase
        (the watchdog reads the phase first: past FZ_PHASE_WAIT it sees the moved start) */
     if (l->start_ns) __atomic_add_fetch(l->start_ns, t1 - t0, __ATOMIC_SEQ_CST);
@@ -76,7 +69,7 @@ void fz_lock_acquire(fz_lock *l)
 void fz_lock_release(fz_lock *l)
 {
     if (l->fd < 0 || l->depth <= 0 || --l->depth > 0) return;
-    l->held_s += (double)(lock_now_ns() - l->t_acquired) * 1e-9;
+    l->held_s += (double)(fc_clock_ns() - l->t_acquired) * 1e-9;
     flock(l->fd, LOCK_UN);
 }
 

@@ -23,7 +23,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
 #include "fuzz/fz_gen.h"
 #include "fuzz/fz_harness.h"
@@ -208,8 +207,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < npaths; i++)
         if (replay_path(paths[i], &pool, &files) != 0) io_error = 1;
 
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    const int64_t t0 = fc_clock_ns();
     uint8_t *buf = malloc(max_len + 1);
     for (long long r = 0; r < runs; r++) {
         size_t size = 0;
@@ -226,8 +224,7 @@ int main(int argc, char **argv)
         if (h->findings_new + h->findings_dup == before) pool_add(&pool, buf, size);
         if (pool.n > 4096) { free(pool.v[0].data); memmove(pool.v, pool.v + 1, (pool.n - 1) * sizeof *pool.v); pool.n--; }
     }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    double secs = 1e-9 * (double)(fc_clock_ns() - t0);
     int64_t found = h->findings_new + h->findings_dup;
     fprintf(stderr,
             "fz_driver: %lld files replayed, %lld generated in %.2f s (%.1f/s), %lld executions, "

@@ -64,13 +64,6 @@ static void signal_result(fz_run_result *r, int sig, const char *who, const fc_c
     fail_result(r, FZ_OUT_CRASH, failure, d, c);
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* write all / read all with EINTR handling */
 static int write_all(int fd, const void *buf, size_t n)
 {
@@ -91,7 +84,7 @@ static ssize_t read_until(int fd, void *buf, size_t n, double deadline)
     while (got < n) {
         int ms = -1;
         if (deadline > 0) {
-            double left = deadline - now_s();
+            double left = deadline - fc_clock_s();
             if (left <= 0) return -2;
             ms = (int)(left * 1000) + 1;
         }
@@ -181,7 +174,7 @@ void fz_iso_run(const char *backend_name, const fc_case *c, int determinism, dou
     }
     close(fds[1]);
     iso_msg *m = calloc(1, sizeof *m);
-    double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
+    double deadline = timeout_s > 0 ? fc_clock_s() + timeout_s : 0;
     ssize_t got = m ? read_until(fds[0], m, sizeof *m, deadline) : -1;
     close(fds[0]);
     int status = 0;
@@ -252,7 +245,7 @@ int fz_iso_probe(const char *backend_name, char *name, size_t namelen, fa_limits
     close(fds[1]);
     probe_msg p;
     memset(&p, 0, sizeof p);
-    ssize_t got = read_until(fds[0], &p, sizeof p, now_s() + 120);
+    ssize_t got = read_until(fds[0], &p, sizeof p, fc_clock_s() + 120);
     close(fds[0]);
     if (got == -2) kill(pid, SIGKILL);
     int status;
@@ -325,7 +318,7 @@ int fz_iso_batch(const char *backend_name, const fz_iso_job *jobs, int64_t n, do
         close(fds[1]);
         int died = 0;
         while (next < n) {
-            double deadline = timeout_s > 0 ? now_s() + timeout_s : 0;
+            double deadline = timeout_s > 0 ? fc_clock_s() + timeout_s : 0;
             ssize_t got = read_until(fds[0], m, sizeof *m, deadline);
             if (got == (ssize_t)sizeof *m && m->index == next) {
                 cb(user, next, &m->r);

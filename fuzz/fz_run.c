@@ -36,14 +36,6 @@ static volatile int *fz_run_phase;
 static const fa_backend *fz_run_real;
 static double fz_run_backend_s;     /* seconds inside backend calls during the current case */
 
-#include <time.h>
-static double fz_now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 void fz_run_set_phase_hook(volatile int *phase)
 {
     fz_run_phase = phase;
@@ -52,9 +44,9 @@ void fz_run_set_phase_hook(volatile int *phase)
 static fa_status shim_forward(const fa_fwd_args *a, fa_error *e)
 {
     __atomic_store_n(fz_run_phase, FZ_PHASE_BACKEND, __ATOMIC_SEQ_CST);
-    double t0 = fz_now();
+    double t0 = fc_clock_s();
     fa_status st = fz_run_real->forward(a, e);
-    fz_run_backend_s += fz_now() - t0;
+    fz_run_backend_s += fc_clock_s() - t0;
     __atomic_store_n(fz_run_phase, FZ_PHASE_HARNESS, __ATOMIC_SEQ_CST);
     return st;
 }
@@ -62,9 +54,9 @@ static fa_status shim_forward(const fa_fwd_args *a, fa_error *e)
 static fa_status shim_backward(const fa_bwd_args *a, fa_error *e)
 {
     __atomic_store_n(fz_run_phase, FZ_PHASE_BACKEND, __ATOMIC_SEQ_CST);
-    double t0 = fz_now();
+    double t0 = fc_clock_s();
     fa_status st = fz_run_real->backward(a, e);
-    fz_run_backend_s += fz_now() - t0;
+    fz_run_backend_s += fc_clock_s() - t0;
     __atomic_store_n(fz_run_phase, FZ_PHASE_HARNESS, __ATOMIC_SEQ_CST);
     return st;
 }
@@ -87,13 +79,22 @@ void fz_run_case(const fa_backend *be, const fc_case *c, int determinism, fz_run
     o.stress = determinism >= 2 ? determinism : 0; /* fz_run.h: N >= 2 is stress mode with N runs */
     if (!v) { memset(r, 0, sizeof *r); r->klass = FZ_OUT_ERROR; return; }
     fz_run_backend_s = 0;
-    double t0 = fz_now();
+    double t0 = fc_clock_s();
     fc_check_case(be, c, &o, v);
-    double total = fz_now() - t0;
+    double total = fc_clock_s() - t0;
     fz_run_classify(c, v, r, f);
     r->total_s = total;
     r->backend_s = fz_run_phase ? fz_run_backend_s : -1;
     free(v);
+}
+
+/* A property's reason (check "property:<name>") whose text has `what`: the properties record a
+ * backend's FA_ERR_DEVICE and their own harness errors as property failures whose text says so
+ * ("backend returned FA_ERR_DEVICE", "harness: ..."), not yet as reasons of kind DEVICE or HARNESS
+ * (prop_nonfinite.c among them); fc_check_case's reasons are told by their kind alone. */
+static int prop_text(const fc_reason *x, const char *what)
+{
+    return strncmp(x->check, "property:", 9) == 0 && strstr(x->text, what) != NULL;
 }
 
 void fz_run_classify(const fc_case *c, const fc_verdict *verdict, fz_run_result *r, fz_feat *f)
@@ -117,19 +118,26 @@ void fz_run_classify(const fc_case *c, const fc_verdict *verdict, fz_run_result 
         int t = failing_tensor(&r->v);
         snprintf(r->tensor, sizeof r->tensor, "%s", t >= 0 ? fc_tensor_name(t) : "-");
         int bwd = t == FC_T_DQ || t == FC_T_DK || t == FC_T_DV ||
-                  (t < 0 && c->backward && strstr(r->v.reason[0].text, "backward") != NULL);
+                  (t < 0 && c->backward && r->v.reason[0].phase == FC_PHASE_BACKWARD);
         snprintf(r->pass, sizeof r->pass, "%s", bwd ? "bwd" : "fwd");
         for (int i = 0; i < r->v.n_reasons; i++)
-            if (strstr(r->v.reason[i].text, "FA_ERR_DEVICE") || strstr(r->v.reason[i].text, "DEVICE")) {
+            if (r->v.reason[i].kind == FC_REASON_DEVICE || prop_text(&r->v.reason[i], "DEVICE")) {
                 r->klass = FZ_OUT_DEVICE;
                 snprintf(r->failure, sizeof r->failure, "device");
             }
         /* the HARNESS could not run or judge the case (a bad case, out of memory while
            materializing inputs or computing the oracle, a failed CUDA allocation or copy of
            the harness's own buffers): a harness error, never a finding against the backend */
-        int harness = check && strcmp(check, "harness") == 0;
-        for (int i = 0; i < r->v.n_reasons && !harness; i++)
-            harness = strstr(r->v.reason[i].text, "harness:") != NULL;
+        /* by the reasons' kinds: the first failure is the harness's, or a call's status was the
+           harness's own failure (a reason of kind HARNESS with a phase: judge_status), whatever
+           the checks it spoiled before (guards, inputs of buffers never copied back) */
+        int harness = 0, first = 1;
+        for (int i = 0; i < r->v.n_reasons && !harness; i++) {
+            const fc_reason *x = &r->v.reason[i];
+            if (!fc_reason_fails(x->kind)) continue;
+            harness = (x->kind == FC_REASON_HARNESS && (first || x->phase != FC_PHASE_NONE)) || prop_text(x, "harness:");
+            first = 0;
+        }
         if (harness) {
             r->klass = FZ_OUT_ERROR;
             snprintf(r->failure, sizeof r->failure, "harness");

@@ -13,4 +13,9 @@ void fc_prop_fail(fc_verdict *v, const char *prop, const char *fmt, ...)
 #endif
     ;
 
+/* Forward (and the backward when bwd; a backend without one declines it) on r. 1: every call
+ * succeeded; 2: the forward succeeded and the backend declined the backward (a decline of phase
+ * backward in v); 0: otherwise (the forward's decline, or a failure, recorded in v). */
+int fc_prop_call(const fa_backend *be, fc_run *r, int bwd, fc_verdict *v, const char *prop);
+
 #endif /* FLASHCHECK_PROP_INTERNAL_H */

@@ -164,9 +164,10 @@ static int nf_one(const fa_backend *be, const fc_case *c, const nf_place *pl, in
     int judged = 0;
     nf_counts fwd = {0, 0, 0}, gq = {0, 0, 0}, gk = {0, 0, 0}, gv = {0, 0, 0};
     fa_status st = fc_run_forward(&r, be);
-    if (st == FA_OK && bwd) st = fc_run_backward(&r, be);
+    fc_phase ph = FC_PHASE_FORWARD;
+    if (st == FA_OK && bwd) st = fc_run_backward(&r, be), ph = FC_PHASE_BACKWARD;
     if (st == FA_ERR_UNSUPPORTED) {
-        fc_verdict_skip(v, "%s: %s: backend says unsupported: %s", NF, label, r.err.msg);
+        fc_verdict_decline(v, ph, "%s: %s: backend says unsupported: %s", NF, label, r.err.msg);
         goto out;
     }
     if (st != FA_OK) {

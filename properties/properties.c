@@ -63,19 +63,22 @@ static int init_run(fc_run *r, const fc_case *c, int poison, fc_verdict *v, cons
     return 1;
 }
 
-/* Forward (and backward when bwd) on r. 1 on success; else the status is
- * recorded (UNSUPPORTED: skip; other: failure) and 0 returned. */
-static int run_all(const fa_backend *be, fc_run *r, int bwd, fc_verdict *v, const char *prop) {
-    const char *pass = "forward";
+int fc_prop_call(const fa_backend *be, fc_run *r, int bwd, fc_verdict *v, const char *prop) {
+    fc_phase ph = FC_PHASE_FORWARD;
     fa_status st = fc_run_forward(r, be);
     if (st == FA_OK && bwd) {
-        pass = "backward";
+        ph = FC_PHASE_BACKWARD;
         st = be->backward ? fc_run_backward(r, be) : FA_ERR_UNSUPPORTED;
     }
     if (st == FA_OK) return 1;
-    if (st == FA_ERR_UNSUPPORTED) fc_verdict_skip(v, "%s: %s unsupported: %s", prop, pass, r->err.msg);
-    else fc_prop_fail(v, prop, "%s: backend returned %s: %s", pass, fa_status_name(st), r->err.msg);
-    return 0;
+    if (st == FA_ERR_UNSUPPORTED) fc_verdict_decline(v, ph, "%s: %s unsupported: %s", prop, fc_phase_name(ph), r->err.msg);
+    else fc_prop_fail(v, prop, "%s: backend returned %s: %s", fc_phase_name(ph), fa_status_name(st), r->err.msg);
+    return st == FA_ERR_UNSUPPORTED && ph == FC_PHASE_BACKWARD ? 2 : 0;
+}
+
+/* fc_prop_call: 1 when every call succeeded, else 0 (the reason recorded). */
+static int run_all(const fa_backend *be, fc_run *r, int bwd, fc_verdict *v, const char *prop) {
+    return fc_prop_call(be, r, bwd, v, prop) == 1;
 }
 
 static int oracle_fwd(const fc_run *r, const fa_backend *be, orc_fwd_result *res, fc_verdict *v, const char *prop) {
@@ -1146,7 +1149,8 @@ fc_outcome fc_prop_gradient_fd(const fa_backend *be, const fc_case *c, fc_verdic
             fc_verdict_skip(v, "%s: %lld gradient elements overflow the dtype; the directional derivative is not "
                                "comparable", prop, (long long)overflow);
         } else if (unchecked) {
-            fc_verdict_skip(v, "%s: %d gradient elements uncheckable by the oracle", prop, unchecked);
+            fc_verdict_add(v, FC_PHASE_BACKWARD, FC_REASON_UNCHECKABLE, NULL, "%s: %d gradient elements uncheckable by "
+                           "the oracle", prop, unchecked);
         } else if (!(fabs(g - fd1) <= lim)) {
             fc_prop_fail(v, prop,
                          "<grad, dir> = %.9g but finite difference = %.9g (h = 2^-6; allowed %.3g = kernel bound %.3g "

@@ -61,7 +61,8 @@ fc_outcome fc_prop_determinism(const fa_backend *be, const fc_case *c, fc_verdic
  * over sequences): checked bitwise on flashcheck's CPU backends, skipped elsewhere (a bound needs
  * the v3 oracle). paging: the pages of a paged case permuted, with the block table permuted
  * likewise, give the same bits (O, LSE, dQ, dsinks; dK, dV moved with their pages), on any
- * backend. */
+ * backend; on O and LSE alone when the backend declines the paged backward (a SKIP with that
+ * decline, O and LSE judged). */
 fc_outcome fc_prop_packing(const fa_backend *be, const fc_case *c, fc_verdict *v);
 /* nonfinite (properties/prop_nonfinite.c): one NaN or Inf placed in K, V (a key some rows see and
  * others of the same head do not), Q or dO (a row that sees some keys, and a row that sees none),

@@ -5,14 +5,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "case/case.h"
 #include "report/rp_progress.h"
-
-static double mono_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 void rp_progress_elapsed(double s, char *buf, size_t n)
 {
@@ -27,7 +21,7 @@ void rp_progress_start(rp_progress *p, FILE *f, const char *what, const char *un
     memset(p, 0, sizeof *p);
     p->f = f;
     p->on = !quiet && f && isatty(fileno(f));
-    p->t0 = mono_s();
+    p->t0 = fc_clock_s();
     p->last = -1;
     p->total = total;
     snprintf(p->what, sizeof p->what, "%s", what ? what : "");
@@ -70,7 +64,7 @@ void rp_progress_update(rp_progress *p, int64_t done, const char *note)
     pthread_mutex_lock(&p->mu);
     p->done = done;
     snprintf(p->note, sizeof p->note, "%s", note ? note : "");
-    double now = mono_s();
+    double now = fc_clock_s();
     int final = p->total > 0 && done >= p->total;
     if (p->last < 0 || p->width == 0 || now - p->last >= 0.1 || final) draw(p, now);
     pthread_mutex_unlock(&p->mu);
@@ -95,11 +89,11 @@ static void *tick(void *arg)
 {
     rp_progress *p = ((tick_arg *)arg)->p;
     double period = ((tick_arg *)arg)->period;
-    double next = mono_s() + period;
+    double next = fc_clock_s() + period;
     while (!__atomic_load_n(&p->stop, __ATOMIC_ACQUIRE)) {
         struct timespec ts = { 0, 20 * 1000 * 1000 };
         nanosleep(&ts, NULL);
-        double now = mono_s();
+        double now = fc_clock_s();
         if (now < next) continue;
         next = now + period;
         pthread_mutex_lock(&p->mu);

@@ -659,7 +659,28 @@ static void test_gen2_statistics(void) {
     free(x2);
 }
 
+/* fc_clock_ns / fc_clock_s, the harness's one clock: monotone, it counts a known sleep (at least
+ * its length, not absurdly more), and the seconds form is the nanoseconds scaled */
+static void test_clock(void) {
+    int64_t prev = fc_clock_ns(), back = 0;
+    for (int i = 0; i < 100000; i++) {
+        int64_t t = fc_clock_ns();
+        back += t < prev;
+        prev = t;
+    }
+    CHECK(back == 0, "the clock went back %lld times", (long long)back);
+    const int64_t t0 = fc_clock_ns();
+    const double s0 = fc_clock_s();
+    usleep(20000);
+    const int64_t t1 = fc_clock_ns();
+    const double s1 = fc_clock_s();
+    CHECK(t1 - t0 >= 20000000 && t1 - t0 < 5000000000LL, "a 20 ms sleep took %lld ns", (long long)(t1 - t0));
+    CHECK(s1 - s0 >= 0.019 && s1 - s0 < 5.0 && fabs(s0 - 1e-9 * (double)t0) < 1e-3,
+          "seconds: %.9f .. %.9f (ns %lld)", s0, s1, (long long)t0);
+}
+
 int main(void) {
+    test_clock();
     test_issue12_overflowing_sizes_rejected();
     test_issue12_empty_repro_rejected();
     test_issue12_scale_underflow_rejected();

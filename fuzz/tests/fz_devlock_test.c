@@ -18,22 +18,13 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "fuzz/fz_devlock.h"
 #include "fuzz/fz_run.h"
 #include "properties/check/check.h"
+#include "properties/check/tests/check_test.h"
 
-static int failures, checks;
-#define CHECK(cond, ...) do { checks++; if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
-
-static int64_t now_ns(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
 
 /* a byte from fd within ms milliseconds: 1 got, 0 timeout, -1 EOF/error */
 static int wait_byte(int fd, int ms)
@@ -99,12 +90,12 @@ static void test_wait_phase(void)
     volatile int *phase = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     volatile int64_t *start = (volatile int64_t *)(phase + 16);
     *phase = FZ_PHASE_HARNESS;
-    int64_t t0 = now_ns();
+    int64_t t0 = fc_clock_ns();
     *start = t0;
     pid_t watcher = fork();
     if (watcher == 0) {   /* sees FZ_PHASE_WAIT within the holder's 600 ms */
-        int64_t end = now_ns() + 500000000LL;
-        while (now_ns() < end)
+        int64_t end = fc_clock_ns() + 500000000LL;
+        while (fc_clock_ns() < end)
             if (*phase == FZ_PHASE_WAIT) _exit(0);
         _exit(1);
     }
@@ -113,7 +104,7 @@ static void test_wait_phase(void)
     l.phase = phase;
     l.start_ns = start;
     fz_lock_acquire(&l);
-    int64_t t1 = now_ns();
+    int64_t t1 = fc_clock_ns();
     int st;
     waitpid(watcher, &st, 0);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "devlock_wait_phase: the phase never read FZ_PHASE_WAIT while blocked");

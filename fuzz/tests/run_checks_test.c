@@ -19,9 +19,9 @@
 #include <string.h>
 
 #include "properties/check/check.h"
+#define CHECK_QUIET_OK /* checks in loops over random layouts and elements */
+#include "properties/check/tests/check_test.h"
 
-static int failures, checks;
-#define CHECK(cond, ...) do { checks++; if (!(cond)) { failures++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint64_t rnd(uint64_t n)

@@ -40,15 +40,8 @@ static void run_case(int id) {
     const int64_t D = p.head_dim_qk, Dv = p.head_dim_v;
     const fa_dtype dt = p.dtype;
     int kind = id % 6; /* 0: K constant, 1: V constant, 2: both, 3: neither (random), 4: dO 0, 5: Q 0 */
-    if (t_next() % 3 == 0) p.softcap = (t_next() & 1) ? 0.125f : 5.0f; /* 0.125: saturated tanh */
-    if (t_next() % 2) p.softmax_scale = 0.375f;
-    int with_mask = (int)(t_next() % 2);
     t_prob t;
-    t_setup(&t, p, (int)(t_next() % 3), 1.5, 2.0, 1.0, with_mask);
-    if (with_mask) {
-        int64_t nm = B * Hq * Sq * Sk;
-        for (int64_t x = 0; x < nm; x++) t.mask[x] = (t_next() % 4 == 0) ? -INFINITY : (float)t_gauss();
-    }
+    t_random_setup(&t, &p, 0.125f); /* softcap 0.125: saturated tanh */
     for (int64_t b = 0; b < B; b++)
         for (int64_t hk = 0; hk < Hkv; hk++)
             for (int64_t j = 1; j < Sk; j++) {

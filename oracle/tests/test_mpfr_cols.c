@@ -18,15 +18,8 @@ static void run_case(int id) {
     const int64_t B = p.batch, Sq = p.seqlen_q, Sk = p.seqlen_k, Hq = p.heads_q, Hkv = p.heads_kv, G = Hq / Hkv;
     const int64_t D = p.head_dim_qk, Dv = p.head_dim_v;
     const fa_causal cz = p.causal;
-    if (t_next() % 3 == 0) p.softcap = 5.0f;
-    if (t_next() % 2) p.softmax_scale = 0.375f;
-    int with_mask = (int)(t_next() % 2);
     t_prob t;
-    t_setup(&t, p, (int)(t_next() % 3), 1.5, 2.0, 1.0, with_mask);
-    if (with_mask) {
-        int64_t nm = B * Hq * Sq * Sk;
-        for (int64_t x = 0; x < nm; x++) t.mask[x] = (t_next() % 4 == 0) ? -INFINITY : (float)t_gauss();
-    }
+    const int with_mask = t_random_setup(&t, &p, 0);
     for (int64_t x = 0; x < B * Hq * Sq; x++) t.lse[x] = 0; /* orc_ctx_bwd reads LSE: any finite */
     fa_bwd_args a = t_bwd_args(&t);
     orc_ctx c;

@@ -155,6 +155,23 @@ static fa_problem t_random_problem(void) {
     return t_problem(B, Sq, Sk, Hq, Hkv, D, Dv, dt, cz, wl, wr);
 }
 
+/* The set-up after t_random_problem that test_dq_zero and test_mpfr_cols share, drawn in this
+ * order: softcap in 1 of 3 problems (5; with alt_cap > 0 a further draw picks alt_cap or 5 in
+ * equal parts), softmax scale 0.375 in 1 of 2, an additive mask in 1 of 2, a layout (t_layout's
+ * 0..2); then t_setup's fills (Q, K, V with sigma 1.5, 2, 1) and the mask's entries redrawn:
+ * -inf with probability 1/4, else N(0, 1). *p gets the softcap and scale. Returns 1 with a mask. */
+static int t_random_setup(t_prob *t, fa_problem *p, float alt_cap) {
+    if (t_next() % 3 == 0) p->softcap = alt_cap > 0 && (t_next() & 1) ? alt_cap : 5.0f;
+    if (t_next() % 2) p->softmax_scale = 0.375f;
+    int with_mask = (int)(t_next() % 2);
+    t_setup(t, *p, (int)(t_next() % 3), 1.5, 2.0, 1.0, with_mask);
+    if (with_mask) {
+        int64_t nm = p->batch * p->heads_q * p->seqlen_q * p->seqlen_k;
+        for (int64_t x = 0; x < nm; x++) t->mask[x] = (t_next() % 4 == 0) ? -INFINITY : (float)t_gauss();
+    }
+    return with_mask;
+}
+
 /* An fp32-accumulating profile (RN), P and dS rounded, outputs rounded, IEEE
  * gradual underflow (no flush to zero). */
 static fa_precision t_profile_fp32(void) {

@@ -1,24 +1,12 @@
 /* check.c: judge a backend's outputs against the oracle, and the whole check
  * of one case (fc_check_case). The list of checks is in check.h. */
-#ifndef _POSIX_C_SOURCE
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
-#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <time.h>
-
 #include "properties/check/check.h"
 #include "properties/check/oracle_tier.h"
-
-/* Wall seconds (CLOCK_MONOTONIC), for the phase times of a production-size check. */
-static double chk_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Phases of fc_check_case timed for calls of oracle work >= 2^36 (production shapes; never a
  * fuzz case): one "check timing" line on stderr per such case, so that a certify run shows
@@ -220,6 +208,7 @@ int64_t fc_judge_tensor(const fc_run *r, int t, const orc_stats *st, const fc_bl
     (void)r;
     fc_tensor_stats *ts = &v->t[t];
     const char *name = fc_tensor_name(t);
+    const fc_phase ph = t == FC_T_O || t == FC_T_LSE ? FC_PHASE_FORWARD : FC_PHASE_BACKWARD;
     int64_t problems = 0;
     ts->checked = 1;
     ts->elements = st->checked;
@@ -249,7 +238,7 @@ int64_t fc_judge_tensor(const fc_run *r, int t, const orc_stats *st, const fc_bl
     ts->grid_seq = st->grid_seq;
     memcpy(ts->grid, st->grid, sizeof ts->grid);
     if (ts->violations > 0) {
-        fc_verdict_fail(v, "bound", "%s: %lld of %lld elements outside their bound; worst |got-ref|/bound = %.3g at "
+        fc_verdict_add(v, ph, FC_REASON_FAILURE, "bound", "%s: %lld of %lld elements outside their bound; worst |got-ref|/bound = %.3g at "
                                     "[%lld,%lld,%lld,%lld]: got %.9g, ref %.9g, bound %.3g",
                         name, (long long)ts->violations, (long long)st->checked, st->worst_ratio,
                         (long long)st->worst_at[0], (long long)st->worst_at[1], (long long)st->worst_at[2],
@@ -257,7 +246,7 @@ int64_t fc_judge_tensor(const fc_run *r, int t, const orc_stats *st, const fc_bl
         problems += ts->violations;
     }
     if (ts->nonfinite_mismatch > 0) {
-        fc_verdict_fail(v, "nan", "%s: %lld elements NaN/Inf where the oracle is finite (not counting %lld correctly "
+        fc_verdict_add(v, ph, FC_REASON_FAILURE, "nan", "%s: %lld elements NaN/Inf where the oracle is finite (not counting %lld correctly "
                                   "rounded overflows to Inf), %lld finite (or another non-finite) where the oracle is NaN/Inf; "
                                   "first at [%lld,%lld,%lld,%lld]",
                         name, (long long)st->nan_unexpected, (long long)st->overflow_inf,
@@ -270,7 +259,7 @@ int64_t fc_judge_tensor(const fc_run *r, int t, const orc_stats *st, const fc_bl
     if (st->overflow_sensitive > 0) {
         /* the profile's own intermediates may overflow for these magnitudes (oracle/BOUNDS.md
            section 11): reported as its own class with the case, never as a pass or a failure */
-        fc_verdict_overflow(v, "%s: %lld elements NaN/Inf where the profile's own intermediates may overflow "
+        fc_verdict_add(v, ph, FC_REASON_OVERFLOW, NULL, "%s: %lld elements NaN/Inf where the profile's own intermediates may overflow "
                                "for these magnitudes (oracle/BOUNDS.md section 11); first at [%lld,%lld,%lld,%lld]",
                             name, (long long)st->overflow_sensitive, (long long)st->first_ovf_at[0],
                             (long long)st->first_ovf_at[1], (long long)st->first_ovf_at[2],
@@ -279,16 +268,16 @@ int64_t fc_judge_tensor(const fc_run *r, int t, const orc_stats *st, const fc_bl
     if (st->unchecked > 0) {
         /* no finite bound exists for these elements (e.g. fp32 score error too large for exp):
            they are not judged, so the case cannot PASS */
-        fc_verdict_skip(v, "%s: %lld elements have no finite oracle bound (uncheckable); not judged", name,
+        fc_verdict_add(v, ph, FC_REASON_UNCHECKABLE, NULL, "%s: %lld elements have no finite oracle bound (uncheckable); not judged", name,
                         (long long)st->unchecked);
     }
     if (st->failed > 0 && ts->violations == 0 && ts->nonfinite_mismatch == 0) {
-        fc_verdict_fail(v, "bound", "%s: oracle compare reports %lld failed elements", name, (long long)st->failed);
+        fc_verdict_add(v, ph, FC_REASON_FAILURE, "bound", "%s: oracle compare reports %lld failed elements", name, (long long)st->failed);
         problems += st->failed;
     }
 
     if (nm->masked_bad) {
-        fc_verdict_fail(v, "masked_row", "%s: %lld elements of rows/columns with no visible key (or query) are not "
+        fc_verdict_add(v, ph, FC_REASON_FAILURE, "masked_row", "%s: %lld elements of rows/columns with no visible key (or query) are not "
                                          "exactly %s; first at [%lld,%lld,%lld,%lld] = %.9g",
                         name, (long long)nm->masked_bad, t != FC_T_LSE ? "0" : lse_empty_name(nm->masked_ref),
                         (long long)nm->masked_at[0], (long long)nm->masked_at[1], (long long)nm->masked_at[2],
@@ -302,7 +291,7 @@ int64_t fc_judge_tensor(const fc_run *r, int t, const orc_stats *st, const fc_bl
        covers the rounding of the three double sums of squares (n < 2^31 terms, u = 2^-53). */
     double slack = 1e-12 * (ts->ref_norm2 + ts->got_norm2);
     if (fabs(ts->got_norm2 - ts->ref_norm2) > ts->bound_norm2 + slack) {
-        fc_verdict_fail(v, "magnitude", "%s: ||got||_2 = %.6g but ||ref||_2 = %.6g (allowed difference %.3g)", name,
+        fc_verdict_add(v, ph, FC_REASON_FAILURE, "magnitude", "%s: ||got||_2 = %.6g but ||ref||_2 = %.6g (allowed difference %.3g)", name,
                         ts->got_norm2, ts->ref_norm2, ts->bound_norm2);
         problems++;
     }
@@ -545,7 +534,7 @@ static int64_t check_bwd(const fc_run *r, const orc_bwd_result *res, fc_verdict 
             return n + 1;
         }
         if (ss.failed > 0) {
-            fc_verdict_fail(v, "bound", "dsinks: %lld of %lld elements outside their bound; worst |got-ref|/bound = %.3g "
+            fc_verdict_add(v, FC_PHASE_BACKWARD, FC_REASON_FAILURE, "bound", "dsinks: %lld of %lld elements outside their bound; worst |got-ref|/bound = %.3g "
                                         "at head %lld: got %.9g, ref %.9g, bound %.3g",
                             (long long)ss.failed, (long long)ss.checked, ss.worst_ratio, (long long)ss.worst_at[2],
                             ss.worst_kernel, ss.worst_ref, ss.worst_bound);
@@ -743,13 +732,16 @@ void fc_check_opts_default(fc_check_opts *o) {
 /* Status of a call on a valid case: OK continues; UNSUPPORTED skips; anything
  * else fails. A rejected call must not have written its outputs. Returns 1
  * when the caller may go on checking outputs. */
-static int judge_status(const fc_run *r, const char *pass, const int *outs, int nouts, fc_verdict *v) {
+static int judge_status(const fc_run *r, fc_phase ph, const int *outs, int nouts, fc_verdict *v) {
     if (r->status == FA_OK) return 1;
+    const char *pass = fc_phase_name(ph);
     if (r->status == FA_ERR_UNSUPPORTED) {
-        fc_verdict_skip(v, "%s: backend says unsupported (%s): %s", pass, r->err.arg, r->err.msg);
+        fc_verdict_decline(v, ph, "%s: backend says unsupported (%s): %s", pass, r->err.arg, r->err.msg);
     } else {
-        fc_verdict_fail(v, "status", "%s: backend rejected a valid case with %s (arg '%s'): %s", pass,
-                        fa_status_name(r->status), r->err.arg, r->err.msg);
+        /* the harness's own failure around the call is no finding against the backend */
+        fc_verdict_add(v, ph, fc_run_status_kind(r), r->harness_err ? "harness" : "status",
+                       "%s: backend rejected a valid case with %s (arg '%s'): %s", pass, fa_status_name(r->status),
+                       r->err.arg, r->err.msg);
     }
     if (r->status != FA_ERR_DEVICE) {
         /* nothing may be written by a rejected call */
@@ -758,11 +750,73 @@ static int judge_status(const fc_run *r, const char *pass, const int *outs, int 
             fc_verdict_init(&tmp);
             fc_run rr = *r; /* shallow: only reads */
             if (fc_check_written(&rr, outs[i], &tmp) < fc_case_numel(&r->c, outs[i]))
-                fc_verdict_fail(v, "rejected_wrote", "%s: the call was rejected but output %s was written", pass,
-                                fc_tensor_name(outs[i]));
+                fc_verdict_add(v, ph, FC_REASON_FAILURE, "rejected_wrote", "%s: the call was rejected but output %s "
+                               "was written", pass, fc_tensor_name(outs[i]));
         }
     }
     return 0;
+}
+
+/* The laps of one fc_check_case: each lap's time goes to the phase that just ended (tm[k]); a
+ * production-size call (timed) prints a line per lap as it ends, so that a run cut short still shows
+ * where its time went. */
+typedef struct {
+    double tm[TM_N], t0;
+    int timed;
+    const fc_case *c;
+} check_laps;
+
+static void lap(check_laps *l, int k) {
+    double t1 = fc_clock_s();
+    l->tm[k] += t1 - l->t0;
+    l->t0 = t1;
+    if (l->timed) lap_note(l->c, k, l->tm[k]);
+}
+
+/* The values of one pass (bwd: dQ, dK, dV; else O, LSE) judged against the oracle: with dev_path
+ * on the device first (fc_check_*_device: oracle and compare in one pass, timed as the oracle's
+ * lap; nch its chunks), else, or when the device path does not take the call, the host path (the
+ * oracle, then the compare). The buffer checks' lap ends first. Returns 0 judged on the device, 1 on
+ * the host, -1 after a harness failure (recorded in v). */
+static int judge_values(const fa_backend *be, const fc_run *r, int bwd, int dev_path, int64_t max_rows,
+                        int64_t max_cols, check_laps *L, int64_t *nch, fc_verdict *v, char *msg, size_t msglen) {
+    const int chk = bwd ? TM_BCHK : TM_FCHK, orc = chk + 1, cmp = chk + 2;
+    const fa_precision *prof = fc_check_profile(be);
+    if (dev_path) {
+        lap(L, chk);
+        int d = bwd ? fc_check_bwd_device(r, prof, v, nch, msg, msglen) : fc_check_fwd_device(r, prof, v, nch, msg, msglen);
+        lap(L, orc);
+        if (d < 0) {
+            fc_verdict_fail(v, "harness", "%s", msg);
+            return -1;
+        }
+        if (d == 0) return 0;
+    }
+    lap(L, chk);
+    int st;
+    if (bwd) {
+        orc_bwd_result res;
+        st = fc_oracle_bwd_plan(r, prof, fc_check_oracle(), max_rows, max_cols, &res, NULL, msg, msglen);
+        if (!st) {
+            lap(L, orc);
+            fc_check_bwd_outputs(r, &res, v);
+            orc_bwd_free(&res);
+        }
+    } else {
+        orc_fwd_result res;
+        st = fc_oracle_fwd_plan(r, prof, fc_check_oracle(), max_rows, &res, NULL, msg, msglen);
+        if (!st) {
+            lap(L, orc);
+            fc_check_fwd_outputs(r, &res, v);
+            orc_fwd_free(&res);
+        }
+    }
+    if (st) {
+        fc_verdict_fail(v, "harness", "%s", msg);
+        return -1;
+    }
+    lap(L, cmp);
+    return 1;
 }
 
 fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check_opts *o, fc_verdict *v) {
@@ -775,20 +829,19 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
     fc_case c = *c0;
     if (o->backward >= 0) c.backward = o->backward;
     if (!be->backward) {
-        if (c.backward) fc_verdict_skip(v, "backend %s has no backward; backward not checked", be->name);
+        if (c.backward)
+            fc_verdict_add(v, FC_PHASE_BACKWARD, FC_REASON_NOT_JUDGED, NULL, "backend %s has no backward; backward not "
+                           "checked", be->name);
         c.backward = 0;
     }
     char msg[512];
     fc_run r1, r2;
     int second = 0; /* r2 initialized */
     int64_t nch_f = 0, nch_b = 0; /* chunks of the device path (0: host path) */
-    int dev_b = 1;                /* the backward's device pass: 0 done, 1 not applicable */
     memset(&r2, 0, sizeof r2);
-    double tm[TM_N] = {0}, t0 = chk_now(), t1;
-    /* production-size calls: a line per phase as it ends (a run cut short still shows where its
-       time went) */
-    const int timed = oracle_work(&c) >= TIMED_WORK;
-#define LAP(k) (t1 = chk_now(), tm[k] += t1 - t0, t0 = t1, timed ? lap_note(&c, k, tm[k]) : (void)0)
+    check_laps L = {{0}, fc_clock_s(), oracle_work(&c) >= TIMED_WORK, &c};
+    double *const tm = L.tm;
+#define LAP(k) lap(&L, k)
     if (fc_run_init(&r1, &c, FC_POISON_A, msg, sizeof msg)) {
         fc_verdict_fail(v, "harness", "%s", msg);
         return v->outcome;
@@ -801,39 +854,21 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
     LAP(TM_FWD);
     fc_check_inputs_unchanged(&r1, v);
     fc_check_guards(&r1, v);
-    if (!judge_status(&r1, "forward", fwd_outs, 2, v)) goto done;
+    if (!judge_status(&r1, FC_PHASE_FORWARD, fwd_outs, 2, v)) goto done;
     fc_check_written(&r1, FC_T_O, v);
     fc_check_written(&r1, FC_T_LSE, v);
     int64_t max_rows, max_cols;
     fc_check_sample_plan(&c, o, &max_rows, &max_cols);
-    orc_fwd_result fres;
     const int no_oracle = oracle_v3_refused(&r1, msg, sizeof msg) != 0;
-    /* production size on a CUDA backend: judged on the device in batch chunks (check.h); 1: the
-       path does not apply to this call (the host path below) */
+    /* production size on a CUDA backend: judged on the device in batch chunks (check.h), unless
+       the device path does not take the call (then the host path, for the backward too) */
     int dev_path = !no_oracle && fc_check_device_path(&r1);
-    int dev_f = 1;
-    if (dev_path) {
-        LAP(TM_FCHK);
-        dev_f = fc_check_fwd_device(&r1, fc_check_profile(be), v, &nch_f, msg, sizeof msg);
-        if (dev_f < 0) {
-            fc_verdict_fail(v, "harness", "%s", msg);
-            goto done;
-        }
-        LAP(TM_FORC);
-        if (dev_f > 0) dev_path = 0;
-    }
     if (no_oracle) {
-        fc_verdict_skip(v, "forward values not judged: %s", msg);
-    } else if (dev_f == 0) {
-        /* judged on the device */
-    } else if (LAP(TM_FCHK), fc_oracle_fwd_plan(&r1, fc_check_profile(be), fc_check_oracle(), max_rows, &fres, NULL, msg, sizeof msg)) {
-        fc_verdict_fail(v, "harness", "%s", msg);
-        goto done;
+        fc_verdict_add(v, FC_PHASE_FORWARD, FC_REASON_NOT_JUDGED, NULL, "forward values not judged: %s", msg);
     } else {
-        LAP(TM_FORC);
-        fc_check_fwd_outputs(&r1, &fres, v);
-        orc_fwd_free(&fres);
-        LAP(TM_FCMP);
+        const int where = judge_values(be, &r1, 0, dev_path, max_rows, max_cols, &L, &nch_f, v, msg, sizeof msg);
+        if (where < 0) goto done;
+        dev_path = where == 0;
     }
 
     /* second run: fresh buffers, other poison */
@@ -845,8 +880,9 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
         second = 1;
         fc_run_forward(&r2, be);
         if (r2.status != r1.status) {
-            fc_verdict_fail(v, "determinism", "forward: second run returned %s, first %s", fa_status_name(r2.status),
-                            fa_status_name(r1.status));
+            fc_verdict_add(v, FC_PHASE_FORWARD, r2.status != FA_OK ? fc_run_status_kind(&r2) : FC_REASON_FAILURE,
+                           r2.harness_err ? "harness" : "determinism", "forward: second run returned %s, "
+                           "first %s", fa_status_name(r2.status), fa_status_name(r1.status));
         } else {
             fc_check_guards(&r2, v);
             fc_check_inputs_unchanged(&r2, v);
@@ -862,37 +898,26 @@ fc_outcome fc_check_case(const fa_backend *be, const fc_case *c0, const fc_check
         LAP(TM_BWD);
         fc_check_inputs_unchanged(&r1, v);
         fc_check_guards(&r1, v);
-        if (!judge_status(&r1, "backward", bwd_outs, 3, v)) goto done;
+        if (!judge_status(&r1, FC_PHASE_BACKWARD, bwd_outs, 3, v)) goto done;
         for (int i = 0; i < 3; i++) fc_check_written(&r1, bwd_outs[i], v);
-        orc_bwd_result bres;
         if (no_oracle) {
-            fc_verdict_skip(v, "backward values not judged: the oracle of this build has no contract-v3 support");
+            fc_verdict_add(v, FC_PHASE_BACKWARD, FC_REASON_NOT_JUDGED, NULL,
+                           "backward values not judged: the oracle of this build has no contract-v3 support");
         } else if (dev_path && v->outcome == FC_FAIL && (LAP(TM_BCHK), 1)) {
             /* a production-size call whose forward already failed: the backward ran (status,
                guards, unwritten outputs, inputs above) but its values are not judged; the
                forward's failure is the finding, the backward's oracle pass would cost minutes */
-            fc_verdict_skip(v, "backward values not judged: the forward of this production-size call already failed");
-        } else if (dev_path && (LAP(TM_BCHK), dev_b = fc_check_bwd_device(&r1, fc_check_profile(be), v, &nch_b, msg,
-                                                                           sizeof msg)) <= 0) {
-            LAP(TM_BORC);
-            if (dev_b < 0) {
-                fc_verdict_fail(v, "harness", "%s", msg);
-                goto done;
-            }
-        } else if (LAP(TM_BCHK), fc_oracle_bwd_plan(&r1, fc_check_profile(be), fc_check_oracle(), max_rows, max_cols, &bres, NULL, msg, sizeof msg)) {
-            fc_verdict_fail(v, "harness", "%s", msg);
+            fc_verdict_add(v, FC_PHASE_BACKWARD, FC_REASON_NOT_JUDGED, NULL,
+                           "backward values not judged: the forward of this production-size call already failed");
+        } else if (judge_values(be, &r1, 1, dev_path, max_rows, max_cols, &L, &nch_b, v, msg, sizeof msg) < 0) {
             goto done;
-        } else {
-            LAP(TM_BORC);
-            fc_check_bwd_outputs(&r1, &bres, v);
-            orc_bwd_free(&bres);
-            LAP(TM_BCMP);
         }
         if (second && c.deterministic && r2.status == FA_OK) {
             fc_run_backward(&r2, be);
             if (r2.status != r1.status) {
-                fc_verdict_fail(v, "determinism", "backward: second run returned %s, first %s",
-                                fa_status_name(r2.status), fa_status_name(r1.status));
+                fc_verdict_add(v, FC_PHASE_BACKWARD, r2.status != FA_OK ? fc_run_status_kind(&r2) : FC_REASON_FAILURE,
+                               r2.harness_err ? "harness" : "determinism", "backward: second run returned "
+                               "%s, first %s", fa_status_name(r2.status), fa_status_name(r1.status));
             } else {
                 fc_check_guards(&r2, v);
                 for (int i = 0; i < 3; i++) fc_check_same_bits(&r1, &r2, bwd_outs[i], "determinism", v);

@@ -96,9 +96,37 @@ typedef struct {
 } fc_tensor_stats;
 
 #define FC_VERDICT_MAX_REASONS 24
+/* What a reason concerns and what it is, set by the code that makes the reason (never read back
+ * from its text: a backend's message may say anything). */
+typedef enum {
+    FC_PHASE_NONE = 0,      /* the case as a whole, or a property's relation */
+    FC_PHASE_FORWARD,       /* the forward call or its outputs (O, LSE) */
+    FC_PHASE_BACKWARD       /* the backward call or its outputs (dQ, dK, dV, dsinks) */
+} fc_phase;
+const char *fc_phase_name(fc_phase p);   /* "", "forward", "backward" */
+typedef enum {
+    FC_REASON_FAILURE = 0,  /* a check failed: a finding against the backend (outcome FAIL) */
+    FC_REASON_HARNESS,      /* the harness could not run or judge the case (check "harness"; FAIL) */
+    FC_REASON_UNSUPPORTED,  /* the backend answered FA_ERR_UNSUPPORTED: it declined the call (SKIP) */
+    FC_REASON_UNCHECKABLE,  /* elements without a finite oracle bound, not judged (SKIP) */
+    FC_REASON_OVERFLOW,     /* NaN/Inf where the profile's own intermediates may overflow (OVERFLOW) */
+    FC_REASON_NOT_JUDGED,   /* any other skip: a precondition not met, nothing to test (SKIP) */
+    FC_REASON_DEVICE,       /* the backend's call ended in a device fault (FA_ERR_DEVICE: its own, or a
+                               fault seen at the first synchronize after it; FAIL) */
+    FC_REASON_NOTE          /* a rule the checks applied (check "note", fc_verdict_note): no outcome
+                               change, kept after every other reason */
+} fc_reason_kind;
+const char *fc_reason_kind_name(fc_reason_kind k);   /* "failure", "harness", "unsupported", ... */
+/* 1 for the kinds that make a verdict FAIL: FAILURE, HARNESS, DEVICE. */
+static inline int fc_reason_fails(fc_reason_kind k) {
+    return k == FC_REASON_FAILURE || k == FC_REASON_HARNESS || k == FC_REASON_DEVICE;
+}
+
 typedef struct {
-    char check[40];   /* "bound", "guard", ... or "property:<name>" */
+    char check[40];   /* "bound", "guard", ... or "property:<name>"; "skip" and "overflow" for those kinds */
     char text[256];
+    fc_phase phase;
+    fc_reason_kind kind;
 } fc_reason;
 
 typedef struct {
@@ -110,19 +138,37 @@ typedef struct {
 } fc_verdict;
 
 void fc_verdict_init(fc_verdict *v);
-/* Record a failure (outcome becomes FAIL; a SKIP becomes FAIL too). */
+/* Record a reason of the given phase and kind. check: the failure's check name (kinds FAILURE and
+ * HARNESS; NULL: "harness" for HARNESS); the other kinds get check "skip" ("overflow" for
+ * OVERFLOW). The outcome follows the kind: FAILURE and HARNESS make it FAIL; OVERFLOW makes it
+ * OVERFLOW unless FAIL; the skip kinds make a PASS a SKIP. */
+void fc_verdict_add(fc_verdict *v, fc_phase phase, fc_reason_kind kind, const char *check, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 5, 6)))
+#endif
+    ;
+/* Record that the backend declined a call of this phase (FA_ERR_UNSUPPORTED): kind UNSUPPORTED. */
+void fc_verdict_decline(fc_verdict *v, fc_phase phase, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 3, 4)))
+#endif
+    ;
+/* The shorthands below record phase NONE. */
+/* Record a failure (outcome becomes FAIL; a SKIP becomes FAIL too); kind HARNESS when check is
+ * "harness", else FAILURE. */
 void fc_verdict_fail(fc_verdict *v, const char *check, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 3, 4)))
 #endif
     ;
-/* Record a skip: a reason with check "skip"; outcome SKIP unless already FAIL or OVERFLOW. */
+/* Record a skip: a reason with check "skip", kind NOT_JUDGED; outcome SKIP unless already FAIL or
+ * OVERFLOW. */
 void fc_verdict_skip(fc_verdict *v, const char *fmt, ...)
 #if defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;
-/* Record an overflow-sensitive result: a reason with check "overflow"; outcome
+/* Record an overflow-sensitive result: a reason with check "overflow", kind OVERFLOW; outcome
  * OVERFLOW unless already FAIL. */
 void fc_verdict_overflow(fc_verdict *v, const char *fmt, ...)
 #if defined(__GNUC__)
@@ -164,6 +210,8 @@ typedef struct {
     int on_device;              /* the last call ran on a backend working in device memory (CUDA) */
     int have_fwd, have_bwd;     /* outputs of forward / backward are in buf */
     fa_status status;           /* status of the last call */
+    int harness_err;            /* that status is the harness's own failure (a CUDA allocation or copy
+                                   of its buffers, no backward buffers), not the backend's */
     fa_error err;
     /* contract v3 (host memory; NULL when the case does not use the feature): the varlen and
      * paged host arrays of the call, the sinks [Hq] and the backward's dsinks [Hq] (NaN-poisoned
@@ -176,6 +224,10 @@ typedef struct {
 /* The contract-v3 part of a call's arguments from a run (host pointers; sinks / dsinks
  * as given). */
 void fc_run_v3_args(const fc_run *r, fa_varlen *vl, fa_paged *pg);
+/* The kind of a failed call's status (r->status != FA_OK, not UNSUPPORTED): HARNESS when the
+ * harness's own work around the call failed (r->harness_err), DEVICE for the backend's
+ * FA_ERR_DEVICE, else FAILURE. */
+fc_reason_kind fc_run_status_kind(const fc_run *r);
 
 /* Allocate and fill the inputs (Q, K, V, dO, mask) from the case; outputs O,
  * LSE (and dQ, dK, dV when c->backward) are allocated and poisoned with

@@ -250,7 +250,12 @@ typedef struct {
     unsigned char input[FC_T_COUNT]; /* the call's inputs (their bytes must come back unchanged) */
     size_t off[FC_T_COUNT + 1], total; /* packed: offset of each buffer (FC_T_COUNT: the sinks) */
     float *sinks, *dsinks;  /* the run's sinks / dsinks, or their device copies */
+    int harness;            /* an error returned was the harness's (HARNESS_ERR) */
 } call_mem;
+
+/* A failure of the harness's own device work around the call (not the backend's): FA_ERR_DEVICE
+ * with the message, marked in m (fc_run.harness_err once it is the call's status). */
+#define HARNESS_ERR(m, r, arg, ...) ((m)->harness = 1, fa_fail(&(r)->err, FA_ERR_DEVICE, arg, __VA_ARGS__))
 
 /* ---------------------------------------------------------------------------
  * The device gate (check.h): process-wide hooks around every device section
@@ -390,7 +395,7 @@ static fa_status mem_setup(fc_run *r, const fa_backend *be, call_mem *m, const i
         if (e == cudaSuccess) e = cudaMemcpy(pack_dev, pack_host, m->total, cudaMemcpyHostToDevice);
         if (e != cudaSuccess) {
             m->packed = 0; /* nothing to copy back */
-            return fa_fail(&r->err, FA_ERR_DEVICE, "", "harness: CUDA allocation/copy of the packed buffers (%zu bytes) "
+            return HARNESS_ERR(m, r, "", "harness: CUDA allocation/copy of the packed buffers (%zu bytes) "
                            "failed: %s", m->total, cudaGetErrorString(e));
         }
         for (int t = 0; t < FC_T_COUNT; t++)
@@ -409,7 +414,7 @@ static fa_status mem_setup(fc_run *r, const fa_backend *be, call_mem *m, const i
         }
         if (e == cudaSuccess) e = cudaMemcpy(m->dsinks, r->dsinks, nsinks, cudaMemcpyHostToDevice);
         if (e != cudaSuccess)
-            return fa_fail(&r->err, FA_ERR_DEVICE, "sinks", "harness: CUDA allocation/copy of the sinks failed: %s",
+            return HARNESS_ERR(m, r, "sinks", "harness: CUDA allocation/copy of the sinks failed: %s",
                            cudaGetErrorString(e));
     }
     for (int t = 0; t < FC_T_COUNT; t++) {
@@ -421,12 +426,12 @@ static fa_status mem_setup(fc_run *r, const fa_backend *be, call_mem *m, const i
             e = cudaMemcpy(m->base[t], r->buf[t].alloc, n, cudaMemcpyHostToDevice);
         }
         if (e != cudaSuccess)
-            return fa_fail(&r->err, FA_ERR_DEVICE, fc_tensor_name(t), "harness: CUDA allocation/copy of %s failed: %s",
+            return HARNESS_ERR(m, r, fc_tensor_name(t), "harness: CUDA allocation/copy of %s failed: %s",
                            fc_tensor_name(t), cudaGetErrorString(e));
     }
     return FA_OK;
 #else
-    return fa_fail(&r->err, FA_ERR_DEVICE, "", "harness: built without the CUDA runtime; cannot feed a CUDA backend");
+    return HARNESS_ERR(m, r, "", "harness: built without the CUDA runtime; cannot feed a CUDA backend");
 #endif
 }
 
@@ -458,7 +463,7 @@ static fa_status mem_finish(fc_run *r, call_mem *m, fa_status before) {
                         r->snapshot[t] = malloc(n);                           /* the bytes before the call */
                         if (!r->snapshot[t]) {
                             if (st == FA_OK)
-                                st = fa_fail(&r->err, FA_ERR_DEVICE, fc_tensor_name(t), "harness: out of memory for the "
+                                st = HARNESS_ERR(m, r, fc_tensor_name(t), "harness: out of memory for the "
                                              "snapshot of input %s", fc_tensor_name(t));
                         } else {
                             memcpy(r->snapshot[t], r->buf[t].alloc, n);
@@ -489,13 +494,14 @@ static fa_status mem_finish(fc_run *r, call_mem *m, fa_status before) {
         }
         switch (fc_device_blame(before, e0 != cudaSuccess, ec != cudaSuccess)) {
         case FC_BLAME_BACKEND:
+            m->harness = 0;   /* the backend's fault is the call's status */
             st = fa_fail(&r->err, FA_ERR_DEVICE, "backend",
                          "the first CUDA synchronize after the backend returned FA_OK failed: %s (a kernel of "
                          "the backend faulted, or the call did not finish its work before returning)",
                          cudaGetErrorString(e0));
             break;
         case FC_BLAME_HARNESS:
-            st = fa_fail(&r->err, FA_ERR_DEVICE, "", "harness: CUDA copy-back failed: %s", cudaGetErrorString(ec));
+            st = HARNESS_ERR(m, r, "", "harness: CUDA copy-back failed: %s", cudaGetErrorString(ec));
             break;
         default: break;
         }
@@ -509,12 +515,17 @@ static fa_status mem_finish(fc_run *r, call_mem *m, fa_status before) {
     return st;
 }
 
+fc_reason_kind fc_run_status_kind(const fc_run *r) {
+    return r->harness_err ? FC_REASON_HARNESS : r->status == FA_ERR_DEVICE ? FC_REASON_DEVICE : FC_REASON_FAILURE;
+}
+
 fa_status fc_run_forward(fc_run *r, const fa_backend *be) {
     memset(&r->err, 0, sizeof r->err);
     const int inputs[4] = {FC_T_Q, FC_T_K, FC_T_V, FC_T_MASK};
     call_mem m;
     r->on_device = be->memspace != FA_MEM_HOST;
     fa_status st = mem_setup(r, be, &m, inputs, 4);
+    int harness = m.harness;   /* mem_setup's errors are the harness's */
     if (st == FA_OK) {
         fa_fwd_args a;
         memset(&a, 0, sizeof a);
@@ -531,9 +542,14 @@ fa_status fc_run_forward(fc_run *r, const fa_backend *be) {
         st = be->forward(&a, &r->err);
         if (st != FA_OK && r->err.status == FA_OK) r->err.status = st;
     }
+    m.harness = 0;
     fa_status st2 = mem_finish(r, &m, st);
-    if (st == FA_OK) st = st2;
+    if (st == FA_OK) {
+        st = st2;
+        harness = m.harness;
+    }
     r->status = st;
+    r->harness_err = st != FA_OK && harness;
     r->have_fwd = st == FA_OK;
     return st;
 }
@@ -542,10 +558,12 @@ fa_status fc_run_backward(fc_run *r, const fa_backend *be) {
     memset(&r->err, 0, sizeof r->err);
     if (!be->backward) {
         r->status = fa_fail(&r->err, FA_ERR_UNSUPPORTED, "", "backend %s has no backward", be->name);
+        r->harness_err = 0;
         return r->status;
     }
     if (!r->buf[FC_T_DQ].alloc) {
         r->status = fa_fail(&r->err, FA_ERR_INTERNAL, "", "harness: case has backward = 0, no dQ/dK/dV buffers");
+        r->harness_err = 1;
         return r->status;
     }
     const int inputs[7] = {FC_T_Q, FC_T_K, FC_T_V, FC_T_MASK, FC_T_O, FC_T_LSE, FC_T_DO};
@@ -554,6 +572,7 @@ fa_status fc_run_backward(fc_run *r, const fa_backend *be) {
     call_mem m;
     r->on_device = be->memspace != FA_MEM_HOST;
     fa_status st = mem_setup(r, be, &m, inputs, 7);
+    int harness = m.harness;   /* mem_setup's errors are the harness's */
     if (st == FA_OK) {
         fa_bwd_args a;
         memset(&a, 0, sizeof a);
@@ -576,9 +595,14 @@ fa_status fc_run_backward(fc_run *r, const fa_backend *be) {
         st = be->backward(&a, &r->err);
         if (st != FA_OK && r->err.status == FA_OK) r->err.status = st;
     }
+    m.harness = 0;
     fa_status st2 = mem_finish(r, &m, st);
-    if (st == FA_OK) st = st2;
+    if (st == FA_OK) {
+        st = st2;
+        harness = m.harness;
+    }
     r->status = st;
+    r->harness_err = st != FA_OK && harness;
     r->have_bwd = st == FA_OK;
     return st;
 }

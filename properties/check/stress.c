@@ -181,9 +181,9 @@ static int64_t merge_stress(fc_verdict *v, const fc_verdict *t, const char *tag)
     int64_t n = 0;
     for (int i = 0; i < t->n_reasons; i++) {
         const fc_reason *r = &t->reason[i];
-        if (!strcmp(r->check, "skip") || !strcmp(r->check, "overflow") || !strcmp(r->check, "note")) continue;
-        if (!strcmp(r->check, "harness")) fc_verdict_fail(v, "harness", "%s: %s", tag, r->text);
-        else fc_verdict_fail(v, "stress", "%s: %s: %s", tag, r->check, r->text);
+        if (!fc_reason_fails(r->kind)) continue;
+        if (r->kind == FC_REASON_HARNESS) fc_verdict_add(v, r->phase, FC_REASON_HARNESS, "harness", "%s: %s", tag, r->text);
+        else fc_verdict_add(v, r->phase, r->kind, "stress", "%s: %s: %s", tag, r->check, r->text);
         n++;
     }
     if (t->n_dropped) fc_verdict_fail(v, "stress", "%s: %d more problem(s) not listed", tag, t->n_dropped);
@@ -192,14 +192,15 @@ static int64_t merge_stress(fc_verdict *v, const fc_verdict *t, const char *tag)
 
 /* 1 when the status of a stress run is acceptable; else a reason in t. UNSUPPORTED and NOMEM at
  * the stress size say nothing about the small case's kernel: the stress check stops there. */
-static int stress_status(const fc_run *r, const char *pass, int run, fc_verdict *t, int *stop) {
+static int stress_status(const fc_run *r, fc_phase ph, int run, fc_verdict *t, int *stop) {
     if (r->status == FA_OK) return 1;
     if (r->status == FA_ERR_UNSUPPORTED || r->status == FA_ERR_NOMEM) {
         *stop = 1;
         return 0;
     }
-    fc_verdict_fail(t, "status", "%s run %d: backend returned %s (arg '%s'): %s", pass, run + 1, fa_status_name(r->status),
-                    r->err.arg, r->err.msg);
+    fc_verdict_add(t, ph, fc_run_status_kind(r), r->harness_err ? "harness" : "status",
+                   "%s run %d: backend returned %s (arg '%s'): %s", fc_phase_name(ph), run + 1,
+                   fa_status_name(r->status), r->err.arg, r->err.msg);
     *stop = 1;
     return 0;
 }
@@ -238,7 +239,7 @@ int64_t fc_check_stress(const fa_backend *be, const fc_case *c0, int runs, fc_ve
     fc_run_forward(first, be);
     fc_check_guards(first, t);
     fc_check_inputs_unchanged(first, t);
-    if (stress_status(first, "forward", 0, t, &stop)) {
+    if (stress_status(first, FC_PHASE_FORWARD, 0, t, &stop)) {
         for (int i = 0; i < 2; i++) fc_check_written(first, fwd_outs[i], t);
         if (fc_oracle_fwd_sampled(first, fc_check_profile(be), FC_STRESS_ORACLE_ROWS, &fres, msg, sizeof msg)) {
             fc_verdict_fail(t, "harness", "%s", msg);
@@ -252,7 +253,7 @@ int64_t fc_check_stress(const fa_backend *be, const fc_case *c0, int runs, fc_ve
         fc_run_backward(first, be);
         fc_check_guards(first, t);
         fc_check_inputs_unchanged(first, t);
-        if (stress_status(first, "backward", 0, t, &stop)) {
+        if (stress_status(first, FC_PHASE_BACKWARD, 0, t, &stop)) {
             for (int i = 0; i < 3; i++) fc_check_written(first, bwd_outs[i], t);
             if (fc_oracle_bwd_sampled(first, fc_check_profile(be), FC_STRESS_ORACLE_ROWS, &bres, msg, sizeof msg)) {
                 fc_verdict_fail(t, "harness", "%s", msg);
@@ -272,14 +273,14 @@ int64_t fc_check_stress(const fa_backend *be, const fc_case *c0, int runs, fc_ve
         }
         char what[48];
         fc_run_forward(cur, be);
-        if (stress_status(cur, "forward", k, t, &stop)) {
+        if (stress_status(cur, FC_PHASE_FORWARD, k, t, &stop)) {
             fc_check_guards(cur, t);
             snprintf(what, sizeof what, "run %d vs run 1", k + 1);
             for (int i = 0; i < 2; i++) fc_check_same_bits(first, cur, fwd_outs[i], what, t);
         }
         if (!stop && bwd && t->outcome != FC_FAIL) {
             fc_run_backward(cur, be);
-            if (stress_status(cur, "backward", k, t, &stop)) {
+            if (stress_status(cur, FC_PHASE_BACKWARD, k, t, &stop)) {
                 fc_check_guards(cur, t);
                 if (c.deterministic) {
                     for (int i = 0; i < 3; i++) fc_check_same_bits(first, cur, bwd_outs[i], what, t);

@@ -19,7 +19,30 @@ const char *fc_outcome_name(fc_outcome o) {
 
 void fc_verdict_init(fc_verdict *v) { memset(v, 0, sizeof *v); }
 
-static int is_note(const fc_reason *r) { return strcmp(r->check, "note") == 0; }
+const char *fc_phase_name(fc_phase p) {
+    switch (p) {
+    case FC_PHASE_NONE: return "";
+    case FC_PHASE_FORWARD: return "forward";
+    case FC_PHASE_BACKWARD: return "backward";
+    }
+    return "?";
+}
+
+const char *fc_reason_kind_name(fc_reason_kind k) {
+    switch (k) {
+    case FC_REASON_FAILURE: return "failure";
+    case FC_REASON_HARNESS: return "harness";
+    case FC_REASON_UNSUPPORTED: return "unsupported";
+    case FC_REASON_UNCHECKABLE: return "uncheckable";
+    case FC_REASON_OVERFLOW: return "overflow";
+    case FC_REASON_NOT_JUDGED: return "not_judged";
+    case FC_REASON_DEVICE: return "device";
+    case FC_REASON_NOTE: return "note";
+    }
+    return "?";
+}
+
+static int is_note(const fc_reason *r) { return r->kind == FC_REASON_NOTE; }
 
 /* The slot for a new reason: notes go last; any other reason goes before the first note (the
  * notes move up; with the list full the last note gives way). NULL: the list is full. */
@@ -38,45 +61,67 @@ static fc_reason *reason_slot(fc_verdict *v, int note) {
     return &v->reason[first_note];
 }
 
-static void add_reason(fc_verdict *v, const char *check, const char *fmt, va_list ap) {
-    fc_reason *r = reason_slot(v, strcmp(check, "note") == 0);
+static void add_reason(fc_verdict *v, fc_phase phase, fc_reason_kind kind, const char *check, const char *fmt,
+                       va_list ap) {
+    if (kind == FC_REASON_NOTE) { /* no outcome change */ }
+    else if (fc_reason_fails(kind)) v->outcome = FC_FAIL;
+    else if (kind == FC_REASON_OVERFLOW) { if (v->outcome != FC_FAIL) v->outcome = FC_OVERFLOW; }
+    else if (v->outcome == FC_PASS) v->outcome = FC_SKIP;
+    fc_reason *r = reason_slot(v, kind == FC_REASON_NOTE);
     if (!r) {
         v->n_dropped++;
         return;
     }
+    if (kind == FC_REASON_NOTE) check = "note";
+    else if (kind == FC_REASON_OVERFLOW) check = "overflow";
+    else if (!fc_reason_fails(kind)) check = "skip";
+    else if (!check) check = kind == FC_REASON_HARNESS ? "harness" : "fail";
     snprintf(r->check, sizeof r->check, "%s", check);
     vsnprintf(r->text, sizeof r->text, fmt, ap);
+    r->phase = phase;
+    r->kind = kind;
+}
+
+void fc_verdict_add(fc_verdict *v, fc_phase phase, fc_reason_kind kind, const char *check, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    add_reason(v, phase, kind, check, fmt, ap);
+    va_end(ap);
+}
+
+void fc_verdict_decline(fc_verdict *v, fc_phase phase, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    add_reason(v, phase, FC_REASON_UNSUPPORTED, NULL, fmt, ap);
+    va_end(ap);
 }
 
 void fc_verdict_note(fc_verdict *v, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    add_reason(v, "note", fmt, ap);
+    add_reason(v, FC_PHASE_NONE, FC_REASON_NOTE, NULL, fmt, ap);
     va_end(ap);
 }
 
 void fc_verdict_fail(fc_verdict *v, const char *check, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    add_reason(v, check, fmt, ap);
+    add_reason(v, FC_PHASE_NONE, strcmp(check, "harness") ? FC_REASON_FAILURE : FC_REASON_HARNESS, check, fmt, ap);
     va_end(ap);
-    v->outcome = FC_FAIL;
 }
 
 void fc_verdict_skip(fc_verdict *v, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    add_reason(v, "skip", fmt, ap);
+    add_reason(v, FC_PHASE_NONE, FC_REASON_NOT_JUDGED, NULL, fmt, ap);
     va_end(ap);
-    if (v->outcome == FC_PASS) v->outcome = FC_SKIP;
 }
 
 void fc_verdict_overflow(fc_verdict *v, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
-    add_reason(v, "overflow", fmt, ap);
+    add_reason(v, FC_PHASE_NONE, FC_REASON_OVERFLOW, NULL, fmt, ap);
     va_end(ap);
-    if (v->outcome != FC_FAIL) v->outcome = FC_OVERFLOW;
 }
 
 void fc_verdict_merge(fc_verdict *dst, const fc_verdict *src) {
@@ -204,6 +249,10 @@ size_t fc_verdict_json(const fc_verdict *v, char *buf, size_t buflen) {
         jstr(&j, v->reason[i].check);
         jp(&j, ",\"text\":");
         jstr(&j, v->reason[i].text);
+        jp(&j, ",\"phase\":");
+        jstr(&j, fc_phase_name(v->reason[i].phase));
+        jp(&j, ",\"kind\":");
+        jstr(&j, fc_reason_kind_name(v->reason[i].kind));
         jp(&j, "}");
     }
     jp(&j, "],\"dropped\":%d}", v->n_dropped);

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "fuzz/fz_gen.h"
 #include "properties/properties.h"
@@ -210,8 +209,10 @@ static void add_v3(sweep_list *s, int cat, const fc_case *c, int prop) {
     if (!fc_sweep_v3_claimed(s->o->lim, c)) return;
     add_base(s, cat, c, prop);
     /* a paged call: the contract's supports_paged covers the forward, a backend may decline the
-       backward (fa_limits); the forward is judged either way */
-    if (!s->oom && prop < 0 && c->p.page_size >= 1 && s->e[s->n - 1].c.backward)
+       backward (fa_limits); the forward is judged either way (the full check, and the paging
+       property: prop_v3.c) */
+    if (!s->oom && (prop < 0 || !strcmp(fc_prop_table[prop].name, "paging")) && c->p.page_size >= 1 &&
+        s->e[s->n - 1].c.backward)
         s->e[s->n - 1].expect = FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE;
 }
 
@@ -1028,7 +1029,7 @@ int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t
     if (v->outcome == FC_PASS) return 1;
     if (v->outcome == FC_FAIL) {
         int k = 0;   /* the first failure's reason (skips and overflow notes may precede it) */
-        while (k + 1 < v->n_reasons && (!strcmp(v->reason[k].check, "skip") || !strcmp(v->reason[k].check, "overflow"))) k++;
+        while (k + 1 < v->n_reasons && !fc_reason_fails(v->reason[k].kind)) k++;
         if (why && whylen) snprintf(why, whylen, "failed: [%s] %s", v->n_reasons ? v->reason[k].check : "?",
                                     v->n_reasons ? v->reason[k].text : "");
         return 0;
@@ -1038,24 +1039,20 @@ int fc_sweep_met(const fc_sweep_entry *e, const fc_verdict *v, char *why, size_t
         if (why && whylen) snprintf(why, whylen, "overflow-sensitive (not a pass): %s", v->n_reasons ? v->reason[0].text : "");
         return 0;
     }
-    /* SKIP (or, for a finding, OVERFLOW) */
-    int unsupported = 0, uncheckable = 0, other = 0;
+    /* SKIP (or, for a finding, OVERFLOW): the reasons' kinds and phases, as their makers set them */
+    int unsupported = 0, uncheckable = 0, other = 0, bwd_only = 1;
     for (int i = 0; i < v->n_reasons; i++) {
-        const char *t = v->reason[i].text;
-        if (!strcmp(v->reason[i].check, "note")) continue; /* a rule applied (check.h), not a reason */
-        if (!strcmp(v->reason[i].check, "overflow")) uncheckable++; /* no finite bound there either (BOUNDS.md 11) */
-        else if (strstr(t, "unsupported (")) unsupported++;
-        else if (strstr(t, "uncheckable")) uncheckable++;
+        const fc_reason *r = &v->reason[i];
+        if (r->kind == FC_REASON_NOTE) continue; /* a rule applied (check.h), not a reason */
+        if (r->kind == FC_REASON_OVERFLOW || r->kind == FC_REASON_UNCHECKABLE) uncheckable++; /* no finite bound (BOUNDS.md 11) */
+        else if (r->kind == FC_REASON_UNSUPPORTED) unsupported++, bwd_only &= r->phase == FC_PHASE_BACKWARD;
         else other++;
     }
     if (e->expect == FC_SWEEP_EXPECT_DECLINE && unsupported && !other) return 1;
+    /* every reason the backward's UNSUPPORTED, after a forward whose O had judged elements */
     if (e->expect == FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE && v->outcome == FC_SKIP && !uncheckable && !other &&
-        unsupported) {
-        int bwd_only = 1;   /* every UNSUPPORTED is the backward's (judge_status: "backward: backend says ...") */
-        for (int i = 0; i < v->n_reasons; i++)
-            if (strncmp(v->reason[i].text, "backward: ", 10) != 0 && strcmp(v->reason[i].check, "note")) bwd_only = 0;
-        if (bwd_only && v->t[FC_T_O].checked && v->t[FC_T_O].elements > 0) return 1;
-    }
+        unsupported && bwd_only && v->t[FC_T_O].checked && v->t[FC_T_O].elements > 0)
+        return 1;
     if (judged && uncheckable && !unsupported && !other) {
         /* the tensor the finding is about (dQ; O for a forward-only run) had judged elements */
         const fc_tensor_stats *ts = &v->t[e->c.backward ? FC_T_DQ : FC_T_O];
@@ -1075,7 +1072,7 @@ int fc_sweep_miss(const fc_sweep_entry *e, const fc_verdict *v) {
        no decline) is the backend's; anything else is the entry's */
     if (v->outcome == FC_SKIP)
         for (int i = 0; i < v->n_reasons; i++)
-            if (!strcmp(v->reason[i].check, "skip") && strstr(v->reason[i].text, "unsupported")) return FC_SWEEP_MISS_FAIL;
+            if (v->reason[i].kind == FC_REASON_UNSUPPORTED) return FC_SWEEP_MISS_FAIL;
     return FC_SWEEP_MISS_DEFECT;
 }
 
@@ -1099,12 +1096,6 @@ int64_t fc_sweep_misuse(const fa_backend *be, fc_sweep_misuse_cb cb, void *user)
     return n;
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 int64_t fc_sweep_run(const fa_backend *be, const fc_sweep_entry *e, int64_t n, int only, FILE *log,
                      fc_sweep_tally tally[FC_SWEEP_CAT_COUNT]) {
     fc_sweep_tally local[FC_SWEEP_CAT_COUNT];
@@ -1119,9 +1110,9 @@ int64_t fc_sweep_run(const fa_backend *be, const fc_sweep_entry *e, int64_t n, i
     for (int64_t i = 0; i < n; i++) {
         if (only >= 0 && e[i].category != only) continue;
         fc_sweep_tally *t = &tally[e[i].category];
-        double t0 = now_s();
+        double t0 = fc_clock_s();
         fc_sweep_check(be, &e[i], v);
-        double dt = now_s() - t0;
+        double dt = fc_clock_s() - t0;
         char why[400];
         int ok = fc_sweep_met(&e[i], v, why, sizeof why);
         /* a BASE entry the backend declines or cannot have judged is skipped, as in `flashcheck

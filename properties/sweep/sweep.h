@@ -95,7 +95,9 @@ int fc_sweep_cat_set(int cat);
 #define FC_SWEEP_SET_CUDA 2
 #define FC_SWEEP_SET_PRODUCTION 4
 
-/* What an entry must give (fc_sweep_met). */
+/* What an entry must give (fc_sweep_met). The verdict's reasons are read by their kind and phase
+ * (fc_reason in check.h: UNSUPPORTED is the backend's FA_ERR_UNSUPPORTED, recorded where the status
+ * was judged), never by their text. */
 typedef enum {
     FC_SWEEP_EXPECT_PASS = 0,    /* PASS; a SKIP (unsupported, uncheckable) is not a pass */
     FC_SWEEP_EXPECT_DECLINE,     /* a layout the backend may decline: PASS, or SKIP because the
@@ -108,10 +110,11 @@ typedef enum {
                                     had judged elements and none failed (the fuzz findings) */
     FC_SWEEP_EXPECT_JUDGED_ALL,  /* JUDGED, and dK and dV had judged elements too (a finding whose
                                     dK/dV the old cc_test required judged: a63605906157a3f1) */
-    FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE /* a paged case with a backward (fa_limits.supports_paged claims
-                                    the forward; the backward may answer UNSUPPORTED): PASS, or SKIP
-                                    whose only reasons are the backward's UNSUPPORTED after a forward
-                                    that was judged (O had judged elements) and passed */
+    FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE /* a paged case with a backward, under the full check or the
+                                    paging property (fa_limits.supports_paged claims the forward; the
+                                    backward may answer UNSUPPORTED): PASS, or SKIP whose only reasons
+                                    are the backward's UNSUPPORTED after a forward that was judged (O
+                                    had judged elements) and passed */
 } fc_sweep_expect;
 
 typedef struct {

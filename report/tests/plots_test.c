@@ -4,11 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "properties/check/tests/check_test.h"
 #include "report/rp_plots.h"
 
-static int failures = 0;
-#define CHECK(cond, ...) do { if (!(cond)) { failures++; fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-    fprintf(stderr, __VA_ARGS__); fprintf(stderr, "\n"); } } while (0)
 
 static void one_o(fc_verdict *v, double worst)
 {

@@ -25,19 +25,19 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu_mutants.h"
+#include "properties/check/tests/check_test.h"
 #include "properties/properties.h"
 #include "properties/sweep/sweep.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                          \
-    do {                                                          \
-        if (!(cond)) {                                            \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);           \
-            printf(__VA_ARGS__);                                  \
-            printf("\n");                                         \
-            failures++;                                           \
-        }                                                         \
-    } while (0)
+
+/* a small dense case (B1 Sq17 Sk33 H1 D16) */
+static fc_case base_case_small(void) {
+    fc_case c;
+    fc_case_default(&c);
+    c.p.batch = 1; c.p.seqlen_q = 17; c.p.seqlen_k = 33; c.p.heads_q = c.p.heads_kv = 1;
+    c.p.head_dim_qk = c.p.head_dim_v = 16;
+    return c;
+}
 
 static const char *prop_name(const fc_sweep_entry *e) { return e->prop >= 0 ? fc_prop_table[e->prop].name : ""; }
 
@@ -218,7 +218,7 @@ static void test_miss(void) {
     CHECK(fc_sweep_miss(&e, &v) == FC_SWEEP_MISS_SKIP, "base SKIP: skipped");
     e.category = FC_SWEEP_CUDA_GRID;
     fc_verdict_init(&v);
-    fc_verdict_skip(&v, "forward: backend says unsupported (q.ptr): misaligned");
+    fc_verdict_decline(&v, FC_PHASE_FORWARD, "forward: backend says unsupported (q.ptr): misaligned");
     CHECK(fc_sweep_miss(&e, &v) == FC_SWEEP_MISS_FAIL, "a device entry declined where no decline is allowed: the backend's");
     fc_verdict_init(&v);
     fc_verdict_overflow(&v, "o: 3 elements NaN/Inf where the profile's own intermediates may overflow");
@@ -307,7 +307,7 @@ static void test_paged_backward_declined(void) {
     for (int64_t i = 0; i < n; i++) {
         if (e[i].category != FC_SWEEP_PAGED) continue;
         fc_verdict_init(v);
-        fc_verdict_skip(v, "forward: backend says unsupported (page_size): no paged forward");
+        fc_verdict_decline(v, FC_PHASE_FORWARD, "forward: backend says unsupported (page_size): no paged forward");
         CHECK(!fc_sweep_met(&e[i], v, NULL, 0) && fc_sweep_miss(&e[i], v) == FC_SWEEP_MISS_SKIP,
               "a declined paged forward is skipped, not met");
         break;
@@ -316,7 +316,106 @@ static void test_paged_backward_declined(void) {
     free(e);
 }
 
+/* regression unsupported_in_text: the sweep once told the backend's UNSUPPORTED by the reason's
+   text ("unsupported" in it, a "backward: " prefix); a reason's kind and phase are set where it is
+   made now. A third-party backend whose own words say "unsupported" is not thereby a decline:
+   here one named "vendor-attn (unsupported (fp8) disabled)" with no backward at all, on an entry
+   that allows a decline: its backward was never run, which is no decline of the backend's (was: met
+   as a decline); on a device entry a harness defect, not the backend's UNSUPPORTED (was: FAIL). A
+   harness skip quoting such words is no decline either; a real decline of the forward is not
+   excused as the backward's by a text that starts "backward: ". */
+static void test_regression_unsupported_in_text(void) {
+    fa_backend be = *fa_backend_cpu();
+    be.name = "vendor-attn (unsupported (fp8) disabled)";
+    be.backward = NULL;
+    fc_sweep_entry e;
+    memset(&e, 0, sizeof e);
+    e.c = base_case_small();
+    e.c.backward = 1;
+    e.prop = -1;
+    e.determinism = 1;
+    e.category = FC_SWEEP_CUDA_DECLINED;
+    e.expect = FC_SWEEP_EXPECT_DECLINE;
+    snprintf(e.label, sizeof e.label, "declined B1 Sq17 Sk33 (backend without a backward)");
+    fc_verdict *v = malloc(sizeof *v);
+    fa_cpu_set_mutant(0);
+    fc_sweep_check(&be, &e, v);
+    CHECK(v->outcome == FC_SKIP && v->n_reasons == 1 && strstr(v->reason[0].text, "unsupported (") &&
+              v->reason[0].kind == FC_REASON_NOT_JUDGED && v->reason[0].phase == FC_PHASE_BACKWARD,
+          "a backend without a backward: one not-judged reason of the backward (%s, %d reasons)",
+          fc_outcome_name(v->outcome), v->n_reasons);
+    CHECK(!fc_sweep_met(&e, v, NULL, 0), "a backward never run is no decline, whatever the backend's name says");
+    CHECK(fc_sweep_miss(&e, v) == FC_SWEEP_MISS_DEFECT, "a device entry not judged: a harness defect");
+    fc_verdict_init(v);
+    fc_verdict_skip(v, "forward values not judged: the backend's note: unsupported (fp8) kernels disabled");
+    CHECK(!fc_sweep_met(&e, v, NULL, 0) && fc_sweep_miss(&e, v) == FC_SWEEP_MISS_DEFECT,
+          "a not-judged reason quoting \"unsupported (\": neither a decline nor the backend's failure");
+    fc_verdict_init(v);
+    fc_verdict_decline(v, FC_PHASE_BACKWARD, "the backward declined");
+    CHECK(fc_sweep_met(&e, v, NULL, 0), "a real decline (kind UNSUPPORTED) meets DECLINE");
+    e.expect = FC_SWEEP_EXPECT_PASS;
+    CHECK(!fc_sweep_met(&e, v, NULL, 0) && fc_sweep_miss(&e, v) == FC_SWEEP_MISS_FAIL,
+          "a real decline where none is allowed: the backend's");
+    e.expect = FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE;
+    fc_verdict_init(v);
+    v->t[FC_T_O].checked = 1;
+    v->t[FC_T_O].elements = 10;
+    fc_verdict_decline(v, FC_PHASE_FORWARD, "backward: kernels unsupported (fp8)");
+    CHECK(!fc_sweep_met(&e, v, NULL, 0), "the forward's decline is not the backward's, whatever its text");
+    fc_verdict_init(v);
+    v->t[FC_T_O].checked = 1;
+    v->t[FC_T_O].elements = 10;
+    fc_verdict_decline(v, FC_PHASE_BACKWARD, "paged backward not built");
+    CHECK(fc_sweep_met(&e, v, NULL, 0), "the backward's decline (phase BACKWARD) after a judged forward is met");
+    free(v);
+}
+
+/* the paging property on a backend that declines the paged backward (bwd_no_paged): it runs and
+   judges the forward (was: SKIP "paging: backward unsupported" with nothing judged, not met), and a
+   page lookup that assumes a sequence's pages are consecutive fails it */
+static void test_paging_backward_declined(void) {
+    const int paging = (int)(fc_prop_by_name("paging") - fc_prop_table);
+    fc_sweep_opts o;
+    fc_sweep_opts_default(&o);
+    o.lim = &fa_backend_cpu()->limits;
+    fc_sweep_entry *e;
+    int64_t n = fc_sweep_build(&o, &e), np = 0;
+    fa_backend be = *fa_backend_cpu();
+    be.backward = bwd_no_paged;
+    fc_verdict *v = malloc(sizeof *v);
+    const int id = fa_cpu_mutant_id("pages_assumed_contiguous");
+    CHECK(id > 0, "mutant pages_assumed_contiguous exists");
+    for (int64_t i = 0; i < n; i++) {
+        if (e[i].prop != paging) continue;
+        np++;
+        CHECK(e[i].expect == FC_SWEEP_EXPECT_FWD_BWD_MAY_DECLINE, "%s paging: the backward may be declined", e[i].label);
+        fa_cpu_set_mutant(0);
+        fc_sweep_check(&be, &e[i], v);
+        CHECK(fc_sweep_met(&e[i], v, NULL, 0) && v->outcome == FC_SKIP && v->n_reasons == 1 &&
+                  v->reason[0].kind == FC_REASON_UNSUPPORTED && v->reason[0].phase == FC_PHASE_BACKWARD &&
+                  v->t[FC_T_O].elements > 0 && v->t[FC_T_LSE].elements > 0 && !v->t[FC_T_DQ].checked,
+              "%s paging with the backward declined: met on the forward (%s, %lld O elements compared)", e[i].label,
+              fc_outcome_name(v->outcome), (long long)v->t[FC_T_O].elements);
+        fa_cpu_set_mutant(id);
+        fc_sweep_check(&be, &e[i], v);
+        fa_cpu_set_mutant(0);
+        CHECK(!fc_sweep_met(&e[i], v, NULL, 0) && v->outcome == FC_FAIL && fc_sweep_miss(&e[i], v) == FC_SWEEP_MISS_FAIL &&
+                  v->t[FC_T_O].violations > 0,
+              "%s paging catches pages assumed consecutive with the backward declined (%s, %lld O elements differ)",
+              e[i].label, fc_outcome_name(v->outcome), (long long)v->t[FC_T_O].violations);
+        /* the full backward still judged where the backend has it */
+        fc_sweep_check(fa_backend_cpu(), &e[i], v);
+        CHECK(v->outcome == FC_PASS && v->t[FC_T_DK].elements > 0, "%s paging on the CPU backend: dK judged too (%s)",
+              e[i].label, fc_outcome_name(v->outcome));
+    }
+    CHECK(np == 2, "paging entries in the base set: %lld", (long long)np);
+    free(v);
+    free(e);
+}
+
 int main(void) {
+    test_paging_backward_declined();
+    test_regression_unsupported_in_text();
     test_paged_backward_declined();
     test_miss();
     test_regression_nonfinite_4105_keypad();
