@@ -236,8 +236,16 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params pk)
             }
         }
 
-        /* dS^T = P^T (dP^T - Dsum), zero where hidden, rounded (A fragments) */
-        gmma_wait<0>();
+        /* dV += P^T dO (its own group, B = dO MN-major): runs while dS is formed */
+        const uint64_t dOt0 = gmma_desc(sdOb, BR * 128, 1024), dQt0 = gmma_desc(sQb, BR * 128, 1024);
+        gmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BR / 16; kk++) gmma_rs<HD, BF16, 1>(acc_dv, pa[kk], dOt0 + ((kk * 16 * 128) >> 4));
+        gmma_commit();
+
+        /* dS^T = P^T (dP^T - Dsum), zero where hidden, rounded (A fragments); the dP group is done
+         * when at most the dV group is left in flight */
+        gmma_wait<1>();
         gmma_fence_operands(dp);
         uint32_t da[BR / 16][4];
         float ds_max = 0.f; /* unused: the Hopper kernels run fast calls only */
@@ -259,11 +267,8 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params pk)
                 gmma_stsm4_t(sdS + gmma_tile_offset<BR>(kk * 16 + (m >> 1) * 8 + j, ch), da[kk]);
         }
 
-        /* dV += P^T dO, dK += dS^T Q (one group, in flight while dS is shared); B MN-major */
-        const uint64_t dOt0 = gmma_desc(sdOb, BR * 128, 1024), dQt0 = gmma_desc(sQb, BR * 128, 1024);
+        /* dK += dS^T Q (a second group, in flight while dS is shared); B = Q MN-major */
         gmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BR / 16; kk++) gmma_rs<HD, BF16, 1>(acc_dv, pa[kk], dOt0 + ((kk * 16 * 128) >> 4));
 #pragma unroll
         for (int kk = 0; kk < BR / 16; kk++) gmma_rs<HD, BF16, 1>(acc_dk, da[kk], dQt0 + ((kk * 16 * 128) >> 4));
         gmma_commit();
