@@ -31,9 +31,11 @@ typedef struct {
                             calls are timed (kernels/cuda/bench/bench.c --decode) */
     int bwd_vl_per_seq; /* 0: default (varlen backward in one grid where the Hopper kernels run);
                            1: every varlen backward sequence by sequence (bwd_host.cu bwd_varlen) */
+    int bwd_no_ws;      /* 0: default (dense default-mode Hopper calls on the warp-specialized dK/dV
+                           kernel, bwd_sm90.cu 2w); 1: on the 2h kernel there too */
 } fa_cuda_policy;
 
-/* {-1, -1, 1, 1, 1, 1, 0, 0, {NULL, NULL}, 0} (backend.cu) */
+/* {-1, -1, 1, 1, 1, 1, 0, 0, {NULL, NULL}, 0, 0} (backend.cu) */
 extern const fa_cuda_policy fa_cuda_policy_default;
 
 fa_status fa_cuda_forward_policy(const fa_fwd_args *args, const fa_cuda_policy *policy, fa_error *err);

@@ -141,6 +141,9 @@ typedef struct {
      * sequence order[s]: the most work first, bwd_host.cu), so that the longest sequences' tiles
      * do not start last; NULL: in batch order */
     const int32_t *order;
+    /* 1: a dense default-mode Hopper call runs the 2h dK/dV kernel, not the warp-specialized one
+     * (2w); set from the test policy (kernels/cuda/testing.h bwd_no_ws), 0 in shipped calls */
+    int no_ws;
 } bwd_params;
 
 /* The sequence of grid slot s (bwd_params.order). */
