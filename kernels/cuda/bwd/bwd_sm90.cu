@@ -353,9 +353,10 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params pk)
 //       the 32 lanes' plain stores of the block's LSE and Dsum rows) and an "empty" one (the 8
 //       consumer warps are done with the stage: their dV / dK products that read it completed);
 //     warp 1 (dQ): per iteration, once the consumers' dQ partials are staged in sdQ[it % 2]
-//       (mbarrier dq_full, every consumer thread arrives after its stores and proxy fence), one
-//       bulk reduction per query row into the fp32 workspace (cp.reduce.async.bulk .add.f32, as in
-//       2h), then, the sources read (wait_group.read), it releases the buffer (dq_empty);
+//       (mbarrier dq_full, every consumer thread arrives after its stores and proxy fence), lane 0
+//       adds them to the fp32 workspace by one tensor reduction per 32-column box
+//       (cp.reduce.async.bulk.tensor .add, fp32 adds at L2 like 2h's per-row bulk reductions;
+//       common/tma.h), then, the sources read (wait_group.read), releases the buffer (dq_empty);
 //     warps 2, 3: none (they exit).
 //   warpgroups 1, 2 (consumers, 240 registers): the per-iteration products of 2h's warpgroups 0, 1.
 // No CTA-wide barrier in the loop. The consumers meet only where 2h's products need it: the dS
@@ -369,18 +370,20 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params pk)
 // across CTAs, as before).
 
 typedef struct {
-    CUtensorMap q, dout, k, v;
+    CUtensorMap q, dout, k, v; /* 16-bit inputs, boxes of 64 columns */
+    CUtensorMap dq;            /* the fp32 dQ workspace [B, Hq, Sq, D], boxes of 32 columns x br rows */
 } bwd_ws_maps;
 
 template <int HD>
 struct bwd_ws_smem {
     static constexpr int br = HD == 64 ? 128 : 64; /* query rows per block, as bwd_g_smem */
-    static constexpr int dq_ld = HD + 4;           /* sdQ row stride (floats): 2h's, at the padded dim */
     static constexpr uint32_t kv = 128u * HD * 2, qo = (uint32_t)br * HD * 2;
     static constexpr uint32_t k = 0, v = kv, q = 2 * kv, dout = 2 * kv + 2 * qo, ds = 2 * kv + 4 * qo;
     static constexpr uint32_t rows = ds + (uint32_t)br * 128 * 2; /* sLse, sDsum [2][br] fp32 */
-    static constexpr uint32_t dq = rows + 4u * br * 4;             /* sdQ [2][br][dq_ld] fp32 */
-    static constexpr uint32_t dqbuf = (uint32_t)br * dq_ld * 4;
+    /* sdQ [2 buffers][HD / 32 boxes][br rows][32] fp32, each box in the 128-byte swizzled layout of
+     * tma_map32_rank4 (1024-byte aligned: rows is, and 4 br 4 is a multiple of 1024) */
+    static constexpr uint32_t dq = rows + 4u * br * 4;
+    static constexpr uint32_t dqbuf = (uint32_t)br * HD * 4;
     /* mbarriers: full[2], empty[2], dq_full[2], dq_empty[2], kv */
     static constexpr uint32_t bar = dq + 2 * dqbuf;
     static constexpr size_t bytes = (size_t)bar + 9 * 8 + 1024;
@@ -393,13 +396,12 @@ __global__ void __launch_bounds__(bwd_ws_threads, 1) bwd_ws_dkdv_kernel(const bw
 #if GMMA_ENABLED
     extern __shared__ __align__(1024) unsigned char bwd_ws_raw[];
     typedef bwd_ws_smem<HD> L;
-    constexpr int BC = 128, BR = L::br, CB = HD / 64, DQ_LD = L::dq_ld;
+    constexpr int BC = 128, BR = L::br, CB = HD / 64;
     const uint32_t raw = ptx_smem(bwd_ws_raw), base = (raw + 1023u) & ~1023u;
     const uint32_t sK = base + L::k, sV = base + L::v, sQ = base + L::q, sdO = base + L::dout, sdS = base + L::ds;
     float *sLse = reinterpret_cast<float *>(bwd_ws_raw + (base - raw) + L::rows); /* [2][BR] */
     float *sDsum = sLse + 2 * BR;                                                   /* [2][BR] */
-    float *sdQ = reinterpret_cast<float *>(bwd_ws_raw + (base - raw) + L::dq);      /* [2][BR][DQ_LD] */
-    const uint32_t sdQa = base + L::dq;
+    const uint32_t sdQa = base + L::dq; /* [2][HD / 32][BR][32], swizzled boxes */
     const uint32_t b_full = base + L::bar, b_empty = b_full + 16, b_dqfull = b_full + 32, b_dqempty = b_full + 48,
                    b_kv = b_full + 64;
 
@@ -477,18 +479,18 @@ __global__ void __launch_bounds__(bwd_ws_threads, 1) bwd_ws_dkdv_kernel(const bw
             for (int64_t it = 0; it < iters; it++) {
                 const int bb = (int)(it & 1);
                 gmma_mbar_wait(b_dqfull + 8 * bb, (uint32_t)((it >> 1) & 1));
-                const int64_t row0 = (b * p.Hq + hq) * p.Sq + i0;
+                if (lane == 0) {
+                    /* one tensor reduction per 32-column box (columns past D, rows past Sq: skipped) */
 #pragma unroll
-                for (int x = 0; x < BR / 32; x++) {
-                    const int r = lane + 32 * x;
-                    if (i0 + r < p.Sq)
-                        gmma_bulk_add_f32(p.dq_ws + (row0 + r) * p.D, sdQa + (uint32_t)((bb * BR + r) * DQ_LD * 4),
-                                          (uint32_t)p.D * 4);
+                    for (int cb = 0; cb < HD / 32; cb++)
+                        if (cb * 32 < p.D)
+                            tma_reduce_add4(&maps.dq, sdQa + bb * L::dqbuf + cb * BR * 128, cb * 32, (int)i0, (int)hq,
+                                            (int)b);
+                    gmma_bulk_commit();
+                    gmma_bulk_wait_read<0>(); /* the reductions have read sdQ[bb] */
+                    gmma_mbar_arrive(b_dqempty + 8 * bb);
                 }
-                gmma_bulk_commit();
-                gmma_bulk_wait_read<0>(); /* this lane's reductions have read sdQ[bb] */
                 __syncwarp();
-                if (lane == 0) gmma_mbar_arrive(b_dqempty + 8 * bb);
                 i0 += BR;
                 if (i0 == i0_end) { i0 = qb_lo * BR; hq++; }
             }
@@ -613,16 +615,21 @@ __global__ void __launch_bounds__(bwd_ws_threads, 1) bwd_ws_dkdv_kernel(const bw
         /* stage the partials in sdQ[s] once the dQ warp's reductions of iteration it - 2 have read it */
         gmma_mbar_wait(b_dqempty + 8 * s, ph ^ 1u);
         {
+            /* this thread's fragment: rows r0 + wl 16 + g (+ 8), columns c0 + 8n + 2t, into box
+             * (c0 + 8n) / 32 at column (8n + 2t) % 32 (c0 is 0 or 64); columns past D are not
+             * reduced (outside the map) */
             const int c0 = HD == 128 ? cwg * 64 : 0, r0 = HD == 128 ? 0 : cwg * 64;
-            float *st = sdQ + (size_t)s * BR * DQ_LD + (r0 + wl * 16 + g) * DQ_LD + c0 + 2 * t;
-            const int ncol = (int)(p.D - c0); /* D % 8 == 0: an 8-column group is all in or all out */
+            const int ra = r0 + wl * 16 + g;
+            const uint32_t sb = sdQa + s * L::dqbuf;
 #pragma unroll
-            for (int n = 0; n < 8; n++)
-                if (n * 8 < ncol) {
-                    *reinterpret_cast<float2 *>(st + n * 8) = make_float2(dq[n][0], dq[n][1]);
-                    *reinterpret_cast<float2 *>(st + 8 * DQ_LD + n * 8) = make_float2(dq[n][2], dq[n][3]);
-                }
-            gmma_fence_proxy(); /* the stores -> visible to the bulk copy engine */
+            for (int n = 0; n < 8; n++) {
+                const uint32_t box = sb + (uint32_t)((c0 + 8 * n) >> 5) * (BR * 128);
+                const int c = (8 * n + 2 * t) & 31;
+                float2 lo = make_float2(dq[n][0], dq[n][1]), hi = make_float2(dq[n][2], dq[n][3]);
+                asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(box + tma_swz32(ra, c)), "f"(lo.x), "f"(lo.y) : "memory");
+                asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(box + tma_swz32(ra + 8, c)), "f"(hi.x), "f"(hi.y) : "memory");
+            }
+            gmma_fence_proxy(); /* the stores -> visible to the copy engine */
             gmma_mbar_arrive(b_dqfull + 8 * s);
         }
         i0 += BR;
@@ -834,7 +841,8 @@ static int bwd_ws_launch(const bwd_params &p, unsigned grid, cudaStream_t st, cu
     if (tma_map16_rank4(&m.q, p.q, p.D, p.Sq, p.Hq, p.B, p.qs[1], p.qs[2], p.qs[0], L::br) ||
         tma_map16_rank4(&m.dout, p.dout, p.D, p.Sq, p.Hq, p.B, p.dos[1], p.dos[2], p.dos[0], L::br) ||
         tma_map16_rank4(&m.k, p.k, p.D, p.Sk, p.Hkv, p.B, p.ks[1], p.ks[2], p.ks[0], 128) ||
-        tma_map16_rank4(&m.v, p.v, p.D, p.Sk, p.Hkv, p.B, p.vs[1], p.vs[2], p.vs[0], 128))
+        tma_map16_rank4(&m.v, p.v, p.D, p.Sk, p.Hkv, p.B, p.vs[1], p.vs[2], p.vs[0], 128) ||
+        tma_map32_rank4(&m.dq, p.dq_ws, p.D, p.Sq, p.Hq, p.B, p.D, p.Sq * p.D, p.Hq * p.Sq * p.D, L::br))
         return 1;
     if (p.Sq > 0x7fffffffLL || p.Sk > 0x7fffffffLL) return 1; /* the maps' coordinates are int32 */
     void (*kern)(const bwd_params, const bwd_ws_maps) = bwd_ws_dkdv_kernel<HD, BF16>;
