@@ -350,8 +350,10 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params pk)
 //     warp 0 (loader): K and V once, then per iteration the Q and dO tiles of the query block into
 //       a ring of two stages by tensor-map copies (common/tma.h maps, 128-byte swizzle: the layout
 //       bwd_g_load writes), each stage guarded by a "full" mbarrier (the copies' bytes landed and
-//       the 32 lanes' plain stores of the block's LSE and Dsum rows) and an "empty" one (the 8
-//       consumer warps are done with the stage: their dV / dK products that read it completed);
+//       the 32 lanes' plain stores of the block's LSE and Dsum rows) and an "empty" one (every
+//       consumer thread is done with the stage: its dV / dK products that read it completed, and
+//       its own reads of the LSE / Dsum rows precede its arrival, so that the loader's next stores
+//       are ordered after them thread by thread);
 //     warp 1 (dQ): per iteration, once the consumers' dQ partials are staged in sdQ[it % 2]
 //       (mbarrier dq_full, every consumer thread arrives after its stores and proxy fence), lane 0
 //       adds them to the fp32 workspace by one tensor reduction per 32-column box
@@ -426,7 +428,7 @@ __global__ void __launch_bounds__(bwd_ws_threads, 1) bwd_ws_dkdv_kernel(const bw
     if (tid == 0) {
         for (int s = 0; s < 2; s++) {
             gmma_mbar_init(b_full + 8 * s, 33); /* lane 0's arrive_tx + the 32 lanes' row stores */
-            gmma_mbar_init(b_empty + 8 * s, 8); /* the consumer warps */
+            gmma_mbar_init(b_empty + 8 * s, 256); /* every consumer thread (its LSE / Dsum reads) */
             gmma_mbar_init(b_dqfull + 8 * s, 256); /* every consumer thread, after its stores */
             gmma_mbar_init(b_dqempty + 8 * s, 1);  /* the dQ warp */
         }
@@ -609,8 +611,7 @@ __global__ void __launch_bounds__(bwd_ws_threads, 1) bwd_ws_dkdv_kernel(const bw
         /* this warpgroup is done with sdS (the other may rewrite it) and with stage s (its dV, dK
          * products that read Q and dO completed) */
         if (it + 1 < iters) gmma_bar_arrive(3 - cwg, 256);
-        __syncwarp();
-        if (lane == 0) gmma_mbar_arrive(b_empty + 8 * s);
+        gmma_mbar_arrive(b_empty + 8 * s); /* every thread: its own sLse / sDsum reads are released */
 
         /* stage the partials in sdQ[s] once the dQ warp's reductions of iteration it - 2 have read it */
         gmma_mbar_wait(b_dqempty + 8 * s, ph ^ 1u);
