@@ -117,7 +117,7 @@ extern "C" const fa_backend *fa_backend_cuda(void) {
 }
 
 /* What the table's entry points run (testing.h: tests may pass another policy). */
-extern "C" const fa_cuda_policy fa_cuda_policy_default = {-1, -1, 1, 1, 1, 1, 0, 0, {NULL, NULL}, 0, 0};
+extern "C" const fa_cuda_policy fa_cuda_policy_default = {-1, -1, 1, 1, 1, 1, 0, 0, {NULL, NULL}, 0, 0, 0};
 
 // ----------------------------------------------------------------------------
 // devices

@@ -34,9 +34,11 @@ typedef struct {
     int fwd_decode_general; /* 0: default (the decode tile runs fwd/fwd_decode.cu's kernel); 1: the
                                general mma.sync kernel's decode instantiation (fwd_sm80.cu) instead:
                                the same tile, grid and arithmetic, for bitwise comparisons */
+    int bwd_no_ws;      /* 0: default (dense default-mode Hopper calls on the warp-specialized dK/dV
+                           kernel, bwd_sm90.cu 2w); 1: on the 2h kernel there too */
 } fa_cuda_policy;
 
-/* {-1, -1, 1, 1, 1, 1, 0, 0, {NULL, NULL}, 0, 0} (backend.cu) */
+/* {-1, -1, 1, 1, 1, 1, 0, 0, {NULL, NULL}, 0, 0, 0} (backend.cu) */
 extern const fa_cuda_policy fa_cuda_policy_default;
 
 fa_status fa_cuda_forward_policy(const fa_fwd_args *args, const fa_cuda_policy *policy, fa_error *err);

@@ -24,7 +24,7 @@
  *
  * usage: bench [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST]
  *              [--iters N] [--warmup N] [--tokens N] [--hidden N] [--deterministic]
- *              [--policy default|sm80|nows|fam1|perseq|decgen] [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]
+ *              [--policy default|sm80|nows|nobws|fam1|perseq|decgen] [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3]
  *              [--decode] [--pick LIST] [--split N] [--split-list LIST] [--pages-in-order]
  * --v3: instead of the grid, the contract-v3 problems (bench_v3: packed varlen, paged K/V, decode at
  *       Sq = 1 with caches of 4k..128k keys) beside torch's counterparts, one table; then the varlen
@@ -43,6 +43,7 @@
  * LIST: comma-separated (--d 64,128 --s 512,2048 --causal 0,1 --dtype bf16,fp16).
  * --policy sm80: the mma.sync kernels everywhere (kernels/cuda/testing.h), for comparisons;
  * --policy nows: the plain wgmma forward instead of the warp-specialized one;
+ * --policy nobws: the 2h Hopper backward dK/dV kernel instead of the warp-specialized one;
  * --policy fam1: the 64-row tile family everywhere (decode on it instead of the 16-row tile);
  * --policy decgen: the decode tile on the general mma.sync kernel (fwd_sm80.cu) instead of
  *       fwd_decode.cu's kernel (same tile, grid and arithmetic).
@@ -897,7 +898,7 @@ static int bench_v3_bwd(const bench_opts *o, cudaStream_t st) {
 static void usage(const char *argv0) {
     fprintf(stderr,
             "usage: %s [--pass fwd|bwd|both] [--d LIST] [--s LIST] [--causal LIST] [--dtype LIST] [--iters N]\n"
-            "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80|nows|fam1|perseq|decgen]\n"
+            "          [--warmup N] [--tokens N] [--hidden N] [--deterministic] [--policy default|sm80|nows|nobws|fam1|perseq|decgen]\n"
             "          [--no-check] [--torch FILE | --no-torch] [--out FILE] [--v3] [--decode] [--pick LIST]\n"
             "          [--split N] [--split-list LIST] [--pages-in-order]\n",
             argv0);
@@ -969,6 +970,8 @@ int main(int argc, char **argv) {
                 o.pol.bwd_sm90 = 0;
             } else if (!strcmp(o.policy_name, "nows")) {
                 o.pol.fwd_ws = 0;
+            } else if (!strcmp(o.policy_name, "nobws")) {
+                o.pol.bwd_no_ws = 1; /* backward: the 2h Hopper dK/dV kernel instead of the warp-specialized one */
             } else if (!strcmp(o.policy_name, "perseq")) {
                 o.pol.bwd_vl_per_seq = 1; /* varlen backward: one launch sequence per sequence */
             } else if (!strcmp(o.policy_name, "decgen")) {

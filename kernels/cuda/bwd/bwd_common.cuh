@@ -41,6 +41,11 @@
  *                        staged in shared memory and added to the workspace by bulk reductions;
  *                        deterministic mode (DQ = false): dK and dV only, then 2q (section 2h).
  *                        Query blocks of 128 rows at head dim 64, 64 at 128.
+ *   2w. dense default-mode calls where 2h applies: bwd_ws_dkdv_kernel, 2h's products and
+ *                        element steps in consumer warpgroups, a producer warp loading Q/dO by
+ *                        TMA into a 2-stage mbarrier ring and a dQ warp adding the staged dQ
+ *                        partials by tensor reductions (section 2w; 2h when a tensor map cannot
+ *                        be encoded, or under the test policy bwd_no_ws).
  *   2q. after 2h in the deterministic mode: bwd_g_dq_kernel, 3b on wgmma: one CTA per (batch,
  *                        query head, query block of 128), Q, dO resident, K/V blocks of 64
  *                        stream, P and dS recomputed, dQ summed in the wgmma accumulators in
@@ -58,8 +63,8 @@
  *   rounded P is used for dV = P^T dO and for dS = P (dP - Dsum) (fp32); dS rounded (RN)
  *   to the input dtype before dS K and dS^T Q; Dsum accumulated in fp32 (RN, sequential
  *   per lane then a butterfly over the row's lanes); dQ partials added in fp32 (RN) by atomics in the default
- *   mode (order varies; the sm_90 kernel adds them with bulk reductions, cp.reduce.async.bulk
- *   .add.f32: fp32 adds done at L2 like the atomics', held to the same oracle bounds by the
+ *   mode (order varies; the sm_90 kernels add them with bulk reductions, cp.reduce.async.bulk
+ *   .add.f32 per row (2h) or cp.reduce.async.bulk.tensor .add per 32-column box (2w): fp32 adds done at L2 like the atomics', held to the same oracle bounds by the
  *   certification; the PTX manual we could check does not state their rounding) or summed in the mma
  *   accumulator in kv order (deterministic); wgmma accumulates like mma.sync (fp32, truncating);
  *   dQ and dK multiplied by scale in fp32, then every output rounded (RN) once.
@@ -141,6 +146,9 @@ typedef struct {
      * sequence order[s]: the most work first, bwd_host.cu), so that the longest sequences' tiles
      * do not start last; NULL: in batch order */
     const int32_t *order;
+    /* 1: a dense default-mode Hopper call runs the 2h dK/dV kernel, not the warp-specialized one
+     * (2w); set from the test policy (kernels/cuda/testing.h bwd_no_ws), 0 in shipped calls */
+    int no_ws;
 } bwd_params;
 
 /* The sequence of grid slot s (bwd_params.order). */

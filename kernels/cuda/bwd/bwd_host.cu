@@ -368,6 +368,7 @@ static fa_status bwd_run_locked(const fa_bwd_args *a, const fa_cuda_policy *pol,
                        "the CUDA backward does not run softcap with non-finite Q, dO or K under a mask or window, "
                        "or with fp16 dS beyond the fp16 range (no exact softcap kernels).");
     if (screen_only) return FA_OK;
+    p.no_ws = pol->bwd_no_ws;
     /* the Hopper kernels have no exact and no softcap instantiation: such calls run the sm_80 ones */
     e = gmma && !exact ? bwd_sm90_run(&p, hd, bf16, a->deterministic, pol->bwd_sm90_dq, st)
                        : bwd_sm80_run(&p, hd, bf16, a->deterministic, exact, cap, st);

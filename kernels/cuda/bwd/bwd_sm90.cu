@@ -1,6 +1,9 @@
 /* bwd_sm90.cu: the Hopper backward kernels (sm_90a, warpgroup MMA): the dK/dV kernel of both
  * modes and the deterministic mode's dQ kernel. Design and arithmetic: bwd_common.cuh. */
+#include <string.h>
+
 #include "kernels/cuda/bwd/bwd_common.cuh"
+#include "kernels/cuda/common/tma.h"
 
 // ----------------------------------------------------------------------------
 // 2h. Hopper dK/dV kernel (sm_90a; default mode, fast instantiation): warpgroup MMA
@@ -236,8 +239,16 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params pk)
             }
         }
 
-        /* dS^T = P^T (dP^T - Dsum), zero where hidden, rounded (A fragments) */
-        gmma_wait<0>();
+        /* dV += P^T dO (its own group, B = dO MN-major): runs while dS is formed */
+        const uint64_t dOt0 = gmma_desc(sdOb, BR * 128, 1024), dQt0 = gmma_desc(sQb, BR * 128, 1024);
+        gmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BR / 16; kk++) gmma_rs<HD, BF16, 1>(acc_dv, pa[kk], dOt0 + ((kk * 16 * 128) >> 4));
+        gmma_commit();
+
+        /* dS^T = P^T (dP^T - Dsum), zero where hidden, rounded (A fragments); the dP group is done
+         * when at most the dV group is left in flight */
+        gmma_wait<1>();
         gmma_fence_operands(dp);
         uint32_t da[BR / 16][4];
         float ds_max = 0.f; /* unused: the Hopper kernels run fast calls only */
@@ -259,11 +270,8 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params pk)
                 gmma_stsm4_t(sdS + gmma_tile_offset<BR>(kk * 16 + (m >> 1) * 8 + j, ch), da[kk]);
         }
 
-        /* dV += P^T dO, dK += dS^T Q (one group, in flight while dS is shared); B MN-major */
-        const uint64_t dOt0 = gmma_desc(sdOb, BR * 128, 1024), dQt0 = gmma_desc(sQb, BR * 128, 1024);
+        /* dK += dS^T Q (a second group, in flight while dS is shared); B = Q MN-major */
         gmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BR / 16; kk++) gmma_rs<HD, BF16, 1>(acc_dv, pa[kk], dOt0 + ((kk * 16 * 128) >> 4));
 #pragma unroll
         for (int kk = 0; kk < BR / 16; kk++) gmma_rs<HD, BF16, 1>(acc_dk, da[kk], dQt0 + ((kk * 16 * 128) >> 4));
         gmma_commit();
@@ -331,6 +339,325 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dkdv_kernel(const bwd_params pk)
             }
         }
     }
+}
+
+// ----------------------------------------------------------------------------
+// 2w. Warp-specialized Hopper dK/dV kernel (sm_90a; default mode, dense calls, fast instantiation)
+//
+// The algorithm, products, tiles and arithmetic of 2h (DQ = true), with the data movement and
+// the dQ reductions taken off the consumer warpgroups (FA3's layout of roles):
+//   warpgroup 0 (producer, 24 registers a thread after setmaxnreg):
+//     warp 0 (loader): K and V once, then per iteration the Q and dO tiles of the query block into
+//       a ring of two stages by tensor-map copies (common/tma.h maps, 128-byte swizzle: the layout
+//       bwd_g_load writes), each stage guarded by a "full" mbarrier (the copies' bytes landed and
+//       the 32 lanes' plain stores of the block's LSE and Dsum rows) and an "empty" one (every
+//       consumer thread is done with the stage: its dV / dK products that read it completed, and
+//       its own reads of the LSE / Dsum rows precede its arrival, so that the loader's next stores
+//       are ordered after them thread by thread);
+//     warp 1 (dQ): per iteration, once the consumers' dQ partials are staged in sdQ[it % 2]
+//       (mbarrier dq_full, every consumer thread arrives after its stores and proxy fence), lane 0
+//       adds them to the fp32 workspace by one tensor reduction per 32-column box
+//       (cp.reduce.async.bulk.tensor .add, fp32 adds at L2 like 2h's per-row bulk reductions;
+//       common/tma.h), then, the sources read (wait_group.read), releases the buffer (dq_empty);
+//     warps 2, 3: none (they exit).
+//   warpgroups 1, 2 (consumers, 240 registers): the per-iteration products of 2h's warpgroups 0, 1.
+// No CTA-wide barrier in the loop. The consumers meet only where 2h's products need it: the dS
+// tile is complete (named barrier 1, both warpgroups, before the dQ product that reads all 128
+// keys of it), and warpgroup w rewrites sdS only after the other one's dQ product of the previous
+// iteration has read it (named barrier 2 + w: w syncs, the other arrives after its dQ wait).
+// Elements outside the tensors (rows past Sq / Sk, columns past D) land as zeros, as 2h's
+// zero-filled cp.async; LSE and Dsum of rows past Sq are 0, as in 2h (those rows are hidden).
+// Same roundings and summation orders as 2h: the dQ partials of a (query block, key block) are the
+// same fp32 values, added to the workspace by the same kind of bulk reductions (order varies
+// across CTAs, as before).
+
+typedef struct {
+    CUtensorMap q, dout, k, v; /* 16-bit inputs, boxes of 64 columns */
+    CUtensorMap dq;            /* the fp32 dQ workspace [B, Hq, Sq, D], boxes of 32 columns x br rows */
+} bwd_ws_maps;
+
+template <int HD>
+struct bwd_ws_smem {
+    static constexpr int br = HD == 64 ? 128 : 64; /* query rows per block, as bwd_g_smem */
+    static constexpr uint32_t kv = 128u * HD * 2, qo = (uint32_t)br * HD * 2;
+    static constexpr uint32_t k = 0, v = kv, q = 2 * kv, dout = 2 * kv + 2 * qo, ds = 2 * kv + 4 * qo;
+    static constexpr uint32_t rows = ds + (uint32_t)br * 128 * 2; /* sLse, sDsum [2][br] fp32 */
+    /* sdQ [2 buffers][HD / 32 boxes][br rows][32] fp32, each box in the 128-byte swizzled layout of
+     * tma_map32_rank4 (1024-byte aligned: rows is, and 4 br 4 is a multiple of 1024) */
+    static constexpr uint32_t dq = rows + 4u * br * 4;
+    static constexpr uint32_t dqbuf = (uint32_t)br * HD * 4;
+    /* mbarriers: full[2], empty[2], dq_full[2], dq_empty[2], kv */
+    static constexpr uint32_t bar = dq + 2 * dqbuf;
+    static constexpr size_t bytes = (size_t)bar + 9 * 8 + 1024;
+};
+static constexpr int bwd_ws_threads = 384, bwd_ws_producer_regs = 24, bwd_ws_consumer_regs = 240;
+
+template <int HD, bool BF16>
+__global__ void __launch_bounds__(bwd_ws_threads, 1) bwd_ws_dkdv_kernel(const bwd_params p,
+                                                                       const __grid_constant__ bwd_ws_maps maps) {
+#if GMMA_ENABLED
+    extern __shared__ __align__(1024) unsigned char bwd_ws_raw[];
+    typedef bwd_ws_smem<HD> L;
+    constexpr int BC = 128, BR = L::br, CB = HD / 64;
+    const uint32_t raw = ptx_smem(bwd_ws_raw), base = (raw + 1023u) & ~1023u;
+    const uint32_t sK = base + L::k, sV = base + L::v, sQ = base + L::q, sdO = base + L::dout, sdS = base + L::ds;
+    float *sLse = reinterpret_cast<float *>(bwd_ws_raw + (base - raw) + L::rows); /* [2][BR] */
+    float *sDsum = sLse + 2 * BR;                                                   /* [2][BR] */
+    const uint32_t sdQa = base + L::dq; /* [2][HD / 32][BR][32], swizzled boxes */
+    const uint32_t b_full = base + L::bar, b_empty = b_full + 16, b_dqfull = b_full + 32, b_dqempty = b_full + 48,
+                   b_kv = b_full + 64;
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+
+    /* block -> (kv block, kv head, batch entry) as 2h (dense calls only) */
+    int64_t bid = blockIdx.x;
+    const int64_t nkb = (p.Sk + BC - 1) / BC;
+    const int64_t kb = bid % nkb;
+    bid /= nkb;
+    const int64_t hkv = bid % p.Hkv, b = bid / p.Hkv;
+    const int64_t j0 = kb * BC;
+    const int64_t kv_rows = p.Sk - j0 < BC ? p.Sk - j0 : BC;
+    int64_t i_lo = 0, i_hi = p.Sq; /* query rows that see at least one key of this block */
+    if (p.has_right) { int64_t x = j0 - p.off - p.right; if (x > i_lo) i_lo = x; }
+    if (p.has_left) { int64_t x = j0 + kv_rows - p.off + p.left; if (x < i_hi) i_hi = x; }
+    int64_t qb_lo = 0, nqb = 0;
+    if (i_lo < i_hi) { qb_lo = i_lo / BR; nqb = (i_hi + BR - 1) / BR - qb_lo; }
+    const int64_t iters = nqb * p.group; /* query heads of the group (outer) x query blocks (inner) */
+    const int64_t i0_end = (qb_lo + nqb) * BR;
+
+    if (tid == 0) {
+        for (int s = 0; s < 2; s++) {
+            gmma_mbar_init(b_full + 8 * s, 33); /* lane 0's arrive_tx + the 32 lanes' row stores */
+            gmma_mbar_init(b_empty + 8 * s, 256); /* every consumer thread (its LSE / Dsum reads) */
+            gmma_mbar_init(b_dqfull + 8 * s, 256); /* every consumer thread, after its stores */
+            gmma_mbar_init(b_dqempty + 8 * s, 1);  /* the dQ warp */
+        }
+        gmma_mbar_init(b_kv, 1);
+        gmma_mbar_init_fence();
+    }
+    __syncthreads(); /* the only CTA-wide barrier: the roles split below */
+
+    if (warp < 4) {
+        gmma_setmaxnreg_dec<bwd_ws_producer_regs>();
+        if (warp == 0) {
+            /* ---------------- loader ---------------- */
+            if (iters > 0 && lane == 0) {
+                gmma_mbar_arrive_tx(b_kv, 2 * L::kv);
+#pragma unroll
+                for (int cb = 0; cb < CB; cb++) {
+                    gmma_tma_load4(sK + cb * BC * 128, &maps.k, b_kv, cb * 64, (int)j0, (int)hkv, (int)b);
+                    gmma_tma_load4(sV + cb * BC * 128, &maps.v, b_kv, cb * 64, (int)j0, (int)hkv, (int)b);
+                }
+            }
+            int64_t hq = hkv * p.group, i0 = qb_lo * BR;
+            for (int64_t it = 0; it < iters; it++) {
+                const int s = (int)(it & 1);
+                gmma_mbar_wait(b_empty + 8 * s, (uint32_t)((it >> 1) & 1) ^ 1u); /* iteration it - 2 is done with s */
+                if (lane == 0) {
+                    gmma_mbar_arrive_tx(b_full + 8 * s, 2 * L::qo);
+#pragma unroll
+                    for (int cb = 0; cb < CB; cb++) {
+                        gmma_tma_load4(sQ + s * L::qo + cb * BR * 128, &maps.q, b_full + 8 * s, cb * 64, (int)i0, (int)hq,
+                                       (int)b);
+                        gmma_tma_load4(sdO + s * L::qo + cb * BR * 128, &maps.dout, b_full + 8 * s, cb * 64, (int)i0,
+                                       (int)hq, (int)b);
+                    }
+                }
+                const int64_t ws = (b * p.Hq + hq) * p.Sq + i0;
+#pragma unroll
+                for (int x = 0; x < BR / 32; x++) {
+                    const int r = lane + 32 * x;
+                    const bool ok = i0 + r < p.Sq;
+                    sLse[s * BR + r] = ok ? p.lse_ws[ws + r] : 0.f;
+                    sDsum[s * BR + r] = ok ? p.dsum_ws[ws + r] : 0.f;
+                }
+                gmma_mbar_arrive(b_full + 8 * s);
+                i0 += BR;
+                if (i0 == i0_end) { i0 = qb_lo * BR; hq++; }
+            }
+        } else if (warp == 1) {
+            /* ---------------- dQ reductions ---------------- */
+            int64_t hq = hkv * p.group, i0 = qb_lo * BR;
+            for (int64_t it = 0; it < iters; it++) {
+                const int bb = (int)(it & 1);
+                gmma_mbar_wait(b_dqfull + 8 * bb, (uint32_t)((it >> 1) & 1));
+                if (lane == 0) {
+                    /* one tensor reduction per 32-column box (columns past D, rows past Sq: skipped) */
+#pragma unroll
+                    for (int cb = 0; cb < HD / 32; cb++)
+                        if (cb * 32 < p.D)
+                            tma_reduce_add4(&maps.dq, sdQa + bb * L::dqbuf + cb * BR * 128, cb * 32, (int)i0, (int)hq,
+                                            (int)b);
+                    gmma_bulk_commit();
+                    gmma_bulk_wait_read<0>(); /* the reductions have read sdQ[bb] */
+                    gmma_mbar_arrive(b_dqempty + 8 * bb);
+                }
+                __syncwarp();
+                i0 += BR;
+                if (i0 == i0_end) { i0 = qb_lo * BR; hq++; }
+            }
+            gmma_bulk_wait_all();
+        }
+        return;
+    }
+
+    /* ---------------- consumers ---------------- */
+    gmma_setmaxnreg_inc<bwd_ws_consumer_regs>();
+    const int cwg = warp / 4 - 1, wl = warp & 3; /* consumer warpgroup 0, 1: 2h's warpgroup wg */
+    const int g = lane >> 2, t = lane & 3;
+    const int krow = cwg * 64 + wl * 16 + g; /* key (in the block) of accumulator rows g; +8 for g + 8 */
+
+    const uint64_t dK0 = gmma_desc(sK + cwg * 64 * 128, 16, 1024), dV0 = gmma_desc(sV + cwg * 64 * 128, 16, 1024);
+    const uint64_t ddS0 = gmma_desc(sdS + (HD == 64 ? cwg * 64 * 128 : 0), 16, 1024);
+    const uint64_t dKt0 = gmma_desc(sK + (HD == 128 ? cwg * BC * 128 : 0), BC * 128, 1024);
+
+    float acc_dk[HD / 8][4], acc_dv[HD / 8][4];
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) acc_dk[n][e] = acc_dv[n][e] = 0.f;
+
+    if (iters > 0) gmma_mbar_wait(b_kv, 0);
+    int64_t hq = hkv * p.group, i0 = qb_lo * BR;
+    for (int64_t it = 0; it < iters; it++) {
+        const int s = (int)(it & 1);
+        const uint32_t ph = (uint32_t)((it >> 1) & 1);
+        gmma_mbar_wait(b_full + 8 * s, ph);
+        const uint32_t sQb = sQ + s * L::qo, sdOb = sdO + s * L::qo;
+        const float *lse_b = sLse + s * BR;
+        const float *dsum_b = sDsum + s * BR;
+
+        /* S^T = K_w Q^T and dP^T = V_w dO^T (two groups) */
+        float sc[BR / 8][4], dp[BR / 8][4];
+        const uint64_t dQ0 = gmma_desc(sQb, 16, 1024), ddO0 = gmma_desc(sdOb, 16, 1024);
+        gmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ks++)
+            gmma_ss<BR, BF16, 0, 0>(sc, dK0 + (gmma_kslice_offset<BC>(ks) >> 4), dQ0 + (gmma_kslice_offset<BR>(ks) >> 4), ks > 0);
+        gmma_commit();
+#pragma unroll
+        for (int ks = 0; ks < HD / 16; ks++)
+            gmma_ss<BR, BF16, 0, 0>(dp, dV0 + (gmma_kslice_offset<BC>(ks) >> 4), ddO0 + (gmma_kslice_offset<BR>(ks) >> 4), ks > 0);
+        gmma_commit();
+        gmma_wait<1>();
+        gmma_fence_operands(sc);
+
+        /* P^T (bwd_p_n8 / bwd_p_n8_full, as 2h) */
+        const bwd_tile tm = bwd_tile_make<BC, BR>(p, i0, j0);
+        const float *mrow = p.mask ? p.mask + b * p.ms[0] + hq * p.ms[1] + i0 * p.ms[2] + j0 * p.ms[3] : NULL;
+        uint32_t pa[BR / 16][4];
+        if (!tm.partial && !mrow) {
+#pragma unroll
+            for (int nt = 0; nt < BR / 8; nt++) {
+                const float2 l = *reinterpret_cast<const float2 *>(lse_b + nt * 8 + 2 * t);
+                const float lse[4] = {l.x, l.y, l.x, l.y};
+                bwd_p_n8_full<BF16>(sc[nt], p, lse, pa[nt >> 1][(nt & 1) * 2 + 0], pa[nt >> 1][(nt & 1) * 2 + 1]);
+            }
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < BR / 8; nt++) {
+                const int il = nt * 8 + 2 * t;
+                const float lse[4] = {lse_b[il], lse_b[il + 1], lse_b[il], lse_b[il + 1]};
+                bwd_p_n8<BF16, true>(sc[nt], p, tm, mrow, krow, il, lse, pa[nt >> 1][(nt & 1) * 2 + 0],
+                                     pa[nt >> 1][(nt & 1) * 2 + 1]);
+            }
+        }
+
+        /* dS^T (bwd_ds_n8, as 2h) */
+        gmma_wait<0>();
+        gmma_fence_operands(dp);
+        uint32_t da[BR / 16][4];
+        float ds_max = 0.f; /* unused: fast calls only */
+#pragma unroll
+        for (int nt = 0; nt < BR / 8; nt++) {
+            const float2 ds2 = *reinterpret_cast<const float2 *>(dsum_b + nt * 8 + 2 * t);
+            const float dsum[4] = {ds2.x, ds2.y, ds2.x, ds2.y};
+            bwd_ds_n8<BF16>(dp[nt], pa[nt >> 1][(nt & 1) * 2 + 0], pa[nt >> 1][(nt & 1) * 2 + 1], dsum,
+                            da[nt >> 1][(nt & 1) * 2 + 0], da[nt >> 1][(nt & 1) * 2 + 1], ds_max);
+        }
+
+        /* dS to sdS (as 2h), once the other warpgroup's dQ product of iteration it - 1 has read it */
+        if (it > 0) gmma_bar_sync(2 + cwg, 256);
+        {
+            const int m = lane >> 3, j = lane & 7;
+            const int ch = (cwg * 64 + wl * 16 + (m & 1) * 8) >> 3;
+#pragma unroll
+            for (int kk = 0; kk < BR / 16; kk++)
+                gmma_stsm4_t(sdS + gmma_tile_offset<BR>(kk * 16 + (m >> 1) * 8 + j, ch), da[kk]);
+        }
+
+        /* dV += P^T dO, dK += dS^T Q (one group, in flight while dS is shared); B MN-major */
+        const uint64_t dOt0 = gmma_desc(sdOb, BR * 128, 1024), dQt0 = gmma_desc(sQb, BR * 128, 1024);
+        gmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BR / 16; kk++) gmma_rs<HD, BF16, 1>(acc_dv, pa[kk], dOt0 + ((kk * 16 * 128) >> 4));
+#pragma unroll
+        for (int kk = 0; kk < BR / 16; kk++) gmma_rs<HD, BF16, 1>(acc_dk, da[kk], dQt0 + ((kk * 16 * 128) >> 4));
+        gmma_commit();
+        gmma_fence_proxy(); /* the stmatrix stores -> visible to wgmma after the barrier */
+        gmma_bar_sync(1, 256); /* the dS tile is complete (both warpgroups' keys) */
+
+        /* dQ[64 x 64] = dS K over the 128 keys (as 2h) */
+        float dq[8][4];
+        gmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < BC / 16; ks++)
+            gmma_ss_m64n64k16<BF16, 0, 1>(dq, ddS0 + (gmma_kslice_offset<BR>(ks) >> 4), dKt0 + ((ks * 16 * 128) >> 4), ks > 0);
+        gmma_commit();
+        gmma_wait<0>();
+        gmma_fence_operands(dq);
+        gmma_fence_operands(acc_dv);
+        gmma_fence_operands(acc_dk);
+        /* this warpgroup is done with sdS (the other may rewrite it) and with stage s (its dV, dK
+         * products that read Q and dO completed) */
+        if (it + 1 < iters) gmma_bar_arrive(3 - cwg, 256);
+        gmma_mbar_arrive(b_empty + 8 * s); /* every thread: its own sLse / sDsum reads are released */
+
+        /* stage the partials in sdQ[s] once the dQ warp's reductions of iteration it - 2 have read it */
+        gmma_mbar_wait(b_dqempty + 8 * s, ph ^ 1u);
+        {
+            /* this thread's fragment: rows r0 + wl 16 + g (+ 8), columns c0 + 8n + 2t, into box
+             * (c0 + 8n) / 32 at column (8n + 2t) % 32 (c0 is 0 or 64); columns past D are not
+             * reduced (outside the map) */
+            const int c0 = HD == 128 ? cwg * 64 : 0, r0 = HD == 128 ? 0 : cwg * 64;
+            const int ra = r0 + wl * 16 + g;
+            const uint32_t sb = sdQa + s * L::dqbuf;
+#pragma unroll
+            for (int n = 0; n < 8; n++) {
+                const uint32_t box = sb + (uint32_t)((c0 + 8 * n) >> 5) * (BR * 128);
+                const int c = (8 * n + 2 * t) & 31;
+                float2 lo = make_float2(dq[n][0], dq[n][1]), hi = make_float2(dq[n][2], dq[n][3]);
+                asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(box + tma_swz32(ra, c)), "f"(lo.x), "f"(lo.y) : "memory");
+                asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(box + tma_swz32(ra + 8, c)), "f"(hi.x), "f"(hi.y) : "memory");
+            }
+            gmma_fence_proxy(); /* the stores -> visible to the copy engine */
+            gmma_mbar_arrive(b_dqfull + 8 * s);
+        }
+        i0 += BR;
+        if (i0 == i0_end) { i0 = qb_lo * BR; hq++; }
+    }
+
+    /* dK = scale * acc, dV = acc (this thread's rows krow, krow + 8) */
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int64_t j = j0 + krow + h * 8;
+        if (j < p.Sk) {
+            uint16_t *dkp = p.dk + b * p.dks[0] + j * p.dks[1] + hkv * p.dks[2];
+            uint16_t *dvp = p.dv + b * p.dvs[0] + j * p.dvs[1] + hkv * p.dvs[2];
+#pragma unroll
+            for (int nt = 0; nt < HD / 8; nt++) {
+                const int64_t d = nt * 8 + 2 * t;
+                if (d < p.D) {
+                    bwd_store_pair<BF16>(dkp + d, acc_dk[nt][2 * h] * p.scale, acc_dk[nt][2 * h + 1] * p.scale, p.w32_dk);
+                    bwd_store_pair<BF16>(dvp + d, acc_dv[nt][2 * h], acc_dv[nt][2 * h + 1], p.w32_dv);
+                }
+            }
+        }
+    }
+#else
+    (void)p; (void)maps;
+    __trap();
+#endif
 }
 
 // ----------------------------------------------------------------------------
@@ -504,6 +831,29 @@ __global__ void __launch_bounds__(256, 1) bwd_g_dq_kernel(const bwd_params pk) {
 // ----------------------------------------------------------------------------
 // launches (the seams of bwd_common.cuh)
 
+/* The warp-specialized kernel (section 2w) for a dense default-mode call: 1 when it does not
+ * apply (a tensor map the driver cannot encode for these strides: nothing launched, the caller runs
+ * 2h), 0 when launched (*e: the launch status). */
+template <int HD, bool BF16>
+static int bwd_ws_launch(const bwd_params &p, unsigned grid, cudaStream_t st, cudaError_t *e) {
+    typedef bwd_ws_smem<HD> L;
+    bwd_ws_maps m;
+    memset(&m, 0, sizeof(m));
+    if (tma_map16_rank4(&m.q, p.q, p.D, p.Sq, p.Hq, p.B, p.qs[1], p.qs[2], p.qs[0], L::br) ||
+        tma_map16_rank4(&m.dout, p.dout, p.D, p.Sq, p.Hq, p.B, p.dos[1], p.dos[2], p.dos[0], L::br) ||
+        tma_map16_rank4(&m.k, p.k, p.D, p.Sk, p.Hkv, p.B, p.ks[1], p.ks[2], p.ks[0], 128) ||
+        tma_map16_rank4(&m.v, p.v, p.D, p.Sk, p.Hkv, p.B, p.vs[1], p.vs[2], p.vs[0], 128) ||
+        tma_map32_rank4(&m.dq, p.dq_ws, p.D, p.Sq, p.Hq, p.B, p.D, p.Sq * p.D, p.Hq * p.Sq * p.D, L::br))
+        return 1;
+    if (p.Sq > 0x7fffffffLL || p.Sk > 0x7fffffffLL) return 1; /* the maps' coordinates are int32 */
+    void (*kern)(const bwd_params, const bwd_ws_maps) = bwd_ws_dkdv_kernel<HD, BF16>;
+    *e = cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes);
+    if (*e != cudaSuccess) return 0;
+    kern<<<grid, bwd_ws_threads, L::bytes, st>>>(p, m);
+    *e = cudaGetLastError();
+    return 0;
+}
+
 /* the Hopper dK/dV kernel (section 2h), then the dQ conversion (DQ: default mode) or the
  * deterministic dQ kernel (!DQ: deterministic mode; the Hopper one, or with !dq_sm90 the sm_80
  * one, fast instantiation like the call) */
@@ -513,6 +863,12 @@ static cudaError_t bwd_launch_g(const bwd_params &p, int dq_sm90, cudaStream_t s
     const int64_t grid = (p.Sk + 127) / 128 * p.Hkv * p.B;
     if (grid > 0x7fffffffLL) return cudaErrorInvalidConfiguration;
     cudaError_t e;
+    if (DQ && !p.vl && !p.no_ws && grid > 0) { /* dense default-mode calls: the warp-specialized kernel (2w) */
+        if (bwd_ws_launch<HD, BF16>(p, (unsigned)grid, st, &e) == 0) {
+            if (e != cudaSuccess) return e;
+            return bwd_sm80_convert(&p, BF16, st);
+        }
+    }
     if (grid > 0) {
         void (*kern)(const bwd_params) = p.vl ? bwd_g_dkdv_kernel<HD, BF16, DQ, true> : bwd_g_dkdv_kernel<HD, BF16, DQ, false>;
         e = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)L::bytes);
@@ -544,5 +900,7 @@ extern "C" cudaError_t bwd_sm90_run(const bwd_params *p, int hd, int bf16, int d
 
 /* the larger of the two modes' dK/dV kernels (the default mode's) */
 extern "C" size_t bwd_sm90_smem_bytes(int hd) {
-    return hd == 64 ? bwd_g_smem<64, true>::bytes : bwd_g_smem<128, true>::bytes;
+    const size_t a = hd == 64 ? bwd_g_smem<64, true>::bytes : bwd_g_smem<128, true>::bytes;
+    const size_t w = hd == 64 ? bwd_ws_smem<64>::bytes : bwd_ws_smem<128>::bytes;
+    return a > w ? a : w;
 }

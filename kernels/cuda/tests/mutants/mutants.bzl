@@ -39,6 +39,7 @@ BACKEND_HDRS = [
     "//kernels/cuda:common/limits.h",
     "//kernels/cuda:common/pairs.h",
     "//kernels/cuda:common/ptx.h",
+    "//kernels/cuda:common/tma.h",
     "//kernels/cuda:fwd/fwd_common.cuh",
     "//kernels/cuda:fwd/fwd_tiles.h",
     "//kernels/cuda:fwd/fwd_ws.h",
