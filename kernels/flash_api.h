@@ -284,10 +284,11 @@ typedef enum {
     FA_MASKED_NF_ISOLATED = 0,  /* the contract: a key hidden from row i never changes row i's
                                    outputs, whatever its K/V hold (and a hidden pair's Q_i, dO_i
                                    never reach dK_j, dV_j) */
-    FA_MASKED_NF_PROPAGATES = 1 /* a NaN/Inf in Q_i, K_j, V_j or dO_i of a masked pair (i, j) may
-                                   reach O_i, LSE_i, dQ_i, dK_j, dV_j as NaN through a product with
-                                   an exact-zero weight (P_ij = 0 times V_j in P.V, dS_ij = 0 times
-                                   K_j or Q_i, a -inf bias added to a NaN score); never a wrong
+    FA_MASKED_NF_PROPAGATES = 1 /* a NaN/Inf in Q_i, K_j, V_j or dO_i of a masked pair (i, j), or in
+                                   the O_i given to the backward (D_i), may reach O_i, LSE_i, dQ_i,
+                                   dK_j, dV_j as NaN through a product with an exact-zero weight
+                                   (P_ij = 0 times V_j in P.V, dS_ij = 0 times K_j or Q_i or
+                                   (dP_ij - D_i), a -inf bias added to a NaN score); never a wrong
                                    finite value, never an Inf */
 } fa_masked_nonfinite;
 

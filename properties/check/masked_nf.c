@@ -2,9 +2,10 @@
  * kernels/flash_api.h fa_masked_nonfinite; properties/PROPERTIES.md "Masked non-finite").
  *
  * A backend that declares FA_MASKED_NF_PROPAGATES may turn O_i, LSE_i, dQ_i, dK_j, dV_j into
- * NaN when Q_i, K_j, V_j or dO_i of a masked pair (i, j) holds a NaN or an Inf: a product with
- * an exact-zero weight (P_ij = 0 times V_j, dS_ij = 0 times K_j or Q_i) or a -inf bias added to a
- * NaN score. This file marks those rows and columns; check.c accepts a NaN there. Pairs are the
+ * NaN when Q_i, K_j, V_j or dO_i of a masked pair (i, j) holds a NaN or an Inf, or (backward) the
+ * O_i it is given does (D_i = dO_i . O_i is then non-finite): a product with an exact-zero weight
+ * (P_ij = 0 times V_j, dS_ij = 0 times K_j or Q_i, dS_ij = 0 (dP_ij - D_i)) or a -inf bias added
+ * to a NaN score. This file marks those rows and columns; check.c accepts a NaN there. Pairs are the
  * problem's own: key j < Sk_b of sequence b, row i < Sq_b; a key outside the problem is never a
  * pair, so garbage there reaching an output stays a failure for every profile. Exact: integer
  * index arithmetic and non-finite tests of the stored values. */
@@ -89,7 +90,10 @@ int fc_mnf_init(fc_mnf *m, const fc_run *r, const fa_precision *prof, int bwd) {
             for (int64_t i = 0; i < sq; i++) {
                 int64_t idx[4];
                 mnf_q_index(r, b, i, h, 0, idx);
-                int bad = mnf_bad(r, FC_T_Q, idx, Dqk) || (bwd && mnf_bad(r, FC_T_DO, idx, Dv));
+                /* the backward also reads O_i: D_i = dO_i . O_i (or sum_j P dP, the same row) is
+                   non-finite when O_i is, and a masked pair's dS_ij = 0 (dP_ij - D_i) is then NaN */
+                int bad = mnf_bad(r, FC_T_Q, idx, Dqk) ||
+                          (bwd && (mnf_bad(r, FC_T_DO, idx, Dv) || mnf_bad(r, FC_T_O, idx, Dv)));
                 rbad[(b * Hq + h) * Sq + i] = (unsigned char)bad;
                 nbad += bad;
             }

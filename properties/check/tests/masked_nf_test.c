@@ -3,8 +3,11 @@
  *
  * Test backends wrap the CPU backend (correct, isolated) and then do what production kernels do
  * with the keys hidden from a row: multiply them by an exact-zero weight, O_i += 0 * V_j in the
- * forward, dQ_i += 0 * K_j, dK_j += 0 * Q_i, dV_j += 0 * dO_i in the backward (FlashAttention-2's
- * P.V and dS.K GEMMs over a whole key block). Each mode, declared ISOLATED and PROPAGATES:
+ * forward, dQ_i += 0 * K_j, dK_j += 0 * Q_i, dK_j += 0 * D_i (dS_ij = P_ij (dP_ij - D_i) with
+ * D_i = dO_i . O_i NaN when row i sees a NaN key: PyTorch's efficient and math backends, found by
+ * certify on the H100, RESULTS-2026-11-25-s7.md), dV_j += 0 * dO_i in the backward
+ * (FlashAttention-2's P.V and dS.K GEMMs over a whole key block). Each mode, declared ISOLATED and
+ * PROPAGATES:
  *   propagate      the products over the problem's keys (j < Sk_b): passes the leak and nonfinite
  *                  properties when it declares PROPAGATES, fails them when it declares ISOLATED
  *                  (the torch false alarms of 2026-11-25, RESULTS-2026-11-25-s7-nf.md);
@@ -119,8 +122,14 @@ static fa_status tb_backward(const fa_bwd_args *a, fa_error *err) {
             for (int64_t i = 0; i < p->seqlen_q; i++)
                 for (int64_t j = 0; j < nk; j++) {
                     if (tb_visible(p, &a->mask, p->seqlen_q, sk, b, h, i, j)) continue;
+                    /* dS_ij = P_ij (dP_ij - D_i) = 0 times D_i = dO_i . O_i, NaN when row i's O is
+                       (a NaN at a key row i sees) */
+                    float di = 0.0f;
+                    for (int64_t d = 0; d < p->head_dim_v; d++)
+                        di += tb_get(&a->dout, p->dtype, b, i, h, d) * tb_get(&a->o, p->dtype, b, i, h, d);
                     /* dS_ij = 0 times K_j (dQ) and Q_i (dK); P_ij = 0 times dO_i (dV) */
                     for (int64_t d = 0; d < p->head_dim_qk; d++) {
+                        tb_zero_product(&a->dk, p->dtype, b, j, h / G, d, di);
                         tb_zero_product(&a->dq, p->dtype, b, i, h, d, tb_get(&a->k, p->dtype, b, j, h / G, d));
                         tb_zero_product(&a->dk, p->dtype, b, j, h / G, d, tb_get(&a->q, p->dtype, b, i, h, d));
                     }
