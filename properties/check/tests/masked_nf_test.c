@@ -119,14 +119,14 @@ static fa_status tb_backward(const fa_bwd_args *a, fa_error *err) {
         int64_t sk;
         const int64_t nk = tb_keys(p, &a->varlen, b, &sk);
         for (int64_t h = 0; h < p->heads_q; h++)
-            for (int64_t i = 0; i < p->seqlen_q; i++)
+            for (int64_t i = 0; i < p->seqlen_q; i++) {
+                /* dS_ij = P_ij (dP_ij - D_i) = 0 times D_i = dO_i . O_i, NaN when row i's O is
+                   (a NaN at a key row i sees) */
+                float di = 0.0f;
+                for (int64_t d = 0; d < p->head_dim_v; d++)
+                    di += tb_get(&a->dout, p->dtype, b, i, h, d) * tb_get(&a->o, p->dtype, b, i, h, d);
                 for (int64_t j = 0; j < nk; j++) {
                     if (tb_visible(p, &a->mask, p->seqlen_q, sk, b, h, i, j)) continue;
-                    /* dS_ij = P_ij (dP_ij - D_i) = 0 times D_i = dO_i . O_i, NaN when row i's O is
-                       (a NaN at a key row i sees) */
-                    float di = 0.0f;
-                    for (int64_t d = 0; d < p->head_dim_v; d++)
-                        di += tb_get(&a->dout, p->dtype, b, i, h, d) * tb_get(&a->o, p->dtype, b, i, h, d);
                     /* dS_ij = 0 times K_j (dQ) and Q_i (dK); P_ij = 0 times dO_i (dV) */
                     for (int64_t d = 0; d < p->head_dim_qk; d++) {
                         tb_zero_product(&a->dk, p->dtype, b, j, h / G, d, di);
@@ -136,6 +136,7 @@ static fa_status tb_backward(const fa_bwd_args *a, fa_error *err) {
                     for (int64_t d = 0; d < p->head_dim_v; d++)
                         tb_zero_product(&a->dv, p->dtype, b, j, h / G, d, tb_get(&a->dout, p->dtype, b, i, h, d));
                 }
+            }
     }
     return FA_OK;
 }

@@ -28,6 +28,7 @@
 #include "properties/check/tests/check_test.h"
 #include "properties/properties.h"
 #include "properties/sweep/sweep.h"
+#include "properties/sweep/tests/sweep_fixtures.h"
 
 
 /* a small dense case (B1 Sq17 Sk33 H1 D16) */
@@ -129,22 +130,6 @@ static int has_text(const fc_verdict *v, const char *a, const char *b) {
     for (int i = 0; i < v->n_reasons; i++)
         if (strcmp(v->reason[i].check, "skip") && strstr(v->reason[i].text, a) && strstr(v->reason[i].text, b)) return 1;
     return 0;
-}
-
-static fa_status fwd_nan_to_zero(const fa_fwd_args *a, fa_error *err) {
-    fa_status st = fa_backend_cpu()->forward(a, err);
-    if (st != FA_OK) return st;
-    const fa_problem *p = &a->p;
-    for (int64_t b = 0; b < p->batch; b++)
-        for (int64_t i = 0; i < p->seqlen_q; i++)
-            for (int64_t h = 0; h < p->heads_q; h++)
-                for (int64_t d = 0; d < p->head_dim_v; d++) {
-                    int64_t off = b * a->o.stride[0] + i * a->o.stride[1] + h * a->o.stride[2] + d * a->o.stride[3];
-                    uint16_t *o = (uint16_t *)a->o.ptr + off;
-                    double x = p->dtype == FA_BF16 ? fc_bf16_to_double(*o) : fc_f16_to_double(*o);
-                    if (!isfinite(x)) *o = 0;
-                }
-    return FA_OK;
 }
 
 /* nonfinite#4105: key padding (B = 2: batch 0 pads its last 38 keys, batch 1 its last 76) */
